@@ -1,0 +1,70 @@
+// sframepp: finding SFrame sections in ELF files (elfutils libelf).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sframe/error.hpp"
+
+namespace sframe::elf {
+
+/// ELF section type of SFrame sections (SHT_GNU_SFRAME, errata 1).
+inline constexpr std::uint32_t kShtGnuSframe = 0x6ffffff4;
+
+/// The bytes of an SFrame section found in an ELF file.
+struct SFrameSectionData {
+  std::string name;
+  /// sh_addr: the address the section is loaded at (0 in relocatable objects).
+  std::uint64_t address = 0;
+  /// The section bytes: a view into the file's mapping, or into `owned` when
+  /// relocations had to be applied. Valid while the ElfFile lives.
+  std::span<const std::byte> bytes;
+  std::vector<std::byte> owned;
+  /// Number of .rela.sframe entries applied (relocatable objects, v2/v3).
+  std::size_t relocations_applied = 0;
+};
+
+/// Facts about the ELF file itself.
+struct ElfInfo {
+  /// 32 or 64.
+  int bits = 64;
+  bool big_endian = false;
+  /// e_machine and e_type.
+  std::uint16_t machine = 0;
+  std::uint16_t type = 0;
+};
+
+/// An open ELF file. Move-only; owns the file descriptor and libelf handle.
+class ElfFile {
+ public:
+  /// Opens and identifies `path`. Errors: kIoError (cannot open/read),
+  /// kElfError (not an ELF file or unreadable headers).
+  static Expected<ElfFile> open(const std::string& path);
+
+  ElfFile(ElfFile&&) noexcept;
+  ElfFile& operator=(ElfFile&&) noexcept;
+  ~ElfFile();
+
+  const ElfInfo& info() const noexcept;
+
+  /// Finds the SFrame section called `name`; for the default name ".sframe",
+  /// falls back to the first section of type SHT_GNU_SFRAME. In relocatable
+  /// objects whose section is SFrame v2 or v3, applies the section's RELA
+  /// relocations (PC-relative and absolute, 32 and 64 bit, for x86-64,
+  /// AArch64 and s390x) to a copy, as GNU objdump 2.47 does before dumping; v1
+  /// sections are left unrelocated, as objdump 2.40 prints them.
+  /// Errors: kNoSFrameSection, kElfError, kBadRelocation.
+  Expected<SFrameSectionData> sframe_section(std::string_view name = ".sframe") const;
+
+ private:
+  struct Impl;
+  explicit ElfFile(std::unique_ptr<Impl> impl) noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sframe::elf

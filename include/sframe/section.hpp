@@ -1,0 +1,269 @@
+// sframepp: zero-copy decoder of SFrame sections, versions 1, 2 and 3.
+//
+// A Section is a cheap view over the caller's bytes (which must outlive it).
+// Section::parse checks the header and the extents of both sub-sections; the
+// per-FDE and per-FRE accessors check every further read, so any byte string
+// can be walked safely. validate() checks every rule of the specification once.
+// Both byte orders are read in place: nothing is copied or flipped.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <span>
+
+#include "sframe/error.hpp"
+#include "sframe/format.hpp"
+
+namespace sframe {
+
+/// The SFrame header (spec §2.2), decoded to host values.
+struct Header {
+  Version version{};
+  /// sfp_flags as stored; see sframe::flags.
+  std::uint8_t flags = 0;
+  Abi abi{};
+  /// sfh_cfa_fixed_fp_offset: bytes from the CFA where FP is saved; 0 = not fixed.
+  std::int8_t cfa_fixed_fp_offset = 0;
+  /// sfh_cfa_fixed_ra_offset: bytes from the CFA where RA is saved; 0 = not fixed
+  /// (AMD64: -8).
+  std::int8_t cfa_fixed_ra_offset = 0;
+  /// Bytes of auxiliary header following the fixed 28-byte header.
+  std::uint8_t auxhdr_len = 0;
+  std::uint32_t num_fdes = 0;
+  std::uint32_t num_fres = 0;
+  /// Length in bytes of the FRE sub-section.
+  std::uint32_t fre_len = 0;
+  /// Offsets of the sub-sections, relative to the end of the header (and aux header).
+  std::uint32_t fdeoff = 0;
+  std::uint32_t freoff = 0;
+
+  friend bool operator==(const Header&, const Header&) = default;
+};
+
+/// One function descriptor (spec §2.3), version-independent.
+struct Fde {
+  std::uint32_t index = 0;
+  /// Absolute start PC: section address + the decoded start offset (mod 2^64).
+  std::uint64_t start_pc = 0;
+  /// The stored start field (sign-extended from 32 bits in v1/v2).
+  std::int64_t start_field = 0;
+  /// Byte offset of the start field within the section.
+  std::uint32_t start_field_offset = 0;
+  /// Function size in bytes.
+  std::uint32_t size = 0;
+  /// sfde_func_start_fre_off: offset of this function's data in the FRE sub-section.
+  std::uint32_t fre_offset = 0;
+  std::uint32_t num_fres = 0;
+  FreType fre_type{};
+  PcType pc_type{};
+  FdeType fde_type{};
+  PauthKey pauth_key{};
+  /// v3: the function is a signal trampoline.
+  bool signal = false;
+  /// Size of the repeated code block for PcType::kMask (e.g. 16 for PLT entries).
+  std::uint8_t rep_size = 0;
+  /// Raw info bytes (info2 is 0 before v3).
+  std::uint8_t info = 0;
+  std::uint8_t info2 = 0;
+  /// Byte offset in the section of the first FRE (after the v3 attribute).
+  std::uint32_t fres_begin = 0;
+
+  friend bool operator==(const Fde&, const Fde&) = default;
+};
+
+/// One frame row entry (spec §2.4) with its data words as stored.
+struct Fre {
+  std::uint32_t index = 0;
+  /// sfre_start_address: offset from the function start (or, for PC-mask FDEs,
+  /// within the repeated block).
+  std::uint32_t start_offset = 0;
+  /// Byte offset of this FRE within the section.
+  std::uint32_t section_offset = 0;
+  /// Encoded size in bytes (start address + info byte + data words).
+  std::uint32_t encoded_size = 0;
+  std::uint8_t info = 0;
+  std::uint8_t dataword_count = 0;
+  /// Bytes per data word: 1, 2 or 4.
+  std::uint8_t dataword_size = 0;
+  /// The data words, zero-extended; see word() for the signed reading.
+  std::array<std::uint32_t, kMaxDatawords> words{};
+
+  bool cfa_base_sp() const noexcept { return fre_info::cfa_base_sp(info); }
+  bool mangled_ra() const noexcept { return fre_info::mangled_ra_p(info); }
+  /// Data word i read as a signed integer of dataword_size bytes.
+  std::int32_t word(std::uint32_t i) const noexcept {
+    std::uint32_t w = words[i];
+    if (dataword_size == 1) return static_cast<std::int8_t>(w);
+    if (dataword_size == 2) return static_cast<std::int16_t>(w);
+    return static_cast<std::int32_t>(w);
+  }
+  friend bool operator==(const Fre&, const Fre&) = default;
+};
+
+/// How to recover one value (CFA, RA or FP) for a PC range (spec §3).
+struct Rule {
+  enum class Kind : std::uint8_t {
+    /// Not saved by this frame: the caller's value is the current one ("u").
+    kUnchanged,
+    /// RA undefined: outermost frame (errata 2: FRE with no data words).
+    kUndefined,
+    /// Explicitly "no rule": FLEX padding word or s390x SFRAME_FRE_RA_OFFSET_INVALID.
+    /// The header's fixed offset applies if it has one, else the value is unchanged.
+    kPadding,
+    /// value = base + offset, read from memory there when `deref`.
+    kExpr,
+  };
+  enum class Base : std::uint8_t {
+    /// The CFA of this frame (RA/FP rules only).
+    kCfa,
+    /// DWARF register `regnum` (SP/FP for default CFA rules; any for FLEX).
+    kRegister,
+  };
+  Kind kind = Kind::kUnchanged;
+  Base base = Base::kCfa;
+  bool deref = false;
+  /// The offset is the header's fixed CFA offset, not an FRE data word.
+  bool from_header = false;
+  std::uint16_t regnum = 0;
+  /// Bytes; for s390x CFA rules already decoded (adjustment and scaling undone).
+  std::int32_t offset = 0;
+
+  friend bool operator==(const Rule&, const Rule&) = default;
+};
+
+/// The three rules of one FRE, interpreted per ABI and FDE type (spec §3).
+struct FrameRow {
+  Rule cfa;
+  Rule ra;
+  Rule fp;
+  /// RA is signed with PAuth (AArch64): strip before use.
+  bool ra_mangled = false;
+  /// No data words: the RA is undefined, the trace ends here (errata 2).
+  bool ra_undefined = false;
+  friend bool operator==(const FrameRow&, const FrameRow&) = default;
+};
+
+/// How much validate() checks.
+enum class Strictness : std::uint8_t {
+  /// Everything needed to decode every FDE and FRE without failure, as GNU
+  /// objdump tolerates (for dumping imperfect sections).
+  kLenient,
+  /// Every rule of the specification.
+  kStrict,
+};
+
+class FreRange;
+
+/// A view over one SFrame section. Cheap to copy; does not own the bytes.
+class Section {
+ public:
+  /// Parses the header and checks that the FDE and FRE sub-sections lie inside
+  /// `bytes`. `section_address` is the address of the section's first byte
+  /// (sh_addr of .sframe; 0 for raw bytes) and makes FDE start PCs absolute.
+  /// Trailing bytes after the FRE sub-section (zero padding) are allowed.
+  /// Errors: kTruncatedHeader, kBadMagic, kBadVersion, kBadAbi,
+  /// kAuxHeaderPastEnd, kFdeTablePastEnd, kFreSectionPastEnd.
+  static Expected<Section> parse(std::span<const std::byte> bytes, std::uint64_t section_address = 0);
+
+  const Header& header() const noexcept { return header_; }
+  Version version() const noexcept { return header_.version; }
+  Abi abi() const noexcept { return header_.abi; }
+  /// True if the section is stored big-endian.
+  bool big_endian() const noexcept { return big_endian_; }
+  std::uint64_t address() const noexcept { return address_; }
+  /// All bytes given to parse().
+  std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  /// Bytes the section occupies according to its header (header, sub-sections).
+  std::uint64_t used_size() const noexcept { return used_size_; }
+  /// Byte offset of the FDE / FRE sub-sections within the section.
+  std::uint32_t fde_table_offset() const noexcept { return fdes_begin_; }
+  std::uint32_t fre_section_offset() const noexcept { return fres_begin_; }
+
+  std::uint32_t num_fdes() const noexcept { return header_.num_fdes; }
+  /// Decodes FDE `i`. For v3 this also reads its attribute from the FRE
+  /// sub-section. Errors: kFdeIndexOutOfRange, kFreOffsetPastEnd,
+  /// kFdeAttrTruncated, kBadFreType (FRE type code > 2).
+  Expected<Fde> fde(std::uint32_t i) const noexcept;
+
+  /// The FREs of `fde`, decoded one by one as iterated.
+  FreRange fres(const Fde& fde) const noexcept;
+
+  /// Decodes the FRE at section byte offset `offset` of an FDE of FRE type `t`.
+  /// Errors: kFreTruncated, kBadDatawordSize.
+  Expected<Fre> fre_at(std::uint32_t offset, FreType t, std::uint32_t fde_index,
+                       std::uint32_t fre_index) const noexcept;
+
+  /// Interprets an FRE's data words as CFA/RA/FP rules for this section's ABI
+  /// and the FDE's type (spec §3.1, §3.2). Errors: kBadDatawordCount,
+  /// kBadFlexControl.
+  Expected<FrameRow> row(const Fde& fde, const Fre& fre) const noexcept;
+
+  /// Reads an unsigned integer of `n` (1, 2, 4, 8) bytes at section offset
+  /// `off` in the section's byte order. The caller guarantees bounds.
+  std::uint64_t load(std::uint64_t off, unsigned n) const noexcept;
+
+ private:
+  std::span<const std::byte> bytes_;
+  Header header_{};
+  std::uint64_t address_ = 0;
+  std::uint64_t used_size_ = 0;
+  std::uint32_t fdes_begin_ = 0;
+  std::uint32_t fres_begin_ = 0;
+  std::uint32_t fres_end_ = 0;
+  bool big_endian_ = false;
+};
+
+/// Sentinel for FreIterator.
+struct FreEnd {};
+
+/// Iterates the FREs of one FDE. Dereferences to Expected<Fre>; after an error
+/// it yields that error once, then ends (LLVM fallible-iterator style).
+class FreIterator {
+ public:
+  using value_type = Expected<Fre>;
+  using difference_type = std::ptrdiff_t;
+
+  FreIterator() = default;
+  FreIterator(const Section* s, const Fde& fde) noexcept;
+  const Expected<Fre>& operator*() const noexcept { return cur_; }
+  FreIterator& operator++() noexcept;
+  void operator++(int) noexcept { ++*this; }
+  bool operator==(FreEnd) const noexcept { return done_; }
+
+ private:
+  void decode() noexcept;
+  const Section* s_ = nullptr;
+  std::uint32_t fde_index_ = 0;
+  std::uint32_t next_ = 0;
+  std::uint32_t count_ = 0;
+  std::uint32_t offset_ = 0;
+  FreType type_{};
+  bool done_ = true;
+  Expected<Fre> cur_{Fre{}};
+};
+
+/// Range of an FDE's FREs; see Section::fres.
+class FreRange {
+ public:
+  FreRange(const Section* s, const Fde& fde) noexcept : s_(s), fde_(fde) {}
+  FreIterator begin() const noexcept { return FreIterator(s_, fde_); }
+  FreEnd end() const noexcept { return {}; }
+
+ private:
+  const Section* s_;
+  Fde fde_;
+};
+
+inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(this, fde); }
+
+/// Checks every FDE and FRE of `s` once, in time linear in the section size.
+/// kLenient checks what decoding needs; kStrict adds every rule of the spec:
+/// undefined flags and unused bits, data-word counts per ABI, FRE order and
+/// range, FRE count/length totals, FRE overlap between FDEs, FDE order and
+/// overlap under SFRAME_F_FDE_SORTED. Returns the first error found.
+Expected<void> validate(const Section& s, Strictness strictness = Strictness::kStrict);
+
+}  // namespace sframe

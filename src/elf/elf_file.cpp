@@ -1,0 +1,165 @@
+// ELF access through elfutils libelf: section lookup and .rela.sframe.
+#include "sframe/elf.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace sframe::elf {
+
+struct ElfFile::Impl {
+  int fd = -1;
+  Elf* elf = nullptr;
+  ElfInfo info;
+  ~Impl() {
+    if (elf) elf_end(elf);
+    if (fd >= 0) close(fd);
+  }
+};
+
+ElfFile::ElfFile(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+ElfFile::ElfFile(ElfFile&&) noexcept = default;
+ElfFile& ElfFile::operator=(ElfFile&&) noexcept = default;
+ElfFile::~ElfFile() = default;
+const ElfInfo& ElfFile::info() const noexcept { return impl_->info; }
+
+Expected<ElfFile> ElfFile::open(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  auto impl = std::make_unique<Impl>();
+  impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (impl->fd < 0) return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  impl->elf = elf_begin(impl->fd, ELF_C_READ_MMAP, nullptr);
+  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(Errc::kElfError, 0);
+  GElf_Ehdr eh;
+  if (!gelf_getehdr(impl->elf, &eh)) return make_error(Errc::kElfError, 0);
+  impl->info.bits = eh.e_ident[EI_CLASS] == ELFCLASS32 ? 32 : 64;
+  impl->info.big_endian = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+  impl->info.machine = eh.e_machine;
+  impl->info.type = eh.e_type;
+  return ElfFile(std::move(impl));
+}
+
+namespace {
+
+struct RelocKind {
+  unsigned size;  // bytes written
+  bool pcrel;
+};
+
+// Relocation types GNU as uses for .sframe start offsets, and their absolute
+// and 32-bit siblings. Returns size 0 for anything else.
+RelocKind classify(std::uint16_t machine, std::uint32_t type) {
+  switch (machine) {
+    case EM_X86_64:
+      if (type == R_X86_64_PC64) return {8, true};
+      if (type == R_X86_64_PC32) return {4, true};
+      if (type == R_X86_64_64) return {8, false};
+      if (type == R_X86_64_32 || type == R_X86_64_32S) return {4, false};
+      break;
+    case EM_AARCH64:
+      if (type == R_AARCH64_PREL64) return {8, true};
+      if (type == R_AARCH64_PREL32) return {4, true};
+      if (type == R_AARCH64_ABS64) return {8, false};
+      if (type == R_AARCH64_ABS32) return {4, false};
+      break;
+    case EM_S390:
+      if (type == R_390_PC64) return {8, true};
+      if (type == R_390_PC32) return {4, true};
+      if (type == R_390_64) return {8, false};
+      if (type == R_390_32) return {4, false};
+      break;
+    default:
+      break;
+  }
+  return {0, false};
+}
+
+void store(std::byte* p, std::uint64_t v, unsigned n, bool big) {
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned shift = 8 * (big ? n - 1 - i : i);
+    p[i] = static_cast<std::byte>((v >> shift) & 0xff);
+  }
+}
+
+// Applies every RELA section that targets section `target_index` to `out`.
+Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size_t target_index,
+                                        std::uint64_t target_addr, std::vector<std::byte>& out) {
+  std::size_t applied = 0;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || sh.sh_info != target_index) continue;
+    Elf_Data* rel = elf_getdata(scn, nullptr);
+    Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
+    Elf_Data* syms = symscn ? elf_getdata(symscn, nullptr) : nullptr;
+    if (!rel || !syms || sh.sh_entsize == 0) return make_error(Errc::kBadRelocation, 0);
+    const std::size_t n = sh.sh_size / sh.sh_entsize;
+    for (std::size_t i = 0; i < n; ++i) {
+      GElf_Rela r;
+      if (!gelf_getrela(rel, static_cast<int>(i), &r)) return make_error(Errc::kBadRelocation, 0, i);
+      const std::uint32_t type = static_cast<std::uint32_t>(GELF_R_TYPE(r.r_info));
+      const RelocKind k = classify(info.machine, type);
+      if (k.size == 0) return make_error(Errc::kBadRelocation, r.r_offset, type);
+      if (r.r_offset > out.size() || k.size > out.size() - r.r_offset)
+        return make_error(Errc::kBadRelocation, r.r_offset, out.size());
+      GElf_Sym sym;
+      if (!gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym))
+        return make_error(Errc::kBadRelocation, r.r_offset, GELF_R_SYM(r.r_info));
+      // Sections of a relocatable object sit at address 0, so a symbol's
+      // value is its offset in its section, as objdump sees it.
+      std::uint64_t v = sym.st_value + static_cast<std::uint64_t>(r.r_addend);
+      if (k.pcrel) v -= target_addr + r.r_offset;
+      store(out.data() + r.r_offset, v, k.size, info.big_endian);
+      ++applied;
+    }
+  }
+  return applied;
+}
+
+}  // namespace
+
+Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const {
+  Elf* elf = impl_->elf;
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return make_error(Errc::kElfError, 0);
+  Elf_Scn* found = nullptr;
+  Elf_Scn* by_type = nullptr;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    const char* n = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (n && name == n) {
+      found = scn;
+      break;
+    }
+    if (!by_type && sh.sh_type == kShtGnuSframe) by_type = scn;
+  }
+  if (!found && name == ".sframe") found = by_type;
+  if (!found) return make_error(Errc::kNoSFrameSection, 0);
+
+  GElf_Shdr sh;
+  if (!gelf_getshdr(found, &sh) || sh.sh_type == SHT_NOBITS) return make_error(Errc::kElfError, 0);
+  Elf_Data* data = elf_rawdata(found, nullptr);
+  if (!data || (data->d_size && !data->d_buf)) return make_error(Errc::kElfError, sh.sh_offset);
+  SFrameSectionData out;
+  const char* n = elf_strptr(elf, shstrndx, sh.sh_name);
+  out.name = n ? n : std::string(name);
+  out.address = sh.sh_addr;
+  out.bytes = std::span(static_cast<const std::byte*>(data->d_buf), data->d_size);
+
+  // objdump 2.47 relocates v2/v3 sections of ET_REL files; 2.40 left v1 alone.
+  const bool v2_or_later = out.bytes.size() > 2 && static_cast<std::uint8_t>(out.bytes[2]) >= 2;
+  if (impl_->info.type == ET_REL && v2_or_later) {
+    out.owned.assign(out.bytes.begin(), out.bytes.end());
+    auto applied = apply_relocations(elf, impl_->info, elf_ndxscn(found), sh.sh_addr, out.owned);
+    if (!applied) return Unexpected{applied.error()};
+    out.relocations_applied = *applied;
+    out.bytes = out.owned;
+  }
+  return out;
+}
+
+}  // namespace sframe::elf

@@ -1,0 +1,2 @@
+// Placeholder: the table-driven corruption test is being written.
+#include <gtest/gtest.h>
