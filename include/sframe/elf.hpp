@@ -39,6 +39,17 @@ struct ElfInfo {
   std::uint16_t type = 0;
 };
 
+/// One section header, as far as sframepp needs it.
+struct SectionHeader {
+  std::string name;
+  std::uint32_t type = 0;
+  std::uint64_t flags = 0;
+  /// Load address (sh_addr), file offset and size in bytes.
+  std::uint64_t address = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
 /// An open ELF file. Move-only; owns the file descriptor and libelf handle.
 class ElfFile {
  public:
@@ -51,6 +62,9 @@ class ElfFile {
   ~ElfFile();
 
   const ElfInfo& info() const noexcept;
+
+  /// All section headers, in file order (empty when the file has none).
+  std::vector<SectionHeader> sections() const;
 
   /// Finds the SFrame section called `name`; for the default name ".sframe",
   /// falls back to the first section of type SHT_GNU_SFRAME. In relocatable

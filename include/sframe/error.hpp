@@ -49,7 +49,9 @@ namespace sframe {
   X(kNoSFrameSection, "no SFrame section found")                                         \
   X(kElfError, "ELF file could not be read")                                             \
   X(kIoError, "file could not be opened or read")                                        \
-  X(kBadRelocation, "relocation of the SFrame section could not be applied")
+  X(kBadRelocation, "relocation of the SFrame section could not be applied")              \
+  X(kPcNotCovered, "no FDE covers the PC")                                               \
+  X(kPcBeforeFirstFre, "the PC lies before the first FRE of its function")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -74,7 +75,8 @@ struct Fde {
   friend bool operator==(const Fde&, const Fde&) = default;
 };
 
-/// One frame row entry (spec §2.4) with its data words as stored.
+/// One frame row entry (spec §2.4). Its data words stay in the section: read
+/// them with Section::dataword(); Section::row() interprets them.
 struct Fre {
   std::uint32_t index = 0;
   /// sfre_start_address: offset from the function start (or, for PC-mask FDEs,
@@ -88,17 +90,12 @@ struct Fre {
   std::uint8_t dataword_count = 0;
   /// Bytes per data word: 1, 2 or 4.
   std::uint8_t dataword_size = 0;
-  /// The data words, zero-extended; see word() for the signed reading.
-  std::array<std::uint32_t, kMaxDatawords> words{};
 
   bool cfa_base_sp() const noexcept { return fre_info::cfa_base_sp(info); }
   bool mangled_ra() const noexcept { return fre_info::mangled_ra_p(info); }
-  /// Data word i read as a signed integer of dataword_size bytes.
-  std::int32_t word(std::uint32_t i) const noexcept {
-    std::uint32_t w = words[i];
-    if (dataword_size == 1) return static_cast<std::int8_t>(w);
-    if (dataword_size == 2) return static_cast<std::int16_t>(w);
-    return static_cast<std::int32_t>(w);
+  /// Byte offset in the section of data word k.
+  std::uint32_t dataword_offset(std::uint32_t k) const noexcept {
+    return section_offset + encoded_size - (dataword_count - k) * std::uint32_t{dataword_size};
   }
   friend bool operator==(const Fre&, const Fre&) = default;
 };
@@ -157,6 +154,20 @@ enum class Strictness : std::uint8_t {
 
 class FreRange;
 
+// memcpy into a host integer, then swap when the section's order is not the
+// host's: no unaligned access, no type punning.
+template <class T>
+inline T load_as(const std::byte* p, bool swap) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  if (swap) {
+    if constexpr (sizeof(T) == 2) v = __builtin_bswap16(v);
+    if constexpr (sizeof(T) == 4) v = __builtin_bswap32(v);
+    if constexpr (sizeof(T) == 8) v = __builtin_bswap64(v);
+  }
+  return v;
+}
+
 /// A view over one SFrame section. Cheap to copy; does not own the bytes.
 class Section {
  public:
@@ -188,6 +199,24 @@ class Section {
   /// kFdeAttrTruncated, kBadFreType (FRE type code > 2).
   Expected<Fde> fde(std::uint32_t i) const noexcept;
 
+  /// Absolute start PC of FDE `i` without decoding the rest of it; for
+  /// binary searches. Precondition: i < num_fdes() (the table's extent was
+  /// checked by parse()).
+  std::uint64_t fde_start_pc(std::uint32_t i) const noexcept {
+    const Version v = header_.version;
+    const std::uint64_t at = fdes_begin_ + std::uint64_t{i} * fde_entry_size(v);
+    const auto field = v == Version::kV3 ? static_cast<std::int64_t>(load(at, 8))
+                                         : static_cast<std::int64_t>(static_cast<std::int32_t>(load(at, 4)));
+    const bool pcrel = v != Version::kV1 && (header_.flags & flags::kFdeFuncStartPcrel);
+    return address_ + static_cast<std::uint64_t>(field) + (pcrel ? at : 0);
+  }
+
+  /// The FRE of `fde` covering byte offset `off` from the function start
+  /// (already reduced modulo the block size for PC-mask FDEs): the last FRE
+  /// whose start is <= off. Steps over earlier FREs reading only their start
+  /// and info bytes. Errors: kPcBeforeFirstFre, kFreTruncated, kBadDatawordSize.
+  Expected<Fre> fre_covering(const Fde& fde, std::uint64_t off) const noexcept;
+
   /// The FREs of `fde`, decoded one by one as iterated.
   FreRange fres(const Fde& fde) const noexcept;
 
@@ -201,9 +230,31 @@ class Section {
   /// kBadFlexControl.
   Expected<FrameRow> row(const Fde& fde, const Fre& fre) const noexcept;
 
+  /// Data word k (< fre.dataword_count) of an FRE decoded from this section,
+  /// zero-extended (for FLEX control words).
+  std::uint32_t dataword(const Fre& fre, std::uint32_t k) const noexcept {
+    return static_cast<std::uint32_t>(load(fre.dataword_offset(k), fre.dataword_size));
+  }
+  /// Data word k read as a signed integer of the FRE's data-word size.
+  std::int32_t sdataword(const Fre& fre, std::uint32_t k) const noexcept {
+    const std::uint32_t w = dataword(fre, k);
+    if (fre.dataword_size == 1) return static_cast<std::int8_t>(w);
+    if (fre.dataword_size == 2) return static_cast<std::int16_t>(w);
+    return static_cast<std::int32_t>(w);
+  }
+
   /// Reads an unsigned integer of `n` (1, 2, 4, 8) bytes at section offset
   /// `off` in the section's byte order. The caller guarantees bounds.
-  std::uint64_t load(std::uint64_t off, unsigned n) const noexcept;
+  std::uint64_t load(std::uint64_t off, unsigned n) const noexcept {
+    const std::byte* p = bytes_.data() + off;
+    const bool swap = big_endian_ != (std::endian::native == std::endian::big);
+    switch (n) {
+      case 1: return static_cast<std::uint8_t>(*p);
+      case 2: return load_as<std::uint16_t>(p, swap);
+      case 4: return load_as<std::uint32_t>(p, swap);
+      default: return load_as<std::uint64_t>(p, swap);
+    }
+  }
 
  private:
   std::span<const std::byte> bytes_;

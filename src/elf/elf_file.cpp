@@ -43,6 +43,20 @@ Expected<ElfFile> ElfFile::open(const std::string& path) {
   return ElfFile(std::move(impl));
 }
 
+std::vector<SectionHeader> ElfFile::sections() const {
+  std::vector<SectionHeader> out;
+  Elf* elf = impl_->elf;
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return out;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    const char* n = elf_strptr(elf, shstrndx, sh.sh_name);
+    out.push_back({n ? n : "", sh.sh_type, sh.sh_flags, sh.sh_addr, sh.sh_offset, sh.sh_size});
+  }
+  return out;
+}
+
 namespace {
 
 struct RelocKind {

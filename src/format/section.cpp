@@ -11,21 +11,7 @@ constexpr bool fits(std::uint64_t off, std::uint64_t len, std::uint64_t size) no
   return off <= size && len <= size - off;
 }
 
-std::uint64_t load_bytes(const std::byte* p, unsigned n, bool big) noexcept {
-  std::uint64_t v = 0;
-  if (big) {
-    for (unsigned i = 0; i < n; ++i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  } else {
-    for (unsigned i = n; i-- > 0;) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  }
-  return v;
-}
-
 }  // namespace
-
-std::uint64_t Section::load(std::uint64_t off, unsigned n) const noexcept {
-  return load_bytes(bytes_.data() + off, n, big_endian_);
-}
 
 Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t section_address) {
   if (bytes.size() < kHeaderSize) return make_error(Errc::kTruncatedHeader, 0, bytes.size());
@@ -125,6 +111,25 @@ Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
   return f;
 }
 
+Expected<Fre> Section::fre_covering(const Fde& fde, std::uint64_t off) const noexcept {
+  const unsigned asz = start_address_size(fde.fre_type);
+  std::uint32_t at = fde.fres_begin;
+  std::uint32_t best = 0;
+  std::uint32_t best_index = kNoIndex;
+  for (std::uint32_t k = 0; k < fde.num_fres; ++k) {
+    if (!fits(at, asz + 1u, fres_end_)) return make_error(Errc::kFreTruncated, at, 0, fde.index, k);
+    if (load(at, asz) > off) break;
+    const auto info = static_cast<std::uint8_t>(bytes_[at + asz]);
+    const unsigned code = fre_info::dataword_size_code(info);
+    if (code > 2) return make_error(Errc::kBadDatawordSize, at + asz, code, fde.index, k);
+    best = at;
+    best_index = k;
+    at += asz + 1u + (fre_info::dataword_count(info) << code);
+  }
+  if (best_index == kNoIndex) return make_error(Errc::kPcBeforeFirstFre, fde.fres_begin, off, fde.index);
+  return fre_at(best, fde.fre_type, fde.index, best_index);
+}
+
 Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde_index,
                               std::uint32_t fre_index) const noexcept {
   const unsigned asz = start_address_size(t);
@@ -142,8 +147,6 @@ Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde
   const std::uint32_t words_len = std::uint32_t{r.dataword_count} * r.dataword_size;
   if (!fits(words_at, words_len, fres_end_))
     return make_error(Errc::kFreTruncated, offset, words_at + words_len, fde_index, fre_index);
-  for (std::uint32_t k = 0; k < r.dataword_count; ++k)
-    r.words[k] = static_cast<std::uint32_t>(load(words_at + k * r.dataword_size, r.dataword_size));
   r.encoded_size = asz + 1 + words_len;
   return r;
 }
@@ -192,7 +195,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
     return row;
   }
   const auto cfa_offset = [&](std::uint32_t k) {
-    const std::int32_t w = fre.word(k);
+    const std::int32_t w = sdataword(fre, k);
     return s390 ? s390x::decode_cfa_offset(w) : w;
   };
 
@@ -200,16 +203,16 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
     // Pairs of (control, offset) for CFA, RA, FP; a lone padding word may
     // stand for the RA pair when an FP pair follows (spec v3 §3.2).
     if (n < 2) return bad_count();
-    const std::uint32_t cfa_ctl = fre.words[0];
+    const std::uint32_t cfa_ctl = dataword(fre, 0);
     if (!flex::reg_p(cfa_ctl))
       return make_error(Errc::kBadFlexControl, fre.section_offset, cfa_ctl, fde.index, fre.index);
     row.cfa = expr(Rule::Base::kRegister, static_cast<std::uint16_t>(flex::regnum(cfa_ctl)), cfa_offset(1),
                    flex::deref_p(cfa_ctl));
     const auto pair_rule = [&](std::uint32_t k) {
-      const std::uint32_t ctl = fre.words[k];
+      const std::uint32_t ctl = dataword(fre, k);
       const bool reg = flex::reg_p(ctl);
       return expr(reg ? Rule::Base::kRegister : Rule::Base::kCfa,
-                  reg ? static_cast<std::uint16_t>(flex::regnum(ctl)) : 0, fre.word(k + 1), flex::deref_p(ctl));
+                  reg ? static_cast<std::uint16_t>(flex::regnum(ctl)) : 0, sdataword(fre, k + 1), flex::deref_p(ctl));
     };
     std::uint32_t k = 2;
     if (n == 2) {
@@ -217,7 +220,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
       row.fp = fixed_or_unchanged(header_.cfa_fixed_fp_offset);
       return row;
     }
-    if (fre.words[2] == 0) {
+    if (dataword(fre, 2) == 0) {
       row.ra = of_kind(Rule::Kind::kPadding);
       k = 3;
     } else {
@@ -231,7 +234,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
       return row;
     }
     if (n != k + 2) return bad_count();
-    if (fre.words[k] == 0) return make_error(Errc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
+    if (dataword(fre, k) == 0) return make_error(Errc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
     row.fp = pair_rule(k);
     return row;
   }
@@ -245,7 +248,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
   if (n > max) return bad_count();
   const bool v2_s390 = s390 && header_.version == Version::kV2;
   const auto saved = [&](std::uint32_t k) {
-    const std::int32_t w = fre.word(k);
+    const std::int32_t w = sdataword(fre, k);
     if (v2_s390 && s390x::v2_offset_is_regnum(w))
       return expr(Rule::Base::kRegister, static_cast<std::uint16_t>(s390x::v2_offset_regnum(w)), 0, false);
     return expr(Rule::Base::kCfa, 0, w, true);
@@ -255,7 +258,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
     row.ra = expr(Rule::Base::kCfa, 0, header_.cfa_fixed_ra_offset, true, true);
   } else if (k < n) {
     // SFRAME_FRE_RA_OFFSET_INVALID (errata 1) only exists from v2 on.
-    row.ra = (fre.word(k) == kRaOffsetInvalid && header_.version != Version::kV1) ? of_kind(Rule::Kind::kPadding)
+    row.ra = (sdataword(fre, k) == kRaOffsetInvalid && header_.version != Version::kV1) ? of_kind(Rule::Kind::kPadding)
                                                                                   : saved(k);
     ++k;
   } else {
