@@ -27,6 +27,18 @@ struct SFrameSectionData {
   std::vector<std::byte> owned;
   /// Number of .rela.sframe entries applied (relocatable objects, v2/v3).
   std::size_t relocations_applied = 0;
+  /// Found through the PT_GNU_SFRAME program header (no usable section
+  /// header); `name` is then ".sframe" and `bytes` span the whole segment,
+  /// which may be longer than the section (its header tells its length).
+  bool from_segment = false;
+};
+
+/// A function symbol (STT_FUNC) of the file's symbol table.
+struct Symbol {
+  std::string name;
+  /// Address (st_value) and size in bytes.
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
 };
 
 /// Facts about the ELF file itself.
@@ -66,8 +78,13 @@ class ElfFile {
   /// All section headers, in file order (empty when the file has none).
   std::vector<SectionHeader> sections() const;
 
+  /// Function symbols from .symtab, or from .dynsym when there is no .symtab,
+  /// sorted by address.
+  std::vector<Symbol> function_symbols() const;
+
   /// Finds the SFrame section called `name`; for the default name ".sframe",
-  /// falls back to the first section of type SHT_GNU_SFRAME. In relocatable
+  /// falls back to the first section of type SHT_GNU_SFRAME, then to the
+  /// PT_GNU_SFRAME segment (files whose section headers were stripped). In relocatable
   /// objects whose section is SFrame v2 or v3, applies the section's RELA
   /// relocations (PC-relative and absolute, 32 and 64 bit, for x86-64,
   /// AArch64 and s390x) to a copy, as GNU objdump 2.47 does before dumping; v1

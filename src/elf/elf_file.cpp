@@ -7,6 +7,7 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace sframe::elf {
@@ -57,7 +58,56 @@ std::vector<SectionHeader> ElfFile::sections() const {
   return out;
 }
 
+std::vector<Symbol> ElfFile::function_symbols() const {
+  std::vector<Symbol> out;
+  Elf* elf = impl_->elf;
+  Elf_Scn* symtab = nullptr;
+  Elf_Scn* dynsym = nullptr;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    if (sh.sh_type == SHT_SYMTAB && !symtab) symtab = scn;
+    if (sh.sh_type == SHT_DYNSYM && !dynsym) dynsym = scn;
+  }
+  Elf_Scn* scn = symtab ? symtab : dynsym;
+  GElf_Shdr sh;
+  if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return out;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (!data) return out;
+  const std::size_t n = sh.sh_size / sh.sh_entsize;
+  for (std::size_t i = 0; i < n; ++i) {
+    GElf_Sym sym;
+    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
+    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
+    const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
+    out.push_back({name ? name : "", sym.st_value, sym.st_size});
+  }
+  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
+  return out;
+}
+
 namespace {
+
+// PT_GNU_SFRAME (errata 1): the segment holding .sframe in linked files.
+constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
+
+Expected<SFrameSectionData> from_segment(Elf* elf) {
+  std::size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) != 0) return make_error(Errc::kNoSFrameSection, 0);
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != kPtGnuSframe) continue;
+    Elf_Data* d = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_BYTE);
+    if (!d || (d->d_size && !d->d_buf)) return make_error(Errc::kElfError, ph.p_offset);
+    SFrameSectionData out;
+    out.name = ".sframe";
+    out.address = ph.p_vaddr;
+    out.bytes = std::span(static_cast<const std::byte*>(d->d_buf), d->d_size);
+    out.from_segment = true;
+    return out;
+  }
+  return make_error(Errc::kNoSFrameSection, 0);
+}
 
 struct RelocKind {
   unsigned size;  // bytes written
@@ -138,7 +188,10 @@ Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size
 Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const {
   Elf* elf = impl_->elf;
   std::size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return make_error(Errc::kElfError, 0);
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
+    if (name == ".sframe") return from_segment(elf);
+    return make_error(Errc::kElfError, 0);
+  }
   Elf_Scn* found = nullptr;
   Elf_Scn* by_type = nullptr;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
@@ -152,6 +205,7 @@ Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const
     if (!by_type && sh.sh_type == kShtGnuSframe) by_type = scn;
   }
   if (!found && name == ".sframe") found = by_type;
+  if (!found && name == ".sframe") return from_segment(elf);
   if (!found) return make_error(Errc::kNoSFrameSection, 0);
 
   GElf_Shdr sh;

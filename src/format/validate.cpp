@@ -14,8 +14,9 @@ Expected<void> check_fde_fields(const Section& s, const Fde& f) {
   if (f.info & fde_info::unused_mask(v)) return make_error(Errc::kUnusedBitsSet, info_at, f.info, f.index);
   if (v == Version::kV3 && (f.info2 & fde_info::kInfo2UnusedMask))
     return make_error(Errc::kUnusedBitsSet, info_at + 1, f.info2, f.index);
+  // sfde_func_rep_size follows the info byte in v2; in v3 it follows info2.
   if (v != Version::kV1 && f.pc_type == PcType::kMask && f.rep_size == 0)
-    return make_error(Errc::kZeroRepSize, info_at + 2, 0, f.index);
+    return make_error(Errc::kZeroRepSize, info_at + (v == Version::kV3 ? 2 : 1), 0, f.index);
   if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
   return {};
 }

@@ -1,62 +1,274 @@
-// The `sframe` command-line tool.
+// The `sframe` command-line tool: dump, verify, lookup, stat.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "objdump_text.hpp"
+#include "render.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
 namespace {
 
 using namespace sframe;
+using tools::Json;
 
-std::string error_text(const Error& e) {
-  std::string s = fmt::format("{} [{}] at byte 0x{:x}", describe(e.code), code_name(e.code), e.offset);
-  if (e.fde != kNoIndex) s += fmt::format(", FDE {}", e.fde);
-  if (e.fre != kNoIndex) s += fmt::format(", FRE {}", e.fre);
-  if (e.value != 0) s += fmt::format(" (value {:#x})", e.value);
-  return s;
-}
+/// JSON documents carry this version; docs/json.md describes the schema.
+constexpr int kJsonVersion = 1;
 
-void flush(std::string& out) {
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  out.clear();
-}
+// An ELF file with its SFrame section parsed (and checked to the given level).
+struct Loaded {
+  elf::ElfFile file;
+  elf::SFrameSectionData data;
+  Section section;
+};
 
-// Dumps one file; returns false (after one line on stderr) on any error.
-bool dump_file(const std::string& path, const std::string& section_name) {
-  std::string out;
-  auto fail = [&](const std::string& why) {
-    flush(out);
-    std::fflush(stdout);
-    fmt::print(stderr, "sframe: {}: {}\n", path, why);
-    return false;
-  };
+// Opens `path` and parses its SFrame section. On failure `out_error` says
+// what, and `text_prefix` gets what objdump would have printed before failing.
+std::optional<Loaded> load(const std::string& path, const std::string& section_name, Strictness strictness,
+                           std::string& why, std::string* text_prefix = nullptr) {
   auto file = elf::ElfFile::open(path);
-  if (!file) return fail(error_text(file.error()));
-  tools::append_banner(out, path, tools::bfd_target_name(file->info()));
+  if (!file) {
+    why = tools::error_text(file.error());
+    return std::nullopt;
+  }
+  if (text_prefix) tools::append_banner(*text_prefix, path, tools::bfd_target_name(file->info()));
   auto data = file->sframe_section(section_name);
   if (!data) {
     if (data.error().code == Errc::kNoSFrameSection) {
-      out += fmt::format("No {} section present\n\n", section_name);
-      return fail(fmt::format("no section {}", section_name));
+      if (text_prefix) *text_prefix += fmt::format("No {} section present\n\n", section_name);
+      why = fmt::format("no section {}", section_name);
+    } else {
+      why = tools::error_text(data.error());
     }
-    return fail(error_text(data.error()));
+    return std::nullopt;
   }
   auto sec = Section::parse(data->bytes, data->address);
-  if (!sec) return fail(fmt::format("section {}: {}", section_name, error_text(sec.error())));
-  if (auto ok = validate(*sec, Strictness::kLenient); !ok)
-    return fail(fmt::format("section {}: {}", section_name, error_text(ok.error())));
-  if (auto ok = tools::append_section(out, *sec, data->name); !ok)
-    return fail(fmt::format("section {}: {}", section_name, error_text(ok.error())));
-  flush(out);
-  return true;
+  if (!sec) {
+    why = fmt::format("section {}: {}", section_name, tools::error_text(sec.error()));
+    return std::nullopt;
+  }
+  if (auto ok = validate(*sec, strictness); !ok) {
+    why = fmt::format("section {}: {}", section_name, tools::error_text(ok.error()));
+    return std::nullopt;
+  }
+  Section s = *sec;
+  return Loaded{std::move(*file), std::move(*data), s};
+}
+
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+void complain(const std::string& path, const std::string& why) {
+  std::fflush(stdout);
+  fmt::print(stderr, "sframe: {}: {}\n", path, why);
+}
+
+Json document(const char* command) {
+  Json j;
+  j["sframepp_json"] = kJsonVersion;
+  j["command"] = command;
+  return j;
+}
+
+int run_dump(const std::vector<std::string>& files, const std::string& section, bool json) {
+  int rc = 0;
+  Json doc = document("dump");
+  doc["files"] = Json::array();
+  for (const auto& path : files) {
+    std::string out, why;
+    auto l = load(path, section, Strictness::kLenient, why, &out);
+    if (json) {
+      Json f;
+      f["file"] = path;
+      if (l) {
+        f["elf_format"] = std::string(tools::bfd_target_name(l->file.info()));
+        f["section"] = tools::section_json(l->section, l->data.name);
+      } else {
+        f["error"] = why;
+        rc = 1;
+        complain(path, why);
+      }
+      doc["files"].push_back(std::move(f));
+      continue;
+    }
+    if (l) {
+      if (auto ok = tools::append_section(out, l->section, l->data.name); !ok) {
+        why = fmt::format("section {}: {}", section, tools::error_text(ok.error()));
+        l.reset();
+      }
+    }
+    print(out);
+    if (!l) {
+      complain(path, why);
+      rc = 1;
+    }
+  }
+  if (json) print(doc.dump(2) + "\n");
+  return rc;
+}
+
+int run_verify(const std::vector<std::string>& files, const std::string& section, bool json) {
+  int rc = 0;
+  Json doc = document("verify");
+  doc["files"] = Json::array();
+  for (const auto& path : files) {
+    std::string why;
+    auto l = load(path, section, Strictness::kStrict, why);
+    Json f;
+    f["file"] = path;
+    f["ok"] = l.has_value();
+    if (!l) {
+      rc = 1;
+      f["error"] = why;
+      if (!json) complain(path, why);
+    } else {
+      f["version"] = static_cast<int>(l->section.version());
+      f["num_fdes"] = l->section.num_fdes();
+      f["num_fres"] = l->section.header().num_fres;
+      if (!json)
+        fmt::print("{}: {} ok: SFrame v{}, {} FDEs, {} FREs\n", path, l->data.name,
+                   static_cast<int>(l->section.version()), l->section.num_fdes(), l->section.header().num_fres);
+    }
+    doc["files"].push_back(std::move(f));
+  }
+  if (json) print(doc.dump(2) + "\n");
+  return rc;
+}
+
+std::optional<std::uint64_t> parse_pc(const std::string& s) {
+  try {
+    std::size_t used = 0;
+    const unsigned long long v = std::stoull(s, &used, 0);
+    if (used != s.size()) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+int run_lookup(const std::string& path, const std::vector<std::string>& pcs, const std::string& section, bool json) {
+  std::string why;
+  auto l = load(path, section, Strictness::kLenient, why);
+  if (!l) {
+    complain(path, why);
+    return 1;
+  }
+  auto index = FdeIndex::build(l->section);
+  if (!index) {
+    complain(path, tools::error_text(index.error()));
+    return 1;
+  }
+  const auto syms = l->file.function_symbols();
+  int rc = 0;
+  Json doc = document("lookup");
+  doc["file"] = path;
+  doc["results"] = Json::array();
+  for (const auto& text : pcs) {
+    const auto pc = parse_pc(text);
+    Json r;
+    r["pc"] = text;
+    if (!pc) {
+      rc = 1;
+      r["found"] = false;
+      r["reason"] = "not a number";
+      if (!json) fmt::print("{}: not a number\n", text);
+      doc["results"].push_back(std::move(r));
+      continue;
+    }
+    r["pc"] = tools::hex(*pc);
+    const elf::Symbol* sym = tools::symbol_for(syms, *pc);
+    const std::string where =
+        sym ? fmt::format(" <{}+0x{:x}>", tools::demangle(sym->name), *pc - sym->address) : std::string();
+    auto m = index->find(*pc);
+    r["found"] = m.has_value();
+    if (sym) r["symbol"] = tools::demangle(sym->name);
+    if (!m) {
+      rc = 1;
+      r["reason"] = std::string(describe(m.error().code));
+      if (!json) fmt::print("0x{:x}{}: {}\n", *pc, where, describe(m.error().code));
+      doc["results"].push_back(std::move(r));
+      continue;
+    }
+    const Section& s = l->section;
+    r["fde"] = tools::fde_json(m->fde);
+    r["fre"] = tools::fre_json(s, m->fde, m->fre, m->row);
+    if (!json) {
+      fmt::print("0x{:x}{}: function 0x{:x}, size {} (FDE {}{}{})\n", *pc, where, m->fde.start_pc, m->fde.size,
+                 m->fde.index, m->fde.pc_type == PcType::kMask ? ", PC mask" : "",
+                 m->fde.fde_type == FdeType::kFlex ? ", flexible" : "");
+      fmt::print("  FRE {} from +0x{:x}: {}\n", m->fre.index, m->fre.start_offset, tools::rules_in_words(s, m->row));
+    }
+    doc["results"].push_back(std::move(r));
+  }
+  if (json) print(doc.dump(2) + "\n");
+  return rc;
+}
+
+void print_stats(const std::string& path, const Loaded& l, const tools::Stats& st) {
+  const Section& s = l.section;
+  const auto pct = [](std::uint64_t a, std::uint64_t b) { return b ? 100.0 * double(a) / double(b) : 0.0; };
+  std::string flags;
+  for (const auto& f : tools::flag_names(s.header().flags, s.version())) flags += (flags.empty() ? "" : ", ") + f;
+  fmt::print("{}: section {} at 0x{:x}{}\n", path, l.data.name, l.data.address,
+             l.data.from_segment ? " (from PT_GNU_SFRAME)" : "");
+  fmt::print("  version {}, {}, {} byte order, flags: {}\n", static_cast<int>(s.version()), tools::abi_name(s.abi()),
+             s.big_endian() ? "big" : "little", flags.empty() ? "none" : flags);
+  fmt::print("  FDEs: {} (PC type inc {}, mask {}; FDE type default {}, flex {}; signal {})\n", s.num_fdes(),
+             st.pc_types[0], st.pc_types[1], st.fde_types[0], st.fde_types[1], st.signal_fdes);
+  fmt::print("  FREs: {} ({:.2f} per FDE)\n", st.fres, s.num_fdes() ? double(st.fres) / s.num_fdes() : 0.0);
+  fmt::print("  FRE types (FDEs): addr1 {}, addr2 {}, addr4 {}\n", st.fre_types[0], st.fre_types[1], st.fre_types[2]);
+  fmt::print("  data-word sizes (FREs): 1B {}, 2B {}, 4B {}\n", st.dataword_sizes[0], st.dataword_sizes[1],
+             st.dataword_sizes[2]);
+  std::string counts;
+  for (std::size_t n = 0; n < st.dataword_counts.size(); ++n)
+    if (st.dataword_counts[n]) counts += fmt::format("{}{}: {}", counts.empty() ? "" : ", ", n, st.dataword_counts[n]);
+  fmt::print("  data-word counts (FREs): {}{}\n", counts,
+             st.mangled_ra_fres ? fmt::format("; signed RA in {} FREs", st.mangled_ra_fres) : "");
+  const std::uint64_t eh = st.eh_frame_bytes + st.eh_frame_hdr_bytes;
+  fmt::print("  bytes: .sframe {} (header accounts for {}); .eh_frame {} + .eh_frame_hdr {} = {}{}\n",
+             st.sframe_bytes, st.used_bytes, st.eh_frame_bytes, st.eh_frame_hdr_bytes, eh,
+             eh ? fmt::format(" (.sframe is {:.1f}% of that)", pct(st.sframe_bytes, eh)) : "");
+  fmt::print("  .text coverage: {} of {} bytes ({:.1f}%)\n", st.text_covered, st.text_bytes,
+             pct(st.text_covered, st.text_bytes));
+}
+
+int run_stat(const std::vector<std::string>& files, const std::string& section, bool json) {
+  int rc = 0;
+  Json doc = document("stat");
+  doc["files"] = Json::array();
+  for (const auto& path : files) {
+    std::string why;
+    auto l = load(path, section, Strictness::kLenient, why);
+    Json f;
+    f["file"] = path;
+    std::optional<tools::Stats> st;
+    if (l) {
+      auto r = tools::compute_stats(l->section, l->file.sections(), l->data.bytes.size());
+      if (r) st = *r; else why = tools::error_text(r.error());
+    }
+    if (!st) {
+      rc = 1;
+      complain(path, why);
+      f["error"] = why;
+    } else if (json) {
+      f["section"] = l->data.name;
+      f["address"] = tools::hex(l->data.address);
+      f["from_segment"] = l->data.from_segment;
+      f["stats"] = tools::stats_json(l->section, *st);
+    } else {
+      print_stats(path, *l, *st);
+    }
+    doc["files"].push_back(std::move(f));
+  }
+  if (json) print(doc.dump(2) + "\n");
+  return rc;
 }
 
 std::string self_path() {
@@ -68,46 +280,45 @@ std::string self_path() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sframe: decode, validate and dump SFrame stack-trace sections"};
+  CLI::App app{"sframe: decode, validate, look up and dump SFrame stack-trace sections"};
   app.require_subcommand(1);
+  std::string section = ".sframe";
+  bool json = false;
+  const auto common = [&](CLI::App* cmd) {
+    cmd->add_option("--section", section, "Name of the SFrame section")->capture_default_str();
+    cmd->add_flag("--json", json, "Print JSON (schema: docs/json.md)");
+  };
 
   std::vector<std::string> files;
-  std::string section = ".sframe";
   auto* dump = app.add_subcommand("dump", "Print SFrame sections as `objdump --sframe` does");
   dump->add_option("files", files, "ELF files (default: this program itself)");
-  dump->add_option("--section", section, "Name of the SFrame section")->capture_default_str();
+  common(dump);
 
   std::vector<std::string> vfiles;
-  auto* verify = app.add_subcommand("verify", "Validate SFrame sections strictly");
+  auto* verify = app.add_subcommand("verify", "Check every rule of the SFrame specification");
   verify->add_option("files", vfiles, "ELF files")->required();
-  verify->add_option("--section", section, "Name of the SFrame section")->capture_default_str();
+  common(verify);
+
+  std::string lfile;
+  std::vector<std::string> pcs;
+  auto* lookup = app.add_subcommand("lookup", "Show the function and CFA/RA/FP rules covering PCs");
+  lookup->add_option("file", lfile, "ELF file")->required();
+  lookup->add_option("pcs", pcs, "PCs (hex with 0x, or decimal)")->required();
+  common(lookup);
+
+  std::vector<std::string> sfiles;
+  auto* stat = app.add_subcommand("stat", "Summarize SFrame sections: counts, encodings, sizes, coverage");
+  stat->add_option("files", sfiles, "ELF files")->required();
+  common(stat);
 
   CLI11_PARSE(app, argc, argv);
 
-  int rc = 0;
   if (*dump) {
     if (files.empty()) files.push_back(self_path());
-    for (const auto& f : files)
-      if (!dump_file(f, section)) rc = 1;
-  } else if (*verify) {
-    for (const auto& path : vfiles) {
-      auto file = elf::ElfFile::open(path);
-      auto data = file ? file->sframe_section(section) : Expected<elf::SFrameSectionData>(Unexpected{file.error()});
-      if (!data) {
-        fmt::print(stderr, "sframe: {}: {}\n", path, error_text(data.error()));
-        rc = 1;
-        continue;
-      }
-      auto sec = Section::parse(data->bytes, data->address);
-      Expected<void> ok = sec ? validate(*sec, Strictness::kStrict) : Expected<void>(Unexpected{sec.error()});
-      if (!ok) {
-        fmt::print(stderr, "sframe: {}: section {}: {}\n", path, data->name, error_text(ok.error()));
-        rc = 1;
-        continue;
-      }
-      fmt::print("{}: {} ok: SFrame v{}, {} FDEs, {} FREs\n", path, data->name, static_cast<int>(sec->version()),
-                 sec->num_fdes(), sec->header().num_fres);
-    }
+    return run_dump(files, section, json);
   }
-  return rc;
+  if (*verify) return run_verify(vfiles, section, json);
+  if (*lookup) return run_lookup(lfile, pcs, section, json);
+  if (*stat) return run_stat(sfiles, section, json);
+  return 2;
 }

@@ -1,0 +1,296 @@
+#include "render.hpp"
+
+#include <cxxabi.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace sframe::tools {
+
+std::string_view abi_name(Abi abi) {
+  switch (abi) {
+    case Abi::kAarch64Big: return "AArch64 big-endian";
+    case Abi::kAarch64Little: return "AArch64 little-endian";
+    case Abi::kAmd64Little: return "AMD64 little-endian";
+    case Abi::kS390xBig: return "s390x big-endian";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> flag_names(std::uint8_t flags, Version v) {
+  std::vector<std::string> out;
+  const auto take = [&](std::uint8_t bit, const char* name) {
+    if (flags & bit) out.emplace_back(name);
+    flags = static_cast<std::uint8_t>(flags & ~bit);
+  };
+  take(flags::kFdeSorted, "SFRAME_F_FDE_SORTED");
+  if (v != Version::kV3) take(flags::kFramePointer, "SFRAME_F_FRAME_POINTER");
+  if (v != Version::kV1) take(flags::kFdeFuncStartPcrel, "SFRAME_F_FDE_FUNC_START_PCREL");
+  for (unsigned bit = 0; bit < 8; ++bit)
+    if (flags & (1u << bit)) out.push_back(fmt::format("0x{:x}", 1u << bit));
+  return out;
+}
+
+std::string register_name(Abi abi, std::uint16_t regnum) {
+  const AbiRegs regs = abi_regs(abi);
+  if (regnum == regs.sp) return "SP";
+  if (regnum == regs.fp) return "FP";
+  return fmt::format("r{}", regnum);
+}
+
+namespace {
+
+std::string signed_term(std::int32_t v) { return v < 0 ? fmt::format(" - {}", -std::int64_t{v}) : fmt::format(" + {}", v); }
+
+// "X = base + off" for values, "X at base + off" for memory slots.
+std::string rule_words(const Section& s, std::string_view what, const Rule& r, std::int8_t header_fixed) {
+  switch (r.kind) {
+    case Rule::Kind::kUnchanged: return fmt::format("{} unchanged", what);
+    case Rule::Kind::kUndefined: return fmt::format("{} undefined (outermost frame)", what);
+    case Rule::Kind::kPadding:
+      if (header_fixed != 0) return fmt::format("{} at CFA{}", what, signed_term(header_fixed));
+      return fmt::format("{} unchanged (not saved)", what);
+    case Rule::Kind::kExpr: break;
+  }
+  const std::string base = r.base == Rule::Base::kCfa ? "CFA" : register_name(s.abi(), r.regnum);
+  if (!r.deref && r.offset == 0 && r.base == Rule::Base::kRegister && what != "CFA")
+    return fmt::format("{} in {}", what, base);
+  return fmt::format("{} {} {}{}", what, r.deref ? "at" : "=", base, signed_term(r.offset));
+}
+
+Json rule_json(const Section& s, const Rule& r) {
+  Json j;
+  switch (r.kind) {
+    case Rule::Kind::kUnchanged: j["kind"] = "unchanged"; return j;
+    case Rule::Kind::kUndefined: j["kind"] = "undefined"; return j;
+    case Rule::Kind::kPadding: j["kind"] = "padding"; return j;
+    case Rule::Kind::kExpr: break;
+  }
+  j["kind"] = "expr";
+  j["base"] = r.base == Rule::Base::kCfa ? "cfa" : "register";
+  if (r.base == Rule::Base::kRegister) {
+    j["register"] = r.regnum;
+    j["register_name"] = register_name(s.abi(), r.regnum);
+  }
+  j["offset"] = r.offset;
+  j["deref"] = r.deref;
+  j["from_header"] = r.from_header;
+  return j;
+}
+
+}  // namespace
+
+std::string rules_in_words(const Section& s, const FrameRow& row) {
+  if (row.ra_undefined) return "RA undefined (outermost frame)";
+  const Header& h = s.header();
+  std::string out = rule_words(s, "CFA", row.cfa, 0);
+  out += "; " + rule_words(s, "RA", row.ra, h.cfa_fixed_ra_offset);
+  out += "; " + rule_words(s, "FP", row.fp, h.cfa_fixed_fp_offset);
+  if (row.ra_mangled) out += "; RA signed (PAuth)";
+  return out;
+}
+
+std::string hex(std::uint64_t v) { return fmt::format("0x{:x}", v); }
+
+std::string error_text(const Error& e) {
+  std::string s = fmt::format("{} [{}] at byte 0x{:x}", describe(e.code), code_name(e.code), e.offset);
+  if (e.fde != kNoIndex) s += fmt::format(", FDE {}", e.fde);
+  if (e.fre != kNoIndex) s += fmt::format(", FRE {}", e.fre);
+  if (e.value != 0) s += fmt::format(" (value {:#x})", e.value);
+  return s;
+}
+
+Json error_json(const Error& e) {
+  Json j;
+  j["code"] = std::string(code_name(e.code));
+  j["message"] = std::string(describe(e.code));
+  j["offset"] = e.offset;
+  j["value"] = hex(e.value);
+  j["fde"] = e.fde == kNoIndex ? Json(nullptr) : Json(e.fde);
+  j["fre"] = e.fre == kNoIndex ? Json(nullptr) : Json(e.fre);
+  return j;
+}
+
+Json header_json(const Header& h) {
+  Json j;
+  j["version"] = static_cast<int>(h.version);
+  j["flags"] = h.flags;
+  j["flag_names"] = flag_names(h.flags, h.version);
+  j["abi"] = static_cast<int>(h.abi);
+  j["abi_name"] = std::string(abi_name(h.abi));
+  j["cfa_fixed_fp_offset"] = h.cfa_fixed_fp_offset;
+  j["cfa_fixed_ra_offset"] = h.cfa_fixed_ra_offset;
+  j["auxhdr_len"] = h.auxhdr_len;
+  j["num_fdes"] = h.num_fdes;
+  j["num_fres"] = h.num_fres;
+  j["fre_len"] = h.fre_len;
+  j["fdeoff"] = h.fdeoff;
+  j["freoff"] = h.freoff;
+  return j;
+}
+
+Json fde_json(const Fde& f) {
+  static constexpr const char* kFreTypes[] = {"addr1", "addr2", "addr4"};
+  Json j;
+  j["index"] = f.index;
+  j["start_pc"] = hex(f.start_pc);
+  j["size"] = f.size;
+  j["pc_type"] = f.pc_type == PcType::kMask ? "mask" : "inc";
+  j["fde_type"] = f.fde_type == FdeType::kFlex ? "flex" : "default";
+  j["fre_type"] = kFreTypes[static_cast<int>(f.fre_type)];
+  j["rep_size"] = f.rep_size;
+  j["signal"] = f.signal;
+  j["pauth_key"] = f.pauth_key == PauthKey::kB ? "B" : "A";
+  j["num_fres"] = f.num_fres;
+  return j;
+}
+
+Json fre_json(const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
+  Json j;
+  j["index"] = fre.index;
+  j["start_offset"] = fre.start_offset;
+  // PC-mask FREs start at an offset within each repeated block.
+  j["start_pc"] = f.pc_type == PcType::kMask ? Json(nullptr) : Json(hex(f.start_pc + fre.start_offset));
+  Json words = Json::array();
+  for (std::uint32_t k = 0; k < fre.dataword_count; ++k) words.push_back(s.dataword(fre, k));
+  j["dataword_size"] = fre.dataword_size;
+  j["datawords"] = std::move(words);
+  j["ra_undefined"] = row.ra_undefined;
+  j["ra_mangled"] = row.ra_mangled;
+  j["cfa"] = rule_json(s, row.cfa);
+  j["ra"] = rule_json(s, row.ra);
+  j["fp"] = rule_json(s, row.fp);
+  j["text"] = rules_in_words(s, row);
+  return j;
+}
+
+Json section_json(const Section& s, std::string_view name) {
+  Json j;
+  j["name"] = std::string(name);
+  j["address"] = hex(s.address());
+  j["byte_order"] = s.big_endian() ? "big" : "little";
+  j["header"] = header_json(s.header());
+  Json fdes = Json::array();
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    auto f = s.fde(i);
+    if (!f) break;  // callers validate first
+    Json fj = fde_json(*f);
+    Json fres = Json::array();
+    for (const auto& fre : s.fres(*f)) {
+      if (!fre) break;
+      auto row = s.row(*f, *fre);
+      if (!row) break;
+      fres.push_back(fre_json(s, *f, *fre, *row));
+    }
+    fj["fres"] = std::move(fres);
+    fdes.push_back(std::move(fj));
+  }
+  j["fdes"] = std::move(fdes);
+  return j;
+}
+
+Expected<Stats> compute_stats(const Section& s, const std::vector<elf::SectionHeader>& sections,
+                              std::uint64_t sframe_file_size) {
+  Stats st;
+  st.sframe_bytes = sframe_file_size;
+  st.used_bytes = s.used_size();
+  std::uint64_t text_lo = 0, text_hi = 0;
+  for (const auto& sh : sections) {
+    if (sh.name == ".eh_frame") st.eh_frame_bytes = sh.size;
+    if (sh.name == ".eh_frame_hdr") st.eh_frame_hdr_bytes = sh.size;
+    if (sh.name == ".text") {
+      text_lo = sh.address;
+      text_hi = sh.address + sh.size;
+    }
+  }
+  st.text_bytes = text_hi - text_lo;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  ranges.reserve(s.num_fdes());
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    auto f = s.fde(i);
+    if (!f) return Unexpected{f.error()};
+    ++st.fre_types[static_cast<int>(f->fre_type)];
+    ++st.pc_types[static_cast<int>(f->pc_type)];
+    ++st.fde_types[static_cast<int>(f->fde_type)];
+    st.signal_fdes += f->signal;
+    ranges.emplace_back(f->start_pc, f->start_pc + f->size);
+    for (const auto& fre : s.fres(*f)) {
+      if (!fre) return Unexpected{fre.error()};
+      ++st.fres;
+      ++st.dataword_sizes[fre->dataword_size == 1 ? 0 : fre->dataword_size == 2 ? 1 : 2];
+      ++st.dataword_counts[fre->dataword_count];
+      st.mangled_ra_fres += fre->mangled_ra();
+    }
+  }
+  // Union of function ranges, intersected with .text.
+  std::sort(ranges.begin(), ranges.end());
+  std::uint64_t cur_lo = 0, cur_hi = 0;
+  const auto flush = [&] {
+    const std::uint64_t lo = std::max(cur_lo, text_lo), hi = std::min(cur_hi, text_hi);
+    if (hi > lo) st.text_covered += hi - lo;
+  };
+  for (const auto& [lo, hi] : ranges) {
+    if (lo > cur_hi) {
+      flush();
+      cur_lo = lo;
+      cur_hi = hi;
+    } else {
+      cur_hi = std::max(cur_hi, hi);
+    }
+  }
+  flush();
+  return st;
+}
+
+Json stats_json(const Section& s, const Stats& st) {
+  Json j;
+  j["version"] = static_cast<int>(s.version());
+  j["abi"] = std::string(abi_name(s.abi()));
+  j["byte_order"] = s.big_endian() ? "big" : "little";
+  j["flag_names"] = flag_names(s.header().flags, s.version());
+  j["num_fdes"] = s.num_fdes();
+  j["num_fres"] = st.fres;
+  j["fre_types"] = {{"addr1", st.fre_types[0]}, {"addr2", st.fre_types[1]}, {"addr4", st.fre_types[2]}};
+  j["pc_types"] = {{"inc", st.pc_types[0]}, {"mask", st.pc_types[1]}};
+  j["fde_types"] = {{"default", st.fde_types[0]}, {"flex", st.fde_types[1]}};
+  j["signal_fdes"] = st.signal_fdes;
+  j["dataword_sizes"] = {{"1", st.dataword_sizes[0]}, {"2", st.dataword_sizes[1]}, {"4", st.dataword_sizes[2]}};
+  Json counts = Json::object();
+  for (std::size_t n = 0; n < st.dataword_counts.size(); ++n)
+    if (st.dataword_counts[n]) counts[std::to_string(n)] = st.dataword_counts[n];
+  j["dataword_counts"] = std::move(counts);
+  j["mangled_ra_fres"] = st.mangled_ra_fres;
+  j["bytes"] = {{"sframe", st.sframe_bytes},
+                {"sframe_used", st.used_bytes},
+                {"eh_frame", st.eh_frame_bytes},
+                {"eh_frame_hdr", st.eh_frame_hdr_bytes}};
+  j["text"] = {{"bytes", st.text_bytes}, {"covered", st.text_covered}};
+  return j;
+}
+
+const elf::Symbol* symbol_for(const std::vector<elf::Symbol>& syms, std::uint64_t pc) {
+  auto it = std::upper_bound(syms.begin(), syms.end(), pc,
+                             [](std::uint64_t v, const elf::Symbol& s) { return v < s.address; });
+  if (it == syms.begin()) return nullptr;
+  --it;
+  // Only a symbol that covers the PC names it (a zero-size one only its own
+  // address): PLT stubs and padding have no symbol.
+  for (auto jt = it;; --jt) {
+    if (jt->address != it->address) break;
+    if (pc - jt->address < std::max<std::uint64_t>(jt->size, 1)) return &*jt;
+    if (jt == syms.begin()) break;
+  }
+  return nullptr;
+}
+
+std::string demangle(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !d) return name;
+  std::string out(d);
+  std::free(d);
+  return out;
+}
+
+}  // namespace sframe::tools

@@ -1,0 +1,164 @@
+// find(pc) against two independent truths: the rows GNU objdump printed for
+// the corpus files, and GNU libsframe's sframe_find_fre (binutils 2.40, via
+// dlopen) on v1 sections.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "sframe/elf.hpp"
+#include "sframe/lookup.hpp"
+#include "support/corpus.hpp"
+
+namespace {
+
+struct GoldenFde {
+  std::uint64_t pc = 0;
+  std::uint64_t size = 0;
+  bool mask = false;
+  std::vector<std::uint64_t> rows;  // FRE start PCs as printed
+};
+
+// Parses objdump's "func idx" blocks.
+std::vector<GoldenFde> parse_golden(const std::string& text) {
+  std::vector<GoldenFde> out;
+  std::istringstream in(text);
+  std::string line;
+  const std::regex func(R"(^    func idx \[\d+\]: pc = 0x([0-9a-f]+), size = (\d+) bytes)");
+  const std::regex row(R"(^    ([0-9a-f]{16})  )");
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, func)) {
+      out.push_back({std::stoull(m[1], nullptr, 16), std::stoull(m[2]), false, {}});
+    } else if (!out.empty() && line.rfind("    STARTPC[m]", 0) == 0) {
+      out.back().mask = true;
+    } else if (!out.empty() && std::regex_search(line, m, row)) {
+      out.back().rows.push_back(std::stoull(m[1], nullptr, 16));
+    }
+  }
+  return out;
+}
+
+struct Loaded {
+  sframe::elf::ElfFile file;
+  sframe::elf::SFrameSectionData data;
+};
+
+Loaded open_section(const std::filesystem::path& p) {
+  auto f = sframe::elf::ElfFile::open(p.string());
+  EXPECT_TRUE(f) << p;
+  auto d = f->sframe_section();
+  EXPECT_TRUE(d) << p;
+  return {std::move(*f), std::move(*d)};
+}
+
+// Linked files: FDEs are sorted and their PCs unique, so every printed row
+// start (and the byte before the next row) must map back to that row.
+TEST(Lookup, EveryGoldenRowOfLinkedFiles) {
+  std::size_t checked = 0;
+  for (const auto& c : sframe_test::golden_cases()) {
+    const std::string dir = c.dir.filename().string();
+    if (dir.find("linked") == std::string::npos) continue;
+    Loaded l = open_section(c.dir / c.file);
+    auto s = sframe::Section::parse(l.data.bytes, l.data.address);
+    ASSERT_TRUE(s);
+    auto ix = sframe::FdeIndex::build(*s);
+    ASSERT_TRUE(ix);
+    for (const GoldenFde& g : parse_golden(sframe_test::read_file(c.golden))) {
+      for (std::size_t r = 0; r < g.rows.size(); ++r) {
+        // PC-mask rows print offsets within the 16-byte PLT entry; probe the
+        // second entry of the block to exercise the modulo.
+        const std::uint64_t first = g.mask ? g.pc + 16 + g.rows[r] : g.rows[r];
+        const std::uint64_t next = r + 1 < g.rows.size() ? (g.mask ? g.pc + 16 + g.rows[r + 1] : g.rows[r + 1])
+                                                         : (g.mask ? g.pc + 32 : g.pc + g.size);
+        if (first >= g.pc + g.size) continue;
+        for (std::uint64_t pc : {first, next - 1}) {
+          auto m = sframe::find(*s, pc);
+          ASSERT_TRUE(m) << c.name() << " pc " << std::hex << pc;
+          EXPECT_EQ(m->fde.start_pc, g.pc) << c.name() << " pc " << std::hex << pc;
+          const std::uint64_t row_start = g.mask ? g.rows[r] : g.rows[r] - g.pc;
+          EXPECT_EQ(m->fre.start_offset, row_start) << c.name() << " pc " << std::hex << pc;
+          auto mi = ix->find(pc);
+          ASSERT_TRUE(mi);
+          EXPECT_EQ(mi->fre, m->fre);
+          EXPECT_EQ(mi->row, m->row);
+          ++checked;
+        }
+      }
+      // One past the function: not this FDE any more.
+      auto after = sframe::find(*s, g.pc + g.size);
+      if (after) {
+        EXPECT_NE(after->fde.start_pc, g.pc);
+      }
+    }
+  }
+  EXPECT_GT(checked, 300u);
+}
+
+// GNU libsframe 2.40, declared here (Debian ships no header).
+struct LibSframe {
+  using Decode = void* (*)(const char*, std::size_t, int*);
+  using Free = void (*)(void**);
+  using FindFre = int (*)(void*, std::int32_t, void*);
+  Decode decode = nullptr;
+  Free free = nullptr;
+  FindFre find_fre = nullptr;
+  LibSframe() {
+    if (void* h = dlopen("libsframe.so.0", RTLD_NOW)) {
+      decode = reinterpret_cast<Decode>(dlsym(h, "sframe_decode"));
+      free = reinterpret_cast<Free>(dlsym(h, "sframe_decoder_free"));
+      find_fre = reinterpret_cast<FindFre>(dlsym(h, "sframe_find_fre"));
+    }
+  }
+};
+
+// libsframe 2.40's sframe_frame_row_entry.
+struct GnuFre {
+  std::uint32_t start_addr;
+  unsigned char offsets[12];
+  unsigned char info;
+};
+
+TEST(Lookup, AgreesWithGnuLibsframeOnV1) {
+  LibSframe gnu;
+  if (!gnu.decode || !gnu.find_fre) GTEST_SKIP() << "libsframe.so.0 not available";
+  Loaded l = open_section(sframe_test::shared_dir() / "bench" / "many-20k-v1");
+  auto s = sframe::Section::parse(l.data.bytes, l.data.address);
+  ASSERT_TRUE(s);
+  auto ix = sframe::FdeIndex::build(*s);
+  ASSERT_TRUE(ix);
+  std::uint64_t lo = 0, hi = 0;
+  for (const auto& sh : l.file.sections())
+    if (sh.name == ".text") lo = sh.address, hi = sh.address + sh.size;
+  int err = 0;
+  void* ctx = gnu.decode(reinterpret_cast<const char*>(l.data.bytes.data()), l.data.bytes.size(), &err);
+  ASSERT_NE(ctx, nullptr);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<std::uint64_t> dist(lo, hi - 1);
+  std::size_t found = 0, n = 200000;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t pc = dist(rng);
+    GnuFre g{};
+    const bool gnu_found = gnu.find_fre(ctx, static_cast<std::int32_t>(pc - l.data.address), &g) == 0;
+    auto m = ix->find(pc);
+    ASSERT_EQ(m.has_value(), gnu_found) << std::hex << pc;
+    if (!gnu_found) continue;
+    ++found;
+    ASSERT_EQ(m->fre.start_offset, g.start_addr) << std::hex << pc;
+    ASSERT_EQ(m->fre.info, g.info) << std::hex << pc;
+    for (std::uint32_t k = 0; k < m->fre.dataword_count; ++k) {
+      const unsigned char* p = g.offsets + k * m->fre.dataword_size;
+      std::uint32_t w = 0;
+      for (unsigned b = 0; b < m->fre.dataword_size; ++b) w |= std::uint32_t{p[b]} << (8 * b);
+      ASSERT_EQ(s->dataword(m->fre, k), w) << std::hex << pc;
+    }
+  }
+  gnu.free(&ctx);
+  EXPECT_GT(found, n / 2);
+  std::printf("libsframe agreement: %zu PCs, %zu covered, all identical\n", n, found);
+}
+
+}  // namespace
