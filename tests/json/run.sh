@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Validates every --json output of the sframe tool against
+# docs/sframepp.schema.json (python3-jsonschema), on the whole corpus, on
+# error cases, and checks that JSON and text come from the same model (FRE
+# counts agree with the text dump).
+# Usage: run.sh SFRAME_BIN SOURCE_DIR SHARED_DIR WORKDIR
+set -uo pipefail
+bin=$1 src=$2 shared=$3 work=$4
+mkdir -p "$work"
+schema="$src/docs/sframepp.schema.json"
+pass=0 fail=0
+check() {  # name, json-file
+  if python3 - "$schema" "$2" <<'PY'
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+doc = json.load(open(sys.argv[2]))
+errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.path))
+for e in errors[:5]:
+    print("  ", list(e.path), e.message[:200])
+sys.exit(1 if errors else 0)
+PY
+  then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1"; fi
+}
+mapfile -t files < <(find "$shared/corpus" -type f ! -name '*.txt' ! -name '*.sframe' ! -name '*.c' ! -name '*.cpp' | sort)
+"$bin" dump --json "${files[@]}" > "$work/dump.json" 2>/dev/null; check dump "$work/dump.json"
+"$bin" stat --json "${files[@]}" > "$work/stat.json" 2>/dev/null; check stat "$work/stat.json"
+"$bin" verify --json "${files[@]}" /nonexistent > "$work/verify.json" 2>/dev/null; check verify "$work/verify.json"
+"$bin" dump --json /nonexistent "$src/README.md" > "$work/dump-err.json" 2>/dev/null; check dump-errors "$work/dump-err.json"
+"$bin" stat --json /nonexistent > "$work/stat-err.json" 2>/dev/null; check stat-errors "$work/stat-err.json"
+for f in x86_64-v3-linked/usesolib x86_64-v3-linked/realign s390x-v3-O2/basic.o aarch64-v3-pauth/basic.o raw-sections/gnu-v3-s390x.o; do
+  "$bin" lookup --json "$shared/corpus/$f" 0x0 0x10 0x1040 0x1190 0x11a0 0x72 0x70 notanumber > "$work/lookup.json" 2>/dev/null
+  check "lookup $f" "$work/lookup.json"
+done
+# One model, two printers: the FRE rows of the JSON dump equal the text dump's.
+python3 - "$work/dump.json" "$bin" <<'PY' && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL json/text agreement"; }
+import json, subprocess, sys
+doc = json.load(open(sys.argv[1]))
+bad = 0
+for f in doc["files"]:
+    if "section" not in f: continue
+    text = subprocess.run([sys.argv[2], "dump", f["file"]], capture_output=True, text=True).stdout
+    rows_text = sum(1 for l in text.splitlines() if l.startswith("    ") and len(l) > 20 and l[4:20].strip() and all(c in "0123456789abcdef" for c in l[4:20]))
+    rows_json = sum(len(d["fres"]) for d in f["section"]["fdes"])
+    if rows_text != rows_json or f["section"]["header"]["num_fres"] != rows_json:
+        print("  mismatch", f["file"], rows_text, rows_json); bad += 1
+sys.exit(1 if bad else 0)
+PY
+echo "json: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
