@@ -162,3 +162,39 @@ TEST(Lookup, AgreesWithGnuLibsframeOnV1) {
 }
 
 }  // namespace
+
+namespace {
+
+// FDE starts spanning the whole 64-bit range must not wrap the index's
+// bucket arithmetic (found by the corruption-test work).
+TEST(Lookup, IndexHandlesFullAddressSpan) {
+  // v2 AMD64, SORTED, not PCREL: start fields are section-relative, so a
+  // section at 0x0 with start -1 puts FDE 1 at 0xffffffffffffffff.
+  std::vector<std::uint8_t> b = {
+      0xe2, 0xde, 2, 0x1,  // magic, version 2, flags SORTED
+      3, 0, 0xf8, 0,       // AMD64, fixed FP 0, fixed RA -8, no aux header
+      2, 0, 0, 0,          // num_fdes
+      2, 0, 0, 0,          // num_fres
+      6, 0, 0, 0,          // fre_len: two FREs of 3 bytes
+      0, 0, 0, 0,          // fdeoff
+      40, 0, 0, 0,         // freoff
+      // FDE 0: start 0, size 0x100, FREs at 0, 1 FRE, info ADDR1, rep 0, pad
+      0, 0, 0, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+      // FDE 1: start -1, size 0, FREs at 3, 1 FRE
+      0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+      // two FREs: start 0, info 0x03 (SP base, 1 data word of 1 byte), word 8
+      0, 0x03, 8, 0, 0x03, 8};
+  auto s = sframe::Section::parse(std::as_bytes(std::span(b)), 0);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(sframe::validate(*s, sframe::Strictness::kStrict)) << sframe::describe(sframe::validate(*s).error().code);
+  auto ix = sframe::FdeIndex::build(*s);
+  ASSERT_TRUE(ix);
+  auto direct = sframe::find(*s, 0x10);
+  auto indexed = ix->find(0x10);
+  ASSERT_TRUE(direct);
+  ASSERT_TRUE(indexed);
+  EXPECT_EQ(indexed->fde.index, 0u);
+  EXPECT_EQ(direct->fde.index, 0u);
+}
+
+}  // namespace

@@ -119,7 +119,9 @@ inline constexpr std::int32_t kCfaOffsetAlignment = 8;
 /// SP = CFA + kSpValOffset.
 inline constexpr std::int32_t kSpValOffset = -160;
 constexpr std::int32_t decode_cfa_offset(std::int32_t stored) noexcept {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(stored) * 8u) - kCfaOffsetAdjustment;
+  // Modular arithmetic: a hostile 4-byte word must not overflow int32.
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(stored) * 8u -
+                                   static_cast<std::uint32_t>(kCfaOffsetAdjustment));
 }
 /// v2 only: an FP/RA data word with bit 0 set holds a DWARF register number.
 constexpr bool v2_offset_is_regnum(std::int32_t w) noexcept { return w & 1; }

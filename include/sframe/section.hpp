@@ -311,10 +311,13 @@ class FreRange {
 inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(this, fde); }
 
 /// Checks every FDE and FRE of `s` once, in time linear in the section size.
-/// kLenient checks what decoding needs; kStrict adds every rule of the spec:
-/// undefined flags and unused bits, data-word counts per ABI, FRE order and
-/// range, FRE count/length totals, FRE overlap between FDEs, FDE order and
-/// overlap under SFRAME_F_FDE_SORTED. Returns the first error found.
+/// kLenient checks what decoding needs: extents, codes, data-word counts per
+/// ABI and FDE type, FLEX control words (after it, every fde(), FRE and row()
+/// of the section succeeds). kStrict adds every other rule of the spec:
+/// undefined flags and unused bits, zero PC-mask block size, FRE order and
+/// range, FRE count/length totals, FRE overlap between FDEs, sub-section
+/// overlap, FDE order and overlap under SFRAME_F_FDE_SORTED. Returns the
+/// first error found.
 Expected<void> validate(const Section& s, Strictness strictness = Strictness::kStrict);
 
 }  // namespace sframe

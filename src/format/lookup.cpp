@@ -69,11 +69,12 @@ Expected<FdeIndex> FdeIndex::build(const Section& s) {
   ix.lo_ = ix.entries_.front().start;
   // At most about one bucket per FDE: the table stays proportional to the
   // FDE count whatever the address span.
-  const std::uint64_t span = ix.entries_.back().start - ix.lo_ + 1;
+  // Distance from the first start to the last; +1 could wrap at 2^64.
+  const std::uint64_t d = ix.entries_.back().start - ix.lo_;
   unsigned shift = 0;
-  while (shift < 63 && (span >> shift) > n) ++shift;
+  while (shift < 63 && (d >> shift) >= n) ++shift;
   ix.shift_ = shift;
-  const std::uint64_t buckets = (span >> shift) + 1;
+  const std::uint64_t buckets = (d >> shift) + 1;
   ix.bucket_.resize(buckets);
   std::uint32_t e = 0;
   for (std::uint64_t b = 0; b < buckets; ++b) {
