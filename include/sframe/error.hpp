@@ -51,7 +51,8 @@ namespace sframe {
   X(kIoError, "file could not be opened or read")                                        \
   X(kBadRelocation, "relocation of the SFrame section could not be applied")              \
   X(kPcNotCovered, "no FDE covers the PC")                                               \
-  X(kPcBeforeFirstFre, "the PC lies before the first FRE of its function")
+  X(kPcBeforeFirstFre, "the PC lies before the first FRE of its function")                \
+  X(kNotRepresentable, "the model holds something this SFrame version or ABI cannot encode")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {

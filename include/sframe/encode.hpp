@@ -1,0 +1,87 @@
+// sframepp: encoding SFrame sections (versions 2 and 3) from a model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sframe/section.hpp"
+
+namespace sframe {
+
+/// From `start_offset` on (bytes from the function start; for PC-mask FDEs,
+/// from the start of each repeated block), `row` applies.
+struct RowSpec {
+  std::uint32_t start_offset = 0;
+  FrameRow row;
+  friend bool operator==(const RowSpec&, const RowSpec&) = default;
+};
+
+/// One function of the model (what an FDE and its FREs describe).
+struct FunctionSpec {
+  /// Absolute start PC and size in bytes.
+  std::uint64_t start_pc = 0;
+  std::uint32_t size = 0;
+  PcType pc_type = PcType::kInc;
+  /// kFlex is v3 only.
+  FdeType fde_type = FdeType::kDefault;
+  /// Repetition block size for PcType::kMask (e.g. 16 for x86-64 PLT entries).
+  std::uint8_t rep_size = 0;
+  /// v3 signal-frame bit.
+  bool signal = false;
+  PauthKey pauth_key = PauthKey::kA;
+  /// Rows by increasing start_offset.
+  std::vector<RowSpec> rows;
+
+  /// Layout kept from a decoded section (used by Layout::kPreserve only): the
+  /// FRE type, each FRE's data-word size, and where the FREs sat in the FRE
+  /// sub-section.
+  FreType fre_type = FreType::kAddr1;
+  std::vector<std::uint8_t> dataword_sizes;
+  std::uint32_t fre_offset = 0;
+
+  friend bool operator==(const FunctionSpec&, const FunctionSpec&) = default;
+};
+
+/// A whole section to encode.
+struct SectionSpec {
+  Version version = Version::kV3;
+  Abi abi = Abi::kAmd64Little;
+  bool big_endian = false;
+  /// Header fixed offsets (AMD64: RA at CFA - 8). 0 = not fixed.
+  std::int8_t cfa_fixed_fp_offset = 0;
+  std::int8_t cfa_fixed_ra_offset = 0;
+  /// Address the section will be loaded at (start fields are PC-relative).
+  std::uint64_t section_address = 0;
+  std::vector<FunctionSpec> functions;
+  /// Layout::kPreserve only: the header flags to write.
+  std::uint8_t flags = 0;
+
+  friend bool operator==(const SectionSpec&, const SectionSpec&) = default;
+};
+
+enum class Layout : std::uint8_t {
+  /// Smallest encoding: the smallest FRE type per function and data-word size
+  /// per FRE, rows identical to the previous one dropped, FDEs sorted by start
+  /// PC (SFRAME_F_FDE_SORTED), start fields PC-relative
+  /// (SFRAME_F_FDE_FUNC_START_PCREL, errata 1 for v2).
+  kOptimize,
+  /// Keeps what the model records of a decoded section: FDE order, FRE type
+  /// per function, data-word size per FRE, FRE sub-section order, every row,
+  /// and the header flags. encode(to_spec(s), kPreserve) reproduces sections
+  /// made by GNU as/ld byte for byte (up to trailing padding).
+  kPreserve,
+};
+
+/// Encodes `spec` as an SFrame v2 or v3 section in its byte order.
+/// Errors: kBadVersion (v1 is not written), kNotRepresentable (a rule the
+/// version, ABI or FDE type cannot express, an offset out of range, a start
+/// PC too far for v2's 32-bit field, unsorted rows), with `fde`/`fre` naming
+/// the function and row.
+Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout = Layout::kOptimize);
+
+/// The model of a decoded section (which must pass validate(kLenient)):
+/// every FDE with every row, and the layout details kPreserve needs.
+Expected<SectionSpec> to_spec(const Section& s);
+
+}  // namespace sframe

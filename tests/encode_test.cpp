@@ -1,0 +1,217 @@
+// The encoder against GNU as/ld 2.47's own sections (byte-identical in
+// layout-preserving mode) and against the decoder (round trips).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
+#include "support/corpus.hpp"
+
+namespace {
+
+using namespace sframe;
+
+struct Decoded {
+  elf::SFrameSectionData data;
+  Section section;
+  std::vector<std::byte> used;  // the section up to what its header accounts for
+};
+
+Decoded load(const sframe_test::GoldenCase& c) {
+  auto f = elf::ElfFile::open((c.dir / c.file).string());
+  EXPECT_TRUE(f);
+  auto d = f->sframe_section();
+  EXPECT_TRUE(d);
+  Decoded out;
+  out.data.owned.assign(d->bytes.begin(), d->bytes.end());
+  out.data.address = d->address;
+  out.section = *Section::parse(out.data.owned, d->address);
+  out.used.assign(out.data.owned.begin(), out.data.owned.begin() + static_cast<std::ptrdiff_t>(out.section.used_size()));
+  return out;
+}
+
+// Rows without repeats: what the optimizing encoder keeps.
+std::vector<RowSpec> distinct_rows(const std::vector<RowSpec>& rows) {
+  std::vector<RowSpec> out;
+  for (const auto& r : rows)
+    if (out.empty() || !(out.back().row == r.row)) out.push_back(r);
+  return out;
+}
+
+class Encode : public ::testing::TestWithParam<sframe_test::GoldenCase> {};
+
+// Sections made by GNU as/ld 2.47 (v3) come back byte for byte.
+TEST_P(Encode, PreserveLayoutIsByteIdenticalForGnuV3) {
+  Decoded d = load(GetParam());
+  if (d.section.version() != Version::kV3) GTEST_SKIP() << "not v3";
+  auto spec = to_spec(d.section);
+  ASSERT_TRUE(spec);
+  auto out = encode(*spec, Layout::kPreserve);
+  ASSERT_TRUE(out) << describe(out.error().code) << " FDE " << out.error().fde << " FRE " << out.error().fre;
+  ASSERT_EQ(out->size(), d.used.size());
+  for (std::size_t i = 0; i < out->size(); ++i)
+    ASSERT_EQ((*out)[i], d.used[i]) << "first difference at byte " << i;
+}
+
+// Optimizing mode, v3 and (without FLEX) v2, both byte orders: strictly
+// valid, the same rows, and never larger than what GNU made.
+TEST_P(Encode, OptimizedRoundTrip) {
+  Decoded d = load(GetParam());
+  auto spec = to_spec(d.section);
+  ASSERT_TRUE(spec);
+  for (Version v : {Version::kV3, Version::kV2}) {
+    for (bool flip : {false, true}) {
+      SectionSpec s = *spec;
+      s.version = v;
+      s.big_endian = flip ? !s.big_endian : s.big_endian;
+      if (v == Version::kV2) {
+        std::erase_if(s.functions, [](const FunctionSpec& f) { return f.fde_type == FdeType::kFlex; });
+      }
+      auto out = encode(s, Layout::kOptimize);
+      ASSERT_TRUE(out) << describe(out.error().code) << " FDE " << out.error().fde << " FRE " << out.error().fre;
+      auto back = Section::parse(*out, s.section_address);
+      ASSERT_TRUE(back);
+      auto ok = validate(*back, Strictness::kStrict);
+      ASSERT_TRUE(ok) << describe(ok.error().code) << " at " << ok.error().offset;
+      auto spec2 = to_spec(*back);
+      ASSERT_TRUE(spec2);
+      // Same functions (sorted by start PC), same distinct rows.
+      auto want = s.functions;
+      std::stable_sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.start_pc < b.start_pc; });
+      ASSERT_EQ(spec2->functions.size(), want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const auto& a = want[i];
+        const auto& b = spec2->functions[i];
+        EXPECT_EQ(a.start_pc, b.start_pc);
+        EXPECT_EQ(a.size, b.size);
+        EXPECT_EQ(a.pc_type, b.pc_type);
+        EXPECT_EQ(a.fde_type, b.fde_type);
+        EXPECT_EQ(a.rep_size, b.rep_size);
+        EXPECT_EQ(a.pauth_key, b.pauth_key);
+        EXPECT_EQ(distinct_rows(a.rows), b.rows) << "function " << i;
+      }
+      if (d.section.version() == v && !flip) {
+        EXPECT_LE(out->size(), d.used.size());
+      }
+    }
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<sframe_test::GoldenCase>& info) {
+  std::string n = info.param.name();
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, Encode, ::testing::ValuesIn(sframe_test::golden_cases()), case_name);
+
+// Random models of every ABI and FDE type: decode(encode(m)) == m.
+Rule slot(std::int32_t off) {
+  Rule r;
+  r.kind = Rule::Kind::kExpr;
+  r.base = Rule::Base::kCfa;
+  r.deref = true;
+  r.offset = off;
+  return r;
+}
+
+TEST(EncodeProperty, RandomModelsRoundTrip) {
+  std::mt19937 rng(1234);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto offset = [&]() -> std::int32_t {
+    static constexpr std::int32_t mags[] = {8, 100, 1000, 40000, 3000000};
+    const std::int32_t m = mags[pick(5)];
+    return static_cast<std::int32_t>((static_cast<std::int32_t>(rng() % static_cast<unsigned>(m)) + 1) * 8) * (pick(2) ? 1 : -1);
+  };
+  int models = 0;
+  for (int iter = 0; iter < 600; ++iter) {
+    SectionSpec s;
+    s.version = pick(2) ? Version::kV3 : Version::kV2;
+    s.abi = static_cast<Abi>(1 + pick(4));
+    s.big_endian = pick(2);
+    s.section_address = static_cast<std::uint64_t>(pick(1 << 20)) * 16;
+    if (s.abi == Abi::kAmd64Little) s.cfa_fixed_ra_offset = -8;
+    const AbiRegs regs = abi_regs(s.abi);
+    const int nf = 1 + pick(20);
+    std::uint64_t pc = s.section_address + 0x1000;
+    for (int i = 0; i < nf; ++i) {
+      FunctionSpec f;
+      f.start_pc = pc;
+      f.size = 1 + static_cast<std::uint32_t>(pick(4) == 0 ? 70000 + pick(100000) : pick(3000));
+      pc += f.size + static_cast<std::uint32_t>(pick(64));
+      f.fde_type = (s.version == Version::kV3 && pick(4) == 0) ? FdeType::kFlex : FdeType::kDefault;
+      f.signal = s.version == Version::kV3 && pick(8) == 0;
+      f.pauth_key = (s.abi == Abi::kAarch64Big || s.abi == Abi::kAarch64Little) && pick(2) ? PauthKey::kB : PauthKey::kA;
+      const int nrows = 1 + pick(8);
+      std::uint32_t start = 0;
+      for (int k = 0; k < nrows && start < f.size; ++k) {
+        RowSpec r;
+        r.start_offset = start;
+        start += 1 + static_cast<std::uint32_t>(pick(static_cast<int>(f.size)));
+        FrameRow& row = r.row;
+        if (pick(12) == 0) {  // outermost frame
+          row.ra_undefined = true;
+          row.cfa.kind = row.ra.kind = Rule::Kind::kUndefined;
+          row.fp.kind = Rule::Kind::kUnchanged;
+          f.rows.push_back(r);
+          continue;
+        }
+        row.cfa.kind = Rule::Kind::kExpr;
+        row.cfa.base = Rule::Base::kRegister;
+        row.cfa.regnum = pick(2) ? regs.sp : regs.fp;
+        row.cfa.offset = offset();
+        if (s.abi == Abi::kS390xBig) row.cfa.offset = row.cfa.offset / 8 * 8 + 160;
+        if (s.cfa_fixed_ra_offset) {
+          row.ra = slot(s.cfa_fixed_ra_offset);
+          row.ra.from_header = true;
+        } else {
+          row.ra = pick(3) ? slot(offset()) : Rule{};
+        }
+        row.fp = pick(2) ? slot(offset()) : Rule{};
+        if (row.fp.kind == Rule::Kind::kExpr && !s.cfa_fixed_ra_offset && row.ra.kind == Rule::Kind::kUnchanged)
+          row.ra.kind = Rule::Kind::kPadding;
+        if (f.fde_type == FdeType::kFlex) {
+          if (pick(3) == 0) {  // DRAP-like: CFA from another register, dereferenced
+            row.cfa.regnum = static_cast<std::uint16_t>(pick(32));
+            row.cfa.deref = pick(2);
+          }
+          if (row.fp.kind == Rule::Kind::kExpr && pick(2)) {
+            row.fp.base = Rule::Base::kRegister;
+            row.fp.regnum = static_cast<std::uint16_t>(pick(40));
+          }
+          // With an FP pair, an RA left to the header's fixed offset is written
+          // (and read back) as the padding word.
+          if (row.fp.kind == Rule::Kind::kExpr && s.cfa_fixed_ra_offset) row.ra = Rule{Rule::Kind::kPadding};
+        }
+        row.ra_mangled = (s.abi == Abi::kAarch64Big || s.abi == Abi::kAarch64Little) && pick(2);
+        f.rows.push_back(r);
+      }
+      s.functions.push_back(std::move(f));
+    }
+    // Shuffle: the encoder sorts.
+    std::shuffle(s.functions.begin(), s.functions.end(), rng);
+    auto out = encode(s);
+    ASSERT_TRUE(out) << "model " << iter << ": " << describe(out.error().code) << " FDE " << out.error().fde
+                     << " FRE " << out.error().fre;
+    auto back = Section::parse(*out, s.section_address);
+    ASSERT_TRUE(back);
+    auto ok = validate(*back, Strictness::kStrict);
+    ASSERT_TRUE(ok) << "model " << iter << ": " << describe(ok.error().code);
+    auto spec = to_spec(*back);
+    ASSERT_TRUE(spec);
+    std::stable_sort(s.functions.begin(), s.functions.end(), [](auto& a, auto& b) { return a.start_pc < b.start_pc; });
+    ASSERT_EQ(spec->functions.size(), s.functions.size());
+    for (std::size_t i = 0; i < s.functions.size(); ++i) {
+      ASSERT_EQ(spec->functions[i].rows, distinct_rows(s.functions[i].rows)) << "model " << iter << " fn " << i;
+      EXPECT_EQ(spec->functions[i].signal, s.functions[i].signal);
+      EXPECT_EQ(spec->functions[i].fde_type, s.functions[i].fde_type);
+    }
+    ++models;
+  }
+  EXPECT_EQ(models, 600);
+}
+
+}  // namespace
