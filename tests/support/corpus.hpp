@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct GoldenCase {
   std::filesystem::path golden;
   std::string name() const;    // "folder/file", for test names
 };
+
+/// gtest prints parameters with this: the case's name, not its bytes.
+inline void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name(); }
 
 /// Every file under corpus/ that has a FILE.objdump.txt, sorted by path.
 std::vector<GoldenCase> golden_cases();
