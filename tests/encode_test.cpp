@@ -215,3 +215,57 @@ TEST(EncodeProperty, RandomModelsRoundTrip) {
 }
 
 }  // namespace
+
+namespace {
+
+// Splitting a linked section's functions into two sections at other
+// addresses and merging them back gives the original functions; overlapping
+// inputs are refused.
+TEST(Merge, SplitAndMergeGivesTheOriginal) {
+  for (const auto& c : sframe_test::golden_cases()) {
+    if (c.dir.filename().string() != "x86_64-v3-linked") continue;
+    Decoded d = load(c);
+    auto spec = to_spec(d.section);
+    ASSERT_TRUE(spec);
+    SectionSpec a = *spec, b = *spec;
+    a.functions.clear();
+    b.functions.clear();
+    for (std::size_t i = 0; i < spec->functions.size(); ++i) (i % 2 ? b : a).functions.push_back(spec->functions[i]);
+    // Encode each part for a section at a different address, decode again.
+    std::vector<SectionSpec> parts;
+    std::vector<std::vector<std::byte>> keep;
+    for (auto [part, addr] : {std::pair{a, std::uint64_t{0x40000}}, std::pair{b, std::uint64_t{0x80000}}}) {
+      part.section_address = addr;
+      auto bytes = encode(part);
+      ASSERT_TRUE(bytes);
+      keep.push_back(std::move(*bytes));
+      auto sec = Section::parse(keep.back(), addr);
+      ASSERT_TRUE(sec);
+      auto back = to_spec(*sec);
+      ASSERT_TRUE(back);
+      parts.push_back(*back);
+    }
+    auto merged = merge(parts, d.section.address());
+    ASSERT_TRUE(merged) << c.name() << ": " << describe(merged.error().code);
+    auto bytes = encode(*merged);
+    ASSERT_TRUE(bytes);
+    auto sec = Section::parse(*bytes, d.section.address());
+    ASSERT_TRUE(sec);
+    ASSERT_TRUE(validate(*sec, Strictness::kStrict));
+    auto got = to_spec(*sec);
+    ASSERT_TRUE(got);
+    auto want = spec->functions;
+    std::stable_sort(want.begin(), want.end(), [](auto& x, auto& y) { return x.start_pc < y.start_pc; });
+    ASSERT_EQ(got->functions.size(), want.size()) << c.name();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got->functions[i].start_pc, want[i].start_pc);
+      EXPECT_EQ(got->functions[i].rows, distinct_rows(want[i].rows));
+    }
+    // The same functions twice overlap.
+    auto twice = merge({*spec, *spec}, 0);
+    ASSERT_FALSE(twice);
+    EXPECT_EQ(twice.error().code, Errc::kFdesOverlap);
+  }
+}
+
+}  // namespace

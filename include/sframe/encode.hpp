@@ -80,6 +80,17 @@ enum class Layout : std::uint8_t {
 /// the function and row.
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout = Layout::kOptimize);
 
+/// Combines sections as a linker does: every function of every input (start
+/// PCs are absolute, so each input's own section address is already applied)
+/// into one model for a section at `output_address`, in `version`. Inputs
+/// must share the ABI and the header's fixed offsets. Functions are sorted by
+/// start PC; two that overlap are an error (kFdesOverlap, with `fde` the
+/// index of the later one in the sorted output and `value` its start PC).
+/// Errors also: kBadAbi (inputs disagree), kNotRepresentable (fixed offsets
+/// disagree, or FLEX functions for a v2 output).
+Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_t output_address,
+                            Version version = Version::kV3);
+
 /// The model of a decoded section (which must pass validate(kLenient)):
 /// every FDE with every row, and the layout details kPreserve needs.
 Expected<SectionSpec> to_spec(const Section& s);

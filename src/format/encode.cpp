@@ -343,6 +343,37 @@ Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) 
   return out;
 }
 
+Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_t output_address, Version version) {
+  SectionSpec out;
+  out.version = version;
+  out.section_address = output_address;
+  if (inputs.empty()) return out;
+  const SectionSpec& first = inputs.front();
+  out.abi = first.abi;
+  out.big_endian = abi_big_endian(first.abi);
+  out.cfa_fixed_fp_offset = first.cfa_fixed_fp_offset;
+  out.cfa_fixed_ra_offset = first.cfa_fixed_ra_offset;
+  for (std::uint32_t i = 0; i < inputs.size(); ++i) {
+    const SectionSpec& in = inputs[i];
+    if (in.abi != out.abi) return make_error(Errc::kBadAbi, 4, static_cast<std::uint64_t>(in.abi), i);
+    if (in.cfa_fixed_fp_offset != out.cfa_fixed_fp_offset || in.cfa_fixed_ra_offset != out.cfa_fixed_ra_offset)
+      return make_error(Errc::kNotRepresentable, 5, i, i);
+    for (const FunctionSpec& f : in.functions) {
+      if (version == Version::kV2 && f.fde_type == FdeType::kFlex)
+        return make_error(Errc::kNotRepresentable, 0, f.start_pc, i);
+      out.functions.push_back(f);
+    }
+  }
+  std::stable_sort(out.functions.begin(), out.functions.end(),
+                   [](const FunctionSpec& a, const FunctionSpec& b) { return a.start_pc < b.start_pc; });
+  for (std::uint32_t i = 1; i < out.functions.size(); ++i) {
+    const FunctionSpec& a = out.functions[i - 1];
+    if (a.start_pc + a.size > out.functions[i].start_pc)
+      return make_error(Errc::kFdesOverlap, 0, out.functions[i].start_pc, i);
+  }
+  return out;
+}
+
 Expected<SectionSpec> to_spec(const Section& s) {
   SectionSpec spec;
   const Header& h = s.header();

@@ -12,6 +12,7 @@
 #include "objdump_text.hpp"
 #include "render.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
@@ -271,6 +272,89 @@ int run_stat(const std::vector<std::string>& files, const std::string& section, 
   return rc;
 }
 
+// Reads a whole file; nullopt on failure.
+std::optional<std::vector<std::byte>> read_all(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  std::vector<std::byte> out;
+  std::byte buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  const bool ok = !std::ferror(f);
+  std::fclose(f);
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// One merge input: an ELF file (its SFrame section at its address), or raw
+// section bytes given as FILE@ADDRESS.
+std::optional<SectionSpec> merge_input(const std::string& arg, const std::string& section, std::string& why) {
+  const auto at = arg.rfind('@');
+  if (at != std::string::npos) {
+    const std::string path = arg.substr(0, at);
+    const auto addr = parse_pc(arg.substr(at + 1));
+    auto bytes = read_all(path);
+    if (!addr || !bytes) {
+      why = addr ? "cannot read file" : "bad address after @";
+      return std::nullopt;
+    }
+    auto sec = Section::parse(*bytes, *addr);
+    Expected<void> ok = sec ? validate(*sec, Strictness::kLenient) : Expected<void>(Unexpected{sec.error()});
+    if (!ok) {
+      why = tools::error_text(ok.error());
+      return std::nullopt;
+    }
+    auto spec = to_spec(*sec);
+    if (!spec) why = tools::error_text(spec.error());
+    return spec ? std::optional(*spec) : std::nullopt;
+  }
+  auto l = load(arg, section, Strictness::kLenient, why);
+  if (!l) return std::nullopt;
+  auto spec = to_spec(l->section);
+  if (!spec) {
+    why = tools::error_text(spec.error());
+    return std::nullopt;
+  }
+  return *spec;
+}
+
+int run_merge(const std::vector<std::string>& inputs, const std::string& out_path, const std::string& address,
+              int format_version, const std::string& section) {
+  std::vector<SectionSpec> specs;
+  for (const auto& in : inputs) {
+    std::string why;
+    auto spec = merge_input(in, section, why);
+    if (!spec) {
+      complain(in, why);
+      return 1;
+    }
+    specs.push_back(std::move(*spec));
+  }
+  const auto addr = parse_pc(address);
+  if (!addr) {
+    complain(address, "bad output address");
+    return 1;
+  }
+  auto merged = merge(specs, *addr, format_version == 2 ? Version::kV2 : Version::kV3);
+  if (!merged) {
+    complain(out_path, tools::error_text(merged.error()));
+    return 1;
+  }
+  auto bytes = encode(*merged);
+  if (!bytes) {
+    complain(out_path, tools::error_text(bytes.error()));
+    return 1;
+  }
+  std::FILE* f = std::fopen(out_path.c_str(), "wb");
+  if (!f || std::fwrite(bytes->data(), 1, bytes->size(), f) != bytes->size() || std::fclose(f) != 0) {
+    complain(out_path, "cannot write");
+    return 1;
+  }
+  fmt::print("{}: SFrame v{} section for address 0x{:x}: {} functions, {} bytes\n", out_path, format_version, *addr,
+             merged->functions.size(), bytes->size());
+  return 0;
+}
+
 std::string self_path() {
   char buf[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -311,6 +395,18 @@ int main(int argc, char** argv) {
   stat->add_option("files", sfiles, "ELF files")->required();
   common(stat);
 
+  std::vector<std::string> minputs;
+  std::string mout, maddr = "0";
+  int mversion = 3;
+  auto* mergecmd = app.add_subcommand("merge", "Combine SFrame sections into one, as a linker does");
+  mergecmd->add_option("inputs", minputs, "ELF files, or raw sections as FILE@ADDRESS")->required();
+  mergecmd->add_option("-o,--output", mout, "Raw section to write")->required();
+  mergecmd->add_option("--address", maddr, "Address of the output section")->capture_default_str();
+  mergecmd->add_option("--format-version", mversion, "SFrame version to write")
+      ->check(CLI::IsMember({2, 3}))
+      ->capture_default_str();
+  mergecmd->add_option("--section", section, "Name of the SFrame section in ELF inputs")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   if (*dump) {
@@ -320,5 +416,6 @@ int main(int argc, char** argv) {
   if (*verify) return run_verify(vfiles, section, json);
   if (*lookup) return run_lookup(lfile, pcs, section, json);
   if (*stat) return run_stat(sfiles, section, json);
+  if (*mergecmd) return run_merge(minputs, mout, maddr, mversion, section);
   return 2;
 }
