@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +63,12 @@ struct SectionHeader {
   std::uint64_t size = 0;
 };
 
+/// The raw bytes of a section, viewed in the file's mapping.
+struct SectionBytes {
+  SectionHeader header;
+  std::span<const std::byte> bytes;
+};
+
 /// An open ELF file. Move-only; owns the file descriptor and libelf handle.
 class ElfFile {
  public:
@@ -77,6 +84,12 @@ class ElfFile {
 
   /// All section headers, in file order (empty when the file has none).
   std::vector<SectionHeader> sections() const;
+
+  /// The bytes of the first section called `name` (none for SHT_NOBITS).
+  std::optional<SectionBytes> section_bytes(std::string_view name) const;
+
+  /// The libelf handle (an `Elf*`), for layers that read through libdw.
+  void* native_handle() const noexcept;
 
   /// Function symbols from .symtab, or from .dynsym when there is no .symtab,
   /// sorted by address.

@@ -58,6 +58,25 @@ std::vector<SectionHeader> ElfFile::sections() const {
   return out;
 }
 
+void* ElfFile::native_handle() const noexcept { return impl_->elf; }
+
+std::optional<SectionBytes> ElfFile::section_bytes(std::string_view name) const {
+  Elf* elf = impl_->elf;
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return std::nullopt;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    const char* n = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (!n || name != n || sh.sh_type == SHT_NOBITS) continue;
+    Elf_Data* d = elf_rawdata(scn, nullptr);
+    if (!d || (d->d_size && !d->d_buf)) return std::nullopt;
+    return SectionBytes{{n, sh.sh_type, sh.sh_flags, sh.sh_addr, sh.sh_offset, sh.sh_size},
+                        std::span(static_cast<const std::byte*>(d->d_buf), d->d_size)};
+  }
+  return std::nullopt;
+}
+
 std::vector<Symbol> ElfFile::function_symbols() const {
   std::vector<Symbol> out;
   Elf* elf = impl_->elf;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cfi_commands.hpp"
 #include "objdump_text.hpp"
 #include "render.hpp"
 #include "sframe/elf.hpp"
@@ -115,13 +116,18 @@ int run_dump(const std::vector<std::string>& files, const std::string& section, 
   return rc;
 }
 
-int run_verify(const std::vector<std::string>& files, const std::string& section, bool json) {
+// Replaces the SFrame section of `l` by raw section bytes given as
+// FILE[@ADDRESS] (default address: the file's own section's).
+bool use_raw(Loaded& l, const std::string& arg, std::string& why);
+
+int run_verify(const std::vector<std::string>& files, const std::string& section, bool json, const std::string& raw) {
   int rc = 0;
   Json doc = document("verify");
   doc["files"] = Json::array();
   for (const auto& path : files) {
     std::string why;
-    auto l = load(path, section, Strictness::kStrict, why);
+    auto l = load(path, section, raw.empty() ? Strictness::kStrict : Strictness::kLenient, why);
+    if (l && !raw.empty() && !use_raw(*l, raw, why)) l.reset();
     Json f;
     f["file"] = path;
     f["ok"] = l.has_value();
@@ -136,6 +142,13 @@ int run_verify(const std::vector<std::string>& files, const std::string& section
       if (!json)
         fmt::print("{}: {} ok: SFrame v{}, {} FDEs, {} FREs\n", path, l->data.name,
                    static_cast<int>(l->section.version()), l->section.num_fdes(), l->section.header().num_fres);
+      // The semantic half: the same recovery rules as the file's DWARF CFI.
+      bool has_cfi = false;
+      if (!tools::verify_against_dwarf(l->file, l->section, json, f, has_cfi)) {
+        rc = 1;
+        f["ok"] = false;
+        f["error"] = "SFrame and DWARF CFI disagree";
+      }
     }
     doc["files"].push_back(std::move(f));
   }
@@ -318,6 +331,37 @@ std::optional<SectionSpec> merge_input(const std::string& arg, const std::string
   return *spec;
 }
 
+bool use_raw(Loaded& l, const std::string& arg, std::string& why) {
+  const auto at = arg.rfind('@');
+  const std::string path = arg.substr(0, at);
+  std::uint64_t addr = l.data.address;
+  if (at != std::string::npos) {
+    const auto a = parse_pc(arg.substr(at + 1));
+    if (!a) {
+      why = "bad address after @";
+      return false;
+    }
+    addr = *a;
+  }
+  auto bytes = read_all(path);
+  if (!bytes) {
+    why = fmt::format("{}: cannot read", path);
+    return false;
+  }
+  l.data.owned = std::move(*bytes);
+  l.data.bytes = l.data.owned;
+  l.data.address = addr;
+  l.data.name = path;
+  auto sec = Section::parse(l.data.bytes, addr);
+  Expected<void> ok = sec ? validate(*sec, Strictness::kStrict) : Expected<void>(Unexpected{sec.error()});
+  if (!ok) {
+    why = fmt::format("{}: {}", path, tools::error_text(ok.error()));
+    return false;
+  }
+  l.section = *sec;
+  return true;
+}
+
 int run_merge(const std::vector<std::string>& inputs, const std::string& out_path, const std::string& address,
               int format_version, const std::string& section) {
   std::vector<SectionSpec> specs;
@@ -380,7 +424,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> vfiles;
   auto* verify = app.add_subcommand("verify", "Check every rule of the SFrame specification");
+  std::string vraw;
   verify->add_option("files", vfiles, "ELF files")->required();
+  verify->add_option("--raw", vraw, "Check this raw section (FILE[@ADDRESS]) instead of the file's own");
   common(verify);
 
   std::string lfile;
@@ -407,15 +453,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   mergecmd->add_option("--section", section, "Name of the SFrame section in ELF inputs")->capture_default_str();
 
+  std::string gfile;
+  tools::GenOptions gopt;
+  auto* gen = app.add_subcommand("gen", "Generate SFrame from the DWARF CFI (.eh_frame) of a linked ELF file");
+  gen->add_option("file", gfile, "ELF file")->required();
+  gen->add_option("--format-version", gopt.version, "SFrame version to write")
+      ->check(CLI::IsMember({2, 3}))
+      ->capture_default_str();
+  gen->add_option("-o,--output", gopt.output, "Write the raw section here");
+  gen->add_option("--address", gopt.address, "Section address (default: the file's .sframe address, else 0)");
+  gen->add_flag("--json", gopt.json, "Print the summary as JSON");
+
   CLI11_PARSE(app, argc, argv);
 
   if (*dump) {
     if (files.empty()) files.push_back(self_path());
     return run_dump(files, section, json);
   }
-  if (*verify) return run_verify(vfiles, section, json);
+  if (*verify) return run_verify(vfiles, section, json, vraw);
   if (*lookup) return run_lookup(lfile, pcs, section, json);
   if (*stat) return run_stat(sfiles, section, json);
   if (*mergecmd) return run_merge(minputs, mout, maddr, mversion, section);
+  if (*gen) return tools::run_gen(gfile, gopt);
   return 2;
 }

@@ -1,0 +1,493 @@
+// DWARF CFI -> SFrame rows. libdw interprets the CFA programs; this file
+// recognizes the location descriptions it returns and maps them to rules.
+#include "sframe/cfi.hpp"
+
+#include "sframe/lookup.hpp"
+
+#include <dwarf.h>
+#include <elf.h>
+#include <elfutils/libdw.h>
+#include <gelf.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+namespace sframe::cfi {
+
+std::string_view describe(Reason r) {
+  switch (r) {
+    case Reason::kNone: return "representable";
+    case Reason::kCfaExpression: return "CFA is a DWARF expression SFrame cannot express";
+    case Reason::kCfaRegister: return "CFA based on a register other than SP/FP (needs a v3 FLEX FDE)";
+    case Reason::kCfaDeref: return "CFA found by dereference, e.g. DRAP (needs a v3 FLEX FDE)";
+    case Reason::kRaNotAtFixedOffset: return "RA not at the ABI's fixed CFA offset (needs a v3 FLEX FDE)";
+    case Reason::kRegisterRule: return "RA or FP kept in a register or by expression (needs a v3 FLEX FDE)";
+    case Reason::kUnsupportedRule: return "register rule SFrame cannot express";
+    case Reason::kUnsupportedMachine: return "machine has no SFrame ABI";
+    case Reason::kNoRow: return "part of the function has no CFI row";
+  }
+  return "unknown";
+}
+
+std::optional<Abi> abi_of(const elf::ElfInfo& info) {
+  if (info.bits != 64) return std::nullopt;
+  switch (info.machine) {
+    case EM_X86_64: return Abi::kAmd64Little;
+    case EM_AARCH64: return info.big_endian ? Abi::kAarch64Big : Abi::kAarch64Little;
+    case EM_S390: return Abi::kS390xBig;
+    default: return std::nullopt;
+  }
+}
+
+namespace {
+
+// DWARF register number of the return-address column per ABI.
+std::uint16_t ra_column(Abi abi) {
+  switch (abi) {
+    case Abi::kAmd64Little: return 16;
+    case Abi::kAarch64Big:
+    case Abi::kAarch64Little: return 30;
+    case Abi::kS390xBig: return 14;
+  }
+  return 0;
+}
+
+// A location description libdw returned, recognized.
+struct Loc {
+  enum class Kind { kUndefined, kSame, kRule, kUnknown } kind = Kind::kUnknown;
+  Rule rule;  // for kRule
+};
+
+Rule make_rule(Rule::Base base, std::uint16_t regnum, std::int64_t offset, bool deref) {
+  Rule r;
+  r.kind = Rule::Kind::kExpr;
+  r.base = base;
+  r.regnum = regnum;
+  r.offset = static_cast<std::int32_t>(offset);
+  r.deref = deref;
+  return r;
+}
+
+bool fits32(std::int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+// Register rules: offset(N) = [call_frame_cfa, plus_uconst N], val_offset
+// adds stack_value, register(R) = [regx R], expression(E) = E.
+Loc parse_register_rule(const Dwarf_Op* ops, std::size_t n) {
+  Loc out;
+  bool value = false;
+  if (n > 0 && ops[n - 1].atom == DW_OP_stack_value) {
+    value = true;
+    --n;
+  }
+  // DW_CFA_expression rules come with the CFA pushed first; an expression
+  // that starts by pushing a register leaves that pushed CFA unused.
+  if (n == 2 && ops[0].atom == DW_OP_call_frame_cfa &&
+      (ops[1].atom == DW_OP_bregx || (ops[1].atom >= DW_OP_breg0 && ops[1].atom <= DW_OP_breg31))) {
+    ++ops;
+    --n;
+  }
+  const auto off_ok = [&](std::int64_t v) { return fits32(v); };
+  if (n == 1 && ops[0].atom == DW_OP_call_frame_cfa) {
+    out.kind = Loc::Kind::kRule;
+    out.rule = make_rule(Rule::Base::kCfa, 0, 0, !value);
+  } else if (n == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
+             off_ok(static_cast<std::int64_t>(ops[1].number))) {
+    out.kind = Loc::Kind::kRule;
+    out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int64_t>(ops[1].number), !value);
+  } else if (n == 1 && !value && (ops[0].atom == DW_OP_regx || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
+    const auto reg = ops[0].atom == DW_OP_regx ? ops[0].number : ops[0].atom - DW_OP_reg0;
+    out.kind = Loc::Kind::kRule;
+    out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), 0, false);
+  } else if (n == 1 && (ops[0].atom == DW_OP_bregx || (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31))) {
+    const bool x = ops[0].atom == DW_OP_bregx;
+    const auto reg = x ? ops[0].number : ops[0].atom - DW_OP_breg0;
+    const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
+    if (off_ok(off)) {
+      out.kind = Loc::Kind::kRule;
+      out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, !value);
+    }
+  }
+  return out;
+}
+
+// The CFA: reg + offset ([bregx R off]), or *(reg + offset) for DRAP.
+std::optional<Rule> parse_cfa(const Dwarf_Op* ops, std::size_t n) {
+  if (n == 0 || n > 2) return std::nullopt;
+  const bool deref = n == 2;
+  if (deref && ops[1].atom != DW_OP_deref) return std::nullopt;
+  const bool x = ops[0].atom == DW_OP_bregx;
+  if (!x && !(ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31)) return std::nullopt;
+  const auto reg = x ? ops[0].number : ops[0].atom - DW_OP_breg0;
+  const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
+  if (!fits32(off)) return std::nullopt;
+  return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, deref);
+}
+
+Loc register_loc(Dwarf_Frame* frame, int regno) {
+  Dwarf_Op mem[3];
+  Dwarf_Op* ops = nullptr;
+  std::size_t n = 0;
+  Loc out;
+  if (dwarf_frame_register(frame, regno, mem, &ops, &n) != 0) return out;
+  if (n == 0) {
+    out.kind = ops == nullptr ? Loc::Kind::kSame : Loc::Kind::kUndefined;
+    return out;
+  }
+  return parse_register_rule(ops, n);
+}
+
+// Translates one libdw frame into an SFrame row for `abi`.
+Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
+  Row row;
+  Dwarf_Addr start = 0, end = 0;
+  bool signal = false;
+  dwarf_frame_info(frame, &start, &end, &signal);
+  row.start = start;
+  row.end = end;
+  row.signal = signal;
+  const AbiRegs regs = abi_regs(abi);
+  FrameRow& r = row.row;
+
+  // A row SFrame cannot hold in any version.
+  const auto fail = [&](Reason why) {
+    row.reason = why;
+    row.flex = false;
+    return row;
+  };
+  const Loc ra = register_loc(frame, ra_column(abi));
+  if (ra.kind == Loc::Kind::kUndefined) {
+    // Outermost frame (errata 2): nothing else matters.
+    r.ra_undefined = true;
+    r.cfa.kind = r.ra.kind = Rule::Kind::kUndefined;
+    return row;
+  }
+  Dwarf_Op* cops = nullptr;
+  std::size_t cn = 0;
+  std::optional<Rule> cfa;
+  if (dwarf_frame_cfa(frame, &cops, &cn) == 0) cfa = parse_cfa(cops, cn);
+  if (!cfa) return fail(Reason::kCfaExpression);
+  if (abi == Abi::kS390xBig && (cfa->offset - 160) % 8 != 0) return fail(Reason::kCfaExpression);
+  r.cfa = *cfa;
+  if (cfa->deref || (cfa->regnum != regs.sp && cfa->regnum != regs.fp)) {
+    row.flex = true;
+    row.reason = cfa->deref ? Reason::kCfaDeref : Reason::kCfaRegister;
+  }
+  const auto note_flex = [&](Reason why) {
+    if (!row.flex) row.reason = why;
+    row.flex = true;
+  };
+  // RA.
+  if (ra.kind == Loc::Kind::kSame) {
+    if (fixed_ra != 0) return fail(Reason::kUnsupportedRule);
+    r.ra.kind = Rule::Kind::kUnchanged;
+  } else if (ra.kind == Loc::Kind::kRule) {
+    r.ra = ra.rule;
+    const bool at_cfa = ra.rule.base == Rule::Base::kCfa && ra.rule.deref;
+    if (fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra) {
+      r.ra.from_header = true;
+    } else if (!at_cfa || fixed_ra != 0 || ra.rule.offset == 0) {
+      note_flex(at_cfa ? Reason::kRaNotAtFixedOffset : Reason::kRegisterRule);
+    }
+  } else {
+    return fail(Reason::kUnsupportedRule);
+  }
+  // FP: an undefined (clobbered) FP leaves nothing to recover; keep it.
+  const Loc fp = register_loc(frame, regs.fp);
+  if (fp.kind == Loc::Kind::kSame || fp.kind == Loc::Kind::kUndefined) {
+    r.fp.kind = Rule::Kind::kUnchanged;
+  } else if (fp.kind == Loc::Kind::kRule) {
+    r.fp = fp.rule;
+    if (!(fp.rule.base == Rule::Base::kCfa && fp.rule.deref)) note_flex(Reason::kRegisterRule);
+  } else {
+    return fail(Reason::kUnsupportedRule);
+  }
+  // A saved FP needs an RA data word first where the RA is tracked.
+  if (r.fp.kind == Rule::Kind::kExpr && fixed_ra == 0 && r.ra.kind == Rule::Kind::kUnchanged)
+    r.ra.kind = Rule::Kind::kPadding;
+  return row;
+}
+
+// Decodes one .eh_frame_hdr pointer (DW_EH_PE_*) at `p`; nullopt if the
+// encoding is not one of those GNU ld uses.
+std::optional<std::uint64_t> read_encoded(std::span<const std::byte> b, std::size_t& at, std::uint8_t enc,
+                                          std::uint64_t section_addr, bool big) {
+  unsigned size = 0;
+  bool is_signed = false;
+  switch (enc & 0x0f) {
+    case 0x03: size = 4; break;
+    case 0x0b: size = 4; is_signed = true; break;
+    case 0x04: size = 8; break;
+    case 0x0c: size = 8; is_signed = true; break;
+    case 0x00: size = 8; break;
+    default: return std::nullopt;
+  }
+  if (at + size > b.size()) return std::nullopt;
+  std::uint64_t v = 0;
+  for (unsigned i = 0; i < size; ++i) {
+    const unsigned shift = 8 * (big ? size - 1 - i : i);
+    v |= std::uint64_t{static_cast<std::uint8_t>(b[at + i])} << shift;
+  }
+  if (is_signed && size == 4) v = static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(v)));
+  const std::uint64_t field = section_addr + at;
+  at += size;
+  switch (enc & 0x70) {
+    case 0x00: return v;
+    case 0x10: return field + v;          // pcrel
+    case 0x30: return section_addr + v;   // datarel: relative to .eh_frame_hdr
+    default: return std::nullopt;
+  }
+}
+
+// FDE start addresses from .eh_frame_hdr's binary-search table.
+std::optional<std::vector<std::uint64_t>> fde_starts(const elf::ElfFile& file) {
+  auto hdr = file.section_bytes(".eh_frame_hdr");
+  if (!hdr || hdr->bytes.size() < 4) return std::nullopt;
+  const auto& b = hdr->bytes;
+  const bool big = file.info().big_endian;
+  const auto u8 = [&](std::size_t i) { return static_cast<std::uint8_t>(b[i]); };
+  if (u8(0) != 1) return std::nullopt;
+  const std::uint8_t ptr_enc = u8(1), count_enc = u8(2), table_enc = u8(3);
+  std::size_t at = 4;
+  if (!read_encoded(b, at, ptr_enc, hdr->header.address, big)) return std::nullopt;
+  auto count = read_encoded(b, at, count_enc, hdr->header.address, big);
+  if (!count || *count > b.size()) return std::nullopt;
+  std::vector<std::uint64_t> out;
+  out.reserve(*count);
+  for (std::uint64_t i = 0; i < *count; ++i) {
+    auto loc = read_encoded(b, at, table_enc, hdr->header.address, big);
+    if (!loc || !read_encoded(b, at, table_enc, hdr->header.address, big)) return std::nullopt;
+    out.push_back(*loc);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+struct CfiDeleter {
+  void operator()(Dwarf_CFI* c) const { dwarf_cfi_end(c); }
+};
+
+}  // namespace
+
+Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
+  auto starts = fde_starts(file);
+  if (!starts) return make_error(Errc::kElfError, 0);
+  std::unique_ptr<Dwarf_CFI, CfiDeleter> cfi(dwarf_getcfi_elf(static_cast<Elf*>(file.native_handle())));
+  if (!cfi) return make_error(Errc::kElfError, 0);
+  std::vector<Function> out;
+  out.reserve(starts->size());
+  for (std::size_t i = 0; i < starts->size(); ++i) {
+    const std::uint64_t next = i + 1 < starts->size() ? (*starts)[i + 1] : UINT64_MAX;
+    Function fn;
+    fn.start = (*starts)[i];
+    std::uint64_t pc = fn.start;
+    // One pass over the FDE's rows: each lookup yields the row's range.
+    while (pc < next) {
+      Dwarf_Frame* frame = nullptr;
+      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) break;
+      Row row = translate(frame, *abi, fixed_ra);
+      std::free(frame);
+      if (row.end <= pc) break;
+      row.start = pc;
+      pc = row.end;
+      fn.rows.push_back(row);
+    }
+    fn.end = pc;
+    if (!fn.rows.empty() && fn.end > fn.start) out.push_back(std::move(fn));
+  }
+  return out;
+}
+
+namespace {
+
+RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
+  RowSpec r;
+  r.start_offset = start;
+  r.row.cfa = make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
+  r.row.ra = make_rule(Rule::Base::kCfa, 0, -8, true);
+  r.row.ra.from_header = true;
+  return r;
+}
+
+// GNU ld's SFrame for x86-64 PLTs: PLT0 pushes once and jumps; each 16-byte
+// PLTn jumps through the GOT, then (lazy binding) pushes and jumps to PLT0.
+void add_plts(const elf::ElfFile& file, Generated& g) {
+  for (const auto& sh : file.sections()) {
+    if (!(sh.flags & SHF_EXECINSTR) || sh.size == 0 || sh.size > UINT32_MAX) continue;
+    const auto size = static_cast<std::uint32_t>(sh.size);
+    FunctionSpec f;
+    f.start_pc = sh.address;
+    if (sh.name == ".plt" && size >= 16) {
+      FunctionSpec plt0;
+      plt0.start_pc = sh.address;
+      plt0.size = 16;
+      plt0.rows = {sp_row(0, 16), sp_row(6, 24)};
+      g.spec.functions.push_back(plt0);
+      ++g.plt_functions;
+      if (size == 16) continue;
+      f.start_pc = sh.address + 16;
+      f.size = size - 16;
+      f.rep_size = 16;
+      f.rows = {sp_row(0, 8), sp_row(11, 16)};
+    } else if (sh.name == ".plt.sec") {
+      f.size = size;
+      f.rep_size = 16;
+      f.rows = {sp_row(0, 8)};
+    } else if (sh.name == ".plt.got") {
+      f.size = size;
+      f.rep_size = 8;
+      f.rows = {sp_row(0, 16)};
+    } else {
+      continue;
+    }
+    f.pc_type = PcType::kMask;
+    g.spec.functions.push_back(f);
+    ++g.plt_functions;
+  }
+}
+
+bool in_plt(const std::vector<elf::SectionHeader>& sections, std::uint64_t pc) {
+  for (const auto& sh : sections)
+    if ((sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") && pc >= sh.address &&
+        pc - sh.address < sh.size)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  auto fns = read_functions(file);
+  if (!fns) return Unexpected{fns.error()};
+  Generated g;
+  g.spec.version = version;
+  g.spec.abi = *abi;
+  g.spec.big_endian = abi_big_endian(*abi);
+  g.spec.cfa_fixed_ra_offset = *abi == Abi::kAmd64Little ? -8 : 0;
+  g.spec.section_address = section_address;
+  const auto sections = file.sections();
+  const bool x86 = *abi == Abi::kAmd64Little;
+  for (const Function& fn : *fns) {
+    if (x86 && in_plt(sections, fn.start)) continue;  // replaced by ld's PC-mask FDEs
+    ++g.functions_in;
+    const std::uint64_t size = fn.end - fn.start;
+    Reason why = Reason::kNone;
+    bool flex = false, signal = false;
+    for (const Row& r : fn.rows) {
+      signal |= r.signal;
+      if (r.flex) {
+        flex = true;
+        if (version == Version::kV2 && why == Reason::kNone) why = r.reason;
+      } else if (r.reason != Reason::kNone && why == Reason::kNone) {
+        why = r.reason;
+      }
+    }
+    if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
+    if (why != Reason::kNone) {
+      g.skipped.push_back({fn.start, size, why});
+      continue;
+    }
+    FunctionSpec f;
+    f.start_pc = fn.start;
+    f.size = static_cast<std::uint32_t>(size);
+    f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
+    f.signal = signal && version == Version::kV3;
+    for (const Row& r : fn.rows) {
+      RowSpec rs{static_cast<std::uint32_t>(r.start - fn.start), r.row};
+      // FLEX writes "RA at the header's fixed offset" as a padding word when
+      // an FP pair follows.
+      if (flex && rs.row.fp.kind == Rule::Kind::kExpr && rs.row.ra.from_header) rs.row.ra = Rule{Rule::Kind::kPadding};
+      f.rows.push_back(rs);
+    }
+    g.flex_functions += flex;
+    g.spec.functions.push_back(std::move(f));
+  }
+  if (x86) add_plts(file, g);
+  return g;
+}
+
+namespace {
+
+// The meaning of a rule, without how it was written.
+Rule normalized(const Rule& r, std::int8_t fixed) {
+  Rule out = r;
+  if (r.kind == Rule::Kind::kPadding) {
+    out = Rule{};
+    if (fixed != 0) out = make_rule(Rule::Base::kCfa, 0, fixed, true);
+  }
+  out.from_header = false;
+  if (out.kind != Rule::Kind::kExpr) out = Rule{out.kind};
+  return out;
+}
+
+}  // namespace
+
+Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
+  auto fns = read_functions(file);
+  if (!fns) return Unexpected{fns.error()};
+  auto index = FdeIndex::build(s);
+  if (!index) return Unexpected{index.error()};
+  const auto sections = file.sections();
+  const bool x86 = s.abi() == Abi::kAmd64Little;
+  const Header& h = s.header();
+  Comparison out;
+  for (const Function& fn : *fns) {
+    if (x86 && in_plt(sections, fn.start)) continue;
+    ++out.functions_checked;
+    // Boundaries: CFI row starts and the starts of SFrame FREs in range.
+    std::vector<std::uint64_t> pcs;
+    for (const Row& r : fn.rows) pcs.push_back(r.start);
+    if (auto m = index->find(fn.start); m && m->fde.pc_type == PcType::kInc) {
+      for (const auto& fre : s.fres(m->fde)) {
+        if (!fre) break;
+        const std::uint64_t pc = m->fde.start_pc + fre->start_offset;
+        if (pc >= fn.start && pc < fn.end) pcs.push_back(pc);
+      }
+    }
+    std::sort(pcs.begin(), pcs.end());
+    pcs.erase(std::unique(pcs.begin(), pcs.end()), pcs.end());
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < pcs.size(); ++i) {
+      const std::uint64_t pc = pcs[i];
+      while (row + 1 < fn.rows.size() && fn.rows[row + 1].start <= pc) ++row;
+      const Row& cfi_row = fn.rows[row];
+      auto m = index->find(pc);
+      if (!m) {
+        const std::uint64_t end = i + 1 < pcs.size() ? pcs[i + 1] : fn.end;
+        if (!out.missing.empty() && out.missing.back().end == pc) {
+          out.missing.back().end = end;
+        } else {
+          Reason why = Reason::kNone;
+          for (const Row& r : fn.rows)
+            if (r.reason != Reason::kNone) { why = r.reason; break; }
+          out.missing.push_back({pc, end, why});
+        }
+        continue;
+      }
+      ++out.pcs_checked;
+      // DWARF rows SFrame cannot hold in any version are not compared.
+      if (cfi_row.reason != Reason::kNone && !cfi_row.flex) continue;
+      const FrameRow& a = m->row;
+      const FrameRow& b = cfi_row.row;
+      const auto differ = [&](std::string_view what) { out.mismatches.push_back({pc, fn.start, what, a, b}); };
+      if (a.ra_undefined || b.ra_undefined) {
+        if (a.ra_undefined != b.ra_undefined) differ("RA");
+        continue;
+      }
+      if (!(normalized(a.cfa, 0) == normalized(b.cfa, 0))) differ("CFA");
+      if (!(normalized(a.ra, h.cfa_fixed_ra_offset) == normalized(b.ra, h.cfa_fixed_ra_offset))) differ("RA");
+      if (!(normalized(a.fp, h.cfa_fixed_fp_offset) == normalized(b.fp, h.cfa_fixed_fp_offset))) differ("FP");
+    }
+  }
+  return out;
+}
+
+}  // namespace sframe::cfi

@@ -1,0 +1,128 @@
+#include "cfi_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+
+namespace sframe::tools {
+namespace {
+
+std::string where(const std::vector<elf::Symbol>& syms, std::uint64_t pc) {
+  const elf::Symbol* s = symbol_for(syms, pc);
+  return s ? fmt::format("{}+0x{:x}", demangle(s->name), pc - s->address) : std::string("?");
+}
+
+std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
+  for (const auto& sh : f.sections())
+    if (sh.name == name) return sh.size;
+  return 0;
+}
+
+}  // namespace
+
+int run_gen(const std::string& path, const GenOptions& opt) {
+  auto file = elf::ElfFile::open(path);
+  if (!file) {
+    fmt::print(stderr, "sframe: {}: {}\n", path, error_text(file.error()));
+    return 1;
+  }
+  std::uint64_t address = 0;
+  if (!opt.address.empty()) {
+    try {
+      address = std::stoull(opt.address, nullptr, 0);
+    } catch (...) {
+      fmt::print(stderr, "sframe: {}: bad address\n", opt.address);
+      return 1;
+    }
+  } else if (auto existing = file->sframe_section(); existing) {
+    address = existing->address;
+  }
+  auto g = cfi::generate(*file, opt.version == 2 ? Version::kV2 : Version::kV3, address);
+  if (!g) {
+    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(g.error()));
+    return 1;
+  }
+  auto bytes = encode(g->spec);
+  if (!bytes) {
+    fmt::print(stderr, "sframe: {}: {}\n", path, error_text(bytes.error()));
+    return 1;
+  }
+  if (!opt.output.empty()) {
+    std::FILE* f = std::fopen(opt.output.c_str(), "wb");
+    if (!f || std::fwrite(bytes->data(), 1, bytes->size(), f) != bytes->size() || std::fclose(f) != 0) {
+      fmt::print(stderr, "sframe: {}: cannot write\n", opt.output);
+      return 1;
+    }
+  }
+  std::map<cfi::Reason, std::uint64_t> by_reason;
+  for (const auto& s : g->skipped) ++by_reason[s.reason];
+  const std::uint64_t eh = section_size(*file, ".eh_frame");
+  if (opt.json) {
+    Json j;
+    j["sframepp_json"] = 1;
+    j["command"] = "gen";
+    j["file"] = path;
+    j["version"] = opt.version;
+    j["address"] = hex(address);
+    j["functions_in"] = g->functions_in;
+    j["functions_out"] = g->spec.functions.size();
+    j["flex_functions"] = g->flex_functions;
+    j["plt_functions"] = g->plt_functions;
+    Json left = Json::object();
+    for (const auto& [r, n] : by_reason) left[std::string(cfi::describe(r))] = n;
+    j["left_out"] = left;
+    j["bytes"] = {{"eh_frame", eh}, {"sframe", bytes->size()}};
+    std::fwrite(j.dump(2).c_str(), 1, j.dump(2).size(), stdout);
+    std::fputc('\n', stdout);
+    return 0;
+  }
+  fmt::print("{}: SFrame v{} for address 0x{:x}{}\n", path, opt.version, address,
+             opt.output.empty() ? "" : fmt::format(", written to {}", opt.output));
+  fmt::print("  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
+             g->spec.functions.size() - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
+  for (const auto& [r, n] : by_reason) fmt::print("    left out: {} x {}\n", n, cfi::describe(r));
+  fmt::print("  bytes: .eh_frame {} in, .sframe {} out\n", eh, bytes->size());
+  return 0;
+}
+
+bool verify_against_dwarf(const elf::ElfFile& file, const Section& s, bool json, Json& j, bool& has_cfi) {
+  has_cfi = false;
+  auto cmp = cfi::compare(file, s);
+  if (!cmp) return true;
+  has_cfi = true;
+  const auto syms = file.function_symbols();
+  Json mism = Json::array(), miss = Json::array();
+  for (const auto& m : cmp->mismatches) {
+    const std::string sf = rules_in_words(s, m.sframe), dw = rules_in_words(s, m.dwarf);
+    if (json) {
+      mism.push_back({{"pc", hex(m.pc)}, {"function", where(syms, m.pc)}, {"what", std::string(m.what)},
+                      {"sframe", sf}, {"dwarf", dw}});
+    } else {
+      fmt::print("  mismatch at 0x{:x} <{}>: {} differs\n    SFrame: {}\n    DWARF:  {}\n", m.pc, where(syms, m.pc),
+                 m.what, sf, dw);
+    }
+  }
+  for (const auto& m : cmp->missing) {
+    if (json) {
+      miss.push_back({{"start", hex(m.start)}, {"end", hex(m.end)}, {"function", where(syms, m.start)},
+                      {"reason", std::string(cfi::describe(m.reason))}});
+    } else {
+      fmt::print("  not in SFrame: 0x{:x}-0x{:x} <{}>{}\n", m.start, m.end, where(syms, m.start),
+                 m.reason == cfi::Reason::kNone ? "" : fmt::format(": {}", cfi::describe(m.reason)));
+    }
+  }
+  j["dwarf"] = {{"functions_checked", cmp->functions_checked},
+                {"pcs_checked", cmp->pcs_checked},
+                {"mismatches", mism},
+                {"missing", miss}};
+  if (!json)
+    fmt::print("  DWARF CFI: {} functions, {} PCs compared, {} mismatches, {} ranges not in SFrame\n",
+               cmp->functions_checked, cmp->pcs_checked, cmp->mismatches.size(), cmp->missing.size());
+  return cmp->mismatches.empty();
+}
+
+}  // namespace sframe::tools
