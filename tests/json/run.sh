@@ -32,6 +32,9 @@ for f in x86_64-v3-linked/usesolib x86_64-v3-linked/realign s390x-v3-O2/basic.o 
   "$bin" lookup --json "$shared/corpus/$f" 0x0 0x10 0x1040 0x1190 0x11a0 0x72 0x70 notanumber > "$work/lookup.json" 2>/dev/null
   check "lookup $f" "$work/lookup.json"
 done
+for f in x86_64-v3-linked/realign x86_64-v2-linked/cxx; do
+  "$bin" gen --json --format-version 2 "$shared/corpus/$f" > "$work/gen.json" 2>/dev/null; check "gen $f" "$work/gen.json"
+done
 # One model, two printers: the FRE rows of the JSON dump equal the text dump's.
 python3 - "$work/dump.json" "$bin" <<'PY' && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL json/text agreement"; }
 import json, subprocess, sys
