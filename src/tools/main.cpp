@@ -126,8 +126,18 @@ int run_verify(const std::vector<std::string>& files, const std::string& section
   doc["files"] = Json::array();
   for (const auto& path : files) {
     std::string why;
-    auto l = load(path, section, raw.empty() ? Strictness::kStrict : Strictness::kLenient, why);
-    if (l && !raw.empty() && !use_raw(*l, raw, why)) l.reset();
+    std::optional<Loaded> l;
+    if (raw.empty()) {
+      l = load(path, section, Strictness::kStrict, why);
+    } else if (auto file = elf::ElfFile::open(path); !file) {
+      why = tools::error_text(file.error());
+    } else {
+      // The file need not have SFrame of its own (e.g. `gen` output for it).
+      elf::SFrameSectionData none;
+      if (auto own = file->sframe_section(section)) none.address = own->address;
+      l.emplace(Loaded{std::move(*file), std::move(none), Section{}});
+      if (!use_raw(*l, raw, why)) l.reset();
+    }
     Json f;
     f["file"] = path;
     f["ok"] = l.has_value();

@@ -1,0 +1,124 @@
+// gen and verify against the truth of the files' own DWARF CFI and of the
+// SFrame sections GNU as/ld made from the same code.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+#include "sframe/lookup.hpp"
+#include "support/corpus.hpp"
+
+namespace {
+
+using namespace sframe;
+
+struct Linked {
+  std::string name;
+  elf::ElfFile file;
+  std::vector<std::byte> bytes;  // gas/ld's section
+  std::uint64_t address;
+};
+
+std::vector<Linked> linked_files() {
+  std::vector<Linked> out;
+  for (const auto& c : sframe_test::golden_cases()) {
+    const std::string dir = c.dir.filename().string();
+    if (dir != "x86_64-v3-linked" && dir != "x86_64-v2-linked") continue;
+    auto f = elf::ElfFile::open((c.dir / c.file).string());
+    EXPECT_TRUE(f);
+    auto d = f->sframe_section();
+    EXPECT_TRUE(d);
+    std::vector<std::byte> b(d->bytes.begin(), d->bytes.end());
+    const std::uint64_t addr = d->address;
+    out.push_back({c.name(), std::move(*f), std::move(b), addr});
+  }
+  return out;
+}
+
+TEST(Cfi, GnuSectionsAgreeWithDwarf) {
+  auto files = linked_files();
+  ASSERT_EQ(files.size(), 14u);
+  for (auto& l : files) {
+    auto s = Section::parse(l.bytes, l.address);
+    ASSERT_TRUE(s);
+    auto cmp = cfi::compare(l.file, *s);
+    ASSERT_TRUE(cmp) << l.name;
+    EXPECT_TRUE(cmp->mismatches.empty()) << l.name << ": " << cmp->mismatches.size() << " mismatches, first at 0x"
+                                         << std::hex << (cmp->mismatches.empty() ? 0 : cmp->mismatches[0].pc);
+    EXPECT_GT(cmp->pcs_checked, 0u);
+  }
+}
+
+TEST(Cfi, GeneratedSectionsAgreeCoverAndAreNoLarger) {
+  for (auto& l : linked_files()) {
+    auto gas = Section::parse(l.bytes, l.address);
+    ASSERT_TRUE(gas);
+    auto gas_spec = to_spec(*gas);
+    ASSERT_TRUE(gas_spec);
+    for (Version v : {Version::kV3, Version::kV2}) {
+      auto g = cfi::generate(l.file, v, l.address);
+      ASSERT_TRUE(g) << l.name;
+      auto bytes = encode(g->spec);
+      ASSERT_TRUE(bytes) << l.name;
+      auto s = Section::parse(*bytes, l.address);
+      ASSERT_TRUE(s);
+      ASSERT_TRUE(validate(*s, Strictness::kStrict)) << l.name;
+      auto cmp = cfi::compare(l.file, *s);
+      ASSERT_TRUE(cmp);
+      EXPECT_TRUE(cmp->mismatches.empty()) << l.name << " v" << int(v);
+      // Every function gas/ld covered (in a version that can hold it) is covered.
+      std::set<std::pair<std::uint64_t, std::uint32_t>> ours;
+      for (const auto& f : g->spec.functions) ours.insert({f.start_pc, f.size});
+      for (const auto& f : gas_spec->functions) {
+        if (v == Version::kV2 && f.fde_type == FdeType::kFlex) continue;
+        EXPECT_TRUE(ours.count({f.start_pc, f.size})) << l.name << " misses 0x" << std::hex << f.start_pc;
+      }
+      // On the functions gas/ld covered, ours is no larger.
+      if (v == gas->version()) {
+        std::set<std::uint64_t> theirs;
+        for (const auto& f : gas_spec->functions) theirs.insert(f.start_pc);
+        SectionSpec same = g->spec;
+        std::erase_if(same.functions, [&](const FunctionSpec& f) { return !theirs.count(f.start_pc); });
+        auto same_bytes = encode(same);
+        ASSERT_TRUE(same_bytes);
+        EXPECT_LE(same_bytes->size(), gas->used_size()) << l.name;
+      }
+    }
+  }
+}
+
+// One FRE changed: verify reports exactly that one.
+TEST(Cfi, MutatedFreIsReported) {
+  for (auto& l : linked_files()) {
+    if (l.name != "x86_64-v3-linked/cxx") continue;
+    auto s = Section::parse(l.bytes, l.address);
+    ASSERT_TRUE(s);
+    std::uint64_t text_lo = 0, text_hi = 0;
+    for (const auto& sh : l.file.sections())
+      if (sh.name == ".text") text_lo = sh.address, text_hi = sh.address + sh.size;
+    // The first FRE of a .text FDE with more than one FRE.
+    for (std::uint32_t i = 0; i < s->num_fdes(); ++i) {
+      auto f = s->fde(i);
+      ASSERT_TRUE(f);
+      if (f->start_pc < text_lo || f->start_pc >= text_hi || f->num_fres < 2) continue;
+      auto fre = s->fre_at(f->fres_begin, f->fre_type, i, 0);
+      ASSERT_TRUE(fre);
+      std::vector<std::byte> bad = l.bytes;
+      const std::uint32_t at = fre->dataword_offset(0);
+      bad[at] = static_cast<std::byte>(static_cast<std::uint8_t>(bad[at]) + 8);
+      auto sb = Section::parse(bad, l.address);
+      ASSERT_TRUE(sb);
+      auto cmp = cfi::compare(l.file, *sb);
+      ASSERT_TRUE(cmp);
+      ASSERT_EQ(cmp->mismatches.size(), 1u);
+      EXPECT_EQ(cmp->mismatches[0].pc, f->start_pc + fre->start_offset);
+      EXPECT_EQ(cmp->mismatches[0].what, "CFA");
+      return;
+    }
+    FAIL() << "no suitable FDE";
+  }
+  FAIL() << "corpus file missing";
+}
+
+}  // namespace

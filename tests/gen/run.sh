@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gen and verify on programs compiled now and on a fixed sample of the
+# machine's binaries.
+#  1. The corpus sources, built with the machine's gcc -Wa,--gsframe (gas 2.40:
+#     SFrame v1): gas's SFrame must agree with gas's DWARF CFI (verify exits
+#     0), and gen's v3 and v2 sections must too (verify --raw).
+#  2. A sample of system ELF files (no SFrame of their own): gen must finish
+#     and its section must agree with the DWARF it came from.
+# Usage: run.sh SFRAME_BIN SHARED_DIR WORKDIR
+set -uo pipefail
+bin=$1 shared=$2 work=$3
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+
+src="$shared/corpus/src"
+for opt in -O2 -O0; do
+  for f in basic longfn realign signals; do
+    exe="$work/$f$opt"
+    gcc $opt -Wa,--gsframe -o "$exe" "$src/$f.c" 2>/dev/null || { bad "compile $f $opt"; continue; }
+  done
+  g++ $opt -Wa,--gsframe -o "$work/cxx$opt" "$src/cxx.cpp" 2>/dev/null || bad "compile cxx $opt"
+  gcc $opt -Wa,--gsframe -fPIC -shared -o "$work/libdemo$opt.so" "$src/lib.c" 2>/dev/null || bad "compile lib $opt"
+done
+for exe in "$work"/*; do
+  [ -x "$exe" ] || continue
+  out=$("$bin" verify "$exe" 2>&1) && ok || bad "verify $exe: $(echo "$out" | grep -m3 -E 'mismatch|error|sframe:')"
+  for v in 3 2; do
+    "$bin" gen --format-version $v "$exe" -o "$exe.v$v.sf" >/dev/null 2>&1 || { bad "gen v$v $exe"; continue; }
+    out=$("$bin" verify "$exe" --raw "$exe.v$v.sf" 2>&1) && ok || bad "verify gen v$v $exe: $(echo "$out" | grep -m3 -E 'mismatch|error|sframe:')"
+  done
+done
+
+for f in /usr/bin/ls /usr/bin/bash /usr/bin/objdump /usr/bin/gdb /usr/bin/cmake \
+         /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+         /usr/lib/x86_64-linux-gnu/libdw.so.1 /usr/lib/x86_64-linux-gnu/libm.so.6; do
+  [ -e "$f" ] || continue
+  base=$(basename "$f")
+  if ! "$bin" gen --format-version 3 "$f" -o "$work/$base.sf" > "$work/$base.gen.txt" 2>&1; then
+    bad "gen $f: $(head -c 300 "$work/$base.gen.txt")"; continue
+  fi
+  out=$("$bin" verify "$f" --raw "$work/$base.sf" 2>&1)
+  if [ $? -eq 0 ]; then ok; else bad "verify gen $f: $(echo "$out" | grep -m3 -E 'mismatch|sframe:')"; fi
+  sed -n 2p "$work/$base.gen.txt"
+done
+echo "gen: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
