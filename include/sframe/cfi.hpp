@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -58,10 +59,14 @@ struct Function {
   std::vector<Row> rows;
 };
 
-/// Every FDE of the file's .eh_frame that .eh_frame_hdr lists (linked
-/// executables and shared objects), rows in PC order. Errors: kElfError
-/// (no .eh_frame/.eh_frame_hdr or unreadable CFI), kNotRepresentable (machine
-/// without an SFrame ABI).
+/// Calls `fn` for every FDE of the file's .eh_frame that .eh_frame_hdr lists
+/// (linked executables and shared objects), rows in PC order. The Function
+/// passed is reused between calls (no allocation per FDE). Errors: kElfError
+/// (no .eh_frame/.eh_frame_hdr or unreadable CFI), kNotRepresentable
+/// (machine without an SFrame ABI).
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn);
+
+/// All of them, collected.
 Expected<std::vector<Function>> read_functions(const elf::ElfFile& file);
 
 /// A function left out of the output, and why.

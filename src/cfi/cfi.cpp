@@ -272,7 +272,7 @@ struct CfiDeleter {
 
 }  // namespace
 
-Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
@@ -280,13 +280,12 @@ Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
   if (!starts) return make_error(Errc::kElfError, 0);
   std::unique_ptr<Dwarf_CFI, CfiDeleter> cfi(dwarf_getcfi_elf(static_cast<Elf*>(file.native_handle())));
   if (!cfi) return make_error(Errc::kElfError, 0);
-  std::vector<Function> out;
-  out.reserve(starts->size());
+  Function f;
   for (std::size_t i = 0; i < starts->size(); ++i) {
     const std::uint64_t next = i + 1 < starts->size() ? (*starts)[i + 1] : UINT64_MAX;
-    Function fn;
-    fn.start = (*starts)[i];
-    std::uint64_t pc = fn.start;
+    f.start = (*starts)[i];
+    f.rows.clear();
+    std::uint64_t pc = f.start;
     // One pass over the FDE's rows: each lookup yields the row's range.
     while (pc < next) {
       Dwarf_Frame* frame = nullptr;
@@ -296,11 +295,18 @@ Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
       if (row.end <= pc) break;
       row.start = pc;
       pc = row.end;
-      fn.rows.push_back(row);
+      f.rows.push_back(row);
     }
-    fn.end = pc;
-    if (!fn.rows.empty() && fn.end > fn.start) out.push_back(std::move(fn));
+    f.end = pc;
+    if (!f.rows.empty() && f.end > f.start) fn(f);
   }
+  return {};
+}
+
+Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
+  std::vector<Function> out;
+  auto ok = for_each_function(file, [&](const Function& f) { out.push_back(f); });
+  if (!ok) return Unexpected{ok.error()};
   return out;
 }
 
@@ -365,8 +371,6 @@ bool in_plt(const std::vector<elf::SectionHeader>& sections, std::uint64_t pc) {
 Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
-  auto fns = read_functions(file);
-  if (!fns) return Unexpected{fns.error()};
   Generated g;
   g.spec.version = version;
   g.spec.abi = *abi;
@@ -375,8 +379,8 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
   g.spec.section_address = section_address;
   const auto sections = file.sections();
   const bool x86 = *abi == Abi::kAmd64Little;
-  for (const Function& fn : *fns) {
-    if (x86 && in_plt(sections, fn.start)) continue;  // replaced by ld's PC-mask FDEs
+  auto walked = for_each_function(file, [&](const Function& fn) {
+    if (x86 && in_plt(sections, fn.start)) return;  // replaced by ld's PC-mask FDEs
     ++g.functions_in;
     const std::uint64_t size = fn.end - fn.start;
     Reason why = Reason::kNone;
@@ -393,13 +397,14 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
     if (why != Reason::kNone) {
       g.skipped.push_back({fn.start, size, why});
-      continue;
+      return;
     }
     FunctionSpec f;
     f.start_pc = fn.start;
     f.size = static_cast<std::uint32_t>(size);
     f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
     f.signal = signal && version == Version::kV3;
+    f.rows.reserve(fn.rows.size());
     for (const Row& r : fn.rows) {
       RowSpec rs{static_cast<std::uint32_t>(r.start - fn.start), r.row};
       // FLEX writes "RA at the header's fixed offset" as a padding word when
@@ -409,7 +414,8 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
     }
     g.flex_functions += flex;
     g.spec.functions.push_back(std::move(f));
-  }
+  });
+  if (!walked) return Unexpected{walked.error()};
   if (x86) add_plts(file, g);
   return g;
 }
@@ -431,19 +437,18 @@ Rule normalized(const Rule& r, std::int8_t fixed) {
 }  // namespace
 
 Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
-  auto fns = read_functions(file);
-  if (!fns) return Unexpected{fns.error()};
   auto index = FdeIndex::build(s);
   if (!index) return Unexpected{index.error()};
   const auto sections = file.sections();
   const bool x86 = s.abi() == Abi::kAmd64Little;
   const Header& h = s.header();
   Comparison out;
-  for (const Function& fn : *fns) {
-    if (x86 && in_plt(sections, fn.start)) continue;
+  std::vector<std::uint64_t> pcs;
+  auto walked = for_each_function(file, [&](const Function& fn) {
+    if (x86 && in_plt(sections, fn.start)) return;
     ++out.functions_checked;
     // Boundaries: CFI row starts and the starts of SFrame FREs in range.
-    std::vector<std::uint64_t> pcs;
+    pcs.clear();
     for (const Row& r : fn.rows) pcs.push_back(r.start);
     if (auto m = index->find(fn.start); m && m->fde.pc_type == PcType::kInc) {
       for (const auto& fre : s.fres(m->fde)) {
@@ -486,7 +491,8 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       if (!(normalized(a.ra, h.cfa_fixed_ra_offset) == normalized(b.ra, h.cfa_fixed_ra_offset))) differ("RA");
       if (!(normalized(a.fp, h.cfa_fixed_fp_offset) == normalized(b.fp, h.cfa_fixed_fp_offset))) differ("FP");
     }
-  }
+  });
+  if (!walked) return Unexpected{walked.error()};
   return out;
 }
 
