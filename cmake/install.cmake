@@ -1,0 +1,38 @@
+# `cmake --install`: headers, libsframepp.a and libsframepp.so (+ the DWARF
+# CFI converter libsframepp-cfi.a), the `sframe` tool, a CMake package
+# (find_package(sframepp) -> sframepp::sframepp, sframepp::static,
+# sframepp::cfi) and pkg-config files (sframepp.pc, sframepp-cfi.pc).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set_target_properties(sframepp_shared PROPERTIES EXPORT_NAME sframepp)
+set_target_properties(sframepp_static PROPERTIES EXPORT_NAME static)
+set_target_properties(sframe_cfi PROPERTIES EXPORT_NAME cfi OUTPUT_NAME sframepp-cfi)
+target_include_directories(sframe_cfi PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+
+install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+install(TARGETS sframepp_shared sframepp_static sframe_cfi EXPORT sframeppTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS sframe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+set(_cfgdir ${CMAKE_INSTALL_LIBDIR}/cmake/sframepp)
+install(EXPORT sframeppTargets NAMESPACE sframepp:: DESTINATION ${_cfgdir})
+configure_package_config_file(cmake/sframeppConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfig.cmake INSTALL_DESTINATION ${_cfgdir})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/sframeppConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfigVersion.cmake DESTINATION ${_cfgdir})
+
+# Relocatable: the prefix is found from the .pc file's own folder, so
+# `cmake --install --prefix ANYWHERE` gives working files.
+file(RELATIVE_PATH SFRAMEPP_PC_UP "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+foreach(pc sframepp sframepp-cfi)
+  configure_file(cmake/${pc}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
