@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -67,6 +68,8 @@ TEST(Lookup, EveryGoldenRowOfLinkedFiles) {
     ASSERT_TRUE(s);
     auto ix = sframe::FdeIndex::build(*s);
     ASSERT_TRUE(ix);
+    auto rx = sframe::RowIndex::build(*s);
+    ASSERT_TRUE(rx);
     for (const GoldenFde& g : parse_golden(sframe_test::read_file(c.golden))) {
       for (std::size_t r = 0; r < g.rows.size(); ++r) {
         // PC-mask rows print offsets within the 16-byte PLT entry; probe the
@@ -85,13 +88,23 @@ TEST(Lookup, EveryGoldenRowOfLinkedFiles) {
           ASSERT_TRUE(mi);
           EXPECT_EQ(mi->fre, m->fre);
           EXPECT_EQ(mi->row, m->row);
+          auto mr = rx->find(pc);
+          ASSERT_TRUE(mr) << c.name() << " pc " << std::hex << pc;
+          EXPECT_EQ(mr->fde_index, m->fde.index);
+          EXPECT_EQ(mr->fre_index, m->fre.index);
+          EXPECT_EQ(mr->row, m->row);
           ++checked;
         }
       }
       // One past the function: not this FDE any more.
       auto after = sframe::find(*s, g.pc + g.size);
+      auto after_rx = rx->find(g.pc + g.size);
+      EXPECT_EQ(after.has_value(), after_rx.has_value());
       if (after) {
         EXPECT_NE(after->fde.start_pc, g.pc);
+        if (after_rx) {
+          EXPECT_EQ(after_rx->fde_index, after->fde.index);
+        }
       }
     }
   }
@@ -130,6 +143,8 @@ TEST(Lookup, AgreesWithGnuLibsframeOnV1) {
   ASSERT_TRUE(s);
   auto ix = sframe::FdeIndex::build(*s);
   ASSERT_TRUE(ix);
+  auto rx = sframe::RowIndex::build(*s);
+  ASSERT_TRUE(rx);
   std::uint64_t lo = 0, hi = 0;
   for (const auto& sh : l.file.sections())
     if (sh.name == ".text") lo = sh.address, hi = sh.address + sh.size;
@@ -155,6 +170,18 @@ TEST(Lookup, AgreesWithGnuLibsframeOnV1) {
       for (unsigned b = 0; b < m->fre.dataword_size; ++b) w |= std::uint32_t{p[b]} << (8 * b);
       ASSERT_EQ(s->dataword(m->fre, k), w) << std::hex << pc;
     }
+    // RowIndex: the same FRE of the same FDE as libsframe, and its rules.
+    auto r = rx->find(pc);
+    ASSERT_TRUE(r) << std::hex << pc;
+    auto fde = s->fde(r->fde_index);
+    ASSERT_TRUE(fde);
+    std::optional<sframe::Fre> fre;
+    for (const auto& x : s->fres(*fde))
+      if (x && x->index == r->fre_index) fre = *x;
+    ASSERT_TRUE(fre) << std::hex << pc;
+    ASSERT_EQ(fre->start_offset, g.start_addr) << std::hex << pc;
+    ASSERT_EQ(fre->info, g.info) << std::hex << pc;
+    ASSERT_EQ(r->row, *s->row(*fde, *fre)) << std::hex << pc;
   }
   gnu.free(&ctx);
   EXPECT_GT(found, n / 2);
@@ -195,6 +222,65 @@ TEST(Lookup, IndexHandlesFullAddressSpan) {
   ASSERT_TRUE(indexed);
   EXPECT_EQ(indexed->fde.index, 0u);
   EXPECT_EQ(direct->fde.index, 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// RowIndex answers exactly what find() answers, on every corpus section (v1,
+// v2, v3, both byte orders, every ABI, unsorted objects, PC-mask PLT FDEs):
+// at every FRE start, the byte before the next one, function ends, the gaps
+// between functions and random PCs around them.
+TEST(Lookup, RowIndexAgreesWithFindOnEveryCorpusSection) {
+  std::size_t sections = 0, probes = 0;
+  std::mt19937_64 rng(11);
+  for (const auto& c : sframe_test::golden_cases()) {
+    Loaded l = open_section(c.dir / c.file);
+    auto s = sframe::Section::parse(l.data.bytes, l.data.address);
+    ASSERT_TRUE(s);
+    auto rx = sframe::RowIndex::build(*s);
+    if (!rx) {
+      // Objects may hold overlapping FDEs before relocation (v1: all at 0).
+      EXPECT_EQ(rx.error().code, sframe::Errc::kFdesOverlap) << c.name();
+      continue;
+    }
+    ++sections;
+    std::vector<std::uint64_t> pcs;
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    for (std::uint32_t i = 0; i < s->num_fdes(); ++i) {
+      auto f = s->fde(i);
+      ASSERT_TRUE(f);
+      lo = std::min(lo, f->start_pc);
+      hi = std::max(hi, f->start_pc + f->size);
+      pcs.insert(pcs.end(), {f->start_pc - 1, f->start_pc, f->start_pc + f->size - 1, f->start_pc + f->size});
+      for (const auto& fre : s->fres(*f)) {
+        ASSERT_TRUE(fre);
+        pcs.insert(pcs.end(), {f->start_pc + fre->start_offset - 1, f->start_pc + fre->start_offset,
+                               f->start_pc + fre->start_offset + 1});
+      }
+    }
+    if (lo < hi) {
+      std::uniform_int_distribution<std::uint64_t> dist(lo - 64, hi + 64);
+      for (int k = 0; k < 2000; ++k) pcs.push_back(dist(rng));
+    }
+    for (std::uint64_t pc : pcs) {
+      auto want = sframe::find(*s, pc);
+      auto got = rx->find(pc);
+      ASSERT_EQ(got.has_value(), want.has_value()) << c.name() << " pc " << std::hex << pc;
+      ++probes;
+      if (!want) {
+        EXPECT_EQ(got.error().code, want.error().code) << c.name() << " pc " << std::hex << pc;
+        continue;
+      }
+      EXPECT_EQ(got->fde_index, want->fde.index) << c.name() << " pc " << std::hex << pc;
+      EXPECT_EQ(got->fre_index, want->fre.index) << c.name() << " pc " << std::hex << pc;
+      EXPECT_EQ(got->row, want->row) << c.name() << " pc " << std::hex << pc;
+      EXPECT_EQ(got->signal, want->fde.signal) << c.name() << " pc " << std::hex << pc;
+    }
+  }
+  EXPECT_GE(sections, 30u);
+  std::printf("RowIndex vs find: %zu sections, %zu PCs, all identical\n", sections, probes);
 }
 
 }  // namespace

@@ -55,4 +55,80 @@ class FdeIndex {
   std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
 };
 
+/// What covers a PC, as RowIndex answers it: the rules and where they come
+/// from, without the FDE and FRE themselves (decode them with
+/// Section::fde(fde_index) and Section::fres() when needed).
+struct RowMatch {
+  std::uint32_t fde_index = 0;
+  /// Index of the FRE within its FDE.
+  std::uint32_t fre_index = 0;
+  FrameRow row;
+  /// v3 signal-frame bit of the FDE.
+  bool signal = false;
+  friend bool operator==(const RowMatch&, const RowMatch&) = default;
+};
+
+/// A section compiled for lookups: every FRE start and function end of the
+/// section in one sorted table of 16-byte boundaries, an O(1) bucket table
+/// over it, and the section's distinct rows decoded once (compiled code has
+/// a few hundred distinct rows for tens of thousands of FREs). A lookup reads
+/// one bucket, usually one cache line of boundaries, and one row from a small
+/// table: no FDE or FRE decoding, no allocation; async-signal-safe.
+///
+/// Memory: 16 bytes per FRE and per function end, 4 bytes per bucket (one to
+/// two buckets per boundary), 44 bytes per distinct row. The Section's bytes
+/// must outlive the index (PC-mask FDEs are resolved from them).
+class RowIndex {
+ public:
+  /// Decodes every FDE, FRE and row of `s` once. Needs FDEs that do not
+  /// overlap and FRE starts that do not decrease, as the spec requires
+  /// (every section validate(kStrict) accepts qualifies) and PCs spanning
+  /// less than 4 GiB. FREs starting at or past their function's end are
+  /// ignored. Errors: any decoding error of an FDE, FRE or row;
+  /// kFdesOverlap; kFreStartNotIncreasing; kNotRepresentable (span >= 4 GiB).
+  static Expected<RowIndex> build(const Section& s);
+
+  /// The rules covering absolute `pc`; same coverage as sframe::find()
+  /// (PC-mask FDEs included). Errors: kPcNotCovered, kPcBeforeFirstFre, or
+  /// a decoding error of a PC-mask FDE's FREs.
+  Expected<RowMatch> find(std::uint64_t pc) const noexcept;
+
+  const Section& section() const noexcept { return s_; }
+  /// Number of boundaries and of distinct rows (for memory accounting).
+  std::size_t num_boundaries() const noexcept { return entries_.size(); }
+  std::size_t num_rows() const noexcept { return rows_.size(); }
+
+ private:
+  /// One boundary: from `start` (bytes from lo_) up to the next boundary,
+  /// `row` applies (or one of the k* markers below). 8 bytes, so a cache
+  /// line holds eight; where the row comes from is kept apart (Source).
+  struct Entry {
+    std::uint32_t start;
+    std::uint32_t row;
+  };
+  struct Source {
+    std::uint32_t fde;
+    std::uint32_t fre;
+  };
+  static constexpr std::uint32_t kGap = 0xffffffff;
+  static constexpr std::uint32_t kBeforeFirstFre = 0xfffffffe;
+  static constexpr std::uint32_t kMaskFde = 0xfffffffd;
+  struct RowInfo {
+    FrameRow row;
+    bool signal;
+  };
+  void add(std::uint32_t start, std::uint32_t fde, std::uint32_t fre, std::uint32_t row) {
+    entries_.push_back({start, row});
+    sources_.push_back({fde, fre});
+  }
+  Section s_;
+  std::uint64_t lo_ = 0;    // lowest function start
+  std::uint64_t span_ = 0;  // bytes from lo_ to the highest function end
+  unsigned shift_ = 0;      // bucket = (pc - lo_) >> shift_
+  std::vector<Entry> entries_;
+  std::vector<Source> sources_;  // parallel to entries_
+  std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
+  std::vector<RowInfo> rows_;
+};
+
 }  // namespace sframe

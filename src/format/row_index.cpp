@@ -1,0 +1,167 @@
+// RowIndex: a section compiled into one boundary table for O(1) lookups.
+#include <algorithm>
+#include <unordered_map>
+
+#include "sframe/lookup.hpp"
+
+namespace sframe {
+namespace {
+
+// Everything that distinguishes two rows, packed for hashing.
+struct RowKey {
+  FrameRow row;
+  bool signal;
+  friend bool operator==(const RowKey&, const RowKey&) = default;
+};
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+std::uint64_t rule_bits(const Rule& r) noexcept {
+  return std::uint64_t{static_cast<std::uint8_t>(r.kind)} | std::uint64_t{static_cast<std::uint8_t>(r.base)} << 2 |
+         std::uint64_t{r.deref} << 4 | std::uint64_t{r.from_header} << 5 | std::uint64_t{r.regnum} << 8 |
+         std::uint64_t{static_cast<std::uint32_t>(r.offset)} << 24;
+}
+
+struct RowKeyHash {
+  std::size_t operator()(const RowKey& k) const noexcept {
+    std::uint64_t h = rule_bits(k.row.cfa);
+    h = mix(h, rule_bits(k.row.ra));
+    h = mix(h, rule_bits(k.row.fp));
+    h = mix(h, std::uint64_t{k.row.ra_mangled} | std::uint64_t{k.row.ra_undefined} << 1 | std::uint64_t{k.signal} << 2);
+    return static_cast<std::size_t>(h);
+  }
+};
+
+struct Span {
+  std::uint64_t start;
+  std::uint32_t size;
+  std::uint32_t fde;
+};
+
+}  // namespace
+
+Expected<RowIndex> RowIndex::build(const Section& s) {
+  RowIndex ix;
+  ix.s_ = s;
+  const std::uint32_t n = s.num_fdes();
+  std::vector<Span> fdes;
+  fdes.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Expected<Fde> f = s.fde(i);
+    if (!f) return Unexpected{f.error()};
+    if (f->size != 0) fdes.push_back({f->start_pc, f->size, i});
+  }
+  std::stable_sort(fdes.begin(), fdes.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  if (fdes.empty()) {
+    ix.bucket_ = {0, 0};
+    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, 0, 0, kGap);
+    return ix;
+  }
+  ix.lo_ = fdes.front().start;
+  for (std::size_t k = 0; k < fdes.size(); ++k) {
+    const std::uint64_t end = fdes[k].start + fdes[k].size;
+    if (end < fdes[k].start) return make_error(Errc::kFuncRangeOverflow, 0, fdes[k].start, fdes[k].fde);
+    if (k + 1 < fdes.size() && fdes[k + 1].start < end)
+      return make_error(Errc::kFdesOverlap, 0, fdes[k + 1].start, fdes[k + 1].fde);
+    ix.span_ = std::max(ix.span_, end - ix.lo_);
+  }
+  if (ix.span_ > UINT32_MAX) return make_error(Errc::kNotRepresentable, 0, ix.span_);
+
+  std::unordered_map<RowKey, std::uint32_t, RowKeyHash> ids;
+  const auto row_id = [&](const FrameRow& row, bool signal) {
+    const auto [it, added] = ids.try_emplace(RowKey{row, signal}, static_cast<std::uint32_t>(ix.rows_.size()));
+    if (added) ix.rows_.push_back({row, signal});
+    return it->second;
+  };
+  ix.entries_.reserve(std::size_t{s.header().num_fres} + fdes.size() + 3);
+  ix.sources_.reserve(ix.entries_.capacity());
+  for (std::size_t k = 0; k < fdes.size(); ++k) {
+    const Span& sp = fdes[k];
+    const auto at = static_cast<std::uint32_t>(sp.start - ix.lo_);
+    Expected<Fde> f = s.fde(sp.fde);
+    if (!f) return Unexpected{f.error()};
+    if (f->pc_type == PcType::kMask) {
+      // PLT blocks: a few FDEs, resolved from the section on lookup.
+      ix.add(at, sp.fde, 0, kMaskFde);
+    } else {
+      std::uint32_t prev = 0;
+      bool first = true;
+      for (const Expected<Fre>& fre : s.fres(*f)) {
+        if (!fre) return Unexpected{fre.error()};
+        if (fre->start_offset >= sp.size) break;
+        if (!first && fre->start_offset < prev)
+          return make_error(Errc::kFreStartNotIncreasing, fre->section_offset, fre->start_offset, sp.fde, fre->index);
+        if (first && fre->start_offset > 0) ix.add(at, sp.fde, 0, kBeforeFirstFre);
+        Expected<FrameRow> row = s.row(*f, *fre);
+        if (!row) return Unexpected{row.error()};
+        ix.add(at + fre->start_offset, sp.fde, fre->index, row_id(*row, f->signal));
+        prev = fre->start_offset;
+        first = false;
+      }
+      if (first) ix.add(at, sp.fde, 0, kBeforeFirstFre);
+    }
+    const std::uint64_t end = at + std::uint64_t{sp.size};
+    if (k + 1 == fdes.size() || fdes[k + 1].start - ix.lo_ != end)
+      ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), sp.fde, 0, kGap);
+  }
+
+  // Two to four buckets per boundary: nearly every bucket holds at most two
+  // boundaries, which find() checks without a loop or a branch.
+  const std::size_t m = ix.entries_.size();
+  unsigned shift = 0;
+  while (shift < 32 && (ix.span_ >> shift) >= m) ++shift;
+  ix.shift_ = shift;
+  const std::size_t buckets = static_cast<std::size_t>(ix.span_ >> shift) + 1;
+  ix.bucket_.resize(buckets + 1);
+  std::uint32_t e = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::uint64_t first = std::uint64_t{b} << shift;
+    while (e + 1 < m && ix.entries_[e + 1].start <= first) ++e;
+    ix.bucket_[b] = e;
+  }
+  ix.bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
+  // Sentinels: find() may read two entries past its answer.
+  ix.add(UINT32_MAX, 0, 0, kGap);
+  ix.add(UINT32_MAX, 0, 0, kGap);
+  return ix;
+}
+
+Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
+  const std::uint64_t off = pc - lo_;
+  if (pc < lo_ || off >= span_) return make_error(Errc::kPcNotCovered, 0, pc);
+  const auto o = static_cast<std::uint32_t>(off);
+  const std::size_t b = off >> shift_;
+  std::size_t e = bucket_[b];
+  const std::size_t last = bucket_[b + 1];
+  if (last - e <= 2) [[likely]] {
+    // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
+    // both comparisons are safe (and the sentinels keep them in bounds).
+    e += std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
+  } else {
+    // Boundaries clustered in one bucket: binary search them.
+    const auto it = std::upper_bound(entries_.begin() + static_cast<std::ptrdiff_t>(e) + 1,
+                                     entries_.begin() + static_cast<std::ptrdiff_t>(last) + 1, o,
+                                     [](std::uint32_t v, const Entry& x) { return v < x.start; });
+    e = static_cast<std::size_t>(it - entries_.begin()) - 1;
+  }
+  const Entry& hit = entries_[e];
+  if (hit.row < rows_.size()) {
+    const RowInfo& r = rows_[hit.row];
+    const Source& from = sources_[e];
+    return RowMatch{from.fde, from.fre, r.row, r.signal};
+  }
+  if (hit.row == kMaskFde) {
+    Expected<Fde> f = s_.fde(sources_[e].fde);
+    if (!f) return Unexpected{f.error()};
+    Expected<Match> m = find_in_fde(s_, *f, pc);
+    if (!m) return Unexpected{m.error()};
+    return RowMatch{f->index, m->fre.index, m->row, f->signal};
+  }
+  if (hit.row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, sources_[e].fde);
+  return make_error(Errc::kPcNotCovered, 0, pc);
+}
+
+}  // namespace sframe
