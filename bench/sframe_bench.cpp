@@ -104,39 +104,30 @@ void BM_Open_Libsframe(benchmark::State& st) {
   }
 }
 
-void BM_Find_Sframepp(benchmark::State& st, Input& (*in)()) {
-  const auto& pcs = in().pcs;
+// Looks up the input's random PCs one after the other with `find`.
+template <class Find>
+void find_loop(benchmark::State& st, const Input& in, Find&& find) {
   std::size_t i = 0, found = 0;
   for (auto _ : st) {
-    auto m = sframe::find(in().section, pcs[i++ & (pcs.size() - 1)]);
+    auto m = find(in.pcs[i++ & (in.pcs.size() - 1)]);
     found += m.has_value();
     benchmark::DoNotOptimize(m);
   }
   st.counters["found%"] = 100.0 * static_cast<double>(found) / static_cast<double>(st.iterations());
+}
+
+void BM_Find_Sframepp(benchmark::State& st, Input& (*in)()) {
+  find_loop(st, in(), [&](std::uint64_t pc) { return sframe::find(in().section, pc); });
 }
 
 void BM_Find_Indexed(benchmark::State& st, Input& (*in)()) {
-  const auto& pcs = in().pcs;
   const auto ix = *sframe::FdeIndex::build(in().section);
-  std::size_t i = 0, found = 0;
-  for (auto _ : st) {
-    auto m = ix.find(pcs[i++ & (pcs.size() - 1)]);
-    found += m.has_value();
-    benchmark::DoNotOptimize(m);
-  }
-  st.counters["found%"] = 100.0 * static_cast<double>(found) / static_cast<double>(st.iterations());
+  find_loop(st, in(), [&](std::uint64_t pc) { return ix.find(pc); });
 }
 
 void BM_Find_RowIndex(benchmark::State& st, Input& (*in)()) {
-  const auto& pcs = in().pcs;
   const auto ix = *sframe::RowIndex::build(in().section);
-  std::size_t i = 0, found = 0;
-  for (auto _ : st) {
-    auto m = ix.find(pcs[i++ & (pcs.size() - 1)]);
-    found += m.has_value();
-    benchmark::DoNotOptimize(m);
-  }
-  st.counters["found%"] = 100.0 * static_cast<double>(found) / static_cast<double>(st.iterations());
+  find_loop(st, in(), [&](std::uint64_t pc) { return ix.find(pc); });
   st.counters["index_bytes"] =
       static_cast<double>(ix.num_boundaries() * 16 + ix.num_rows() * (sizeof(sframe::FrameRow) + 4));
 }
