@@ -81,6 +81,8 @@ class BufferMemory {
                ByteOrder order = kHostByteOrder) noexcept
       : bytes_(bytes), base_(base), order_(order) {}
 
+  /// The word at [addr, addr + 8) in the image's byte order, or nullopt if
+  /// any of those bytes lies outside the image.
   std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
     // addr - base wraps for addresses below base: one unsigned compare covers
     // both ends without overflow.
@@ -96,6 +98,7 @@ class BufferMemory {
     if (!out.empty()) std::memcpy(out.data(), bytes_.data() + off, out.size());
     return true;
   }
+  /// Runtime address of the first byte, and the size in bytes.
   std::uint64_t base() const noexcept { return base_; }
   std::uint64_t size() const noexcept { return bytes_.size(); }
   ByteOrder byte_order() const noexcept { return order_; }
@@ -113,6 +116,7 @@ static_assert(MemoryReader<BufferMemory>);
 class MultiBufferMemory {
  public:
   explicit MultiBufferMemory(std::span<const BufferMemory> regions) noexcept : regions_(regions) {}
+  /// The word from the first region holding all 8 bytes of it.
   std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
     for (const BufferMemory& r : regions_)
       if (auto w = r.read_word(addr)) return w;
@@ -130,6 +134,7 @@ static_assert(MemoryReader<MultiBufferMemory>);
 class Memory {
  public:
   virtual ~Memory() = default;
+  /// Same contract as MemoryReader::read_word.
   virtual std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept = 0;
 };
 static_assert(MemoryReader<Memory>);
@@ -201,7 +206,9 @@ struct Regs {
   /// Bit r set: dwarf[r] is known.
   std::uint32_t valid = 0;
 
+  /// True if DWARF register `r` is known (false for r >= kNumDwarf).
   bool has(unsigned r) const noexcept { return r < kNumDwarf && ((valid >> r) & 1u); }
+  /// DWARF register `r`, or nullopt if unknown.
   std::optional<std::uint64_t> get(unsigned r) const noexcept {
     if (!has(r)) return std::nullopt;
     return dwarf[r];
@@ -212,9 +219,11 @@ struct Regs {
     dwarf[r] = v;
     valid |= 1u << r;
   }
+  /// Marks DWARF register `r` unknown.
   void forget(unsigned r) noexcept {
     if (r < kNumDwarf) valid &= ~(1u << r);
   }
+  /// The stack and frame pointer of `arch`, if known.
   std::optional<std::uint64_t> sp() const noexcept { return get(arch_regs(arch).sp); }
   std::optional<std::uint64_t> fp() const noexcept { return get(arch_regs(arch).fp); }
 
@@ -386,6 +395,8 @@ class RuleCache {
 
   /// Empties the cache if `generation` differs from the one it holds.
   void sync(std::uint64_t generation) noexcept;
+  /// The rule cached for runtime lookup PC `pc`, or null. The pointer is
+  /// valid until the next insert(), clear() or sync().
   const CompactRule* lookup(std::uint64_t pc) const noexcept {
     if (entries_.empty()) return nullptr;
     const std::size_t b = set(pc);
@@ -405,8 +416,10 @@ class RuleCache {
     e.rule = r;
     e.rule.flags |= CompactRule::kValid;
   }
+  /// Drops every entry (keeps the generation and the counters).
   void clear() noexcept;
 
+  /// Counters maintained by unwind() (not by lookup() itself).
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
 
