@@ -327,6 +327,7 @@ class ModuleMap {
   Expected<void> add(const Module& m) noexcept;
   /// Removes the module whose range starts at `begin`; false if none.
   bool remove(std::uint64_t begin) noexcept;
+  /// Removes every module.
   void clear() noexcept;
 
   /// The module whose range contains runtime `pc`, or null. O(log n).
@@ -494,7 +495,7 @@ struct Frame {
   X(kUnreadableMemory, "a stack read failed")                                                     \
   X(kDepthLimit, "the frame buffer is full")                                                      \
   X(kBadRule, "a rule needs an unknown register, or the SFrame data failed to decode")           \
-  X(kZeroPc, "the recovered return address is 0")
+  X(kZeroPc, "the PC of frame 0 or a recovered return address is 0")
 enum class StopReason : std::uint8_t {
 #define SFRAME_X(name, msg) name,
   SFRAME_STOP_REASONS(SFRAME_X)
