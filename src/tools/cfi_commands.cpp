@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
@@ -41,12 +42,28 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   } else if (auto existing = file->sframe_section(); existing) {
     address = existing->address;
   }
-  auto g = cfi::generate(*file, opt.version == 2 ? Version::kV2 : Version::kV3, address);
+  const Version version = opt.version == 2 ? Version::kV2 : Version::kV3;
+  auto header = cfi::section_header(*file, version, address);
+  if (!header) {
+    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(header.error()));
+    return 1;
+  }
+  // Streamed into the encoder: one function's rows in memory at a time.
+  SectionEncoder enc(*header);
+  const std::uint64_t eh = section_size(*file, ".eh_frame");
+  // Address space only: pages of the buffer never written are never touched.
+  enc.reserve(section_size(*file, ".eh_frame_hdr") / 8 + 64, 2 * eh + 4096);
+  std::optional<Error> enc_error;
+  auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
+    if (enc_error) return;
+    if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+  });
   if (!g) {
     fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(g.error()));
     return 1;
   }
-  auto bytes = encode(g->spec);
+  const std::uint64_t functions_out = enc.size();
+  auto bytes = enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish();
   if (!bytes) {
     fmt::print(stderr, "sframe: {}: {}\n", path, error_text(bytes.error()));
     return 1;
@@ -60,7 +77,6 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   }
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
-  const std::uint64_t eh = section_size(*file, ".eh_frame");
   if (opt.json) {
     Json j;
     j["sframepp_json"] = 1;
@@ -69,7 +85,7 @@ int run_gen(const std::string& path, const GenOptions& opt) {
     j["version"] = opt.version;
     j["address"] = hex(address);
     j["functions_in"] = g->functions_in;
-    j["functions_out"] = g->spec.functions.size();
+    j["functions_out"] = functions_out;
     j["flex_functions"] = g->flex_functions;
     j["plt_functions"] = g->plt_functions;
     Json left = Json::object();
@@ -83,7 +99,7 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   fmt::print("{}: SFrame v{} for address 0x{:x}{}\n", path, opt.version, address,
              opt.output.empty() ? "" : fmt::format(", written to {}", opt.output));
   fmt::print("  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
-             g->spec.functions.size() - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
+             functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print("    left out: {} x {}\n", n, cfi::describe(r));
   fmt::print("  bytes: .eh_frame {} in, .sframe {} out\n", eh, bytes->size());
   return 0;
