@@ -28,6 +28,7 @@ struct Words {
 struct EncodedRow {
   std::uint32_t start;
   std::uint8_t info_base_mangled;  // bit 0 and bit 7 of the FRE info byte
+  std::uint8_t word_size;          // bytes per data word: 1, 2 or 4
   Words words;
 };
 
@@ -181,26 +182,22 @@ class Encoder {
   std::uint32_t row_;
 };
 
-// Appends fixed-size fields in the section's byte order.
+// Stores fixed-size fields in the section's byte order into room the caller
+// sized beforehand (one resize per function, not one per byte).
 class Writer {
  public:
-  Writer(bool big, std::vector<std::byte>& out) : big_(big), bytes_(out) {}
+  Writer(bool big, std::byte* at) : big_(big), at_(at) {}
   void put(std::uint64_t v, unsigned n) {
-    const std::size_t at = bytes_.size();
-    bytes_.resize(at + n);
-    put_at(at, v, n);
-  }
-  void put_at(std::size_t at, std::uint64_t v, unsigned n) {
     for (unsigned i = 0; i < n; ++i) {
       const unsigned shift = 8 * (big_ ? n - 1 - i : i);
-      bytes_[at + i] = static_cast<std::byte>((v >> shift) & 0xff);
+      at_[i] = static_cast<std::byte>((v >> shift) & 0xff);
     }
+    at_ += n;
   }
-  std::size_t size() const { return bytes_.size(); }
 
  private:
   bool big_;
-  std::vector<std::byte>& bytes_;
+  std::byte* at_;
 };
 
 Expected<void> check_header(const SectionSpec& spec) {
@@ -255,29 +252,33 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (header_.version == Version::kV3 && rows.size() > 0xffff)
     return make_error(Errc::kNotRepresentable, 0, rows.size(), index);
   if (fres_.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres_.size());
+  // Data-word sizes first, so the function's bytes are sized once.
+  std::size_t len = header_.version == Version::kV3 ? 5 : 0;
+  for (std::uint32_t k = 0; k < rows.size(); ++k) {
+    EncodedRow& r = rows[k];
+    unsigned size = smallest_size(r.words);
+    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) size = f.dataword_sizes[k];
+    if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
+    r.word_size = static_cast<std::uint8_t>(size);
+    len += asz + 1 + std::size_t{r.words.n} * size;
+  }
   const std::size_t begin = fres_.size();
   const std::uint8_t info = static_cast<std::uint8_t>(static_cast<unsigned>(fre_type) |
                                                       (static_cast<unsigned>(f.pc_type) << 4) |
                                                       (static_cast<unsigned>(f.pauth_key) << 5));
-  Writer w(header_.big_endian, fres_);
+  fres_.resize(begin + len);
+  Writer w(header_.big_endian, fres_.data() + begin);
   if (header_.version == Version::kV3) {
     w.put(rows.size(), 2);
     w.put(info | (f.signal ? 0x80u : 0u), 1);
     w.put(static_cast<unsigned>(f.fde_type), 1);
     w.put(f.rep_size, 1);
   }
-  for (std::uint32_t k = 0; k < rows.size(); ++k) {
-    const EncodedRow& r = rows[k];
-    unsigned size = smallest_size(r.words);
-    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) size = f.dataword_sizes[k];
-    if (size == 0) {
-      fres_.resize(begin);
-      return make_error(Errc::kNotRepresentable, 0, 0, index, k);
-    }
-    const unsigned code = size == 1 ? 0 : size == 2 ? 1 : 2;
+  for (const EncodedRow& r : rows) {
+    const unsigned code = r.word_size == 1 ? 0 : r.word_size == 2 ? 1 : 2;
     w.put(r.start, asz);
     w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.words.n << 1) | (code << 5)), 1);
-    for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), size);
+    for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), r.word_size);
   }
   fdes_.push_back({f.start_pc, f.size, static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(rows.size()),
                    f.fre_offset, info, f.fde_type, f.rep_size, f.signal});
@@ -334,9 +335,8 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   const std::uint8_t flags = preserve ? header_.flags
                                       : static_cast<std::uint8_t>((disjoint ? flags::kFdeSorted : 0) |
                                                                   flags::kFdeFuncStartPcrel);
-  std::vector<std::byte> head;
-  head.reserve(kHeaderSize + n * fde_size);
-  Writer w(header_.big_endian, head);
+  std::vector<std::byte> head(kHeaderSize + n * fde_size);
+  Writer w(header_.big_endian, head.data());
   w.put(kMagic, 2);
   w.put(static_cast<unsigned>(header_.version), 1);
   w.put(flags, 1);
@@ -351,7 +351,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   w.put(n * fde_size, 4);    // FRE sub-section right after the FDEs
   for (std::uint32_t i = 0; i < n; ++i) {
     const FdeRecord& f = fdes[i];
-    const std::uint64_t field_at = w.size();
+    const std::uint64_t field_at = kHeaderSize + i * fde_size;
     std::uint64_t field = f.start_pc - header_.section_address;
     if (flags & flags::kFdeFuncStartPcrel) field -= field_at;
     if (header_.version == Version::kV3) {
