@@ -20,7 +20,7 @@ time_bin=/usr/bin/time
 [ -r "$file" ] || { echo "$file: not readable" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-eh=$("$readelf" -SW "$file" | awk '{ for (i = 1; i < NF; i++) if ($i == ".eh_frame") { print $(i + 4); exit } }')
+eh=$("$readelf" -SW "$file" | awk '{ for (i = 1; i < NF; i++) if ($i == ".eh_frame" && !found) { print $(i + 4); found = 1 } }')
 [ -n "$eh" ] || { echo "$file: no .eh_frame" >&2; exit 2; }
 eh=$((16#$eh))
 

@@ -1,5 +1,6 @@
 #include "cfi_commands.hpp"
 
+#include <elf.h>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -21,6 +22,21 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
   for (const auto& sh : f.sections())
     if (sh.name == name) return sh.size;
   return 0;
+}
+
+// Why a file has no CFI gen can read, in words (gen reads the .eh_frame of
+// linked files through .eh_frame_hdr's table); empty if none of these.
+std::string why_no_cfi(const elf::ElfFile& f) {
+  bool eh = false, hdr = false, debug = false;
+  for (const auto& sh : f.sections()) {
+    eh |= sh.name == ".eh_frame" && sh.size > 4;  // 4 bytes: only the terminator
+    hdr |= sh.name == ".eh_frame_hdr";
+    debug |= sh.name == ".debug_frame";
+  }
+  if (f.info().type == ET_REL) return "relocatable object (gen reads linked executables and shared objects)";
+  if (!eh) return debug ? "no .eh_frame (only .debug_frame)" : "no .eh_frame FDEs";
+  if (!hdr) return ".eh_frame without .eh_frame_hdr";
+  return "";
 }
 
 }  // namespace
@@ -59,7 +75,8 @@ int run_gen(const std::string& path, const GenOptions& opt) {
     if (auto ok = enc.add(f); !ok) enc_error = ok.error();
   });
   if (!g) {
-    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(g.error()));
+    const std::string why = g.error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
+    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, why.empty() ? error_text(g.error()) : why);
     return 1;
   }
   const std::uint64_t functions_out = enc.size();
