@@ -41,15 +41,20 @@ bool fits(const Word& w, unsigned size) {
 }
 
 unsigned smallest_size(const Words& words) {
-  for (unsigned size : {1u, 2u, 4u})
-    if (std::all_of(words.begin(), words.end(), [&](const Word& w) { return fits(w, size); })) return size;
-  return 0;
+  unsigned size = 1;
+  for (const Word& w : words) {
+    while (size <= 4 && !fits(w, size)) size *= 2;
+    if (size > 4) return 0;
+  }
+  return size;
 }
 
 class Encoder {
  public:
-  Encoder(const SectionSpec& spec, std::uint32_t fde, std::uint32_t row)
-      : spec_(spec), regs_(abi_regs(spec.abi)), fde_(fde), row_(row) {}
+  Encoder(const SectionSpec& spec, std::uint32_t fde) : spec_(spec), regs_(abi_regs(spec.abi)), fde_(fde) {}
+
+  // The row errors name.
+  void at_row(std::uint32_t row) { row_ = row; }
 
   Unexpected not_representable(std::uint64_t what = 0) const {
     return make_error(Errc::kNotRepresentable, 0, what, fde_, row_);
@@ -179,7 +184,7 @@ class Encoder {
   const SectionSpec& spec_;
   AbiRegs regs_;
   std::uint32_t fde_;
-  std::uint32_t row_;
+  std::uint32_t row_ = 0;
 };
 
 // Stores fixed-size fields in the section's byte order into room the caller
@@ -235,12 +240,14 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   // Scratch reused by every call: no allocation per function once warm.
   thread_local std::vector<EncodedRow> rows;
   rows.clear();
+  Encoder encoder(header_, index);
   for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
     if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
       return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
     if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;  // same rules: nothing to say
     EncodedRow& r = rows.emplace_back();
-    if (auto ok = Encoder(header_, index, k).row(f, f.rows[k], r); !ok) return ok;
+    encoder.at_row(k);
+    if (auto ok = encoder.row(f, f.rows[k], r); !ok) return ok;
   }
   const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
   const FreType fre_type = preserve ? f.fre_type
