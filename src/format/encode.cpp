@@ -3,6 +3,8 @@
 #include "sframe/encode.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -193,6 +195,11 @@ class Writer {
  public:
   Writer(bool big, std::byte* at) : big_(big), at_(at) {}
   void put(std::uint64_t v, unsigned n) {
+    if (native_) {  // the host's own order: the low n bytes as they lie
+      std::memcpy(at_, &v, n);
+      at_ += n;
+      return;
+    }
     for (unsigned i = 0; i < n; ++i) {
       const unsigned shift = 8 * (big_ ? n - 1 - i : i);
       at_[i] = static_cast<std::byte>((v >> shift) & 0xff);
@@ -202,6 +209,7 @@ class Writer {
 
  private:
   bool big_;
+  bool native_ = !big_ && std::endian::native == std::endian::little;
   std::byte* at_;
 };
 
