@@ -360,6 +360,18 @@ std::vector<FunctionSpec> plt_functions(const std::vector<elf::SectionHeader>& s
   return out;
 }
 
+// Why a function cannot go into a section (kNone: it can): a row no SFrame
+// version can hold, else (without FLEX FDEs) a row that needs FLEX.
+Reason blocking_reason(const Function& fn, bool flex_ok) {
+  Reason needs_flex = Reason::kNone;
+  for (const Row& r : fn.rows) {
+    if (r.reason == Reason::kNone) continue;
+    if (!r.flex) return r.reason;
+    if (needs_flex == Reason::kNone) needs_flex = r.reason;
+  }
+  return flex_ok ? Reason::kNone : needs_flex;
+}
+
 // The x86-64 PLT sections' address ranges, looked up once per file rather
 // than by name for every function.
 class PltRanges {
@@ -414,16 +426,11 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
     if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
     ++g.functions_in;
     const std::uint64_t size = fn.end - fn.start;
-    Reason why = Reason::kNone;
+    Reason why = blocking_reason(fn, version == Version::kV3);
     bool flex = false, signal = false;
     for (const Row& r : fn.rows) {
       signal |= r.signal;
-      if (r.flex) {
-        flex = true;
-        if (version == Version::kV2 && why == Reason::kNone) why = r.reason;
-      } else if (r.reason != Reason::kNone && why == Reason::kNone) {
-        why = r.reason;
-      }
+      flex |= r.flex;
     }
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
     if (why != Reason::kNone) {
@@ -509,10 +516,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
         if (!out.missing.empty() && out.missing.back().end == pc) {
           out.missing.back().end = end;
         } else {
-          Reason why = Reason::kNone;
-          for (const Row& r : fn.rows)
-            if (r.reason != Reason::kNone) { why = r.reason; break; }
-          out.missing.push_back({pc, end, why});
+          out.missing.push_back({pc, end, blocking_reason(fn, s.version() == Version::kV3)});
         }
         continue;
       }
