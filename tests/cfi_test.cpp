@@ -2,7 +2,10 @@
 // SFrame sections GNU as/ld made from the same code.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdio>
 #include <set>
+#include <string>
 
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
@@ -119,6 +122,75 @@ TEST(Cfi, MutatedFreIsReported) {
     FAIL() << "no suitable FDE";
   }
   FAIL() << "corpus file missing";
+}
+
+}  // namespace
+
+namespace {
+
+// FDE start PCs whose CFA readelf shows as an expression ("exp") in some row.
+std::set<std::uint64_t> readelf_expression_cfas(const std::string& path) {
+  std::set<std::uint64_t> out;
+  const std::string cmd = "readelf --debug-dump=frames-interp '" + path + "' 2>/dev/null";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char line[4096];
+  std::uint64_t fde = 0;
+  bool in_fde = false;
+  while (std::fgets(line, sizeof line, p)) {
+    const std::string l = line;
+    if (const auto at = l.find(" FDE cie="); at != std::string::npos) {
+      const auto pc = l.find("pc=", at);
+      in_fde = pc != std::string::npos;
+      if (in_fde) fde = std::stoull(l.substr(pc + 3), nullptr, 16);
+      continue;
+    }
+    // Rows: "LOC CFA reg...", LOC in hex.
+    char loc[64], cfa[64];
+    if (in_fde && std::sscanf(line, "%63s %63s", loc, cfa) == 2 && std::isxdigit(static_cast<unsigned char>(loc[0])) &&
+        std::string(cfa) == "exp")
+      out.insert(fde);
+  }
+  pclose(p);
+  return out;
+}
+
+// A library whose hand-written assembly describes some CFAs by DWARF
+// expression (OpenSSL's libcrypto): exactly the functions readelf shows an
+// expression CFA for are left out of v3 and reported missing with that reason;
+// FLEX covers the rest.
+TEST(Cfi, ExpressionCfasAreLeftOutWithTheirReason) {
+  const std::string path = "/usr/lib/x86_64-linux-gnu/libcrypto.so.3";
+  auto file = elf::ElfFile::open(path);
+  if (!file) GTEST_SKIP() << path << " not installed";
+  std::set<std::uint64_t> want;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> plt;
+  for (const auto& sh : file->sections())
+    if (sh.name.rfind(".plt", 0) == 0) plt.push_back({sh.address, sh.address + sh.size});
+  for (std::uint64_t pc : readelf_expression_cfas(path)) {
+    bool in_plt = false;
+    for (auto [lo, hi] : plt) in_plt |= pc >= lo && pc < hi;
+    if (!in_plt) want.insert(pc);
+  }
+  ASSERT_FALSE(want.empty()) << "readelf shows no expression CFA";
+  auto g = cfi::generate(*file, Version::kV3, 0);
+  ASSERT_TRUE(g);
+  std::set<std::uint64_t> skipped;
+  for (const auto& s : g->skipped) {
+    EXPECT_EQ(s.reason, cfi::Reason::kCfaExpression);
+    skipped.insert(s.start);
+  }
+  EXPECT_EQ(skipped, want);
+  EXPECT_GT(g->flex_functions, 0u);
+  auto bytes = encode(g->spec);
+  ASSERT_TRUE(bytes);
+  auto s = Section::parse(*bytes, 0);
+  ASSERT_TRUE(s);
+  auto cmp = cfi::compare(*file, *s);
+  ASSERT_TRUE(cmp);
+  EXPECT_TRUE(cmp->mismatches.empty());
+  EXPECT_FALSE(cmp->missing.empty());
+  for (const auto& m : cmp->missing) EXPECT_EQ(m.reason, cfi::Reason::kCfaExpression) << std::hex << m.start;
 }
 
 }  // namespace

@@ -92,6 +92,19 @@ struct Generated {
 /// 'S' augmentation, RA-undefined rows for outermost frames.
 Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address);
 
+/// The header generate() gives a section for `file` (ABI and byte order of
+/// its machine, AMD64's fixed RA offset), without functions. Errors:
+/// kNotRepresentable (machine without an SFrame ABI).
+Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, std::uint64_t section_address);
+
+/// generate() without the model: calls `fn` with each function it would
+/// hold, by increasing start PC (the FunctionSpec is reused between calls),
+/// and returns the header fields, counts and left-out functions with an empty
+/// `spec.functions`. Feeding a SectionEncoder from `fn` encodes a section in
+/// memory proportional to the output. Errors as generate().
+Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
+                                       const std::function<void(const FunctionSpec&)>& fn);
+
 /// A PC where SFrame and DWARF recover the CFA, RA or FP differently.
 struct Mismatch {
   std::uint64_t pc = 0;

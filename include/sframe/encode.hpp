@@ -73,6 +73,56 @@ enum class Layout : std::uint8_t {
   kPreserve,
 };
 
+/// Encodes a section one function at a time: each function's FREs are
+/// written as it is added and only a 32-byte record is kept per function, so
+/// memory is the output's size, not the model's (a whole SectionSpec of a
+/// large library holds ~45 bytes per row). encode() is this over a model.
+///
+/// FDEs come out sorted by start PC (kOptimize; kPreserve: in the order
+/// added); FREs in the order the functions were added (kPreserve: by each
+/// function's recorded fre_offset). Adding functions by increasing start PC
+/// therefore gives FREs in FDE order, as GNU ld writes them.
+class SectionEncoder {
+ public:
+  /// `header`: version, ABI, byte order, fixed offsets, section address and
+  /// (kPreserve) flags; its `functions` are not used.
+  explicit SectionEncoder(const SectionSpec& header, Layout layout = Layout::kOptimize);
+
+  /// Capacity for `functions` functions and `fre_bytes` bytes of FREs: a
+  /// generous guess costs address space only, never touched memory.
+  void reserve(std::size_t functions, std::size_t fre_bytes);
+
+  /// Encodes `f`'s FREs. Errors as encode(), with `fde` the number of
+  /// functions added before `f` and `fre` the row index in `f`.
+  Expected<void> add(const FunctionSpec& f);
+
+  /// Functions added so far.
+  std::size_t size() const { return fdes_.size(); }
+
+  /// The section: header, FDE sub-section, FRE sub-section. Leaves the
+  /// encoder empty. Errors as encode() (sizes beyond the 32-bit fields, v2
+  /// start PCs out of range).
+  Expected<std::vector<std::byte>> finish();
+
+ private:
+  // What the FDE entry needs once the FREs are written.
+  struct FdeRecord {
+    std::uint64_t start_pc;
+    std::uint32_t size;
+    std::uint32_t fre_begin;  // in fres_
+    std::uint32_t num_fres;
+    std::uint32_t recorded_fre_offset;  // kPreserve: FunctionSpec::fre_offset
+    std::uint8_t info;                  // FRE type, PC type, PAuth key (v2 layout)
+    FdeType fde_type;
+    std::uint8_t rep_size;
+    bool signal;
+  };
+  SectionSpec header_;
+  Layout layout_;
+  std::vector<FdeRecord> fdes_;
+  std::vector<std::byte> fres_;
+};
+
 /// Encodes `spec` as an SFrame v2 or v3 section in its byte order.
 /// Errors: kBadVersion (v1 is not written), kNotRepresentable (a rule the
 /// version, ABI or FDE type cannot express, an offset out of range, a start

@@ -323,8 +323,9 @@ RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
 
 // GNU ld's SFrame for x86-64 PLTs: PLT0 pushes once and jumps; each 16-byte
 // PLTn jumps through the GOT, then (lazy binding) pushes and jumps to PLT0.
-void add_plts(const elf::ElfFile& file, Generated& g) {
-  for (const auto& sh : file.sections()) {
+std::vector<FunctionSpec> plt_functions(const std::vector<elf::SectionHeader>& sections) {
+  std::vector<FunctionSpec> out;
+  for (const auto& sh : sections) {
     if (!(sh.flags & SHF_EXECINSTR) || sh.size == 0 || sh.size > UINT32_MAX) continue;
     const auto size = static_cast<std::uint32_t>(sh.size);
     FunctionSpec f;
@@ -334,8 +335,7 @@ void add_plts(const elf::ElfFile& file, Generated& g) {
       plt0.start_pc = sh.address;
       plt0.size = 16;
       plt0.rows = {sp_row(0, 16), sp_row(6, 24)};
-      g.spec.functions.push_back(plt0);
-      ++g.plt_functions;
+      out.push_back(plt0);
       if (size == 16) continue;
       f.start_pc = sh.address + 16;
       f.size = size - 16;
@@ -353,58 +353,95 @@ void add_plts(const elf::ElfFile& file, Generated& g) {
       continue;
     }
     f.pc_type = PcType::kMask;
-    g.spec.functions.push_back(f);
-    ++g.plt_functions;
+    out.push_back(f);
   }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FunctionSpec& x, const FunctionSpec& y) { return x.start_pc < y.start_pc; });
+  return out;
 }
 
-bool in_plt(const std::vector<elf::SectionHeader>& sections, std::uint64_t pc) {
-  for (const auto& sh : sections)
-    if ((sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") && pc >= sh.address &&
-        pc - sh.address < sh.size)
-      return true;
-  return false;
+// Why a function cannot go into a section (kNone: it can): a row no SFrame
+// version can hold, else (without FLEX FDEs) a row that needs FLEX.
+Reason blocking_reason(const Function& fn, bool flex_ok) {
+  Reason needs_flex = Reason::kNone;
+  for (const Row& r : fn.rows) {
+    if (r.reason == Reason::kNone) continue;
+    if (!r.flex) return r.reason;
+    if (needs_flex == Reason::kNone) needs_flex = r.reason;
+  }
+  return flex_ok ? Reason::kNone : needs_flex;
 }
+
+// The x86-64 PLT sections' address ranges, looked up once per file rather
+// than by name for every function.
+class PltRanges {
+ public:
+  explicit PltRanges(const std::vector<elf::SectionHeader>& sections) {
+    for (const auto& sh : sections)
+      if (sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") ranges_.push_back({sh.address, sh.size});
+  }
+  bool contains(std::uint64_t pc) const {
+    return std::any_of(ranges_.begin(), ranges_.end(),
+                       [&](const auto& r) { return pc >= r.first && pc - r.first < r.second; });
+  }
+
+ private:
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges_;
+};
 
 }  // namespace
 
-Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
+Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  SectionSpec spec;
+  spec.version = version;
+  spec.abi = *abi;
+  spec.big_endian = abi_big_endian(*abi);
+  spec.cfa_fixed_ra_offset = *abi == Abi::kAmd64Little ? -8 : 0;
+  spec.section_address = section_address;
+  return spec;
+}
+
+Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
+                                       const std::function<void(const FunctionSpec&)>& out) {
+  auto header = section_header(file, version, section_address);
+  if (!header) return Unexpected{header.error()};
   Generated g;
-  g.spec.version = version;
-  g.spec.abi = *abi;
-  g.spec.big_endian = abi_big_endian(*abi);
-  g.spec.cfa_fixed_ra_offset = *abi == Abi::kAmd64Little ? -8 : 0;
-  g.spec.section_address = section_address;
+  g.spec = std::move(*header);
   const auto sections = file.sections();
-  const bool x86 = *abi == Abi::kAmd64Little;
+  const bool x86 = g.spec.abi == Abi::kAmd64Little;
+  const PltRanges plt(x86 ? sections : std::vector<elf::SectionHeader>{});
+  // PLT FDEs go in by start PC among the others, so the output is sorted.
+  const std::vector<FunctionSpec> plts = x86 ? plt_functions(sections) : std::vector<FunctionSpec>{};
+  std::size_t next_plt = 0;
+  const auto plts_before = [&](std::uint64_t pc) {
+    for (; next_plt < plts.size() && plts[next_plt].start_pc <= pc; ++next_plt) {
+      out(plts[next_plt]);
+      ++g.plt_functions;
+    }
+  };
+  FunctionSpec f;  // reused: its rows keep their capacity
   auto walked = for_each_function(file, [&](const Function& fn) {
-    if (x86 && in_plt(sections, fn.start)) return;  // replaced by ld's PC-mask FDEs
+    if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
     ++g.functions_in;
     const std::uint64_t size = fn.end - fn.start;
-    Reason why = Reason::kNone;
+    Reason why = blocking_reason(fn, version == Version::kV3);
     bool flex = false, signal = false;
     for (const Row& r : fn.rows) {
       signal |= r.signal;
-      if (r.flex) {
-        flex = true;
-        if (version == Version::kV2 && why == Reason::kNone) why = r.reason;
-      } else if (r.reason != Reason::kNone && why == Reason::kNone) {
-        why = r.reason;
-      }
+      flex |= r.flex;
     }
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
     if (why != Reason::kNone) {
       g.skipped.push_back({fn.start, size, why});
       return;
     }
-    FunctionSpec f;
     f.start_pc = fn.start;
     f.size = static_cast<std::uint32_t>(size);
     f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
     f.signal = signal && version == Version::kV3;
-    f.rows.reserve(fn.rows.size());
+    f.rows.clear();
     for (const Row& r : fn.rows) {
       RowSpec rs{static_cast<std::uint32_t>(r.start - fn.start), r.row};
       // FLEX writes "RA at the header's fixed offset" as a padding word when
@@ -413,10 +450,19 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
       f.rows.push_back(rs);
     }
     g.flex_functions += flex;
-    g.spec.functions.push_back(std::move(f));
+    plts_before(f.start_pc);
+    out(f);
   });
   if (!walked) return Unexpected{walked.error()};
-  if (x86) add_plts(file, g);
+  plts_before(UINT64_MAX);
+  return g;
+}
+
+Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
+  std::vector<FunctionSpec> functions;
+  auto g = for_each_generated(file, version, section_address, [&](const FunctionSpec& f) { functions.push_back(f); });
+  if (!g) return g;
+  g->spec.functions = std::move(functions);
   return g;
 }
 
@@ -439,13 +485,13 @@ Rule normalized(const Rule& r, std::int8_t fixed) {
 Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   auto index = FdeIndex::build(s);
   if (!index) return Unexpected{index.error()};
-  const auto sections = file.sections();
   const bool x86 = s.abi() == Abi::kAmd64Little;
+  const PltRanges plt(x86 ? file.sections() : std::vector<elf::SectionHeader>{});
   const Header& h = s.header();
   Comparison out;
   std::vector<std::uint64_t> pcs;
   auto walked = for_each_function(file, [&](const Function& fn) {
-    if (x86 && in_plt(sections, fn.start)) return;
+    if (x86 && plt.contains(fn.start)) return;
     ++out.functions_checked;
     // Boundaries: CFI row starts and the starts of SFrame FREs in range.
     pcs.clear();
@@ -470,10 +516,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
         if (!out.missing.empty() && out.missing.back().end == pc) {
           out.missing.back().end = end;
         } else {
-          Reason why = Reason::kNone;
-          for (const Row& r : fn.rows)
-            if (r.reason != Reason::kNone) { why = r.reason; break; }
-          out.missing.push_back({pc, end, why});
+          out.missing.push_back({pc, end, blocking_reason(fn, s.version() == Version::kV3)});
         }
         continue;
       }

@@ -3,6 +3,8 @@
 #include "sframe/encode.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -16,10 +18,20 @@ struct Word {
   bool control;
 };
 
+// A row's data words; a FLEX row has the most: CFA, RA and FP as pairs.
+struct Words {
+  Word w[6];
+  std::uint8_t n = 0;
+  void push(Word x) { w[n++] = x; }
+  const Word* begin() const { return w; }
+  const Word* end() const { return w + n; }
+};
+
 struct EncodedRow {
   std::uint32_t start;
   std::uint8_t info_base_mangled;  // bit 0 and bit 7 of the FRE info byte
-  std::vector<Word> words;
+  std::uint8_t word_size;          // bytes per data word: 1, 2 or 4
+  Words words;
 };
 
 bool fits(const Word& w, unsigned size) {
@@ -30,16 +42,21 @@ bool fits(const Word& w, unsigned size) {
   return w.value >= -lim && w.value < lim;
 }
 
-unsigned smallest_size(const std::vector<Word>& words) {
-  for (unsigned size : {1u, 2u, 4u})
-    if (std::all_of(words.begin(), words.end(), [&](const Word& w) { return fits(w, size); })) return size;
-  return 0;
+unsigned smallest_size(const Words& words) {
+  unsigned size = 1;
+  for (const Word& w : words) {
+    while (size <= 4 && !fits(w, size)) size *= 2;
+    if (size > 4) return 0;
+  }
+  return size;
 }
 
 class Encoder {
  public:
-  Encoder(const SectionSpec& spec, std::uint32_t fde, std::uint32_t row)
-      : spec_(spec), regs_(abi_regs(spec.abi)), fde_(fde), row_(row) {}
+  Encoder(const SectionSpec& spec, std::uint32_t fde) : spec_(spec), regs_(abi_regs(spec.abi)), fde_(fde) {}
+
+  // The row errors name.
+  void at_row(std::uint32_t row) { row_ = row; }
 
   Unexpected not_representable(std::uint64_t what = 0) const {
     return make_error(Errc::kNotRepresentable, 0, what, fde_, row_);
@@ -62,7 +79,7 @@ class Encoder {
     return r.kind == Rule::Kind::kUnchanged;
   }
 
-  Expected<std::vector<Word>> default_words(const FrameRow& row, std::uint8_t& base_bit) const {
+  Expected<void> default_words(const FrameRow& row, std::uint8_t& base_bit, Words& words) const {
     const Rule& c = row.cfa;
     if (c.kind != Rule::Kind::kExpr || c.base != Rule::Base::kRegister || c.deref ||
         (c.regnum != regs_.sp && c.regnum != regs_.fp))
@@ -70,7 +87,7 @@ class Encoder {
     base_bit = c.regnum == regs_.sp ? 1 : 0;
     auto off = stored_cfa_offset(c.offset);
     if (!off) return Unexpected{off.error()};
-    std::vector<Word> words{{*off, false}};
+    words.push({*off, false});
     const bool v2_s390 = spec_.abi == Abi::kS390xBig && spec_.version == Version::kV2;
     // A saved-register rule as a data word: a CFA slot, or (s390x v2) a
     // register number tagged with bit 0.
@@ -103,19 +120,20 @@ class Encoder {
       fp = *w;
     }
     if (fp && spec_.cfa_fixed_ra_offset == 0 && !ra) return not_representable();  // use a padding RA
-    if (ra) words.push_back(*ra);
-    if (fp) words.push_back(*fp);
-    return words;
+    if (ra) words.push(*ra);
+    if (fp) words.push(*fp);
+    return {};
   }
 
-  Expected<std::vector<Word>> flex_words(const FrameRow& row, std::uint8_t& base_bit) const {
+  Expected<void> flex_words(const FrameRow& row, std::uint8_t& base_bit, Words& words) const {
     const Rule& c = row.cfa;
     if (c.kind != Rule::Kind::kExpr || c.base != Rule::Base::kRegister) return not_representable();
     // The control word names the base; GNU as leaves fre_cfa_base_reg_id 0.
     base_bit = 0;
     auto off = stored_cfa_offset(c.offset);
     if (!off) return Unexpected{off.error()};
-    std::vector<Word> words{{control(c), true}, {*off, false}};
+    words.push({control(c), true});
+    words.push({*off, false});
     const auto pair = [&](const Rule& r) -> Expected<std::pair<Word, Word>> {
       if (r.kind != Rule::Kind::kExpr || r.from_header) return not_representable();
       const std::int64_t ctl = control(r);
@@ -128,35 +146,35 @@ class Encoder {
       auto fp = pair(row.fp);
       if (!fp) return Unexpected{fp.error()};
       if (row.ra.kind == Rule::Kind::kPadding) {
-        words.push_back({0, true});
+        words.push({0, true});
       } else {
         auto ra = pair(row.ra);
         if (!ra) return Unexpected{ra.error()};
-        words.push_back(ra->first);
-        words.push_back(ra->second);
+        words.push(ra->first);
+        words.push(ra->second);
       }
-      words.push_back(fp->first);
-      words.push_back(fp->second);
+      words.push(fp->first);
+      words.push(fp->second);
     } else if (!ra_none) {
       auto ra = pair(row.ra);
       if (!ra) return Unexpected{ra.error()};
-      words.push_back(ra->first);
-      words.push_back(ra->second);
+      words.push(ra->first);
+      words.push(ra->second);
     }
-    return words;
+    return {};
   }
 
-  Expected<EncodedRow> row(const FunctionSpec& f, const RowSpec& r) const {
-    EncodedRow out;
+  Expected<void> row(const FunctionSpec& f, const RowSpec& r, EncodedRow& out) const {
     out.start = r.start_offset;
+    out.words.n = 0;
     std::uint8_t base_bit = 0;
     if (!r.row.ra_undefined) {
-      auto w = f.fde_type == FdeType::kFlex ? flex_words(r.row, base_bit) : default_words(r.row, base_bit);
-      if (!w) return Unexpected{w.error()};
-      out.words = std::move(*w);
+      auto ok = f.fde_type == FdeType::kFlex ? flex_words(r.row, base_bit, out.words)
+                                             : default_words(r.row, base_bit, out.words);
+      if (!ok) return ok;
     }
     out.info_base_mangled = static_cast<std::uint8_t>(base_bit | (r.row.ra_mangled ? 0x80 : 0));
-    return out;
+    return {};
   }
 
  private:
@@ -168,179 +186,231 @@ class Encoder {
   const SectionSpec& spec_;
   AbiRegs regs_;
   std::uint32_t fde_;
-  std::uint32_t row_;
+  std::uint32_t row_ = 0;
 };
 
+// Stores fixed-size fields in the section's byte order into room the caller
+// sized beforehand (one resize per function, not one per byte).
 class Writer {
  public:
-  explicit Writer(bool big) : big_(big) {}
+  Writer(bool big, std::byte* at) : big_(big), at_(at) {}
   void put(std::uint64_t v, unsigned n) {
+    if (native_) {  // the host's own order: the low n bytes as they lie
+      std::memcpy(at_, &v, n);
+      at_ += n;
+      return;
+    }
     for (unsigned i = 0; i < n; ++i) {
       const unsigned shift = 8 * (big_ ? n - 1 - i : i);
-      bytes_.push_back(static_cast<std::byte>((v >> shift) & 0xff));
+      at_[i] = static_cast<std::byte>((v >> shift) & 0xff);
     }
+    at_ += n;
   }
-  void put_at(std::size_t at, std::uint64_t v, unsigned n) {
-    for (unsigned i = 0; i < n; ++i) {
-      const unsigned shift = 8 * (big_ ? n - 1 - i : i);
-      bytes_[at + i] = static_cast<std::byte>((v >> shift) & 0xff);
-    }
-  }
-  std::size_t size() const { return bytes_.size(); }
-  std::vector<std::byte> take() { return std::move(bytes_); }
 
  private:
   bool big_;
-  std::vector<std::byte> bytes_;
+  bool native_ = !big_ && std::endian::native == std::endian::little;
+  std::byte* at_;
 };
 
-struct EncodedFunction {
-  std::vector<std::byte> fre_bytes;  // v3: attribute + FREs
-  std::uint32_t num_fres = 0;
-  FreType fre_type{};
-};
-
-Expected<EncodedFunction> encode_function(const SectionSpec& spec, const FunctionSpec& f, std::uint32_t index,
-                                          bool preserve) {
-  if (f.fde_type == FdeType::kFlex && spec.version != Version::kV3)
-    return make_error(Errc::kNotRepresentable, 0, 1, index);
-  std::vector<EncodedRow> rows;
-  rows.reserve(f.rows.size());
-  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
-    if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
-      return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-    if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;  // same rules: nothing to say
-    auto r = Encoder(spec, index, k).row(f, f.rows[k]);
-    if (!r) return Unexpected{r.error()};
-    if (r->words.size() > kMaxDatawords) return make_error(Errc::kNotRepresentable, 0, r->words.size(), index, k);
-    rows.push_back(std::move(*r));
-  }
-  EncodedFunction out;
-  const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
-  out.fre_type = preserve ? f.fre_type
-                 : max_start <= 0xff ? FreType::kAddr1
-                 : max_start <= 0xffff ? FreType::kAddr2
-                                       : FreType::kAddr4;
-  const unsigned asz = start_address_size(out.fre_type);
-  if (asz < 4 && max_start >> (8 * asz)) return make_error(Errc::kNotRepresentable, 0, max_start, index);
-  Writer w(spec.big_endian);
-  if (spec.version == Version::kV3) {
-    if (rows.size() > 0xffff) return make_error(Errc::kNotRepresentable, 0, rows.size(), index);
-    w.put(rows.size(), 2);
-    const std::uint8_t info = static_cast<std::uint8_t>(static_cast<unsigned>(out.fre_type) |
-                                                        (static_cast<unsigned>(f.pc_type) << 4) |
-                                                        (static_cast<unsigned>(f.pauth_key) << 5) | (f.signal ? 0x80 : 0));
-    w.put(info, 1);
-    w.put(static_cast<unsigned>(f.fde_type), 1);
-    w.put(f.rep_size, 1);
-  }
-  for (std::uint32_t k = 0; k < rows.size(); ++k) {
-    const EncodedRow& r = rows[k];
-    unsigned size = smallest_size(r.words);
-    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) size = f.dataword_sizes[k];
-    if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
-    const unsigned code = size == 1 ? 0 : size == 2 ? 1 : 2;
-    w.put(r.start, asz);
-    w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.words.size() << 1) | (code << 5)), 1);
-    for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), size);
-  }
-  out.num_fres = static_cast<std::uint32_t>(rows.size());
-  out.fre_bytes = w.take();
-  return out;
-}
-
-}  // namespace
-
-Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) {
+Expected<void> check_header(const SectionSpec& spec) {
   if (spec.version != Version::kV2 && spec.version != Version::kV3)
     return make_error(Errc::kBadVersion, 2, static_cast<std::uint64_t>(spec.version));
   if (!is_known_abi(static_cast<std::uint8_t>(spec.abi), spec.version))
     return make_error(Errc::kBadAbi, 4, static_cast<std::uint64_t>(spec.abi));
-  const bool preserve = layout == Layout::kPreserve;
-  const std::uint32_t n = static_cast<std::uint32_t>(spec.functions.size());
-  if (spec.functions.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, spec.functions.size());
+  return {};
+}
 
-  // FDE order: as recorded, or by start PC.
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  if (!preserve)
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return spec.functions[a].start_pc < spec.functions[b].start_pc;
-    });
-  std::vector<EncodedFunction> enc(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    auto e = encode_function(spec, spec.functions[order[i]], i, preserve);
-    if (!e) return Unexpected{e.error()};
-    enc[i] = std::move(*e);
+}  // namespace
+
+SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout) : layout_(layout) {
+  header_.version = header.version;
+  header_.abi = header.abi;
+  header_.big_endian = header.big_endian;
+  header_.cfa_fixed_fp_offset = header.cfa_fixed_fp_offset;
+  header_.cfa_fixed_ra_offset = header.cfa_fixed_ra_offset;
+  header_.section_address = header.section_address;
+  header_.flags = header.flags;
+}
+
+void SectionEncoder::reserve(std::size_t functions, std::size_t fre_bytes) {
+  fdes_.reserve(functions);
+  fres_.reserve(fre_bytes);
+}
+
+Expected<void> SectionEncoder::add(const FunctionSpec& f) {
+  if (auto ok = check_header(header_); !ok) return ok;
+  const bool preserve = layout_ == Layout::kPreserve;
+  if (fdes_.size() >= 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, fdes_.size() + 1);
+  const auto index = static_cast<std::uint32_t>(fdes_.size());
+  if (f.fde_type == FdeType::kFlex && header_.version != Version::kV3)
+    return make_error(Errc::kNotRepresentable, 0, 1, index);
+  // Scratch reused by every call: no allocation per function once warm.
+  thread_local std::vector<EncodedRow> rows;
+  rows.clear();
+  Encoder encoder(header_, index);
+  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
+    if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
+      return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+    if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;  // same rules: nothing to say
+    EncodedRow& r = rows.emplace_back();
+    encoder.at_row(k);
+    if (auto ok = encoder.row(f, f.rows[k], r); !ok) return ok;
   }
-  // FRE sub-section order: FDE order, or the recorded FRE offsets.
-  std::vector<std::uint32_t> fre_order(n);
-  std::iota(fre_order.begin(), fre_order.end(), 0u);
-  if (preserve)
-    std::stable_sort(fre_order.begin(), fre_order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return spec.functions[order[a]].fre_offset < spec.functions[order[b]].fre_offset;
-    });
-  std::vector<std::uint32_t> fre_off(n);
-  std::uint64_t fre_len = 0, num_fres = 0;
-  for (std::uint32_t i : fre_order) {
-    fre_off[i] = static_cast<std::uint32_t>(fre_len);
-    fre_len += enc[i].fre_bytes.size();
-    num_fres += enc[i].num_fres;
+  const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
+  const FreType fre_type = preserve ? f.fre_type
+                           : max_start <= 0xff ? FreType::kAddr1
+                           : max_start <= 0xffff ? FreType::kAddr2
+                                                 : FreType::kAddr4;
+  const unsigned asz = start_address_size(fre_type);
+  if (asz < 4 && max_start >> (8 * asz)) return make_error(Errc::kNotRepresentable, 0, max_start, index);
+  if (header_.version == Version::kV3 && rows.size() > 0xffff)
+    return make_error(Errc::kNotRepresentable, 0, rows.size(), index);
+  if (fres_.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres_.size());
+  // Data-word sizes first, so the function's bytes are sized once.
+  std::size_t len = header_.version == Version::kV3 ? 5 : 0;
+  for (std::uint32_t k = 0; k < rows.size(); ++k) {
+    EncodedRow& r = rows[k];
+    unsigned size = smallest_size(r.words);
+    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) size = f.dataword_sizes[k];
+    if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
+    r.word_size = static_cast<std::uint8_t>(size);
+    len += asz + 1 + std::size_t{r.words.n} * size;
   }
-  const std::uint64_t fde_size = fde_entry_size(spec.version);
-  if (fre_len > 0xffffffffu || num_fres > 0xffffffffu || n * fde_size > 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, 16, fre_len);
+  const std::size_t begin = fres_.size();
+  const std::uint8_t info = static_cast<std::uint8_t>(static_cast<unsigned>(fre_type) |
+                                                      (static_cast<unsigned>(f.pc_type) << 4) |
+                                                      (static_cast<unsigned>(f.pauth_key) << 5));
+  fres_.resize(begin + len);
+  Writer w(header_.big_endian, fres_.data() + begin);
+  if (header_.version == Version::kV3) {
+    w.put(rows.size(), 2);
+    w.put(info | (f.signal ? 0x80u : 0u), 1);
+    w.put(static_cast<unsigned>(f.fde_type), 1);
+    w.put(f.rep_size, 1);
+  }
+  for (const EncodedRow& r : rows) {
+    const unsigned code = r.word_size == 1 ? 0 : r.word_size == 2 ? 1 : 2;
+    w.put(r.start, asz);
+    w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.words.n << 1) | (code << 5)), 1);
+    for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), r.word_size);
+  }
+  fdes_.push_back({f.start_pc, f.size, static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(rows.size()),
+                   f.fre_offset, info, f.fde_type, f.rep_size, f.signal});
+  return {};
+}
+
+Expected<std::vector<std::byte>> SectionEncoder::finish() {
+  if (auto ok = check_header(header_); !ok) return Unexpected{ok.error()};
+  const bool preserve = layout_ == Layout::kPreserve;
+  std::vector<FdeRecord> fdes = std::move(fdes_);
+  std::vector<std::byte> fres = std::move(fres_);
+  fdes_.clear();
+  fres_.clear();
+  const auto n = static_cast<std::uint32_t>(fdes.size());
+  if (fres.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres.size());
+
+  // FDE order: as added, or by start PC.
+  const auto by_pc = [](const FdeRecord& a, const FdeRecord& b) { return a.start_pc < b.start_pc; };
+  if (!preserve && !std::is_sorted(fdes.begin(), fdes.end(), by_pc))
+    std::stable_sort(fdes.begin(), fdes.end(), by_pc);
+  // FRE sub-section order: as added, or the recorded FRE offsets.
+  if (preserve) {
+    std::vector<std::uint32_t> fre_order(n);
+    std::iota(fre_order.begin(), fre_order.end(), 0u);
+    const auto by_offset = [&](std::uint32_t a, std::uint32_t b) {
+      return fdes[a].recorded_fre_offset < fdes[b].recorded_fre_offset;
+    };
+    if (!std::is_sorted(fre_order.begin(), fre_order.end(), by_offset)) {
+      std::stable_sort(fre_order.begin(), fre_order.end(), by_offset);
+      // Added in order, so each function's FREs end where the next begin.
+      std::vector<std::uint32_t> len(n);
+      for (std::uint32_t i = 0; i < n; ++i)
+        len[i] = static_cast<std::uint32_t>((i + 1 < n ? fdes[i + 1].fre_begin : fres.size()) - fdes[i].fre_begin);
+      std::vector<std::byte> moved;
+      moved.reserve(fres.size());
+      for (std::uint32_t i : fre_order) {
+        const auto from = fres.begin() + fdes[i].fre_begin;
+        fdes[i].fre_begin = static_cast<std::uint32_t>(moved.size());
+        moved.insert(moved.end(), from, from + len[i]);
+      }
+      fres = std::move(moved);
+    }
+  }
+  std::uint64_t num_fres = 0;
+  for (const FdeRecord& f : fdes) num_fres += f.num_fres;
+  const std::uint64_t fde_size = fde_entry_size(header_.version);
+  if (num_fres > 0xffffffffu || n * fde_size > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres.size());
 
   // Sorted, but only claimed when no two functions overlap (relocatable
   // objects put functions of different sections at the same address).
   bool disjoint = true;
-  for (std::uint32_t i = 1; i < n; ++i) {
-    const FunctionSpec& a = spec.functions[order[i - 1]];
-    if (a.start_pc + a.size > spec.functions[order[i]].start_pc) disjoint = false;
-  }
-  const std::uint8_t flags = preserve ? spec.flags
+  for (std::uint32_t i = 1; i < n; ++i)
+    if (fdes[i - 1].start_pc + fdes[i - 1].size > fdes[i].start_pc) disjoint = false;
+  const std::uint8_t flags = preserve ? header_.flags
                                       : static_cast<std::uint8_t>((disjoint ? flags::kFdeSorted : 0) |
                                                                   flags::kFdeFuncStartPcrel);
-  Writer w(spec.big_endian);
+  std::vector<std::byte> head(kHeaderSize + n * fde_size);
+  Writer w(header_.big_endian, head.data());
   w.put(kMagic, 2);
-  w.put(static_cast<unsigned>(spec.version), 1);
+  w.put(static_cast<unsigned>(header_.version), 1);
   w.put(flags, 1);
-  w.put(static_cast<unsigned>(spec.abi), 1);
-  w.put(static_cast<std::uint8_t>(spec.cfa_fixed_fp_offset), 1);
-  w.put(static_cast<std::uint8_t>(spec.cfa_fixed_ra_offset), 1);
+  w.put(static_cast<unsigned>(header_.abi), 1);
+  w.put(static_cast<std::uint8_t>(header_.cfa_fixed_fp_offset), 1);
+  w.put(static_cast<std::uint8_t>(header_.cfa_fixed_ra_offset), 1);
   w.put(0, 1);  // no auxiliary header
   w.put(n, 4);
   w.put(num_fres, 4);
-  w.put(fre_len, 4);
+  w.put(fres.size(), 4);
   w.put(0, 4);               // FDE sub-section right after the header
   w.put(n * fde_size, 4);    // FRE sub-section right after the FDEs
   for (std::uint32_t i = 0; i < n; ++i) {
-    const FunctionSpec& f = spec.functions[order[i]];
-    const std::uint64_t field_at = w.size();
-    std::uint64_t field = f.start_pc - spec.section_address;
+    const FdeRecord& f = fdes[i];
+    const std::uint64_t field_at = kHeaderSize + i * fde_size;
+    std::uint64_t field = f.start_pc - header_.section_address;
     if (flags & flags::kFdeFuncStartPcrel) field -= field_at;
-    if (spec.version == Version::kV3) {
+    if (header_.version == Version::kV3) {
       w.put(field, 8);
       w.put(f.size, 4);
-      w.put(fre_off[i], 4);
+      w.put(f.fre_begin, 4);
     } else {
       const auto sfield = static_cast<std::int64_t>(field);
       if (sfield < std::numeric_limits<std::int32_t>::min() || sfield > std::numeric_limits<std::int32_t>::max())
         return make_error(Errc::kNotRepresentable, field_at, field, i);
       w.put(field, 4);
       w.put(f.size, 4);
-      w.put(fre_off[i], 4);
-      w.put(enc[i].num_fres, 4);
-      w.put(static_cast<unsigned>(enc[i].fre_type) | (static_cast<unsigned>(f.pc_type) << 4) |
-                (static_cast<unsigned>(f.pauth_key) << 5),
-            1);
+      w.put(f.fre_begin, 4);
+      w.put(f.num_fres, 4);
+      w.put(f.info, 1);
       w.put(f.rep_size, 1);
       w.put(0, 2);
     }
   }
-  std::vector<std::byte> out = w.take();
-  for (std::uint32_t i : fre_order) out.insert(out.end(), enc[i].fre_bytes.begin(), enc[i].fre_bytes.end());
-  return out;
+  // The FREs stay where they are when the buffer has room for the head in
+  // front of them: no second copy of the section.
+  fres.insert(fres.begin(), head.begin(), head.end());
+  return fres;
+}
+
+Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) {
+  if (auto ok = check_header(spec); !ok) return Unexpected{ok.error()};
+  const bool preserve = layout == Layout::kPreserve;
+  if (spec.functions.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, spec.functions.size());
+  const auto n = static_cast<std::uint32_t>(spec.functions.size());
+  // Added by start PC (kOptimize), so the FREs follow the FDE order.
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  if (!preserve)
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return spec.functions[a].start_pc < spec.functions[b].start_pc;
+    });
+  SectionEncoder enc(spec, layout);
+  std::size_t rows = 0;
+  for (const FunctionSpec& f : spec.functions) rows += f.rows.size();
+  enc.reserve(n, n * 5 + rows * 8);
+  for (std::uint32_t i : order)
+    if (auto ok = enc.add(spec.functions[i]); !ok) return Unexpected{ok.error()};
+  return enc.finish();
 }
 
 Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_t output_address, Version version) {

@@ -1,9 +1,11 @@
 #include "cfi_commands.hpp"
 
+#include <elf.h>
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
@@ -20,6 +22,21 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
   for (const auto& sh : f.sections())
     if (sh.name == name) return sh.size;
   return 0;
+}
+
+// Why a file has no CFI gen can read, in words (gen reads the .eh_frame of
+// linked files through .eh_frame_hdr's table); empty if none of these.
+std::string why_no_cfi(const elf::ElfFile& f) {
+  bool eh = false, hdr = false, debug = false;
+  for (const auto& sh : f.sections()) {
+    eh |= sh.name == ".eh_frame" && sh.size > 4;  // 4 bytes: only the terminator
+    hdr |= sh.name == ".eh_frame_hdr";
+    debug |= sh.name == ".debug_frame";
+  }
+  if (f.info().type == ET_REL) return "relocatable object (gen reads linked executables and shared objects)";
+  if (!eh) return debug ? "no .eh_frame (only .debug_frame)" : "no .eh_frame FDEs";
+  if (!hdr) return ".eh_frame without .eh_frame_hdr";
+  return "";
 }
 
 }  // namespace
@@ -41,12 +58,29 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   } else if (auto existing = file->sframe_section(); existing) {
     address = existing->address;
   }
-  auto g = cfi::generate(*file, opt.version == 2 ? Version::kV2 : Version::kV3, address);
-  if (!g) {
-    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(g.error()));
+  const Version version = opt.version == 2 ? Version::kV2 : Version::kV3;
+  auto header = cfi::section_header(*file, version, address);
+  if (!header) {
+    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, error_text(header.error()));
     return 1;
   }
-  auto bytes = encode(g->spec);
+  // Streamed into the encoder: one function's rows in memory at a time.
+  SectionEncoder enc(*header);
+  const std::uint64_t eh = section_size(*file, ".eh_frame");
+  // Address space only: pages of the buffer never written are never touched.
+  enc.reserve(section_size(*file, ".eh_frame_hdr") / 8 + 64, 2 * eh + 4096);
+  std::optional<Error> enc_error;
+  auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
+    if (enc_error) return;
+    if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+  });
+  if (!g) {
+    const std::string why = g.error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
+    fmt::print(stderr, "sframe: {}: cannot read DWARF CFI: {}\n", path, why.empty() ? error_text(g.error()) : why);
+    return 1;
+  }
+  const std::uint64_t functions_out = enc.size();
+  auto bytes = enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish();
   if (!bytes) {
     fmt::print(stderr, "sframe: {}: {}\n", path, error_text(bytes.error()));
     return 1;
@@ -60,7 +94,6 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   }
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
-  const std::uint64_t eh = section_size(*file, ".eh_frame");
   if (opt.json) {
     Json j;
     j["sframepp_json"] = 1;
@@ -69,7 +102,7 @@ int run_gen(const std::string& path, const GenOptions& opt) {
     j["version"] = opt.version;
     j["address"] = hex(address);
     j["functions_in"] = g->functions_in;
-    j["functions_out"] = g->spec.functions.size();
+    j["functions_out"] = functions_out;
     j["flex_functions"] = g->flex_functions;
     j["plt_functions"] = g->plt_functions;
     Json left = Json::object();
@@ -83,7 +116,7 @@ int run_gen(const std::string& path, const GenOptions& opt) {
   fmt::print("{}: SFrame v{} for address 0x{:x}{}\n", path, opt.version, address,
              opt.output.empty() ? "" : fmt::format(", written to {}", opt.output));
   fmt::print("  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
-             g->spec.functions.size() - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
+             functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print("    left out: {} x {}\n", n, cfi::describe(r));
   fmt::print("  bytes: .eh_frame {} in, .sframe {} out\n", eh, bytes->size());
   return 0;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `sframe gen` against `readelf --debug-dump=frames-interp` on one file, in one
+# run: both read the file's .eh_frame and compute the same row table (readelf
+# prints it, gen encodes it as SFrame). Runs each RUNS times, alternating,
+# after one warm-up run each (page cache), and prints medians: wall time, CPU
+# time (user + sys, less sensitive to other load on the machine), peak RSS,
+# MB/s of .eh_frame (1 MB = 10^6 bytes), and readelf's time over gen's.
+# The goal is gen at least 2x faster than readelf.
+# Usage: bench/gen_vs_readelf.sh SFRAME_BIN [FILE] [RUNS]
+#   FILE defaults to /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1, RUNS to 7.
+# Speed is reported, never asserted: the exit status only says whether both
+# programs ran.
+set -euo pipefail
+bin=$1
+file=${2:-/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1}
+runs=${3:-7}
+readelf=${READELF:-readelf}
+time_bin=/usr/bin/time
+[ -x "$time_bin" ] || { echo "needs GNU time ($time_bin)" >&2; exit 2; }
+[ -r "$file" ] || { echo "$file: not readable" >&2; exit 2; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+eh=$("$readelf" -SW "$file" | awk '{ for (i = 1; i < NF; i++) if ($i == ".eh_frame" && !found) { print $(i + 4); found = 1 } }')
+[ -n "$eh" ] || { echo "$file: no .eh_frame" >&2; exit 2; }
+eh=$((16#$eh))
+
+# One measured run: appends "wall cpu maxrss_kb" to $tmp/$1.
+run() {
+  local name=$1; shift
+  "$time_bin" -o "$tmp/t" -f "%e %U %S %M" "$@" > /dev/null 2> "$tmp/err" ||
+    { echo "$name failed:" >&2; cat "$tmp/err" >&2; exit 1; }
+  awk '{ printf "%s %.3f %s\n", $1, $2 + $3, $4 }' "$tmp/t" >> "$tmp/$name"
+}
+gen() { run gen "$bin" gen "$file" -o "$tmp/out.sframe"; }
+rdl() { run readelf "$readelf" --debug-dump=frames-interp "$file"; }
+
+gen; rdl; rm -f "$tmp/gen" "$tmp/readelf"   # warm-up
+for ((i = 0; i < runs; i++)); do
+  if ((i % 2)); then rdl; gen; else gen; rdl; fi
+done
+
+median() {  # column $2 of file $1
+  sort -g -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+gw=$(median "$tmp/gen" 1) gc=$(median "$tmp/gen" 2) gm=$(median "$tmp/gen" 3)
+rw=$(median "$tmp/readelf" 1) rc=$(median "$tmp/readelf" 2) rm_=$(median "$tmp/readelf" 3)
+out=$(stat -c %s "$tmp/out.sframe")
+
+awk -v f="$file" -v eh="$eh" -v out="$out" -v n="$runs" -v gw="$gw" -v gc="$gc" -v gm="$gm" \
+    -v rw="$rw" -v rc="$rc" -v rm="$rm_" 'BEGIN {
+  mb = eh / 1e6
+  sw = gw > 0 ? gw : 0.001; sc = gc > 0 ? gc : 0.001
+  rsw = rw > 0 ? rw : 0.001; rsc = rc > 0 ? rc : 0.001
+  printf "file: %s\n.eh_frame: %d bytes (%.2f MB); .sframe written: %d bytes; %d runs each, medians\n", f, eh, mb, out, n
+  printf "%-8s %9s %9s %10s %12s %12s\n", "", "wall s", "cpu s", "MB/s wall", "MB/s cpu", "max RSS KB"
+  printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "gen", gw, gc, mb / sw, mb / sc, gm
+  printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "readelf", rw, rc, mb / rsw, mb / rsc, rm
+  printf "ratio (readelf time / gen time): wall %.2fx, cpu %.2fx (goal: 2x)\n", rw / sw, rc / sc
+}'
