@@ -24,6 +24,7 @@
 #include "sframe/error.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
+#include "sframe/unwind.hpp"
 
 namespace sframe::process {
 
@@ -67,6 +68,8 @@ Expected<std::vector<Mapping>> read_maps(pid_t pid);
 /// falling back to pread on /proc/PID/mem when process_vm_readv is refused
 /// (e.g. ENOSYS, or EPERM under some seccomp profiles). Reading needs ptrace
 /// access to the process. Move-only; owns the /proc/PID/mem descriptor.
+/// Satisfies sframe::MemoryReader (not async-signal-safe: it may open
+/// /proc/PID/mem on first use).
 class RemoteMemory {
  public:
   explicit RemoteMemory(pid_t pid) noexcept : pid_(pid) {}
@@ -79,19 +82,20 @@ class RemoteMemory {
   /// Copies up to out.size() bytes from absolute address `addr`. Returns the
   /// number of bytes read: the length of the readable prefix (0 when `addr`
   /// is unmapped or the process is gone). Never throws.
-  std::size_t read(std::uint64_t addr, std::span<std::byte> out) noexcept;
+  std::size_t read(std::uint64_t addr, std::span<std::byte> out) const noexcept;
 
-  /// Reads the 8-byte little/native-endian word at `addr`.
-  /// Errors: kIoError with value = addr (unreadable or partly readable).
-  Expected<std::uint64_t> read_word(std::uint64_t addr) noexcept;
+  /// The host-endian 8-byte word at `addr`, or nullopt when any of its bytes
+  /// is unreadable.
+  std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept;
 
   pid_t pid() const noexcept { return pid_; }
 
  private:
-  std::size_t read_proc_mem(std::uint64_t addr, std::span<std::byte> out) noexcept;
+  std::size_t read_proc_mem(std::uint64_t addr, std::span<std::byte> out) const noexcept;
   pid_t pid_;
-  int mem_fd_ = -1;
-  bool use_vm_readv_ = true;
+  // Lazily opened / learnt on first use (reads are logically const).
+  mutable int mem_fd_ = -1;
+  mutable bool use_vm_readv_ = true;
 };
 
 // ---------------------------------------------------------------------------
@@ -180,7 +184,7 @@ enum class UnwindSource : std::uint8_t {
 std::string_view to_string(UnwindSource s) noexcept;
 
 /// An ELF file mapped in the process.
-struct Module {
+struct LoadedModule {
   /// As in /proc/PID/maps (a pseudo name such as "[vdso]" for unnamed images).
   std::string path;
   bool deleted = false;
@@ -196,8 +200,8 @@ struct Module {
   UnwindSource source = UnwindSource::kFramePointer;
   /// Why the source is not the module's own SFrame section (or "").
   std::string why;
-  /// The SFrame section, its start PCs absolute (runtime addresses), and an
-  /// index over it; set for kSFrameSection and kGenerated.
+  /// The SFrame section, parsed at its link-time address, and an index over
+  /// it; set for kSFrameSection and kGenerated.
   std::optional<Section> sframe;
   std::optional<FdeIndex> index;
 
@@ -225,8 +229,10 @@ struct ModuleOptions {
   bool ignore_sframe_sections = false;
 };
 
-/// The modules of a process.
-class ModuleMap {
+/// The modules of a process, and the sframe::ModuleMap the unwinder uses
+/// over them (one unwind module per executable mapping with SFrame).
+/// Move-only; the unwind map stays valid across moves.
+class LoadedModules {
  public:
   /// Opens every ELF file with an executable mapping in `maps` of process
   /// `pid`: through its path when the inode still matches, else through
@@ -234,21 +240,35 @@ class ModuleMap {
   /// /proc/PID/root/. The vDSO is read from the process's memory. Modules
   /// whose file cannot be opened are kept (frame pointers, no symbols) with
   /// `why` saying so. Never fails as a whole.
-  static ModuleMap load(pid_t pid, const std::vector<Mapping>& maps, RemoteMemory& mem,
-                        const ModuleOptions& opt = {});
+  static LoadedModules load(pid_t pid, const std::vector<Mapping>& maps, const RemoteMemory& mem,
+                            const ModuleOptions& opt = {});
+
+  LoadedModules(LoadedModules&&) noexcept = default;
+  LoadedModules& operator=(LoadedModules&&) noexcept = default;
 
   /// The module with an executable mapping containing absolute `pc`.
-  const Module* find(std::uint64_t pc) const noexcept;
+  const LoadedModule* find(std::uint64_t pc) const noexcept;
 
-  std::span<const Module> modules() const noexcept { return modules_; }
+  std::span<const LoadedModule> modules() const noexcept { return modules_; }
+
+  /// The unwinder's view: modules with SFrame (own or generated).
+  const sframe::ModuleMap& unwind_map() const noexcept { return *unwind_map_; }
+
+  /// Runtime ranges of the signal trampolines found by symbol
+  /// (__restore_rt, __kernel_rt_sigreturn), for UnwindOptions.
+  std::span<const AddressRange> signal_trampolines() const noexcept { return trampolines_; }
 
  private:
-  std::vector<Module> modules_;  // sorted by start
+  LoadedModules() = default;
+  std::vector<LoadedModule> modules_;  // sorted by start
+  std::vector<sframe::Module> unwind_storage_;
+  std::unique_ptr<sframe::ModuleMap> unwind_map_;
+  std::vector<AddressRange> trampolines_;
 };
 
 /// A symbolized address.
 struct SymbolizedPc {
-  const Module* module = nullptr;
+  const LoadedModule* module = nullptr;
   /// Mangled name ("" when no symbol covers it) and offset from its start.
   std::string_view name;
   std::uint64_t offset = 0;
@@ -256,6 +276,6 @@ struct SymbolizedPc {
 
 /// The module and symbol covering absolute `pc` (look up a return address
 /// minus 1 to name the call site's function).
-SymbolizedPc symbolize(const ModuleMap& modules, std::uint64_t pc) noexcept;
+SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept;
 
 }  // namespace sframe::process

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "sframe/process.hpp"
 
@@ -107,7 +108,7 @@ namespace {
 constexpr std::uint64_t kPage = 4096;  // the split granularity; a multiple of no page size is smaller
 }
 
-std::size_t RemoteMemory::read(std::uint64_t addr, std::span<std::byte> out) noexcept {
+std::size_t RemoteMemory::read(std::uint64_t addr, std::span<std::byte> out) const noexcept {
   std::size_t done = 0;
   if (use_vm_readv_) {
     // One iovec per page: the kernel stops at the first unreadable page and
@@ -135,7 +136,7 @@ std::size_t RemoteMemory::read(std::uint64_t addr, std::span<std::byte> out) noe
   return done + read_proc_mem(addr + done, out.subspan(done));
 }
 
-std::size_t RemoteMemory::read_proc_mem(std::uint64_t addr, std::span<std::byte> out) noexcept {
+std::size_t RemoteMemory::read_proc_mem(std::uint64_t addr, std::span<std::byte> out) const noexcept {
   if (mem_fd_ < 0) {
     const std::string path = "/proc/" + std::to_string(pid_) + "/mem";
     mem_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -152,10 +153,10 @@ std::size_t RemoteMemory::read_proc_mem(std::uint64_t addr, std::span<std::byte>
   return done;
 }
 
-Expected<std::uint64_t> RemoteMemory::read_word(std::uint64_t addr) noexcept {
+std::optional<std::uint64_t> RemoteMemory::read_word(std::uint64_t addr) const noexcept {
   std::uint64_t v = 0;
   std::byte buf[sizeof v];
-  if (read(addr, buf) != sizeof buf) return make_error(Errc::kIoError, 0, addr);
+  if (read(addr, buf) != sizeof buf) return std::nullopt;
   std::memcpy(&v, buf, sizeof v);
   return v;
 }

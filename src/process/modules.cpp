@@ -73,7 +73,7 @@ Expected<elf::ElfFile> open_image(pid_t pid, const Group& g, std::string& how) {
 }
 
 // The vDSO image copied from the process into an anonymous file.
-Expected<elf::ElfFile> open_vdso(const Group& g, RemoteMemory& mem) {
+Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
   std::uint64_t lo = g.maps.front()->start, hi = g.maps.back()->end;
   if (hi <= lo || hi - lo > (64u << 20)) return make_error(Errc::kIoError, 0, EINVAL);
   std::vector<std::byte> image(hi - lo);
@@ -137,7 +137,7 @@ bool has_symtab(const elf::ElfFile& f) {
   return false;
 }
 
-void load_symbols(Module& mod, const elf::ElfFile& f) {
+void load_symbols(LoadedModule& mod, const elf::ElfFile& f) {
   if (has_symtab(f)) {
     mod.symbols = f.function_symbols();
     mod.symbols_from = ".symtab";
@@ -161,14 +161,14 @@ std::string error_words(const Error& e) {
 }
 
 // Sets the module's unwind source: its own SFrame section, else generated.
-void load_unwind(Module& mod, const ModuleOptions& opt) {
+void load_unwind(LoadedModule& mod, const ModuleOptions& opt) {
   const elf::ElfFile& f = *mod.file;
   std::string why_not;
   if (!opt.ignore_sframe_sections) {
     auto data = f.sframe_section();
     if (data) {
       auto owned = std::make_shared<const elf::SFrameSectionData>(std::move(*data));
-      auto s = Section::parse(owned->bytes, owned->address + mod.bias);
+      auto s = Section::parse(owned->bytes, owned->address);
       if (s && validate(*s, Strictness::kLenient)) {
         if (auto idx = FdeIndex::build(*s)) {
           mod.section_data = std::move(owned);
@@ -202,7 +202,7 @@ void load_unwind(Module& mod, const ModuleOptions& opt) {
     return;
   }
   auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*bytes));
-  auto s = Section::parse(*owned, address + mod.bias);
+  auto s = Section::parse(*owned, address);
   if (!s) {
     mod.why = why_not + "; generated SFrame does not parse";
     return;
@@ -233,15 +233,16 @@ std::string_view to_string(UnwindSource s) noexcept {
   return "?";
 }
 
-bool Module::contains_exec(std::uint64_t pc) const noexcept {
+bool LoadedModule::contains_exec(std::uint64_t pc) const noexcept {
   return std::any_of(exec_ranges.begin(), exec_ranges.end(),
                      [pc](const auto& r) { return pc >= r.first && pc < r.second; });
 }
 
-ModuleMap ModuleMap::load(pid_t pid, const std::vector<Mapping>& maps, RemoteMemory& mem, const ModuleOptions& opt) {
-  ModuleMap out;
+LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, const RemoteMemory& mem,
+                                  const ModuleOptions& opt) {
+  LoadedModules out;
   for (const Group& g : group_images(maps)) {
-    Module mod;
+    LoadedModule mod;
     const Mapping& first = *g.maps.front();
     mod.path = first.path;
     mod.deleted = first.deleted;
@@ -268,21 +269,35 @@ ModuleMap ModuleMap::load(pid_t pid, const std::vector<Mapping>& maps, RemoteMem
     out.modules_.push_back(std::move(mod));
   }
   std::sort(out.modules_.begin(), out.modules_.end(),
-            [](const Module& a, const Module& b) { return a.start < b.start; });
+            [](const LoadedModule& a, const LoadedModule& b) { return a.start < b.start; });
+  for (const LoadedModule& m : out.modules_) {
+    for (const auto& sym : m.symbols)
+      if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
+        out.trampolines_.push_back({sym.address + m.bias, sym.address + m.bias + std::max<std::uint64_t>(sym.size, 1)});
+    if (!m.sframe) continue;
+    for (const auto& r : m.exec_ranges)
+      out.unwind_storage_.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
+  }
+  // The storage is complete before the map takes a span over it; moving
+  // LoadedModules moves the vector's buffer, not the modules.
+  out.unwind_map_ = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(out.unwind_storage_));
+  const std::size_t n = out.unwind_storage_.size();
+  std::vector<sframe::Module> pending(out.unwind_storage_.begin(), out.unwind_storage_.end());
+  for (std::size_t i = 0; i < n; ++i) (void)out.unwind_map_->add(pending[i]);
   return out;
 }
 
-const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
+const LoadedModule* LoadedModules::find(std::uint64_t pc) const noexcept {
   // Modules do not overlap; the candidate is the last one starting at or
   // below pc.
   auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
-                             [](std::uint64_t v, const Module& m) { return v < m.start; });
+                             [](std::uint64_t v, const LoadedModule& m) { return v < m.start; });
   if (it == modules_.begin()) return nullptr;
   --it;
   return it->contains_exec(pc) ? &*it : nullptr;
 }
 
-SymbolizedPc symbolize(const ModuleMap& modules, std::uint64_t pc) noexcept {
+SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept {
   SymbolizedPc out;
   out.module = modules.find(pc);
   if (!out.module) return out;

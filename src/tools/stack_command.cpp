@@ -1,0 +1,226 @@
+#include "stack_command.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "render.hpp"
+#include "sframe/process.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe::tools {
+namespace {
+
+using process::LoadedModule;
+
+// The printable model of one frame: everything the two printers need, taken
+// while the process is stopped.
+struct FrameLine {
+  std::uint64_t pc = 0;
+  bool return_address = false;
+  const LoadedModule* module = nullptr;
+  std::string symbol;  // demangled, "" if none
+  std::uint64_t offset = 0;
+  // How this frame was found: "registers" (frame 0), or the source of the
+  // rules of the frame below it ("sframe", "generated", "frame-pointer"), or
+  // "signal frame".
+  std::string found_by;
+};
+
+struct ThreadTrace {
+  pid_t tid = 0;
+  std::string name;
+  std::string error;  // the thread could not be stopped or read
+  std::vector<FrameLine> frames;
+  StopReason reason = StopReason::kOutermost;
+  std::uint64_t stop_address = 0;
+};
+
+std::string errno_text(const Error& e) {
+  return e.code == Errc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
+}
+
+Regs start_regs(const process::ThreadRegisters& r) {
+#if defined(__aarch64__)
+  return Regs::aarch64(r.pc, r.sp, r.fp, r.lr);
+#else
+  return Regs::amd64(r.pc, r.sp, r.fp);
+#endif
+}
+
+ThreadTrace trace_thread(const process::Thread& t, const process::LoadedModules& mods,
+                         const process::RemoteMemory& mem, const StackOptions& opt, RuleCache& cache) {
+  ThreadTrace tt;
+  tt.tid = t.tid;
+  tt.name = t.name;
+  if (!t.stopped) {
+    tt.error = errno_text(t.error);
+    return tt;
+  }
+  std::vector<Frame> frames(std::max<std::size_t>(opt.max_frames, 1));
+  UnwindOptions uo;
+  uo.fp_fallback = opt.fp_fallback;
+  uo.signal_trampolines = mods.signal_trampolines();
+  const UnwindResult r = unwind(mods.unwind_map(), mem, start_regs(t.regs), std::span<Frame>(frames), uo, &cache);
+  tt.reason = r.reason;
+  tt.stop_address = r.address;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    const Frame& f = frames[i];
+    FrameLine line;
+    line.pc = f.pc.value();
+    line.return_address = f.pc.is_return_address();
+    const auto sym = process::symbolize(mods, f.pc.lookup_pc());
+    line.module = sym.module;
+    if (!sym.name.empty()) {
+      line.symbol = demangle(std::string(sym.name));
+      line.offset = f.pc.value() - (f.pc.lookup_pc() - sym.offset);
+    }
+    if (i == 0) {
+      line.found_by = "registers";
+    } else if (f.flags & kFrameFpFallback) {
+      line.found_by = "frame-pointer";
+    } else if (frames[i - 1].flags & kFrameSignal) {
+      line.found_by = "signal frame";
+    } else {
+      const LoadedModule* below = mods.find(frames[i - 1].pc.lookup_pc());
+      line.found_by = below ? std::string(process::to_string(below->source)) : "?";
+    }
+    tt.frames.push_back(std::move(line));
+  }
+  return tt;
+}
+
+std::string module_words(const LoadedModule& m) {
+  std::string s = fmt::format("0x{:x}-0x{:x} {}{}: {}", m.start, m.end, m.path, m.deleted ? " (deleted)" : "",
+                              process::to_string(m.source));
+  if (!m.why.empty()) s += fmt::format(" ({})", m.why);
+  s += m.symbols_from.empty() ? ", no symbols" : fmt::format(", symbols from {}", m.symbols_from);
+  return s;
+}
+
+void print_text(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
+                const std::vector<ThreadTrace>& traces, const StackOptions& opt) {
+  std::string out = fmt::format("PID {} - process\n", pid);
+  (void)pname;
+  if (opt.verbose) {
+    for (const auto& m : mods.modules()) out += fmt::format("module {}\n", module_words(m));
+  }
+  for (const auto& t : traces) {
+    out += fmt::format("TID {}:\n", t.tid);
+    if (!t.error.empty()) {
+      out += fmt::format("  cannot read thread: {}\n", t.error);
+      continue;
+    }
+    for (std::size_t i = 0; i < t.frames.size(); ++i) {
+      const FrameLine& f = t.frames[i];
+      std::string line = fmt::format("#{:<2} 0x{:016x}", i, f.pc);
+      if (!f.symbol.empty()) line += " " + f.symbol;
+      if (opt.modules && f.module) line += fmt::format(" - {}", f.module->path);
+      if (opt.verbose) line += fmt::format("  [{}]", f.found_by);
+      out += line + "\n";
+    }
+    if (opt.verbose)
+      out += fmt::format("stopped: {} ({}{})\n", stop_reason_name(t.reason), describe(t.reason),
+                         t.stop_address ? fmt::format(" at 0x{:x}", t.stop_address) : std::string());
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+void print_json(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
+                const std::vector<ThreadTrace>& traces) {
+  Json j;
+  j["sframepp_json"] = 1;
+  j["command"] = "stack";
+  j["pid"] = pid;
+  j["process"] = pname;
+  j["modules"] = Json::array();
+  for (const auto& m : mods.modules()) {
+    Json jm;
+    jm["path"] = m.path;
+    jm["deleted"] = m.deleted;
+    jm["start"] = hex(m.start);
+    jm["end"] = hex(m.end);
+    jm["bias"] = hex(m.bias);
+    jm["source"] = std::string(process::to_string(m.source));
+    if (!m.why.empty()) jm["why"] = m.why;
+    jm["symbols_from"] = m.symbols_from;
+    j["modules"].push_back(std::move(jm));
+  }
+  j["threads"] = Json::array();
+  for (const auto& t : traces) {
+    Json jt;
+    jt["tid"] = t.tid;
+    jt["name"] = t.name;
+    if (!t.error.empty()) {
+      jt["error"] = t.error;
+      j["threads"].push_back(std::move(jt));
+      continue;
+    }
+    jt["frames"] = Json::array();
+    for (const auto& f : t.frames) {
+      Json jf;
+      jf["pc"] = hex(f.pc);
+      jf["return_address"] = f.return_address;
+      if (f.module) jf["module"] = f.module->path;
+      if (!f.symbol.empty()) {
+        jf["symbol"] = f.symbol;
+        jf["offset"] = f.offset;
+      }
+      jf["found_by"] = f.found_by;
+      jt["frames"].push_back(std::move(jf));
+    }
+    jt["stop"] = {{"reason", std::string(stop_reason_name(t.reason))},
+                  {"description", std::string(describe(t.reason))},
+                  {"address", hex(t.stop_address)}};
+    j["threads"].push_back(std::move(jt));
+  }
+  const std::string s = j.dump(2) + "\n";
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+}  // namespace
+
+int run_stack(pid_t pid, const StackOptions& opt) {
+  const std::string pname = process::process_name(pid);
+  std::vector<ThreadTrace> traces;
+  std::optional<process::LoadedModules> mods;
+  {
+    auto att = process::Attachment::attach(pid);
+    if (!att) {
+      fmt::print(stderr, "sframe: stack: cannot attach to process {}: {}\n", pid, errno_text(att.error()));
+      if (process::Attachment::interrupted()) return 130;
+      return 1;
+    }
+    auto maps = process::read_maps(pid);
+    if (!maps) {
+      fmt::print(stderr, "sframe: stack: cannot read /proc/{}/maps: {}\n", pid, errno_text(maps.error()));
+      return 1;  // `att` detaches
+    }
+    process::RemoteMemory mem(pid);
+    process::ModuleOptions mo;
+    mo.generate = opt.generate;
+    mo.ignore_sframe_sections = opt.ignore_sframe;
+    mods.emplace(process::LoadedModules::load(pid, *maps, mem, mo));
+    StaticRuleCache<1024> cache;
+    for (const auto& t : att->threads()) {
+      if (process::Attachment::interrupted()) break;
+      traces.push_back(trace_thread(t, *mods, mem, opt, cache));
+    }
+    // Leave the destructor to detach: the process runs again before printing.
+  }
+  if (process::Attachment::interrupted()) {
+    fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
+    return 130;
+  }
+  if (opt.json) {
+    print_json(pid, pname, *mods, traces);
+  } else {
+    print_text(pid, pname, *mods, traces, opt);
+  }
+  return 0;
+}
+
+}  // namespace sframe::tools
