@@ -13,6 +13,7 @@
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/process.hpp"
+#include "symbols.hpp"
 
 namespace sframe::process {
 namespace {
@@ -131,27 +132,23 @@ std::optional<std::string> build_id(const elf::ElfFile& f) {
   return hex;
 }
 
-bool has_symtab(const elf::ElfFile& f) {
-  for (const auto& s : f.sections())
-    if (s.type == SHT_SYMTAB) return true;
-  return false;
-}
+using detail::has_symtab;
 
 void load_symbols(LoadedModule& mod, const elf::ElfFile& f) {
   if (has_symtab(f)) {
-    mod.symbols = f.function_symbols();
+    mod.symbols = detail::function_symbols(f);
     mod.symbols_from = ".symtab";
     return;
   }
   if (auto id = build_id(f); id && id->size() > 2) {
     const std::string path = "/usr/lib/debug/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
     if (auto dbg = elf::ElfFile::open(path); dbg && has_symtab(*dbg)) {
-      mod.symbols = dbg->function_symbols();
+      mod.symbols = detail::function_symbols(*dbg);
       mod.symbols_from = "debug file";
       return;
     }
   }
-  mod.symbols = f.function_symbols();
+  mod.symbols = detail::function_symbols(f);
   mod.symbols_from = mod.symbols.empty() ? "" : ".dynsym";
 }
 

@@ -72,11 +72,14 @@ ThreadTrace trace_thread(const process::Thread& t, const process::LoadedModules&
     FrameLine line;
     line.pc = f.pc.value();
     line.return_address = f.pc.is_return_address();
-    const auto sym = process::symbolize(mods, f.pc.lookup_pc());
+    // A signal trampoline's "return address" is its first instruction (the
+    // handler returns to it), not a call's successor: name it as it is.
+    const std::uint64_t name_pc = (f.flags & kFrameSignal) ? f.pc.value() : f.pc.lookup_pc();
+    const auto sym = process::symbolize(mods, name_pc);
     line.module = sym.module;
     if (!sym.name.empty()) {
       line.symbol = demangle(std::string(sym.name));
-      line.offset = f.pc.value() - (f.pc.lookup_pc() - sym.offset);
+      line.offset = f.pc.value() - (name_pc - sym.offset);
     }
     if (i == 0) {
       line.found_by = "registers";
