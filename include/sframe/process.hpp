@@ -137,6 +137,8 @@ class Attachment {
   /// that exit while being attached are dropped. While attached, SIGINT,
   /// SIGTERM and SIGHUP are caught: they set interrupted() and make waiting
   /// calls return, so the caller can return and detach, then the tool exits.
+  /// SIGALRM is used (and caught) while attaching, to give up on threads
+  /// that do not stop within 10 s (uninterruptible sleep): they get ETIMEDOUT.
   /// Errors: kIoError with value = errno: ESRCH (no such process), EPERM
   /// (ptrace not permitted: Yama ptrace_scope, no CAP_SYS_PTRACE, another
   /// tracer), EINTR (interrupted by a signal).
@@ -161,6 +163,8 @@ class Attachment {
   Attachment() = default;
   pid_t pid_ = 0;
   std::vector<Thread> threads_;
+  // Threads sent PTRACE_INTERRUPT whose stop was not waited for yet.
+  std::vector<pid_t> unwaited_;
   bool attached_ = false;
 };
 

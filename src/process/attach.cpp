@@ -177,6 +177,7 @@ Expected<Attachment> Attachment::attach(pid_t pid) {
         t.error = errno_error(errno);
       } else {
         t.stopped = true;  // provisional: confirmed by wait_stopped below
+        a.unwaited_.push_back(tid);
       }
       a.threads_.push_back(std::move(t));
       if (g_interrupted) return Unexpected{errno_error(EINTR)};
@@ -189,6 +190,7 @@ Expected<Attachment> Attachment::attach(pid_t pid) {
     if (!t.stopped) continue;
     t.stopped = false;
     const int e = wait_stopped(t);
+    std::erase(a.unwaited_, t.tid);
     if (e == EINTR) return Unexpected{errno_error(EINTR)};
     if (e != 0) {
       t.error = errno_error(e);
@@ -198,9 +200,7 @@ Expected<Attachment> Attachment::attach(pid_t pid) {
     int err = 0;
     if (!read_registers(t.tid, t.regs, err)) {
       t.error = errno_error(err);
-      t.stopped = false;
-      // Still in a ptrace stop: detach() must resume it.
-      t.pending_signal = t.pending_signal ? t.pending_signal : 0;
+      t.stopped = false;  // still in a ptrace stop: detach() resumes it
     }
   }
   // Threads that exited between SEIZE and the stop are dropped.
@@ -214,13 +214,17 @@ Expected<Attachment> Attachment::attach(pid_t pid) {
 }
 
 Attachment::Attachment(Attachment&& o) noexcept
-    : pid_(o.pid_), threads_(std::move(o.threads_)), attached_(std::exchange(o.attached_, false)) {}
+    : pid_(o.pid_),
+      threads_(std::move(o.threads_)),
+      unwaited_(std::move(o.unwaited_)),
+      attached_(std::exchange(o.attached_, false)) {}
 
 Attachment& Attachment::operator=(Attachment&& o) noexcept {
   if (this != &o) {
     detach();
     pid_ = o.pid_;
     threads_ = std::move(o.threads_);
+    unwaited_ = std::move(o.unwaited_);
     attached_ = std::exchange(o.attached_, false);
   }
   return *this;
@@ -231,6 +235,20 @@ Attachment::~Attachment() { detach(); }
 void Attachment::detach() noexcept {
   if (!attached_) return;
   attached_ = false;
+  // A thread asked to stop but not waited for (attach() was interrupted)
+  // must reach its stop before PTRACE_DETACH can release it; wait briefly.
+  if (!unwaited_.empty()) {
+    g_timed_out = 0;
+    alarm(2);
+    for (pid_t tid : unwaited_) {
+      int status = 0;
+      while (waitpid(tid, &status, __WALL) < 0 && errno == EINTR && !g_timed_out) {
+      }
+      if (g_timed_out) break;
+    }
+    alarm(0);
+    unwaited_.clear();
+  }
   for (const Thread& t : threads_) {
     // Threads never seized fail with ESRCH here, harmlessly. A thread seized
     // but not stopped is detached by the kernel when this process exits.
