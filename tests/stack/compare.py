@@ -3,6 +3,7 @@
 `thread apply all bt` taken on the same stopped-in-place process.
 
 Usage: compare.py OURS.json EU.txt GDB.txt LABEL [--expect-chains]
+       compare.py OURS.json - - LABEL --expect-chains   (chains only)
 
 Frames are matched by address (both other unwinders print frame 0's PC and
 return addresses after it, as sframe does). Names are compared after removing
@@ -92,10 +93,8 @@ st = dict(threads=0, eu_threads=0, eu_frames=0, eu_total=0, eu_names=0, gdb_thre
 for tid, frames in sorted(ours_threads.items()):
     st["threads"] += 1
     pcs = [p for p, _ in frames]
-    if only_chains:
-        eu = g = None
     # eu-stack: the same frames, in the same order, to the end.
-    eu = None if only_chains else eu_threads.get(tid)
+    eu = eu_threads.get(tid)
     if only_chains:
         pass
     elif eu is None:
@@ -125,7 +124,10 @@ for tid, frames in sorted(ours_threads.items()):
     g = g or []
     for i, (p, n) in enumerate(g):
         if p is not None and kept and kept[-1][0] == p:
+            # Inlined callee and its caller share the PC: the caller is the
+            # function whose symbol covers it.
             st["gdb_extra"] += 1
+            kept[-1] = (p, n)
             continue
         if p is not None and p not in pcs:
             st["gdb_extra"] += 1
@@ -169,10 +171,10 @@ for tid, frames in sorted(ours_threads.items()):
 if only_chains:
     print(f"{label}: threads {st['threads']}; chains {st['chains']}/{st['threads']}")
 else:
-  print(f"{label}: threads {st['threads']}; vs eu-stack: {st['eu_threads']}/{st['threads']} threads identical, "
-      f"{st['eu_frames']}/{st['eu_total']} frames same PC, {st['eu_names']} same name; "
-      f"vs gdb: {st['gdb_threads']}/{st['threads']} threads identical to its end, {st['gdb_frames']}/{st['gdb_total']} "
-      f"frames same PC, {st['gdb_names']} same name ({st['gdb_extra']} gdb-only inline/tail-call frames)"
+    print(f"{label}: threads {st['threads']}; vs eu-stack: {st['eu_threads']}/{st['threads']} threads identical, "
+          f"{st['eu_frames']}/{st['eu_total']} frames same PC, {st['eu_names']} same name; "
+          f"vs gdb: {st['gdb_threads']}/{st['threads']} threads identical to its end, {st['gdb_frames']}/{st['gdb_total']} "
+          f"frames same PC, {st['gdb_names']} same name ({st['gdb_extra']} gdb-only inline/tail-call frames)"
         + (f"; chains {st['chains']}/{st['threads']}" if expect_chains else ""))
 for p in problems:
     print("  DIFF " + p)
