@@ -204,6 +204,12 @@ struct LoadedModule {
   UnwindSource source = UnwindSource::kFramePointer;
   /// Why the source is not the module's own SFrame section (or "").
   std::string why;
+  /// How the file was reached when not by its path ("" normally), e.g.
+  /// "file deleted; read through /proc/PID/map_files".
+  std::string how_opened;
+  /// SFrame may still be generated for it (ModuleOptions::on_demand) by
+  /// LoadedModules::generate_for().
+  bool generation_pending = false;
   /// The SFrame section, parsed at its link-time address, and an index over
   /// it; set for kSFrameSection and kGenerated.
   std::optional<Section> sframe;
@@ -228,6 +234,9 @@ struct LoadedModule {
 struct ModuleOptions {
   /// Generate SFrame from .eh_frame (else: frame pointers).
   bool generate = true;
+  /// Generate only when an unwind needs it (generate_for()), not for every
+  /// module at load: most mapped modules have no frame on any stack.
+  bool on_demand = true;
   /// Ignore SFrame sections present in the files (forces generation or frame
   /// pointers; for tests).
   bool ignore_sframe_sections = false;
@@ -255,8 +264,14 @@ class LoadedModules {
 
   std::span<const LoadedModule> modules() const noexcept { return modules_; }
 
-  /// The unwinder's view: modules with SFrame (own or generated).
+  /// The unwinder's view: modules with SFrame (own or generated). Replaced
+  /// (with a new generation) by generate_for(): fetch it again after.
   const sframe::ModuleMap& unwind_map() const noexcept { return *unwind_map_; }
+
+  /// Generates SFrame for the module whose code contains runtime `pc` if
+  /// its generation is pending; true when that added unwind information (the
+  /// caller should unwind again). Not async-signal-safe.
+  bool generate_for(std::uint64_t pc);
 
   /// Runtime ranges of the signal trampolines found by symbol
   /// (__restore_rt, __kernel_rt_sigreturn), for UnwindOptions.
@@ -264,6 +279,7 @@ class LoadedModules {
 
  private:
   LoadedModules() = default;
+  void rebuild_unwind_map();
   std::vector<LoadedModule> modules_;  // sorted by start
   std::vector<sframe::Module> unwind_storage_;
   std::unique_ptr<sframe::ModuleMap> unwind_map_;

@@ -157,35 +157,39 @@ std::string error_words(const Error& e) {
   return std::string(describe(e.code));
 }
 
-// Sets the module's unwind source: its own SFrame section, else generated.
-void load_unwind(LoadedModule& mod, const ModuleOptions& opt) {
+// Uses the module's own SFrame section if it has a usable one; else records
+// why not in `why` and returns false.
+bool load_own_sframe(LoadedModule& mod, const ModuleOptions& opt) {
   const elf::ElfFile& f = *mod.file;
-  std::string why_not;
-  if (!opt.ignore_sframe_sections) {
-    auto data = f.sframe_section();
-    if (data) {
-      auto owned = std::make_shared<const elf::SFrameSectionData>(std::move(*data));
-      auto s = Section::parse(owned->bytes, owned->address);
-      if (s && validate(*s, Strictness::kLenient)) {
-        if (auto idx = FdeIndex::build(*s)) {
-          mod.section_data = std::move(owned);
-          mod.sframe = *s;
-          mod.index = std::move(*idx);
-          mod.source = UnwindSource::kSFrameSection;
-          return;
-        }
-      }
-      why_not = "SFrame section unusable";
-    } else {
-      why_not = data.error().code == Errc::kNoSFrameSection ? "no SFrame section" : error_words(data.error());
+  if (opt.ignore_sframe_sections) {
+    mod.why = "SFrame section ignored";
+    return false;
+  }
+  auto data = f.sframe_section();
+  if (!data) {
+    mod.why = data.error().code == Errc::kNoSFrameSection ? "no SFrame section" : error_words(data.error());
+    return false;
+  }
+  auto owned = std::make_shared<const elf::SFrameSectionData>(std::move(*data));
+  auto s = Section::parse(owned->bytes, owned->address);
+  if (s && validate(*s, Strictness::kLenient)) {
+    if (auto idx = FdeIndex::build(*s)) {
+      mod.section_data = std::move(owned);
+      mod.sframe = *s;
+      mod.index = std::move(*idx);
+      mod.source = UnwindSource::kSFrameSection;
+      mod.why.clear();
+      return true;
     }
-  } else {
-    why_not = "SFrame section ignored";
   }
-  if (!opt.generate) {
-    mod.why = why_not + "; generation disabled";
-    return;
-  }
+  mod.why = "SFrame section unusable";
+  return false;
+}
+
+// SFrame from the module's .eh_frame; `why` says what happened.
+void generate_sframe(LoadedModule& mod) {
+  const elf::ElfFile& f = *mod.file;
+  const std::string why_not = mod.why;
   auto eh = f.section_bytes(".eh_frame");
   const std::uint64_t address = eh ? eh->header.address : 0;
   auto gen = cfi::generate(f, Version::kV3, address);
@@ -260,9 +264,17 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     const Mapping* exec = *std::find_if(g.maps.begin(), g.maps.end(), [](const Mapping* m) { return m->exec; });
     auto bias = load_bias(*mod.file, vdso ? first : *exec, vdso);
     mod.bias = bias ? *bias : first.start - first.offset;
+    mod.how_opened = how;
     load_symbols(mod, *mod.file);
-    load_unwind(mod, opt);
-    if (!how.empty()) mod.why = mod.why.empty() ? how : how + "; " + mod.why;
+    if (!load_own_sframe(mod, opt)) {
+      if (!opt.generate) {
+        mod.why += "; generation disabled";
+      } else if (opt.on_demand) {
+        mod.generation_pending = true;
+      } else {
+        generate_sframe(mod);
+      }
+    }
     out.modules_.push_back(std::move(mod));
   }
   std::sort(out.modules_.begin(), out.modules_.end(),
@@ -271,17 +283,32 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     for (const auto& sym : m.symbols)
       if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
         out.trampolines_.push_back({sym.address + m.bias, sym.address + m.bias + std::max<std::uint64_t>(sym.size, 1)});
-    if (!m.sframe) continue;
-    for (const auto& r : m.exec_ranges)
-      out.unwind_storage_.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
   }
-  // The storage is complete before the map takes a span over it; moving
-  // LoadedModules moves the vector's buffer, not the modules.
-  out.unwind_map_ = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(out.unwind_storage_));
-  const std::size_t n = out.unwind_storage_.size();
-  std::vector<sframe::Module> pending(out.unwind_storage_.begin(), out.unwind_storage_.end());
-  for (std::size_t i = 0; i < n; ++i) (void)out.unwind_map_->add(pending[i]);
+  out.rebuild_unwind_map();
   return out;
+}
+
+void LoadedModules::rebuild_unwind_map() {
+  std::vector<sframe::Module> mods;
+  for (const LoadedModule& m : modules_) {
+    if (!m.sframe) continue;
+    for (const auto& r : m.exec_ranges) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
+  }
+  // A new map (new generation: rule caches refill) over storage sized once;
+  // moving LoadedModules moves the vector's buffer, not the modules.
+  unwind_storage_.assign(mods.size(), sframe::Module{});
+  unwind_map_ = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(unwind_storage_));
+  for (const auto& m : mods) (void)unwind_map_->add(m);
+}
+
+bool LoadedModules::generate_for(std::uint64_t pc) {
+  auto it = std::find_if(modules_.begin(), modules_.end(), [pc](const LoadedModule& m) { return m.contains_exec(pc); });
+  if (it == modules_.end() || !it->generation_pending) return false;
+  it->generation_pending = false;
+  generate_sframe(*it);
+  if (it->source != UnwindSource::kGenerated) return false;
+  rebuild_unwind_map();
+  return true;
 }
 
 const LoadedModule* LoadedModules::find(std::uint64_t pc) const noexcept {

@@ -51,7 +51,7 @@ Regs start_regs(const process::ThreadRegisters& r) {
 #endif
 }
 
-ThreadTrace trace_thread(const process::Thread& t, const process::LoadedModules& mods,
+ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
                          const process::RemoteMemory& mem, const StackOptions& opt, RuleCache& cache) {
   ThreadTrace tt;
   tt.tid = t.tid;
@@ -64,7 +64,16 @@ ThreadTrace trace_thread(const process::Thread& t, const process::LoadedModules&
   UnwindOptions uo;
   uo.fp_fallback = opt.fp_fallback;
   uo.signal_trampolines = mods.signal_trampolines();
-  const UnwindResult r = unwind(mods.unwind_map(), mem, start_regs(t.regs), std::span<Frame>(frames), uo, &cache);
+  // SFrame is generated for a module when a frame of this walk is in it (or
+  // the walk stopped there for want of it), then the walk starts over; each
+  // module is generated at most once, so this ends.
+  UnwindResult r;
+  for (;;) {
+    r = unwind(mods.unwind_map(), mem, start_regs(t.regs), std::span<Frame>(frames), uo, &cache);
+    bool more = r.reason == StopReason::kNoSFrameForPc && mods.generate_for(r.address);
+    for (std::size_t i = 0; i < r.count; ++i) more = mods.generate_for(frames[i].pc.lookup_pc()) || more;
+    if (!more) break;
+  }
   tt.reason = r.reason;
   tt.stop_address = r.address;
   for (std::size_t i = 0; i < r.count; ++i) {
@@ -96,10 +105,18 @@ ThreadTrace trace_thread(const process::Thread& t, const process::LoadedModules&
   return tt;
 }
 
+// Why the module's source is what it is, in words.
+std::string module_why(const LoadedModule& m) {
+  std::string why = m.why;
+  if (m.generation_pending) why += "; not generated: no frame needed it";
+  if (!m.how_opened.empty()) why = why.empty() ? m.how_opened : m.how_opened + "; " + why;
+  return why;
+}
+
 std::string module_words(const LoadedModule& m) {
   std::string s = fmt::format("0x{:x}-0x{:x} {}{}: {}", m.start, m.end, m.path, m.deleted ? " (deleted)" : "",
                               process::to_string(m.source));
-  if (!m.why.empty()) s += fmt::format(" ({})", m.why);
+  if (const std::string why = module_why(m); !why.empty()) s += fmt::format(" ({})", why);
   s += m.symbols_from.empty() ? ", no symbols" : fmt::format(", symbols from {}", m.symbols_from);
   return s;
 }
@@ -148,7 +165,7 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
     jm["end"] = hex(m.end);
     jm["bias"] = hex(m.bias);
     jm["source"] = std::string(process::to_string(m.source));
-    if (!m.why.empty()) jm["why"] = m.why;
+    if (const std::string why = module_why(m); !why.empty()) jm["why"] = why;
     jm["symbols_from"] = m.symbols_from;
     j["modules"].push_back(std::move(jm));
   }

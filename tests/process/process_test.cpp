@@ -95,7 +95,7 @@ TEST(Modules, SymbolizeAgreesWithDladdr) {
   auto maps = read_maps(getpid());
   ASSERT_TRUE(maps);
   RemoteMemory mem(getpid());
-  const auto mods = LoadedModules::load(getpid(), *maps, mem);
+  auto mods = LoadedModules::load(getpid(), *maps, mem);
   // A libc function and one of this program's.
   const void* fns[] = {reinterpret_cast<const void*>(&::getpid), reinterpret_cast<const void*>(&local_function)};
   for (const void* fn : fns) {
@@ -117,9 +117,15 @@ TEST(Modules, SymbolizeAgreesWithDladdr) {
     if (s.module->bias != 0) {
       EXPECT_EQ(s.module->bias, reinterpret_cast<std::uint64_t>(info.dli_fbase));
     }
-    // Every module with code has an unwind source; libc (no .sframe here)
-    // must have SFrame generated or have its own.
+    // SFrame is generated on demand for modules without their own (libc
+    // here); afterwards the unwinder's map covers the PC.
+    if (s.module->source == UnwindSource::kFramePointer) {
+      EXPECT_TRUE(s.module->generation_pending);
+      EXPECT_TRUE(mods.generate_for(pc));
+      EXPECT_FALSE(mods.generate_for(pc));  // once
+    }
     EXPECT_NE(s.module->source, UnwindSource::kFramePointer) << s.module->path << ": " << s.module->why;
+    EXPECT_NE(mods.unwind_map().find(pc), nullptr);
   }
 }
 
