@@ -311,6 +311,7 @@ ZMachine z_chain(const std::vector<int>& funcs, std::uint64_t top_off, std::mt19
 TEST(UnwindS390x, DeepChainsEveryTopmostState) {
   auto mod = map_encoded(z_spec(), {kZText, kZText + 0x1000});
   std::mt19937_64 rng(21);
+  StaticRuleCache<256> cache;
   for (std::uint64_t top_off : {0x0ull, 0x6ull, 0xcull, 0x10ull, 0x40ull, 0xe0ull}) {
     for (int round = 0; round < 10; ++round) {
       std::vector<int> funcs;
@@ -319,14 +320,17 @@ TEST(UnwindS390x, DeepChainsEveryTopmostState) {
       if (round % 3 == 0) funcs.back() = kZFuncs - 1;
       ZMachine m = z_chain(funcs, top_off, rng);
       std::array<Frame, 64> out;
-      const UnwindResult r =
-          unwind(mod->map, m.stack.memory(), Regs::s390x(m.frames.back().pc, m.sp, m.r11, m.r14), std::span<Frame>(out));
-      EXPECT_EQ(r.reason, StopReason::kOutermost) << stop_reason_name(r.reason) << " 0x" << std::hex << r.address;
-      expect_frames(std::span<const Frame>(out.data(), r.count), m.frames);
-      // s390x: SP = CFA - 160.
-      for (std::size_t i = 0; i + 1 < r.count; ++i) EXPECT_EQ(out[i].cfa - 160, out[i + 1].sp);
+      for (RuleCache* c : {static_cast<RuleCache*>(nullptr), static_cast<RuleCache*>(&cache)}) {
+        const UnwindResult r = unwind(mod->map, m.stack.memory(), Regs::s390x(m.frames.back().pc, m.sp, m.r11, m.r14),
+                                      std::span<Frame>(out), {}, c);
+        EXPECT_EQ(r.reason, StopReason::kOutermost) << stop_reason_name(r.reason) << " 0x" << std::hex << r.address;
+        expect_frames(std::span<const Frame>(out.data(), r.count), m.frames);
+        // s390x: SP = CFA - 160.
+        for (std::size_t i = 0; i + 1 < r.count; ++i) EXPECT_EQ(out[i].cfa - 160, out[i + 1].sp);
+      }
     }
   }
+  EXPECT_GT(cache.hits, 0u);
 }
 
 TEST(UnwindS390x, FlexFpInFloatingPointRegister) {

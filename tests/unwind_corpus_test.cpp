@@ -197,8 +197,12 @@ struct Builder {
     return begin + step * (n ? rng() % n : 0);
   }
 
-  // Builds a chain of `depth` frames (fewer if no row fits); returns false if
-  // not even the topmost could be laid out.
+  // Forces the topmost frame: PC `pc` (runtime) executing golden `row`.
+  const GoldenRow* top_row = nullptr;
+  std::uint64_t top_pc = 0;
+
+  // Builds a chain of `depth` frames; false if some frame could not be laid
+  // out.
   bool build(int depth) {
     std::uint64_t caller_sp = kStackBase + kStackSize - 4096;
     std::uint64_t caller_fp = 0x7777;
@@ -211,15 +215,16 @@ struct Builder {
       for (int attempt = 0; attempt < 200 && !done; ++attempt) {
         const GoldenFunc& g = *l.funcs[rng() % l.funcs.size()];
         const std::size_t ri = rng() % g.rows.size();
-        const GoldenRow& row = g.rows[ri];
-        const std::uint64_t end = g.row_end(ri);
+        const bool forced = top && top_row;
+        const GoldenRow& row = forced ? *top_row : g.rows[ri];
+        const std::uint64_t end = forced ? row.start + 1 : g.row_end(ri);
         if (end <= row.start) continue;
         Regs regs;
         regs.arch = l.arch;
         const std::uint64_t cfa = caller_sp + (l.arch == Arch::kS390x ? 160 : 0);
         const auto laid = lay(row, cfa, ret, caller_fp, top, regs);
         if (!laid) continue;
-        const std::uint64_t pc = pick_pc(row.start, end) + bias;
+        const std::uint64_t pc = forced ? top_pc : pick_pc(row.start, end) + bias;
         if (top) {
           regs.pc = pc;
           regs.set(arch_regs(l.arch).sp, laid->sp);
@@ -292,6 +297,79 @@ TEST_P(UnwindCorpus, GoldenChains) {
       EXPECT_GT(flex_top, 0);  // FP in f2
     }
   }
+}
+
+// ld's PLT FDE in usesolib: one PC-mask FDE for all 16-byte entries; objdump
+// prints its rows as offsets within an entry (STARTPC[m]).
+TEST(UnwindCorpusPlt, EveryOffsetOfEveryEntry) {
+  auto l = load("x86_64-v3-linked/usesolib");
+  ASSERT_TRUE(l);
+  const GoldenFunc* plt = nullptr;
+  for (const GoldenFunc& g : l->golden.funcs)
+    if (g.mask && g.size > 16) plt = &g;
+  ASSERT_NE(plt, nullptr);
+  ASSERT_EQ(plt->rows.size(), 2u);
+  const std::uint64_t bias = 0x555555554000;
+  std::array<Module, 1> storage;
+  ModuleMap map(storage);
+  ASSERT_TRUE(map.add({{l->range.begin + bias, l->range.end + bias}, bias, l->section, nullptr}));
+  std::mt19937_64 rng(31);
+  int walked = 0;
+  for (std::uint64_t entry = 0; entry < plt->size / 16; ++entry) {
+    for (std::uint64_t off = 0; off < 16; ++off) {
+      Builder b(*l, bias, rng);
+      b.top_row = off >= plt->rows[1].start ? &plt->rows[1] : &plt->rows[0];
+      b.top_pc = plt->pc + 16 * entry + off + bias;
+      if (!b.build(4)) continue;
+      ++walked;
+      std::array<Frame, 8> out;
+      const UnwindResult r = unwind(map, b.stack.memory(), b.top_regs, std::span<Frame>(out));
+      EXPECT_EQ(r.reason, StopReason::kNoSFrameForPc) << entry << "/" << off;
+      ASSERT_EQ(r.count, b.frames.size());
+      for (std::size_t i = 0; i < r.count; ++i) EXPECT_EQ(out[i].pc.value(), b.frames[b.frames.size() - 1 - i].pc);
+    }
+  }
+  EXPECT_GT(walked, 32);
+}
+
+// realigned() in x86_64-v3-linked/realign: while the CFA is "r10+0" (DRAP,
+// FLEX FDE), it can only be found in the topmost frame: as a caller (r10 is
+// lost), the step must fail with kBadRule rather than guess.
+TEST(UnwindCorpusDrap, DrapRegisterBelowTopmostIsBadRule) {
+  auto l = load("x86_64-v3-linked/realign");
+  ASSERT_TRUE(l);
+  const GoldenFunc* realigned = nullptr;
+  const GoldenFunc* consume = nullptr;
+  for (const GoldenFunc& g : l->golden.funcs) {
+    if (g.flex) realigned = &g;
+    if (g.pc == 0x1180) consume = &g;  // nm: consume
+  }
+  ASSERT_NE(realigned, nullptr);
+  ASSERT_NE(consume, nullptr);
+  std::array<Module, 1> storage;
+  ModuleMap map(storage);
+  ASSERT_TRUE(map.add({l->range, 0, l->section, nullptr}));
+  int checked = 0;
+  for (std::size_t i = 0; i < realigned->rows.size(); ++i) {
+    const GoldenRow& row = realigned->rows[i];
+    if (!(row.cfa.kind == Kind::kRegValue && row.cfa.reg == 10)) continue;
+    // consume (CFA = sp + 8) was called from inside that row.
+    const std::uint64_t ret = row.start + 2;
+    ASSERT_LT(ret - 1, realigned->row_end(i));
+    StackImage stack(kStackBase, 0x1000);
+    const std::uint64_t sp = kStackBase + 0x800;
+    stack.put(sp, ret);
+    Regs regs = Regs::amd64(consume->pc + 1, sp, 0x1234);
+    regs.set(10, sp + 0x100);  // consume does not touch r10, but it is not callee-saved either
+    std::array<Frame, 8> out;
+    const UnwindResult r = unwind(map, stack.memory(), regs, std::span<Frame>(out));
+    EXPECT_EQ(r.reason, StopReason::kBadRule);
+    EXPECT_EQ(r.address, ret - 1);
+    ASSERT_EQ(r.count, 2u);
+    EXPECT_EQ(out[1].pc.value(), ret);
+    ++checked;
+  }
+  EXPECT_GE(checked, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -241,6 +241,36 @@ TEST(UnwindAmd64, UnreadableMemoryZeroPcAndCfaNotIncreasing) {
   }
 }
 
+// Random words over the callers' part of the stack: the frames below the
+// damage are still right, and the walk ends with some reason, never a crash.
+TEST(UnwindAmd64, CorruptedCallerFrames) {
+  auto mod = map_encoded(amd64_spec(), {kAmdText, kAmdText + 0x1000});
+  std::mt19937_64 rng(8);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<int> funcs;
+    const int depth = 3 + static_cast<int>(rng() % 20);
+    for (int i = 0; i < depth; ++i) funcs.push_back(static_cast<int>(rng() % kAmdFuncs));
+    Amd64Machine m = amd64_chain(funcs, 0x20, rng);
+    const auto want = innermost_first(m.frames);
+    // Frames 0..k read nothing at or above frame k's SP.
+    const std::size_t k = 1 + rng() % (want.size() - 1);
+    for (std::uint64_t a = want[k].sp; a + 8 <= m.stack.end(); a += 8) {
+      switch (rng() % 3) {
+        case 0: m.stack.put(a, rng()); break;
+        case 1: m.stack.put(a, want[k].sp + (rng() % 0x400) - 0x200); break;  // stack-ish
+        default: m.stack.put(a, kAmdText + rng() % 0x800); break;             // code-ish
+      }
+    }
+    std::array<Frame, 64> out;
+    UnwindOptions o;
+    o.fp_fallback = rng() % 2;
+    const UnwindResult r = unwind(mod->map, m.stack.memory(), Regs::amd64(want[0].pc, m.sp, m.rbp), std::span<Frame>(out), o);
+    ASSERT_GE(r.count, k + 1) << stop_reason_name(r.reason);
+    ASSERT_LE(r.count, out.size());
+    expect_frames(std::span<const Frame>(out.data(), k + 1), {want.begin(), want.begin() + static_cast<std::ptrdiff_t>(k) + 1});
+  }
+}
+
 TEST(UnwindAmd64, NoSFrameAndFramePointerFallback) {
   auto mod = map_encoded(amd64_spec(), {kAmdText, kAmdText + 0x1000});
   std::mt19937_64 rng(4);
