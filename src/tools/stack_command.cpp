@@ -1,3 +1,6 @@
+// `sframe stack PID`: the process layer stops the threads and loads the
+// modules, the unwind layer walks each stack, and this file only turns the
+// frames into eu-stack-like text or JSON (after the process runs again).
 #include "stack_command.hpp"
 
 #include <fmt/format.h>
@@ -16,11 +19,12 @@ namespace {
 
 using process::LoadedModule;
 
-// The printable model of one frame: everything the two printers need, taken
-// while the process is stopped.
+// The printable model of one frame: everything the two printers need.
 struct FrameLine {
   std::uint64_t pc = 0;
   bool return_address = false;
+  // Where its name is looked up: pc - 1 for return addresses.
+  std::uint64_t name_pc = 0;
   const LoadedModule* module = nullptr;
   std::string symbol;  // demangled, "" if none
   std::uint64_t offset = 0;
@@ -83,13 +87,7 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     line.return_address = f.pc.is_return_address();
     // A signal trampoline's "return address" is its first instruction (the
     // handler returns to it), not a call's successor: name it as it is.
-    const std::uint64_t name_pc = (f.flags & kFrameSignal) ? f.pc.value() : f.pc.lookup_pc();
-    const auto sym = process::symbolize(mods, name_pc);
-    line.module = sym.module;
-    if (!sym.name.empty()) {
-      line.symbol = demangle(std::string(sym.name));
-      line.offset = f.pc.value() - (name_pc - sym.offset);
-    }
+    line.name_pc = (f.flags & kFrameSignal) ? f.pc.value() : f.pc.lookup_pc();
     if (i == 0) {
       line.found_by = "registers";
     } else if (f.flags & kFrameFpFallback) {
@@ -121,10 +119,11 @@ std::string module_words(const LoadedModule& m) {
   return s;
 }
 
-void print_text(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
-                const std::vector<ThreadTrace>& traces, const StackOptions& opt) {
+// eu-stack's layout: "PID N - process", then per thread "TID T:" and
+// "#N  0x%016x name" lines (the frame number left-aligned in 2 columns).
+void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector<ThreadTrace>& traces,
+                const StackOptions& opt) {
   std::string out = fmt::format("PID {} - process\n", pid);
-  (void)pname;
   if (opt.verbose) {
     for (const auto& m : mods.modules()) out += fmt::format("module {}\n", module_words(m));
   }
@@ -235,10 +234,21 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
     return 130;
   }
+  // Symbols are looked up once the process runs again.
+  for (auto& t : traces) {
+    for (auto& line : t.frames) {
+      const auto sym = process::symbolize(*mods, line.name_pc);
+      line.module = sym.module;
+      if (!sym.name.empty()) {
+        line.symbol = demangle(std::string(sym.name));
+        line.offset = line.pc - (line.name_pc - sym.offset);
+      }
+    }
+  }
   if (opt.json) {
     print_json(pid, pname, *mods, traces);
   } else {
-    print_text(pid, pname, *mods, traces, opt);
+    print_text(pid, *mods, traces, opt);
   }
   return 0;
 }
