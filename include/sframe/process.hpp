@@ -72,7 +72,12 @@ Expected<std::vector<Mapping>> read_maps(pid_t pid);
 /// /proc/PID/mem on first use).
 class RemoteMemory {
  public:
-  explicit RemoteMemory(pid_t pid) noexcept : pid_(pid) {}
+  /// How to read: process_vm_readv first (falling back as above), or only
+  /// /proc/PID/mem (e.g. where process_vm_readv is known to be filtered).
+  enum class Method : std::uint8_t { kAuto, kProcMem };
+
+  explicit RemoteMemory(pid_t pid, Method method = Method::kAuto) noexcept
+      : pid_(pid), use_vm_readv_(method == Method::kAuto) {}
   RemoteMemory(RemoteMemory&& o) noexcept;
   RemoteMemory& operator=(RemoteMemory&& o) noexcept;
   RemoteMemory(const RemoteMemory&) = delete;

@@ -1,5 +1,5 @@
 // The process layer against the kernel's and the dynamic loader's own view:
-// /proc/self/exe, dladdr(), mprotect'ed pages, /proc/PID/status.
+// /proc/self/exe, dladdr(), unmapped pages, /proc/PID/status.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -70,25 +70,29 @@ TEST(Maps, SelfCodeIsInAnExecutableMappingOfTheExecutable) {
   EXPECT_TRUE(found);
 }
 
-TEST(RemoteMemory, ReadsThePrefixBeforeAnUnreadablePage) {
+TEST(RemoteMemory, ReadsThePrefixBeforeAnUnmappedPage) {
   const long page = sysconf(_SC_PAGESIZE);
   auto* p = static_cast<unsigned char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(p, MAP_FAILED);
   for (long i = 0; i < page; ++i) p[i] = static_cast<unsigned char>(i * 7);
-  ASSERT_EQ(mprotect(p + page, page, PROT_NONE), 0);
-  RemoteMemory mem(getpid());
-  std::byte out[100] = {};
-  const auto base = reinterpret_cast<std::uint64_t>(p);
-  // 40 readable bytes, then the protected page.
-  EXPECT_EQ(mem.read(base + page - 40, out), 40u);
-  EXPECT_EQ(std::memcmp(out, p + page - 40, 40), 0);
-  EXPECT_EQ(mem.read(base + page, out), 0u);
-  EXPECT_FALSE(mem.read_word(base + page - 4));
-  std::uint64_t want;
-  std::memcpy(&want, p + 123, 8);
-  EXPECT_EQ(mem.read_word(base + 123), want);
-  EXPECT_FALSE(mem.read_word(~std::uint64_t{0} - 3));  // wraps around
-  munmap(p, 2 * page);
+  // Unmapped, not PROT_NONE: /proc/PID/mem reads PROT_NONE pages (FOLL_FORCE).
+  ASSERT_EQ(munmap(p + page, page), 0);
+  for (auto method : {RemoteMemory::Method::kAuto, RemoteMemory::Method::kProcMem}) {
+    RemoteMemory mem(getpid(), method);
+    std::byte out[100] = {};
+    const auto base = reinterpret_cast<std::uint64_t>(p);
+    // 40 readable bytes, then the unmapped page.
+    EXPECT_EQ(mem.read(base + page - 40, out), 40u);
+    EXPECT_EQ(std::memcmp(out, p + page - 40, 40), 0);
+    EXPECT_EQ(mem.read(base + page, out), 0u);
+    EXPECT_FALSE(mem.read_word(base + page - 4));
+    std::uint64_t want;
+    std::memcpy(&want, p + 123, 8);
+    EXPECT_EQ(mem.read_word(base + 123), want);
+    EXPECT_FALSE(mem.read_word(~std::uint64_t{0} - 3));  // wraps around
+    EXPECT_FALSE(mem.read_word(0));
+  }
+  munmap(p, page);
 }
 
 TEST(Modules, SymbolizeAgreesWithDladdr) {
