@@ -133,6 +133,12 @@ for tid, frames in sorted(ours_threads.items()):
             st["gdb_extra"] += 1
             continue
         kept.append((p, n))
+    # Frames dropped as tail calls must stay the exception: gdb's innermost
+    # frame and most of the others must be found in ours.
+    dropped = len(g) - len(kept)
+    if g and (not kept or kept[0][0] not in (None, pcs[0]) or dropped > len(kept)):
+        problems.append(f"TID {tid}: gdb's frames {[hex(p) if p else '<signal>' for p, _ in g]} "
+                        f"are mostly not in sframe's {[hex(p) for p in pcs]}")
     st["gdb_total"] += len(kept)
     same = 0
     for (p, n), (q, gn) in zip(frames, kept):

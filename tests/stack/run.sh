@@ -8,6 +8,8 @@
 #   A-g  the same process with --ignore-sframe: every module generated.
 #   B    program and library built without SFrame, given SFrame by
 #        `sframe gen` (added to the files as a .sframe section by objcopy).
+#   The machine's sleep, perl, tail and python3 (4 threads): modules without
+#   SFrame, all generated, compared with eu-stack and gdb.
 #   Robustness: a thread with an unmapped stack pointer, threads created and
 #   exiting while attached, a process killed mid-trace, SIGINT to sframe
 #   while attached (the process must be left running, untraced), deleted
@@ -105,6 +107,37 @@ if start "$work/B"; then
   grep -q "stacktest: sframe," "$work/B.txt" && ok || bad "B: gen's section not used"
   stop_target
 fi
+
+# --- The machine's own programs (no SFrame anywhere: all generated) -------
+sys_compare() {  # LABEL COMMAND...
+  local label=$1; shift
+  command -v "$1" >/dev/null || return 0
+  "$@" > /dev/null 2>&1 &
+  target=$!; pids+=($target)
+  # Settled: every thread asleep, with the same thread count, twice in a row.
+  local prev="" now
+  for _ in $(seq 50); do
+    sleep 0.2
+    now=$(cat /proc/$target/task/*/stat 2>/dev/null | awk '{print $3}' | sort | uniq -c | tr -s ' \n' ' ')
+    [ "$now" = "$prev" ] && [[ "$now" =~ ^\ ?[0-9]+\ S\ ?$ ]] && break
+    prev=$now
+  done
+  local o="$work/sys-$label"
+  "$bin" stack --json "$target" > "$o.json" 2> "$o.err" || { bad "$label: sframe stack: $(cat "$o.err")"; stop_target; return; }
+  eu-stack -p "$target" > "$o.eu" 2>&1
+  gdb -p "$target" -batch -ex 'set print frame-info location-and-address' -ex 'set print frame-arguments none' \
+      -ex 'thread apply all bt' > "$o.gdb" 2>&1
+  python3 "$here/compare.py" "$o.json" "$o.eu" "$o.gdb" "$label" && ok || bad "$label comparison"
+  stop_target
+}
+sys_compare sleep sleep 100
+sys_compare perl perl -e 'sleep 100'
+sys_compare tail tail -f /dev/null
+py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)  # not a wrapper script
+[ -n "$py" ] && sys_compare python3-threads "$py" -c 'import threading, time
+ts = [threading.Thread(target=time.sleep, args=(100,)) for _ in range(4)]
+[t.start() for t in ts]
+time.sleep(100)'
 
 # --- Robustness --------------------------------------------------------------
 if start "$work/A" chaos; then
