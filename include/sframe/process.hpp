@@ -232,6 +232,7 @@ struct LoadedModule {
   std::shared_ptr<const elf::SFrameSectionData> section_data;
   std::shared_ptr<const std::vector<std::byte>> generated;
 
+  /// Runtime `pc` lies in one of its executable mappings.
   bool contains_exec(std::uint64_t pc) const noexcept;
 };
 
