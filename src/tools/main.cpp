@@ -12,6 +12,7 @@
 #include "cfi_commands.hpp"
 #include "objdump_text.hpp"
 #include "render.hpp"
+#include "stack_command.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
@@ -474,6 +475,18 @@ int main(int argc, char** argv) {
   gen->add_option("--address", gopt.address, "Section address (default: the file's .sframe address, else 0)");
   gen->add_flag("--json", gopt.json, "Print the summary as JSON");
 
+  int spid = 0;
+  tools::StackOptions sopt;
+  auto* stack = app.add_subcommand("stack", "Print the stack of every thread of a running process (like eu-stack -p)");
+  stack->add_option("pid", spid, "Process ID")->required()->check(CLI::PositiveNumber);
+  stack->add_flag("--json", sopt.json, "Print JSON (schema: docs/json.md)");
+  stack->add_flag("-v,--verbose", sopt.verbose, "Show each module's and frame's unwind source and why traces stop");
+  stack->add_flag("-m,--module", sopt.modules, "Show each frame's module");
+  stack->add_option("-n,--max-frames", sopt.max_frames, "Frames per thread at most")->capture_default_str();
+  stack->add_flag("!--no-generate", sopt.generate, "Do not generate SFrame from .eh_frame for modules without it");
+  stack->add_flag("--ignore-sframe", sopt.ignore_sframe, "Ignore the modules' own SFrame sections");
+  stack->add_flag("!--no-fp-fallback", sopt.fp_fallback, "Do not step by frame pointers where SFrame is missing");
+
   CLI11_PARSE(app, argc, argv);
 
   if (*dump) {
@@ -485,5 +498,6 @@ int main(int argc, char** argv) {
   if (*stat) return run_stat(sfiles, section, json);
   if (*mergecmd) return run_merge(minputs, mout, maddr, mversion, section);
   if (*gen) return tools::run_gen(gfile, gopt);
+  if (*stack) return tools::run_stack(static_cast<pid_t>(spid), sopt);
   return 2;
 }

@@ -1,0 +1,346 @@
+// The ELF modules of a process: files, load biases, unwind sources, symbols.
+#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+#include "sframe/process.hpp"
+#include "symbols.hpp"
+
+namespace sframe::process {
+namespace {
+
+// The mappings of one loaded image, in address order.
+struct Group {
+  std::vector<const Mapping*> maps;
+};
+
+std::vector<Group> group_images(const std::vector<Mapping>& maps) {
+  std::vector<Group> out;
+  for (const Mapping& m : maps) {
+    const bool image = m.file_backed() || m.path == "[vdso]";
+    if (!image) continue;
+    // A new image starts at a new file, or where the same file is mapped from
+    // offset 0 again (loaded twice).
+    Group* cur = out.empty() ? nullptr : &out.back();
+    const Mapping* last = cur ? cur->maps.back() : nullptr;
+    if (!last || last->path != m.path || last->inode != m.inode || m.offset == 0) {
+      out.push_back({});
+      cur = &out.back();
+    }
+    cur->maps.push_back(&m);
+  }
+  std::erase_if(out, [](const Group& g) {
+    return std::none_of(g.maps.begin(), g.maps.end(), [](const Mapping* m) { return m->exec; });
+  });
+  return out;
+}
+
+std::string hex_range(const Mapping& m) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  return buf;
+}
+
+// Opens the file behind `g`: by path when it is still the mapped inode, else
+// through the process's own view of it.
+Expected<elf::ElfFile> open_image(pid_t pid, const Group& g, std::string& how) {
+  const Mapping& m = *g.maps.front();
+  struct stat st {};
+  if (!m.deleted && ::stat(m.path.c_str(), &st) == 0 && st.st_ino == m.inode) {
+    how = "";
+    return elf::ElfFile::open(m.path);
+  }
+  const std::string proc = "/proc/" + std::to_string(pid);
+  auto f = elf::ElfFile::open(proc + "/map_files/" + hex_range(m));
+  if (f) {
+    how = m.deleted ? "file deleted; read through /proc/PID/map_files" : "file replaced; read through /proc/PID/map_files";
+    return f;
+  }
+  if (!m.deleted) {
+    how = "read through /proc/PID/root";
+    return elf::ElfFile::open(proc + "/root" + m.path);
+  }
+  return f;
+}
+
+// The vDSO image copied from the process into an anonymous file.
+Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
+  std::uint64_t lo = g.maps.front()->start, hi = g.maps.back()->end;
+  if (hi <= lo || hi - lo > (64u << 20)) return make_error(Errc::kIoError, 0, EINVAL);
+  std::vector<std::byte> image(hi - lo);
+  if (mem.read(lo, image) != image.size()) return make_error(Errc::kIoError, 0, EIO);
+  const int fd = ::memfd_create("sframe-vdso", MFD_CLOEXEC);
+  if (fd < 0) return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  std::size_t done = 0;
+  while (done < image.size()) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  auto f = done == image.size() ? elf::ElfFile::open("/proc/self/fd/" + std::to_string(fd))
+                                : Expected<elf::ElfFile>(make_error(Errc::kIoError, 0, EIO));
+  ::close(fd);  // ElfFile holds its own descriptor
+  return f;
+}
+
+// bias such that absolute = link-time + bias, from the PT_LOAD segment that
+// maps the file offset of `m`.
+std::optional<std::uint64_t> load_bias(const elf::ElfFile& f, const Mapping& m, bool memory_image) {
+  Elf* e = static_cast<Elf*>(f.native_handle());
+  std::size_t phnum = 0;
+  if (elf_getphdrnum(e, &phnum) != 0) return std::nullopt;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+    if (memory_image) {
+      // A copied image (vDSO): its first PT_LOAD is at the start of the copy.
+      return m.start - (ph.p_vaddr - ph.p_offset);
+    }
+    const std::uint64_t page_lo = ph.p_offset & ~std::uint64_t{4095};
+    if (m.offset >= page_lo && m.offset < ph.p_offset + std::max<std::uint64_t>(ph.p_filesz, 1))
+      return m.start - m.offset - (ph.p_vaddr - ph.p_offset);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> build_id(const elf::ElfFile& f) {
+  auto note = f.section_bytes(".note.gnu.build-id");
+  if (!note || note->bytes.size() < 16) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(note->bytes.data());
+  std::uint32_t namesz, descsz, type;
+  std::memcpy(&namesz, p, 4);
+  std::memcpy(&descsz, p + 4, 4);
+  std::memcpy(&type, p + 8, 4);
+  const std::uint64_t desc_at = 12 + ((std::uint64_t{namesz} + 3) & ~std::uint64_t{3});
+  if (type != NT_GNU_BUILD_ID || descsz == 0 || descsz > 64 || desc_at + descsz > note->bytes.size()) return std::nullopt;
+  std::string hex;
+  for (std::uint32_t i = 0; i < descsz; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", p[desc_at + i]);
+    hex += b;
+  }
+  return hex;
+}
+
+using detail::has_symtab;
+
+void load_symbols(LoadedModule& mod, const elf::ElfFile& f) {
+  if (has_symtab(f)) {
+    mod.symbols = detail::function_symbols(f);
+    mod.symbols_from = ".symtab";
+    return;
+  }
+  if (auto id = build_id(f); id && id->size() > 2) {
+    const std::string path = "/usr/lib/debug/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
+    if (auto dbg = elf::ElfFile::open(path); dbg && has_symtab(*dbg)) {
+      mod.symbols = detail::function_symbols(*dbg);
+      mod.symbols_from = "debug file";
+      return;
+    }
+  }
+  mod.symbols = detail::function_symbols(f);
+  mod.symbols_from = mod.symbols.empty() ? "" : ".dynsym";
+}
+
+std::string error_words(const Error& e) {
+  if (e.code == Errc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
+  return std::string(describe(e.code));
+}
+
+// Uses the module's own SFrame section if it has a usable one; else records
+// why not in `why` and returns false.
+bool load_own_sframe(LoadedModule& mod, const ModuleOptions& opt) {
+  const elf::ElfFile& f = *mod.file;
+  if (opt.ignore_sframe_sections) {
+    mod.why = "SFrame section ignored";
+    return false;
+  }
+  auto data = f.sframe_section();
+  if (!data) {
+    mod.why = data.error().code == Errc::kNoSFrameSection ? "no SFrame section" : error_words(data.error());
+    return false;
+  }
+  auto owned = std::make_shared<const elf::SFrameSectionData>(std::move(*data));
+  auto s = Section::parse(owned->bytes, owned->address);
+  if (s && validate(*s, Strictness::kLenient)) {
+    if (auto idx = FdeIndex::build(*s)) {
+      mod.section_data = std::move(owned);
+      mod.sframe = *s;
+      mod.index = std::move(*idx);
+      mod.source = UnwindSource::kSFrameSection;
+      mod.why.clear();
+      return true;
+    }
+  }
+  mod.why = "SFrame section unusable";
+  return false;
+}
+
+// SFrame from the module's .eh_frame; `why` says what happened.
+void generate_sframe(LoadedModule& mod) {
+  const elf::ElfFile& f = *mod.file;
+  const std::string why_not = mod.why;
+  auto eh = f.section_bytes(".eh_frame");
+  const std::uint64_t address = eh ? eh->header.address : 0;
+  auto gen = cfi::generate(f, Version::kV3, address);
+  if (!gen) {
+    mod.why = why_not + "; no usable .eh_frame (" + error_words(gen.error()) + ")";
+    return;
+  }
+  auto bytes = encode(gen->spec);
+  if (!bytes) {
+    mod.why = why_not + "; generated SFrame does not encode";
+    return;
+  }
+  auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*bytes));
+  auto s = Section::parse(*owned, address);
+  if (!s) {
+    mod.why = why_not + "; generated SFrame does not parse";
+    return;
+  }
+  auto idx = FdeIndex::build(*s);
+  if (!idx) {
+    mod.why = why_not + "; generated SFrame does not index";
+    return;
+  }
+  mod.generated = std::move(owned);
+  mod.sframe = *s;
+  mod.index = std::move(*idx);
+  mod.source = UnwindSource::kGenerated;
+  mod.why = why_not + "; generated from .eh_frame";
+}
+
+}  // namespace
+
+std::string_view to_string(UnwindSource s) noexcept {
+  switch (s) {
+    case UnwindSource::kSFrameSection:
+      return "sframe";
+    case UnwindSource::kGenerated:
+      return "generated";
+    case UnwindSource::kFramePointer:
+      return "frame-pointer";
+  }
+  return "?";
+}
+
+bool LoadedModule::contains_exec(std::uint64_t pc) const noexcept {
+  return std::any_of(exec_ranges.begin(), exec_ranges.end(),
+                     [pc](const auto& r) { return pc >= r.first && pc < r.second; });
+}
+
+LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, const RemoteMemory& mem,
+                                  const ModuleOptions& opt) {
+  LoadedModules out;
+  for (const Group& g : group_images(maps)) {
+    LoadedModule mod;
+    const Mapping& first = *g.maps.front();
+    mod.path = first.path;
+    mod.deleted = first.deleted;
+    mod.start = first.start;
+    mod.end = g.maps.back()->end;
+    for (const Mapping* m : g.maps)
+      if (m->exec) mod.exec_ranges.emplace_back(m->start, m->end);
+    const bool vdso = first.path == "[vdso]";
+    std::string how;
+    auto f = vdso ? open_vdso(g, mem) : open_image(pid, g, how);
+    if (!f) {
+      mod.bias = first.start - first.offset;
+      mod.why = "cannot open the file (" + error_words(f.error()) + ")";
+      out.modules_.push_back(std::move(mod));
+      continue;
+    }
+    mod.file = std::make_shared<const elf::ElfFile>(std::move(*f));
+    const Mapping* exec = *std::find_if(g.maps.begin(), g.maps.end(), [](const Mapping* m) { return m->exec; });
+    auto bias = load_bias(*mod.file, vdso ? first : *exec, vdso);
+    mod.bias = bias ? *bias : first.start - first.offset;
+    mod.how_opened = how;
+    load_symbols(mod, *mod.file);
+    if (!load_own_sframe(mod, opt)) {
+      if (!opt.generate) {
+        mod.why += "; generation disabled";
+      } else if (opt.on_demand) {
+        mod.generation_pending = true;
+      } else {
+        generate_sframe(mod);
+      }
+    }
+    out.modules_.push_back(std::move(mod));
+  }
+  std::sort(out.modules_.begin(), out.modules_.end(),
+            [](const LoadedModule& a, const LoadedModule& b) { return a.start < b.start; });
+  for (const LoadedModule& m : out.modules_) {
+    for (const auto& sym : m.symbols)
+      if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
+        out.trampolines_.push_back({sym.address + m.bias, sym.address + m.bias + std::max<std::uint64_t>(sym.size, 1)});
+  }
+  out.rebuild_unwind_map();
+  return out;
+}
+
+void LoadedModules::rebuild_unwind_map() {
+  std::vector<sframe::Module> mods;
+  for (const LoadedModule& m : modules_) {
+    if (!m.sframe) continue;
+    for (const auto& r : m.exec_ranges) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
+  }
+  // A new map (new generation: rule caches refill) over storage sized once;
+  // moving LoadedModules moves the vector's buffer, not the modules.
+  unwind_storage_.assign(mods.size(), sframe::Module{});
+  unwind_map_ = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(unwind_storage_));
+  for (const auto& m : mods) (void)unwind_map_->add(m);
+}
+
+bool LoadedModules::generate_for(std::uint64_t pc) {
+  auto it = std::find_if(modules_.begin(), modules_.end(), [pc](const LoadedModule& m) { return m.contains_exec(pc); });
+  if (it == modules_.end() || !it->generation_pending) return false;
+  it->generation_pending = false;
+  generate_sframe(*it);
+  if (it->source != UnwindSource::kGenerated) return false;
+  rebuild_unwind_map();
+  return true;
+}
+
+const LoadedModule* LoadedModules::find(std::uint64_t pc) const noexcept {
+  // Modules do not overlap; the candidate is the last one starting at or
+  // below pc.
+  auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
+                             [](std::uint64_t v, const LoadedModule& m) { return v < m.start; });
+  if (it == modules_.begin()) return nullptr;
+  --it;
+  return it->contains_exec(pc) ? &*it : nullptr;
+}
+
+SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept {
+  SymbolizedPc out;
+  out.module = modules.find(pc);
+  if (!out.module) return out;
+  const auto& syms = out.module->symbols;
+  const std::uint64_t link = pc - out.module->bias;
+  auto it = std::upper_bound(syms.begin(), syms.end(), link,
+                             [](std::uint64_t v, const elf::Symbol& s) { return v < s.address; });
+  // Among symbols at or below the address, the nearest one that covers it
+  // (zero-sized symbols cover only their own address).
+  while (it != syms.begin()) {
+    --it;
+    if (link - it->address < std::max<std::uint64_t>(it->size, 1)) {
+      out.name = it->name;
+      out.offset = link - it->address;
+      return out;
+    }
+    if (link - it->address > (1u << 24)) break;  // nothing that far covers it
+  }
+  return out;
+}
+
+}  // namespace sframe::process

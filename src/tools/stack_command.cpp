@@ -1,0 +1,256 @@
+// `sframe stack PID`: the process layer stops the threads and loads the
+// modules, the unwind layer walks each stack, and this file only turns the
+// frames into eu-stack-like text or JSON (after the process runs again).
+#include "stack_command.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "render.hpp"
+#include "sframe/process.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe::tools {
+namespace {
+
+using process::LoadedModule;
+
+// The printable model of one frame: everything the two printers need.
+struct FrameLine {
+  std::uint64_t pc = 0;
+  bool return_address = false;
+  // Where its name is looked up: pc - 1 for return addresses.
+  std::uint64_t name_pc = 0;
+  const LoadedModule* module = nullptr;
+  std::string symbol;  // demangled, "" if none
+  std::uint64_t offset = 0;
+  // How this frame was found: "registers" (frame 0), or the source of the
+  // rules of the frame below it ("sframe", "generated", "frame-pointer"), or
+  // "signal frame".
+  std::string found_by;
+};
+
+struct ThreadTrace {
+  pid_t tid = 0;
+  std::string name;
+  std::string error;  // the thread could not be stopped or read
+  std::vector<FrameLine> frames;
+  StopReason reason = StopReason::kOutermost;
+  std::uint64_t stop_address = 0;
+};
+
+std::string errno_text(const Error& e) {
+  return e.code == Errc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
+}
+
+Regs start_regs(const process::ThreadRegisters& r) {
+#if defined(__aarch64__)
+  return Regs::aarch64(r.pc, r.sp, r.fp, r.lr);
+#else
+  return Regs::amd64(r.pc, r.sp, r.fp);
+#endif
+}
+
+ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
+                         const process::RemoteMemory& mem, const StackOptions& opt, RuleCache& cache) {
+  ThreadTrace tt;
+  tt.tid = t.tid;
+  tt.name = t.name;
+  if (!t.stopped) {
+    tt.error = errno_text(t.error);
+    return tt;
+  }
+  std::vector<Frame> frames(std::max<std::size_t>(opt.max_frames, 1));
+  UnwindOptions uo;
+  uo.fp_fallback = opt.fp_fallback;
+  uo.signal_trampolines = mods.signal_trampolines();
+  // SFrame is generated for a module when a frame of this walk is in it (or
+  // the walk stopped there for want of it), then the walk starts over; each
+  // module is generated at most once, so this ends.
+  UnwindResult r;
+  for (;;) {
+    r = unwind(mods.unwind_map(), mem, start_regs(t.regs), std::span<Frame>(frames), uo, &cache);
+    bool more = r.reason == StopReason::kNoSFrameForPc && mods.generate_for(r.address);
+    for (std::size_t i = 0; i < r.count; ++i) more = mods.generate_for(frames[i].pc.lookup_pc()) || more;
+    if (!more) break;
+  }
+  tt.reason = r.reason;
+  tt.stop_address = r.address;
+  for (std::size_t i = 0; i < r.count; ++i) {
+    const Frame& f = frames[i];
+    FrameLine line;
+    line.pc = f.pc.value();
+    line.return_address = f.pc.is_return_address();
+    // A signal trampoline's "return address" is its first instruction (the
+    // handler returns to it), not a call's successor: name it as it is.
+    line.name_pc = (f.flags & kFrameSignal) ? f.pc.value() : f.pc.lookup_pc();
+    if (i == 0) {
+      line.found_by = "registers";
+    } else if (f.flags & kFrameFpFallback) {
+      line.found_by = "frame-pointer";
+    } else if (frames[i - 1].flags & kFrameSignal) {
+      line.found_by = "signal frame";
+    } else {
+      const LoadedModule* below = mods.find(frames[i - 1].pc.lookup_pc());
+      line.found_by = below ? std::string(process::to_string(below->source)) : "?";
+    }
+    tt.frames.push_back(std::move(line));
+  }
+  return tt;
+}
+
+// Why the module's source is what it is, in words.
+std::string module_why(const LoadedModule& m) {
+  std::string why = m.why;
+  if (m.generation_pending) why += "; not generated: no frame needed it";
+  if (!m.how_opened.empty()) why = why.empty() ? m.how_opened : m.how_opened + "; " + why;
+  return why;
+}
+
+std::string module_words(const LoadedModule& m) {
+  std::string s = fmt::format("0x{:x}-0x{:x} {}{}: {}", m.start, m.end, m.path, m.deleted ? " (deleted)" : "",
+                              process::to_string(m.source));
+  if (const std::string why = module_why(m); !why.empty()) s += fmt::format(" ({})", why);
+  s += m.symbols_from.empty() ? ", no symbols" : fmt::format(", symbols from {}", m.symbols_from);
+  return s;
+}
+
+// eu-stack's layout: "PID N - process", then per thread "TID T:" and
+// "#N  0x%016x name" lines (the frame number left-aligned in 2 columns).
+void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector<ThreadTrace>& traces,
+                const StackOptions& opt) {
+  std::string out = fmt::format("PID {} - process\n", pid);
+  if (opt.verbose) {
+    for (const auto& m : mods.modules()) out += fmt::format("module {}\n", module_words(m));
+  }
+  for (const auto& t : traces) {
+    out += fmt::format("TID {}:\n", t.tid);
+    if (!t.error.empty()) {
+      out += fmt::format("  cannot read thread: {}\n", t.error);
+      continue;
+    }
+    for (std::size_t i = 0; i < t.frames.size(); ++i) {
+      const FrameLine& f = t.frames[i];
+      std::string line = fmt::format("#{:<2} 0x{:016x}", i, f.pc);
+      if (!f.symbol.empty()) line += " " + f.symbol;
+      if (opt.modules && f.module) line += fmt::format(" - {}", f.module->path);
+      if (opt.verbose) line += fmt::format("  [{}]", f.found_by);
+      out += line + "\n";
+    }
+    if (opt.verbose)
+      out += fmt::format("stopped: {} ({}{})\n", stop_reason_name(t.reason), describe(t.reason),
+                         t.stop_address ? fmt::format(" at 0x{:x}", t.stop_address) : std::string());
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+void print_json(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
+                const std::vector<ThreadTrace>& traces) {
+  Json j;
+  j["sframepp_json"] = 1;
+  j["command"] = "stack";
+  j["pid"] = pid;
+  j["process"] = pname;
+  j["modules"] = Json::array();
+  for (const auto& m : mods.modules()) {
+    Json jm;
+    jm["path"] = m.path;
+    jm["deleted"] = m.deleted;
+    jm["start"] = hex(m.start);
+    jm["end"] = hex(m.end);
+    jm["bias"] = hex(m.bias);
+    jm["source"] = std::string(process::to_string(m.source));
+    if (const std::string why = module_why(m); !why.empty()) jm["why"] = why;
+    jm["symbols_from"] = m.symbols_from;
+    j["modules"].push_back(std::move(jm));
+  }
+  j["threads"] = Json::array();
+  for (const auto& t : traces) {
+    Json jt;
+    jt["tid"] = t.tid;
+    jt["name"] = t.name;
+    if (!t.error.empty()) {
+      jt["error"] = t.error;
+      j["threads"].push_back(std::move(jt));
+      continue;
+    }
+    jt["frames"] = Json::array();
+    for (const auto& f : t.frames) {
+      Json jf;
+      jf["pc"] = hex(f.pc);
+      jf["return_address"] = f.return_address;
+      if (f.module) jf["module"] = f.module->path;
+      if (!f.symbol.empty()) {
+        jf["symbol"] = f.symbol;
+        jf["offset"] = f.offset;
+      }
+      jf["found_by"] = f.found_by;
+      jt["frames"].push_back(std::move(jf));
+    }
+    jt["stop"] = {{"reason", std::string(stop_reason_name(t.reason))},
+                  {"description", std::string(describe(t.reason))},
+                  {"address", hex(t.stop_address)}};
+    j["threads"].push_back(std::move(jt));
+  }
+  const std::string s = j.dump(2) + "\n";
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+}  // namespace
+
+int run_stack(pid_t pid, const StackOptions& opt) {
+  const std::string pname = process::process_name(pid);
+  std::vector<ThreadTrace> traces;
+  std::optional<process::LoadedModules> mods;
+  {
+    auto att = process::Attachment::attach(pid);
+    if (!att) {
+      fmt::print(stderr, "sframe: stack: cannot attach to process {}: {}\n", pid, errno_text(att.error()));
+      if (process::Attachment::interrupted()) return 130;
+      return 1;
+    }
+    auto maps = process::read_maps(pid);
+    if (!maps) {
+      fmt::print(stderr, "sframe: stack: cannot read /proc/{}/maps: {}\n", pid, errno_text(maps.error()));
+      return 1;  // `att` detaches
+    }
+    process::RemoteMemory mem(pid);
+    process::ModuleOptions mo;
+    mo.generate = opt.generate;
+    mo.ignore_sframe_sections = opt.ignore_sframe;
+    mods.emplace(process::LoadedModules::load(pid, *maps, mem, mo));
+    StaticRuleCache<1024> cache;
+    for (const auto& t : att->threads()) {
+      if (process::Attachment::interrupted()) break;
+      traces.push_back(trace_thread(t, *mods, mem, opt, cache));
+    }
+    // Leave the destructor to detach: the process runs again before printing.
+  }
+  if (process::Attachment::interrupted()) {
+    fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
+    return 130;
+  }
+  // Symbols are looked up once the process runs again.
+  for (auto& t : traces) {
+    for (auto& line : t.frames) {
+      const auto sym = process::symbolize(*mods, line.name_pc);
+      line.module = sym.module;
+      if (!sym.name.empty()) {
+        line.symbol = demangle(std::string(sym.name));
+        line.offset = line.pc - (line.name_pc - sym.offset);
+      }
+    }
+  }
+  if (opt.json) {
+    print_json(pid, pname, *mods, traces);
+  } else {
+    print_text(pid, *mods, traces, opt);
+  }
+  return 0;
+}
+
+}  // namespace sframe::tools

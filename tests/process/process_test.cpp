@@ -1,0 +1,185 @@
+// The process layer against the kernel's and the dynamic loader's own view:
+// /proc/self/exe, dladdr(), unmapped pages, /proc/PID/status.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "sframe/process.hpp"
+
+namespace sframe::process {
+namespace {
+
+TEST(Maps, ParsesKernelLines) {
+  // Lines in the kernel's format (fs/proc/task_mmu.c show_map_vma): path
+  // column after padding, " (deleted)" suffix, pseudo names, anonymous.
+  const char* text =
+      "55d0c4a00000-55d0c4a02000 r--p 00000000 08:01 1048602                    /usr/bin/cat\n"
+      "55d0c4a02000-55d0c4a07000 r-xp 00002000 08:01 1048602                    /usr/bin/cat\n"
+      "7f1e2a000000-7f1e2a021000 rw-p 00000000 00:00 0 \n"
+      "7f1e2b000000-7f1e2b001000 r-xs 0001f000 fd:02 77                         /tmp/my lib.so (deleted)\n"
+      "7ffd4a1c0000-7ffd4a1e1000 rw-p 00000000 00:00 0                          [stack]\n"
+      "7ffd4a1f0000-7ffd4a1f2000 r-xp 00000000 00:00 0                          [vdso]\n"
+      "7ffd4a1f2000-7ffd4a1f\n";  // cut short while the process changed
+  const auto m = parse_maps(text);
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_EQ(m[1].start, 0x55d0c4a02000u);
+  EXPECT_EQ(m[1].end, 0x55d0c4a07000u);
+  EXPECT_EQ(m[1].offset, 0x2000u);
+  EXPECT_TRUE(m[1].read && m[1].exec && !m[1].write && !m[1].shared);
+  EXPECT_EQ(m[1].inode, 1048602u);
+  EXPECT_EQ(m[1].path, "/usr/bin/cat");
+  EXPECT_TRUE(m[1].file_backed());
+  EXPECT_EQ(m[2].path, "");
+  EXPECT_FALSE(m[2].file_backed());
+  EXPECT_EQ(m[3].path, "/tmp/my lib.so");
+  EXPECT_TRUE(m[3].deleted && m[3].shared);
+  EXPECT_EQ(m[3].offset, 0x1f000u);
+  EXPECT_EQ(m[4].path, "[stack]");
+  EXPECT_FALSE(m[4].file_backed());
+  EXPECT_EQ(m[5].path, "[vdso]");
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+__attribute__((noinline)) int local_function(int x) { return x * 3 + 1; }
+
+TEST(Maps, SelfCodeIsInAnExecutableMappingOfTheExecutable) {
+  auto maps = read_maps(getpid());
+  ASSERT_TRUE(maps);
+  const auto pc = reinterpret_cast<std::uintptr_t>(&local_function);
+  bool found = false;
+  for (const auto& m : *maps) {
+    if (pc >= m.start && pc < m.end) {
+      found = true;
+      EXPECT_TRUE(m.exec);
+      EXPECT_EQ(m.path, self_exe());
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(RemoteMemory, ReadsThePrefixBeforeAnUnmappedPage) {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* p = static_cast<unsigned char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  for (long i = 0; i < page; ++i) p[i] = static_cast<unsigned char>(i * 7);
+  // Unmapped, not PROT_NONE: /proc/PID/mem reads PROT_NONE pages (FOLL_FORCE).
+  ASSERT_EQ(munmap(p + page, page), 0);
+  for (auto method : {RemoteMemory::Method::kAuto, RemoteMemory::Method::kProcMem}) {
+    RemoteMemory mem(getpid(), method);
+    std::byte out[100] = {};
+    const auto base = reinterpret_cast<std::uint64_t>(p);
+    // 40 readable bytes, then the unmapped page.
+    EXPECT_EQ(mem.read(base + page - 40, out), 40u);
+    EXPECT_EQ(std::memcmp(out, p + page - 40, 40), 0);
+    EXPECT_EQ(mem.read(base + page, out), 0u);
+    EXPECT_FALSE(mem.read_word(base + page - 4));
+    std::uint64_t want;
+    std::memcpy(&want, p + 123, 8);
+    EXPECT_EQ(mem.read_word(base + 123), want);
+    EXPECT_FALSE(mem.read_word(~std::uint64_t{0} - 3));  // wraps around
+    EXPECT_FALSE(mem.read_word(0));
+  }
+  munmap(p, page);
+}
+
+TEST(Modules, SymbolizeAgreesWithDladdr) {
+  auto maps = read_maps(getpid());
+  ASSERT_TRUE(maps);
+  RemoteMemory mem(getpid());
+  auto mods = LoadedModules::load(getpid(), *maps, mem);
+  // A libc function and one of this program's.
+  const void* fns[] = {reinterpret_cast<const void*>(&::getpid), reinterpret_cast<const void*>(&local_function)};
+  for (const void* fn : fns) {
+    Dl_info info{};
+    ASSERT_NE(dladdr(fn, &info), 0);
+    const auto pc = reinterpret_cast<std::uint64_t>(fn) + 1;
+    const auto s = symbolize(mods, pc);
+    ASSERT_NE(s.module, nullptr);
+    char want_path[PATH_MAX], got_path[PATH_MAX];
+    ASSERT_NE(realpath(info.dli_fname, want_path), nullptr);
+    ASSERT_NE(realpath(s.module->path.c_str(), got_path), nullptr);
+    EXPECT_STREQ(got_path, want_path);
+    ASSERT_FALSE(s.name.empty());
+    if (info.dli_saddr) {
+      EXPECT_EQ(pc - s.offset, reinterpret_cast<std::uint64_t>(info.dli_saddr));
+    }
+    // PIEs and shared objects are linked at 0: their bias is the load base
+    // the loader reports (a non-PIE executable has bias 0).
+    if (s.module->bias != 0) {
+      EXPECT_EQ(s.module->bias, reinterpret_cast<std::uint64_t>(info.dli_fbase));
+    }
+    // SFrame is generated on demand for modules without their own (libc
+    // here); afterwards the unwinder's map covers the PC.
+    if (s.module->source == UnwindSource::kFramePointer) {
+      EXPECT_TRUE(s.module->generation_pending);
+      EXPECT_TRUE(mods.generate_for(pc));
+      EXPECT_FALSE(mods.generate_for(pc));  // once
+    }
+    EXPECT_NE(s.module->source, UnwindSource::kFramePointer) << s.module->path << ": " << s.module->why;
+    EXPECT_NE(mods.unwind_map().find(pc), nullptr);
+  }
+}
+
+TEST(Attachment, StopsAndReleasesAChild) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  usleep(20000);
+  {
+    auto a = Attachment::attach(child);
+    if (!a && a.error().value == EPERM) {
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      GTEST_SKIP() << "ptrace not permitted";
+    }
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a->threads().size(), 1u);
+    const Thread& t = a->threads()[0];
+    EXPECT_EQ(t.tid, child);
+    EXPECT_TRUE(t.stopped);
+    // The stack pointer is in the child's [stack] mapping.
+    auto maps = read_maps(child);
+    ASSERT_TRUE(maps);
+    bool in_stack = false;
+    for (const auto& m : *maps)
+      if (m.path == "[stack]" && t.regs.sp >= m.start && t.regs.sp < m.end) in_stack = true;
+    EXPECT_TRUE(in_stack);
+    std::ifstream st("/proc/" + std::to_string(child) + "/status");
+    std::string line, tracer;
+    while (std::getline(st, line))
+      if (line.rfind("TracerPid:", 0) == 0) tracer = line;
+    EXPECT_NE(tracer.find(std::to_string(getpid())), std::string::npos) << tracer;
+  }
+  // Detached by the destructor: no tracer any more.
+  std::ifstream st("/proc/" + std::to_string(child) + "/status");
+  std::string line, tracer;
+  while (std::getline(st, line))
+    if (line.rfind("TracerPid:", 0) == 0) tracer = line;
+  EXPECT_EQ(tracer, "TracerPid:\t0");
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+TEST(Attachment, NoSuchProcess) {
+  auto a = Attachment::attach(999999999);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().value, static_cast<std::uint64_t>(ESRCH));
+}
+
+}  // namespace
+}  // namespace sframe::process
