@@ -111,4 +111,19 @@ class ElfFile {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Writes a copy of the ELF file `in_path` to `out_path` with one more
+/// section, `name` of type `type` (e.g. kShtGnuSframe), holding `bytes`, with
+/// sh_addr = `address` and no SHF_ALLOC flag. Every byte of the input stays
+/// where it was; the section's data, a grown copy of the section-name table
+/// and a new section header table are appended, and the ELF header points at
+/// them. No program header changes: the program loads and runs as before,
+/// and no segment maps the new section (tools find it by its section header;
+/// a PT_GNU_SFRAME segment would need a free program header slot and a
+/// loadable segment, which linked files do not have to spare).
+/// Errors: kIoError (cannot copy, open or write), kElfError (not an ELF file,
+/// no section-name table, or a section called `name` exists already; offset:
+/// that section's file offset).
+Expected<void> write_with_section(const std::string& in_path, const std::string& out_path, std::string_view name,
+                                  std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
+
 }  // namespace sframe::elf

@@ -92,6 +92,13 @@ int run_gen(const std::string& path, const GenOptions& opt) {
       return 1;
     }
   }
+  if (!opt.elf_output.empty()) {
+    auto ok = elf::write_with_section(path, opt.elf_output, ".sframe", elf::kShtGnuSframe, *bytes, address);
+    if (!ok) {
+      fmt::print(stderr, "sframe: {}: cannot write a copy with .sframe: {}\n", opt.elf_output, error_text(ok.error()));
+      return 1;
+    }
+  }
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
   if (opt.json) {

@@ -13,6 +13,7 @@ namespace sframe::tools {
 struct GenOptions {
   int version = 3;
   std::string output;          // raw section file; empty: none
+  std::string elf_output;      // copy of the input with .sframe added; empty: none
   std::string address;         // section address; empty: the file's .sframe address, else 0
   bool json = false;
 };

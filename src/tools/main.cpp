@@ -472,6 +472,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({2, 3}))
       ->capture_default_str();
   gen->add_option("-o,--output", gopt.output, "Write the raw section here");
+  gen->add_option("--elf", gopt.elf_output,
+                  "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
   gen->add_option("--address", gopt.address, "Section address (default: the file's .sframe address, else 0)");
   gen->add_flag("--json", gopt.json, "Print the summary as JSON");
 

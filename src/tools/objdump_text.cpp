@@ -98,16 +98,15 @@ void row_flex(Out o, const Section& s, const FrameRow& r, const Fre& fre) {
   fmt::format_to(o, "  {:<10}", flex_rule(abi, r.cfa));
   const bool fp_given = r.fp.kind == Rule::Kind::kExpr && !r.fp.from_header;
   fmt::format_to(o, "{:<10}", fp_given ? flex_rule(abi, r.fp) : "u");
-  std::string ra;
-  if (r.ra.kind == Rule::Kind::kPadding) {
-    ra = "U";
-  } else if (r.ra.kind == Rule::Kind::kExpr && !r.ra.from_header) {
-    ra = flex_rule(abi, r.ra);
+  // Built with fmt, not string assignment: g++ 12 -O3 warns falsely
+  // (-Wrestrict) on assigning a literal to a std::string here.
+  const char* mark = fre.mangled_ra() ? "[s]" : "   ";
+  if (r.ra.kind == Rule::Kind::kExpr && !r.ra.from_header) {
+    fmt::format_to(o, "{:<13}", fmt::format("{}{}", flex_rule(abi, r.ra), mark));
   } else {
-    ra = r.ra.from_header ? "f" : "u";
+    const char* ra = r.ra.kind == Rule::Kind::kPadding ? "U" : r.ra.from_header ? "f" : "u";
+    fmt::format_to(o, "{}{}{:<9}", ra, mark, "");
   }
-  ra += fre.mangled_ra() ? "[s]" : "   ";
-  fmt::format_to(o, "{:<13}", ra);
 }
 
 // objdump 2.40 (v1): RA prints "u" when the header fixes it, no "RA

@@ -48,5 +48,26 @@ for f in /usr/bin/ls /usr/bin/bash /usr/bin/objdump /usr/bin/gdb /usr/bin/cmake 
   if [ $? -eq 0 ]; then ok; else bad "verify gen $f: $(echo "$out" | grep -m3 -E 'mismatch|sframe:')"; fi
   sed -n 2p "$work/$base.gen.txt"
 done
+# gen --elf: a copy of a program built without SFrame, with .sframe added.
+# It must still run as the original does (same output, same status), keep
+# its program headers and every byte past the ELF header, and its section
+# must agree with the DWARF CFI (verify reads it through the section header).
+for opt in -O2 -O0; do
+  for f in basic signals; do
+    exe="$work/nosf-$f$opt"
+    gcc $opt -o "$exe" "$src/$f.c" 2>/dev/null || { bad "compile $exe"; continue; }
+    for v in 3 2; do
+      copy="$exe.v$v.elf"
+      "$bin" gen --format-version $v "$exe" --elf "$copy" >/dev/null 2>&1 || { bad "gen --elf $exe v$v"; continue; }
+      want=$("$exe" 2>&1; echo "status $?") got=$("$copy" 2>&1; echo "status $?")
+      [ "$want" = "$got" ] && ok || bad "gen --elf v$v: $copy runs differently: $got vs $want"
+      cmp -s <(readelf -lW "$exe" | tail -n +2) <(readelf -lW "$copy" | tail -n +2) && ok || bad "gen --elf v$v: program headers changed"
+      cmp -s -i 64 <(head -c "$(stat -c %s "$exe")" "$copy") "$exe" && ok || bad "gen --elf v$v: bytes past the ELF header changed"
+      out=$("$bin" verify "$copy" 2>&1) && ok || bad "verify gen --elf v$v $copy: $(echo "$out" | head -3)"
+    done
+  done
+done
+"$bin" gen "$work/basic-O2" --elf "$work/twice" >/dev/null 2>&1 && bad "gen --elf on a file with .sframe must refuse" || ok
+
 echo "gen: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
