@@ -1,0 +1,292 @@
+// sframepp: the in-process walk behind sframe::backtrace(). Async-signal-safe:
+// no allocation, no locks, no exceptions; reads only the thread's stack and
+// its alternate signal stack.
+#include <signal.h>
+#include <ucontext.h>
+
+#include <cstring>
+
+#include "backtrace_internal.hpp"
+
+namespace sframe {
+
+std::string_view backtrace_stop_name(BacktraceStop r) noexcept {
+  switch (r) {
+#define SFRAME_X(name, msg) \
+  case BacktraceStop::name: \
+    return #name;
+    SFRAME_BACKTRACE_STOPS(SFRAME_X)
+#undef SFRAME_X
+  }
+  return "unknown";
+}
+
+std::string_view describe(BacktraceStop r) noexcept {
+  switch (r) {
+#define SFRAME_X(name, msg) \
+  case BacktraceStop::name: \
+    return msg;
+    SFRAME_BACKTRACE_STOPS(SFRAME_X)
+#undef SFRAME_X
+  }
+  return "unknown";
+}
+
+}  // namespace sframe
+
+#if defined(__x86_64__) && defined(__linux__)
+
+// Captures the registers of its caller as they are right after the call
+// returns: PC = the return address, SP = the address above it, and RBP.
+// Written in assembly so that frame 0 is exact whatever the compiler does
+// with the C++ around it.
+extern "C" void sframepp_bt_capture(std::uint64_t* regs) noexcept;
+asm(R"(
+  .text
+  .p2align 4
+  .globl sframepp_bt_capture
+  .hidden sframepp_bt_capture
+  .type sframepp_bt_capture,@function
+sframepp_bt_capture:
+  .cfi_startproc
+  movq (%rsp), %rax
+  movq %rax, 0(%rdi)
+  leaq 8(%rsp), %rax
+  movq %rax, 8(%rdi)
+  movq %rbp, 16(%rdi)
+  ret
+  .cfi_endproc
+  .size sframepp_bt_capture, .-sframepp_bt_capture
+)");
+
+namespace sframe::bt {
+namespace {
+
+/// Reads words only inside the given stack ranges. The no_sanitize: a walk
+/// reads other frames' slots, which AddressSanitizer may hold poisoned
+/// (redzones of live locals); the bounds are checked here instead.
+struct StackReader {
+  AddressRange ranges[2];
+  unsigned count = 0;
+
+  [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
+    for (unsigned i = 0; i < count; ++i) {
+      const AddressRange& r = ranges[i];
+      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) {
+        std::uint64_t v;
+        std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+};
+static_assert(MemoryReader<StackReader>);
+
+BacktraceStop stop_of(StopReason r) noexcept {
+  switch (r) {
+    case StopReason::kOutermost: return BacktraceStop::kOutermost;
+    case StopReason::kNoSFrameForPc: return BacktraceStop::kNoSFrameForPc;
+    case StopReason::kCfaNotIncreasing: return BacktraceStop::kCfaNotIncreasing;
+    case StopReason::kUnreadableMemory: return BacktraceStop::kUnreadableMemory;
+    case StopReason::kDepthLimit: return BacktraceStop::kBufferFull;
+    case StopReason::kBadRule: return BacktraceStop::kBadRule;
+    case StopReason::kZeroPc: return BacktraceStop::kZeroPc;
+  }
+  return BacktraceStop::kBadRule;
+}
+
+// Holds the walker count up while a table is in use (see rebuild()).
+class TableGuard {
+ public:
+  TableGuard() noexcept {
+    g_walkers.fetch_add(1);
+    table_ = g_table.load();
+  }
+  ~TableGuard() { g_walkers.fetch_sub(1); }
+  TableGuard(const TableGuard&) = delete;
+  TableGuard& operator=(const TableGuard&) = delete;
+  const Table* get() const noexcept { return table_; }
+
+ private:
+  const Table* table_;
+};
+
+// At most this many frames of our own are stepped over before the caller's.
+constexpr int kMaxSkip = 16;
+
+/// Walks from frame `pc` (exact or return address) with SP/FP; writes
+/// addresses from the frame whose PC is `first` on (0: from the start).
+/// `here` is an address in the current frame: the stack from it up is mapped.
+BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp, std::uint64_t first,
+                     std::uint64_t here) noexcept {
+  BacktraceResult res;
+  ThreadState* st = thread_state();
+  if (!st) {
+    res.reason = BacktraceStop::kNoStackBounds;
+    if (first == 0 && !out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
+    return res;
+  }
+  TableGuard guard;
+  const Table* table = guard.get();
+  if (!table) {
+    res.reason = BacktraceStop::kNotInitialized;
+    return res;
+  }
+
+  StackReader mem;
+  AddressRange thread{st->lo, st->hi};
+  stack_t ss;
+  bool on_alt = false;
+  if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
+    const auto b = reinterpret_cast<std::uint64_t>(ss.ss_sp);
+    const AddressRange alt{b, b + ss.ss_size};
+    if (alt.contains(here)) {
+      mem.ranges[mem.count++] = {here, alt.end};
+      on_alt = true;
+    }
+  }
+  // The main thread's stack may have grown below its bounds since it
+  // registered: everything above the current frame is mapped.
+  if (!on_alt && st->grows && here < thread.begin)
+    thread.begin = here;
+  mem.ranges[mem.count++] = thread;
+
+  // The native sections first; where they have no FDE, the sections
+  // generated for the same modules, then the frame-pointer convention.
+  UnwindOptions opt;
+  opt.fp_fallback = false;
+  opt.detect_sigreturn_code = false;
+  opt.signal_trampolines = table->trampolines;
+  UnwindOptions extra_opt = opt;
+  extra_opt.fp_fallback = true;
+
+  // A walk that interrupted another on this thread leaves the cache alone.
+  RuleCache* cache = nullptr;
+  if (!st->busy) {
+    st->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache = &st->cache;
+    cache->sync(table->map.generation());
+  }
+
+  Regs regs = Regs::amd64(pc.value(), sp, fp);
+  detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
+  detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
+  bool recording = first == 0;
+  int skipped = 0;
+  std::uint64_t prev_cfa = 0;
+  bool have_prev = false;
+  bool unchecked = false;
+  for (;;) {
+    if (!recording && (pc.value() == first || ++skipped > kMaxSkip)) recording = true;
+    if (recording) {
+      if (res.size == out.size()) {
+        res.reason = BacktraceStop::kBufferFull;
+        break;
+      }
+      out[res.size++] = reinterpret_cast<void*>(pc.value());
+    }
+    detail::StepOutcome s = stepper.step(regs, pc);
+    if (!s.stepped && s.reason == StopReason::kNoSFrameForPc) s = extra.step(regs, pc);
+    if (!s.stepped) {
+      res.reason = stop_of(s.reason);
+      res.address = s.address;
+      break;
+    }
+    // Strictly up the stack, except across a signal frame (the trampoline's
+    // CFA equals its handler's; the interrupted code may be on another stack).
+    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
+      res.reason = BacktraceStop::kCfaNotIncreasing;
+      res.address = s.cfa;
+      break;
+    }
+    prev_cfa = s.cfa;
+    have_prev = true;
+    unchecked = s.cfa_unchecked;
+    if (pc.value() == 0) {
+      res.reason = BacktraceStop::kZeroPc;
+      break;
+    }
+  }
+  if (cache) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    st->busy = 0;
+  }
+  return res;
+}
+
+// The entry for walks of the current stack: never inlined, so that its own
+// frame (and its callers' inside the library) are skipped by matching the
+// return address the public function saw.
+[[gnu::noinline]] BacktraceResult walk_current(std::span<void*> out, std::uint64_t caller_ra) noexcept {
+  std::uint64_t regs[3];
+  sframepp_bt_capture(regs);
+  return walk(out, CodeAddress::return_address(regs[0]), regs[1], regs[2], caller_ra,
+              reinterpret_cast<std::uint64_t>(&regs));
+}
+
+// Lazy setup for the plain entry points (documented as not AS-safe).
+void ensure_ready() noexcept {
+  if (!thread_state()) backtrace_register_thread();
+  if (!g_table.load()) {
+    try {
+      (void)backtrace_init();
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sframe::bt
+
+namespace sframe {
+
+BacktraceResult backtrace_ex(std::span<void*> out) noexcept {
+  bt::ensure_ready();
+  const auto ra = reinterpret_cast<std::uint64_t>(__builtin_return_address(0));
+  BacktraceResult r = bt::walk_current(out, ra);
+  // Keeps this frame (no tail call), so walk_current can skip it.
+  asm volatile("" : : "r"(&r) : "memory");
+  return r;
+}
+
+std::size_t backtrace(std::span<void*> out) noexcept {
+  bt::ensure_ready();
+  const auto ra = reinterpret_cast<std::uint64_t>(__builtin_return_address(0));
+  const BacktraceResult r = bt::walk_current(out, ra);
+  asm volatile("" : : "r"(&r) : "memory");
+  return r.size;
+}
+
+BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept {
+  if (!uc) return backtrace_ex(out);
+  const greg_t* g = uc->uc_mcontext.gregs;
+  int here = 0;
+  return bt::walk(out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
+                  static_cast<std::uint64_t>(g[REG_RBP]), 0, reinterpret_cast<std::uint64_t>(&here));
+}
+
+std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept { return backtrace_ex(out, uc).size; }
+
+BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  int here = 0;
+  return bt::walk(out, CodeAddress::exact(pc), sp, fp, 0, reinterpret_cast<std::uint64_t>(&here));
+}
+
+}  // namespace sframe
+
+#else  // not x86-64 Linux
+
+namespace sframe {
+BacktraceResult backtrace_ex(std::span<void*>) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
+std::size_t backtrace(std::span<void*>) noexcept { return 0; }
+BacktraceResult backtrace_ex(std::span<void*>, const ucontext_t*) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
+std::size_t backtrace(std::span<void*>, const ucontext_t*) noexcept { return 0; }
+BacktraceResult backtrace_from(std::span<void*>, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {
+  return {0, BacktraceStop::kUnsupported, 0};
+}
+}  // namespace sframe
+
+#endif
