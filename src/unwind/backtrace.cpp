@@ -136,20 +136,18 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
 
   StackReader mem;
   AddressRange thread{st->lo, st->hi};
-  stack_t ss;
-  bool on_alt = false;
-  if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK)) {
-    const auto b = reinterpret_cast<std::uint64_t>(ss.ss_sp);
-    const AddressRange alt{b, b + ss.ss_size};
-    if (alt.contains(here)) {
-      mem.ranges[mem.count++] = {here, alt.end};
-      on_alt = true;
+  if (!thread.contains(here)) {
+    // Either a handler running on the alternate signal stack (the one case
+    // that pays for a system call), or the main thread's stack grew below
+    // its registered bottom (everything above the current frame is mapped).
+    stack_t ss;
+    if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+        here - reinterpret_cast<std::uint64_t>(ss.ss_sp) < ss.ss_size) {
+      mem.ranges[mem.count++] = {here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size};
+    } else if (st->grows && here < thread.begin && here >= st->limit) {
+      thread.begin = here;
     }
   }
-  // The main thread's stack may have grown below its bounds since it
-  // registered: everything above the current frame is mapped.
-  if (!on_alt && st->grows && here < thread.begin)
-    thread.begin = here;
   mem.ranges[mem.count++] = thread;
 
   // The native sections first; where they have no FDE, the sections
@@ -170,9 +168,11 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
     cache->sync(table->map.generation());
   }
 
+  constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
   Regs regs = Regs::amd64(pc.value(), sp, fp);
   detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
   detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
+  const std::span<const AddressRange> tramps = table->trampolines;
   bool recording = first == 0;
   int skipped = 0;
   std::uint64_t prev_cfa = 0;
@@ -187,6 +187,62 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
       }
       out[res.size++] = reinterpret_cast<void*>(pc.value());
     }
+
+    // Fast path: a cached DEFAULT rule with the RA on the stack, evaluated
+    // here on SP/FP alone (what the core's Stepper would do, without
+    // expanding the rule to a FrameRow and the full register set).
+    if (cache && !detail::in_ranges(tramps, pc.value())) {
+      const std::uint64_t lpc = pc.lookup_pc();
+      const CompactRule* c = cache->lookup(lpc);
+      constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
+      const unsigned base = c && (c->flags & CompactRule::kCfaBaseFp) ? kFp : kSp;
+      if (c && !(c->flags & kSlow) && regs.has(base)) {
+        ++cache->hits;
+        if (c->flags & CompactRule::kRaUndefined) {
+          res.reason = BacktraceStop::kOutermost;
+          break;
+        }
+        const std::uint64_t cfa = regs.dwarf[base] + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
+        const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
+        const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
+        if (!ra) {
+          res.reason = BacktraceStop::kUnreadableMemory;
+          res.address = ra_at;
+          break;
+        }
+        if (c->flags & CompactRule::kFpOnStack) {
+          const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
+          const std::optional<std::uint64_t> f = mem.read_word(fp_at);
+          if (!f) {
+            res.reason = BacktraceStop::kUnreadableMemory;
+            res.address = fp_at;
+            break;
+          }
+          regs.dwarf[kFp] = *f;
+          regs.valid = (1u << kSp) | (1u << kFp);
+        } else {
+          regs.valid &= (1u << kSp) | (1u << kFp);
+        }
+        if (have_prev && !unchecked && cfa <= prev_cfa) {
+          res.reason = BacktraceStop::kCfaNotIncreasing;
+          res.address = cfa;
+          break;
+        }
+        prev_cfa = cfa;
+        have_prev = true;
+        unchecked = false;
+        regs.dwarf[kSp] = cfa;
+        regs.valid |= 1u << kSp;
+        regs.pc = *ra;
+        pc = CodeAddress::return_address(*ra);
+        if (*ra == 0) {
+          res.reason = BacktraceStop::kZeroPc;
+          break;
+        }
+        continue;
+      }
+    }
+
     detail::StepOutcome s = stepper.step(regs, pc);
     if (!s.stepped && s.reason == StopReason::kNoSFrameForPc) s = extra.step(regs, pc);
     if (!s.stepped) {

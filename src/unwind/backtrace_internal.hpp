@@ -70,8 +70,10 @@ struct ThreadState {
   /// its mapping when registered (the walk lowers it to the current SP).
   std::uint64_t lo = 0;
   std::uint64_t hi = 0;
-  /// The main thread, whose stack grows on demand below `lo`.
+  /// The main thread, whose stack grows on demand below `lo`, down to
+  /// `limit` (the bottom of its rlimit-sized area).
   bool grows = false;
+  std::uint64_t limit = 0;
   /// Set while a walk uses `cache`: a walk from a signal handler that
   /// interrupted another walk on this thread goes without the cache.
   volatile int busy = 0;

@@ -268,6 +268,7 @@ void backtrace_register_thread() {
   if (getpid() == gettid()) {
     // glibc reports the main thread's stack as rlimit-sized; only the part
     // already mapped may be read.
+    st->limit = st->lo;
     st->lo = std::max(st->lo, bt::mapping_start(here));
     st->grows = true;
   }

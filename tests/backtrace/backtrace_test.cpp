@@ -41,6 +41,19 @@ unsigned callee_mix(unsigned x);
 
 namespace {
 
+// libunwind exports a `backtrace` of its own that takes the place of glibc's
+// when it is linked: take glibc's from libc.so.6 itself.
+using BacktraceFn = int (*)(void**, int);
+BacktraceFn glibc_backtrace_fn() {
+  static const BacktraceFn fn = [] {
+    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void* sym = libc ? dlsym(libc, "backtrace") : nullptr;
+    if (!sym) std::abort();
+    return reinterpret_cast<BacktraceFn>(sym);
+  }();
+  return fn;
+}
+
 constexpr int kMax = 1024;
 
 // The three traces, taken at one call site. Frame 0 of each is a different
@@ -67,7 +80,7 @@ struct RawTraces {
   const sframe::BacktraceResult r = sframe::backtrace_ex(std::span<void*>(t.ours, kMax));
   t.n_ours = static_cast<int>(r.size);
   t.reason = r.reason;
-  t.n_glibc = ::backtrace(t.glibc, kMax);
+  t.n_glibc = glibc_backtrace_fn()(t.glibc, kMax);
   t.n_libunwind = unw_backtrace(t.libunwind, kMax);
   asm volatile("" ::: "memory");
 }
@@ -158,7 +171,10 @@ class BacktraceTest : public ::testing::TestWithParam<Param> {
  protected:
   static void SetUpTestSuite() {
     void* warm[4];
-    (void)::backtrace(warm, 4);  // glibc loads libgcc_s on first use: not in a handler
+    (void)glibc_backtrace_fn()(warm, 4);  // glibc loads libgcc_s on first use: not in a handler
+    Dl_info info{};
+    ASSERT_TRUE(dladdr(reinterpret_cast<void*>(glibc_backtrace_fn()), &info));
+    ASSERT_NE(std::strstr(info.dli_fname, "libc.so"), nullptr) << info.dli_fname;
   }
   void SetUp() override {
     const auto r = sframe::backtrace_init(GetParam().options);
