@@ -15,8 +15,8 @@
 
 namespace CHAINS_NS {
 
-inline constexpr int kChains = 16;
-inline constexpr int kLevels = 32;
+inline constexpr int kChains = 64;
+inline constexpr int kLevels = 64;
 
 using Callback = void (*)(void*);
 

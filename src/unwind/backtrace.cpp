@@ -169,6 +169,11 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   }
 
   constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
+  // SP/FP live in locals on the fast path (no store-to-load forwarding on
+  // the per-frame dependency chain); `regs` is refreshed from them only
+  // when the core's Stepper takes a frame.
+  std::uint64_t cur_sp = sp, cur_fp = fp;
+  bool fp_ok = true, regs_stale = false;
   Regs regs = Regs::amd64(pc.value(), sp, fp);
   detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
   detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
@@ -189,60 +194,65 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
     }
 
     // Fast path: a cached DEFAULT rule with the RA on the stack, evaluated
-    // here on SP/FP alone (what the core's Stepper would do, without
-    // expanding the rule to a FrameRow and the full register set).
+    // here on SP/FP alone (what the core's Stepper does, without expanding
+    // the rule to a FrameRow over the full register set).
     if (cache && !detail::in_ranges(tramps, pc.value())) {
-      const std::uint64_t lpc = pc.lookup_pc();
-      const CompactRule* c = cache->lookup(lpc);
+      const CompactRule* c = cache->lookup(pc.lookup_pc());
       constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
-      const unsigned base = c && (c->flags & CompactRule::kCfaBaseFp) ? kFp : kSp;
-      if (c && !(c->flags & kSlow) && regs.has(base)) {
-        ++cache->hits;
-        if (c->flags & CompactRule::kRaUndefined) {
-          res.reason = BacktraceStop::kOutermost;
-          break;
-        }
-        const std::uint64_t cfa = regs.dwarf[base] + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
-        const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
-        const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
-        if (!ra) {
-          res.reason = BacktraceStop::kUnreadableMemory;
-          res.address = ra_at;
-          break;
-        }
-        if (c->flags & CompactRule::kFpOnStack) {
-          const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
-          const std::optional<std::uint64_t> f = mem.read_word(fp_at);
-          if (!f) {
-            res.reason = BacktraceStop::kUnreadableMemory;
-            res.address = fp_at;
+      if (c && !(c->flags & kSlow)) {
+        const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
+        if (!fp_based || fp_ok) {
+          ++cache->hits;
+          if (c->flags & CompactRule::kRaUndefined) {
+            res.reason = BacktraceStop::kOutermost;
             break;
           }
-          regs.dwarf[kFp] = *f;
-          regs.valid = (1u << kSp) | (1u << kFp);
-        } else {
-          regs.valid &= (1u << kSp) | (1u << kFp);
+          const std::uint64_t cfa = (fp_based ? cur_fp : cur_sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
+          const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
+          const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
+          if (!ra) {
+            res.reason = BacktraceStop::kUnreadableMemory;
+            res.address = ra_at;
+            break;
+          }
+          if (c->flags & CompactRule::kFpOnStack) {
+            const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
+            const std::optional<std::uint64_t> f = mem.read_word(fp_at);
+            if (!f) {
+              res.reason = BacktraceStop::kUnreadableMemory;
+              res.address = fp_at;
+              break;
+            }
+            cur_fp = *f;
+            fp_ok = true;
+          }
+          if (have_prev && !unchecked && cfa <= prev_cfa) {
+            res.reason = BacktraceStop::kCfaNotIncreasing;
+            res.address = cfa;
+            break;
+          }
+          prev_cfa = cfa;
+          have_prev = true;
+          unchecked = false;
+          cur_sp = cfa;
+          regs_stale = true;
+          pc = CodeAddress::return_address(*ra);
+          if (*ra == 0) {
+            res.reason = BacktraceStop::kZeroPc;
+            break;
+          }
+          continue;
         }
-        if (have_prev && !unchecked && cfa <= prev_cfa) {
-          res.reason = BacktraceStop::kCfaNotIncreasing;
-          res.address = cfa;
-          break;
-        }
-        prev_cfa = cfa;
-        have_prev = true;
-        unchecked = false;
-        regs.dwarf[kSp] = cfa;
-        regs.valid |= 1u << kSp;
-        regs.pc = *ra;
-        pc = CodeAddress::return_address(*ra);
-        if (*ra == 0) {
-          res.reason = BacktraceStop::kZeroPc;
-          break;
-        }
-        continue;
       }
     }
 
+    if (regs_stale) {
+      regs.valid = 0;
+      regs.set(kSp, cur_sp);
+      if (fp_ok) regs.set(kFp, cur_fp);
+      regs.pc = pc.value();
+      regs_stale = false;
+    }
     detail::StepOutcome s = stepper.step(regs, pc);
     if (!s.stepped && s.reason == StopReason::kNoSFrameForPc) s = extra.step(regs, pc);
     if (!s.stepped) {
@@ -261,6 +271,14 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
     prev_cfa = s.cfa;
     have_prev = true;
     unchecked = s.cfa_unchecked;
+    cur_sp = regs.dwarf[kSp];
+    cur_fp = regs.dwarf[kFp];
+    fp_ok = regs.has(kFp);
+    if (!regs.has(kSp)) {
+      res.reason = BacktraceStop::kBadRule;
+      res.address = pc.value();
+      break;
+    }
     if (pc.value() == 0) {
       res.reason = BacktraceStop::kZeroPc;
       break;
