@@ -110,11 +110,14 @@ void backtrace_register_thread();
 /// the caller of backtrace() first, outermost frame last. Returns the number
 /// of addresses written (at most out.size()). Async-signal-safe once
 /// backtrace_init() has run and the thread is registered; otherwise it
-/// performs them first (not async-signal-safe).
-std::size_t backtrace(std::span<void*> out) noexcept;
+/// performs them first (not async-signal-safe). Inline so that the walk
+/// starts in the caller's frame (the registers are taken by a small assembly
+/// entry, sframepp_backtrace_here); called through a pointer, its own frame
+/// comes first.
+[[gnu::always_inline]] inline std::size_t backtrace(std::span<void*> out) noexcept;
 
 /// Same as backtrace(out), with the reason the walk ended.
-BacktraceResult backtrace_ex(std::span<void*> out) noexcept;
+[[gnu::always_inline]] inline BacktraceResult backtrace_ex(std::span<void*> out) noexcept;
 
 /// Walks from the registers of `uc` (as given to an SA_SIGINFO handler):
 /// frame 0 is the interrupted PC (exact), followed by its callers. The
@@ -143,5 +146,25 @@ BacktraceCacheStats backtrace_stats() noexcept;
 
 /// Empties the calling thread's rule cache (benchmarks: cold walks).
 void backtrace_flush_cache() noexcept;
+
+}  // namespace sframe
+
+/// The entry behind sframe::backtrace(): walks from its caller's frame
+/// (frame 0 = the return address into the caller). Not for direct use.
+extern "C" void sframepp_backtrace_here(void** out, std::size_t size, sframe::BacktraceResult* result) noexcept;
+
+namespace sframe {
+
+inline BacktraceResult backtrace_ex(std::span<void*> out) noexcept {
+  BacktraceResult r;
+  sframepp_backtrace_here(out.data(), out.size(), &r);
+  return r;
+}
+
+inline std::size_t backtrace(std::span<void*> out) noexcept {
+  BacktraceResult r;
+  sframepp_backtrace_here(out.data(), out.size(), &r);
+  return r.size;
+}
 
 }  // namespace sframe

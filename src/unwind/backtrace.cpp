@@ -36,27 +36,26 @@ std::string_view describe(BacktraceStop r) noexcept {
 
 #if defined(__x86_64__) && defined(__linux__)
 
-// Captures the registers of its caller as they are right after the call
-// returns: PC = the return address, SP = the address above it, and RBP.
-// Written in assembly so that frame 0 is exact whatever the compiler does
-// with the C++ around it.
-extern "C" void sframepp_bt_capture(std::uint64_t* regs) noexcept;
+// sframepp_backtrace_here(out, size, result): takes its caller's registers
+// as they are right after the call returns (PC = the return address, SP =
+// the address above it, RBP) and jumps to the walk with them, so frame 0 is
+// the caller's whatever the compiler does with the C++ around it.
+extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept
+    __attribute__((visibility("hidden")));
 asm(R"(
   .text
   .p2align 4
-  .globl sframepp_bt_capture
-  .hidden sframepp_bt_capture
-  .type sframepp_bt_capture,@function
-sframepp_bt_capture:
+  .globl sframepp_backtrace_here
+  .type sframepp_backtrace_here,@function
+sframepp_backtrace_here:
   .cfi_startproc
-  movq (%rsp), %rax
-  movq %rax, 0(%rdi)
-  leaq 8(%rsp), %rax
-  movq %rax, 8(%rdi)
-  movq %rbp, 16(%rdi)
-  ret
+  movq (%rsp), %rcx
+  leaq 8(%rsp), %r8
+  movq %rbp, %r9
+  jmp sframepp_backtrace_walk
   .cfi_endproc
-  .size sframepp_bt_capture, .-sframepp_bt_capture
+  .size sframepp_backtrace_here, .-sframepp_backtrace_here
 )");
 
 namespace sframe::bt {
@@ -112,19 +111,15 @@ class TableGuard {
   const Table* table_;
 };
 
-// At most this many frames of our own are stepped over before the caller's.
-constexpr int kMaxSkip = 16;
-
 /// Walks from frame `pc` (exact or return address) with SP/FP; writes
-/// addresses from the frame whose PC is `first` on (0: from the start).
+/// every frame's address from the first on.
 /// `here` is an address in the current frame: the stack from it up is mapped.
-BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp, std::uint64_t first,
-                     std::uint64_t here) noexcept {
+BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp, std::uint64_t here) noexcept {
   BacktraceResult res;
   ThreadState* st = thread_state();
   if (!st) {
     res.reason = BacktraceStop::kNoStackBounds;
-    if (first == 0 && !out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
+    if (!out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
     return res;
   }
   TableGuard guard;
@@ -178,20 +173,15 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
   detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
   const std::span<const AddressRange> tramps = table->trampolines;
-  bool recording = first == 0;
-  int skipped = 0;
   std::uint64_t prev_cfa = 0;
   bool have_prev = false;
   bool unchecked = false;
   for (;;) {
-    if (!recording && (pc.value() == first || ++skipped > kMaxSkip)) recording = true;
-    if (recording) {
-      if (res.size == out.size()) {
-        res.reason = BacktraceStop::kBufferFull;
-        break;
-      }
-      out[res.size++] = reinterpret_cast<void*>(pc.value());
+    if (res.size == out.size()) {
+      res.reason = BacktraceStop::kBufferFull;
+      break;
     }
+    out[res.size++] = reinterpret_cast<void*>(pc.value());
 
     // Fast path: a cached DEFAULT rule with the RA on the stack, evaluated
     // here on SP/FP alone (what the core's Stepper does, without expanding
@@ -291,16 +281,6 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   return res;
 }
 
-// The entry for walks of the current stack: never inlined, so that its own
-// frame (and its callers' inside the library) are skipped by matching the
-// return address the public function saw.
-[[gnu::noinline]] BacktraceResult walk_current(std::span<void*> out, std::uint64_t caller_ra) noexcept {
-  std::uint64_t regs[3];
-  sframepp_bt_capture(regs);
-  return walk(out, CodeAddress::return_address(regs[0]), regs[1], regs[2], caller_ra,
-              reinterpret_cast<std::uint64_t>(&regs));
-}
-
 // Lazy setup for the plain entry points (documented as not AS-safe).
 void ensure_ready() noexcept {
   if (!thread_state()) backtrace_register_thread();
@@ -317,45 +297,38 @@ void ensure_ready() noexcept {
 
 namespace sframe {
 
-BacktraceResult backtrace_ex(std::span<void*> out) noexcept {
-  bt::ensure_ready();
-  const auto ra = reinterpret_cast<std::uint64_t>(__builtin_return_address(0));
-  BacktraceResult r = bt::walk_current(out, ra);
-  // Keeps this frame (no tail call), so walk_current can skip it.
-  asm volatile("" : : "r"(&r) : "memory");
-  return r;
-}
-
-std::size_t backtrace(std::span<void*> out) noexcept {
-  bt::ensure_ready();
-  const auto ra = reinterpret_cast<std::uint64_t>(__builtin_return_address(0));
-  const BacktraceResult r = bt::walk_current(out, ra);
-  asm volatile("" : : "r"(&r) : "memory");
-  return r.size;
-}
-
 BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept {
-  if (!uc) return backtrace_ex(out);
+  if (!uc) return backtrace_ex(out);  // inline: starts in this frame
   const greg_t* g = uc->uc_mcontext.gregs;
   int here = 0;
   return bt::walk(out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
-                  static_cast<std::uint64_t>(g[REG_RBP]), 0, reinterpret_cast<std::uint64_t>(&here));
+                  static_cast<std::uint64_t>(g[REG_RBP]), reinterpret_cast<std::uint64_t>(&here));
 }
 
 std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept { return backtrace_ex(out, uc).size; }
 
 BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   int here = 0;
-  return bt::walk(out, CodeAddress::exact(pc), sp, fp, 0, reinterpret_cast<std::uint64_t>(&here));
+  return bt::walk(out, CodeAddress::exact(pc), sp, fp, reinterpret_cast<std::uint64_t>(&here));
 }
 
 }  // namespace sframe
 
+extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  sframe::bt::ensure_ready();
+  int here = 0;
+  *result = sframe::bt::walk(std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
+                             reinterpret_cast<std::uint64_t>(&here));
+}
+
 #else  // not x86-64 Linux
 
+extern "C" void sframepp_backtrace_here(void**, std::size_t, sframe::BacktraceResult* result) noexcept {
+  *result = {0, sframe::BacktraceStop::kUnsupported, 0};
+}
+
 namespace sframe {
-BacktraceResult backtrace_ex(std::span<void*>) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
-std::size_t backtrace(std::span<void*>) noexcept { return 0; }
 BacktraceResult backtrace_ex(std::span<void*>, const ucontext_t*) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
 std::size_t backtrace(std::span<void*>, const ucontext_t*) noexcept { return 0; }
 BacktraceResult backtrace_from(std::span<void*>, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {
