@@ -363,7 +363,9 @@ struct CompactRule {
 };
 static_assert(sizeof(CompactRule) == 8 && std::is_trivially_copyable_v<CompactRule>);
 
-/// Direct-mapped cache: lookup PC -> CompactRule. Owned by the caller (one
+/// Two-way set-associative cache (a direct-mapped table of two-entry sets,
+/// so two hot PCs that hash alike do not evict each other on every walk):
+/// lookup PC -> CompactRule. Owned by the caller (one
 /// per thread or per unwinder: it is not thread-safe and needs no locks) over
 /// caller-provided storage of a power-of-two number of entries. Keyed by the
 /// runtime lookup PC; the whole cache is dropped when it is used with a
@@ -377,20 +379,28 @@ class RuleCache {
   };
   static_assert(sizeof(Entry) <= 16, "cache entries must stay within 16 bytes");
 
-  /// `storage.size()` must be a power of two (otherwise only the largest
-  /// power of two not above it is used); it must outlive the cache.
+  /// `storage.size()` should be a power of two, at least 2 (otherwise only
+  /// the largest power of two not above it is used; fewer than 2 entries
+  /// make a cache that never hits); it must outlive the cache.
   explicit RuleCache(std::span<Entry> storage) noexcept;
 
   /// Empties the cache if `generation` differs from the one it holds.
   void sync(std::uint64_t generation) noexcept;
   const CompactRule* lookup(std::uint64_t pc) const noexcept {
     if (entries_.empty()) return nullptr;
-    const Entry& e = entries_[slot(pc)];
-    return (e.pc == pc && (e.rule.flags & CompactRule::kValid)) ? &e.rule : nullptr;
+    const std::size_t b = set(pc);
+    const Entry& e0 = entries_[b];
+    if (e0.pc == pc && (e0.rule.flags & CompactRule::kValid)) return &e0.rule;
+    const Entry& e1 = entries_[b + 1];
+    if (e1.pc == pc && (e1.rule.flags & CompactRule::kValid)) return &e1.rule;
+    return nullptr;
   }
+  /// Inserts as the most recent entry of its set, evicting the older one.
   void insert(std::uint64_t pc, const CompactRule& r) noexcept {
     if (entries_.empty()) return;
-    Entry& e = entries_[slot(pc)];
+    const std::size_t b = set(pc);
+    entries_[b + 1] = entries_[b];
+    Entry& e = entries_[b];
     e.pc = pc;
     e.rule = r;
     e.rule.flags |= CompactRule::kValid;
@@ -401,10 +411,11 @@ class RuleCache {
   std::uint64_t misses = 0;
 
  private:
-  std::size_t slot(std::uint64_t pc) const noexcept {
+  // First entry of the pc's two-entry set.
+  std::size_t set(std::uint64_t pc) const noexcept {
     // Fibonacci hashing: return addresses cluster, their low bits do not
     // spread well on their own.
-    return static_cast<std::size_t>((pc * 0x9e3779b97f4a7c15ull) >> shift_) & mask_;
+    return (static_cast<std::size_t>((pc * 0x9e3779b97f4a7c15ull) >> shift_) & mask_) * 2;
   }
   std::span<Entry> entries_;
   std::size_t mask_ = 0;
@@ -412,10 +423,10 @@ class RuleCache {
   std::uint64_t generation_ = 0;
 };
 
-/// A RuleCache with its own storage of N entries (N a power of two).
+/// A RuleCache with its own storage of N entries (N a power of two, >= 2).
 template <std::size_t N>
 class StaticRuleCache : public RuleCache {
-  static_assert(N > 0 && (N & (N - 1)) == 0);
+  static_assert(N >= 2 && (N & (N - 1)) == 0);
 
  public:
   StaticRuleCache() noexcept : RuleCache(std::span<Entry>(storage_)) {}
