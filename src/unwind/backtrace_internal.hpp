@@ -38,6 +38,8 @@ struct ModuleData {
   /// assembled without --gsframe, static libraries linked in).
   OwnedSection extra;
   bool generated = false;
+  /// Signal trampolines found in the module's code (glibc __restore_rt).
+  std::vector<AddressRange> trampolines;
 };
 
 /// An immutable snapshot of the loaded modules, published through an atomic
@@ -49,7 +51,7 @@ struct Table {
   /// The modules' `extra` sections, looked up when `map` has no FDE.
   std::vector<Module> extra_storage;
   ModuleMap extra_map{std::span<Module>()};
-  /// Signal trampolines found in the modules' code (glibc __restore_rt).
+  /// The modules' signal trampolines.
   std::vector<AddressRange> trampolines;
   unsigned long long adds = 0;
   unsigned long long subs = 0;

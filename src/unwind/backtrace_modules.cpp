@@ -123,6 +123,7 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   d->name = m.name;
   d->bias = m.bias;
   d->range = range;
+  find_trampolines(m, d->trampolines);
   for (const ElfW(Phdr)& p : m.phdrs) {
     if (p.p_type != kPtGnuSframe || p.p_memsz == 0 || opt.always_generate) continue;
     const auto* at = reinterpret_cast<const std::byte*>(m.bias + p.p_vaddr);
@@ -172,7 +173,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
       for (const auto& od : old->data)
         if (od->name == m.name && od->bias == m.bias && od->range == *range) d = od;
     if (!d) d = build_module(m, *range, t->options, &first_error);
-    find_trampolines(m, t->trampolines);
+    t->trampolines.insert(t->trampolines.end(), d->trampolines.begin(), d->trampolines.end());
     t->data.push_back(std::move(d));
   }
   // The map's Modules view the shared data, which outlives the table.

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -372,8 +373,9 @@ TEST_P(BacktraceTest, DlopenNeedsRefresh) {
   Traces stale;
   fn(5, store_capture, &stale);
   // Before the refresh the library is unknown: the walk must end there (or
-  // be carried on by the frame-pointer fallback), never crash.
-  EXPECT_LT(stale.ours.size(), stale.glibc.size());
+  // be carried on, wrongly, by the frame-pointer fallback), never crash.
+  EXPECT_TRUE(stale.result.reason != sframe::BacktraceStop::kOutermost || stale.ours.size() != stale.glibc.size())
+      << dump(stale.ours);
   ASSERT_TRUE(sframe::backtrace_refresh());
   EXPECT_EQ(sframe::backtrace_stats().modules, modules + 1);
   Traces t;
@@ -382,6 +384,88 @@ TEST_P(BacktraceTest, DlopenNeedsRefresh) {
   dlclose(h);
   ASSERT_TRUE(sframe::backtrace_refresh());
   EXPECT_EQ(sframe::backtrace_stats().modules, modules);
+}
+
+// --- module table swapped under signals ---
+
+// SIGPROF hits whichever thread runs, the rebuilding one included, while
+// the main thread rebuilds and republishes the module table over and over:
+// every walk must see a whole table. libunwind cannot serve as the reference
+// in this handler (it deadlocks on the loader lock when the signal lands in
+// dl_iterate_phdr), so each thread's callers are traced beforehand and
+// checked against glibc and libunwind, and each walk in the handler must end
+// in exactly those frames, at the outermost one.
+std::atomic<int> g_prof_ok{0}, g_prof_bad{0};
+std::atomic<bool> g_prof_on{false};
+struct ProfRef {
+  void* frames[kMax];
+  int n = 0;  // the thread's callers (a trace without its frame 0)
+};
+thread_local ProfRef* t_prof_ref = nullptr;
+
+void on_prof(int, siginfo_t*, void*) {
+  const ProfRef* ref = t_prof_ref;
+  if (!g_prof_on.load() || !ref) return;
+  void* ours[kMax];
+  const sframe::BacktraceResult r = sframe::backtrace_ex(std::span<void*>(ours, kMax));
+  const int n = static_cast<int>(r.size);
+  bool same = r.reason == sframe::BacktraceStop::kOutermost && n > ref->n;
+  for (int i = 0; same && i < ref->n; ++i) same = ours[n - ref->n + i] == ref->frames[i];
+  (same ? g_prof_ok : g_prof_bad).fetch_add(1);
+}
+
+// This thread's callers, checked against both references.
+[[gnu::noinline]] void make_ref(ProfRef& ref) {
+  const Traces t = capture();
+  // Frames: capture_raw, capture, make_ref, its caller (at another call
+  // site than when the signal lands), then the callers of that.
+  ASSERT_GT(t.glibc.size(), 5u);
+  expect_all_agree(t, 5);
+  ref.n = static_cast<int>(t.ours.size()) - 4;
+  std::copy(t.ours.begin() + 4, t.ours.end(), ref.frames);
+}
+
+TEST_P(BacktraceTest, SignalsDuringRefresh) {
+  install(SIGPROF, on_prof, false);
+  g_prof_ok = g_prof_bad = 0;
+  auto main_ref = std::make_unique<ProfRef>();
+  make_ref(*main_ref);
+  std::atomic<bool> stop{false}, ready{false};
+  std::thread spinner([&] {
+    sframe::backtrace_register_thread();
+    auto ref = std::make_unique<ProfRef>();
+    make_ref(*ref);
+    t_prof_ref = ref.get();
+    ready = true;
+    unsigned x = 1;
+    while (!stop.load(std::memory_order_relaxed)) x = callee_mix(spin_leaf(x));
+    t_prof_ref = nullptr;
+    g_sink.fetch_add(static_cast<int>(x & 1));
+  });
+  while (!ready.load()) std::this_thread::yield();
+  t_prof_ref = main_ref.get();
+  g_prof_on = true;
+  itimerval it{};
+  it.it_interval.tv_usec = 500;
+  it.it_value.tv_usec = 500;
+  setitimer(ITIMER_PROF, &it, nullptr);
+  // Until enough signals have landed (the timer ticks at the kernel's rate
+  // of process CPU time), or 10 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int rebuilds = 0;
+  while (g_prof_ok.load() + g_prof_bad.load() < 100 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(sframe::backtrace_init(GetParam().options));
+    ++rebuilds;
+  }
+  it = {};
+  setitimer(ITIMER_PROF, &it, nullptr);
+  g_prof_on = false;
+  t_prof_ref = nullptr;
+  stop = true;
+  spinner.join();
+  signal(SIGPROF, SIG_DFL);
+  EXPECT_GT(g_prof_ok.load(), 10) << rebuilds << " rebuilds";
+  EXPECT_EQ(g_prof_bad.load(), 0) << "of " << g_prof_ok.load() + g_prof_bad.load();
 }
 
 // --- hostile stacks ---
