@@ -397,6 +397,7 @@ TEST_P(BacktraceTest, DlopenNeedsRefresh) {
 // in exactly those frames, at the outermost one.
 std::atomic<int> g_prof_ok{0}, g_prof_bad{0};
 std::atomic<bool> g_prof_on{false};
+std::atomic<int> g_walk_bad{0};
 struct ProfRef {
   void* frames[kMax];
   int n = 0;  // the thread's callers (a trace without its frame 0)
@@ -427,7 +428,7 @@ void on_prof(int, siginfo_t*, void*) {
 
 TEST_P(BacktraceTest, SignalsDuringRefresh) {
   install(SIGPROF, on_prof, false);
-  g_prof_ok = g_prof_bad = 0;
+  g_prof_ok = g_prof_bad = g_walk_bad = 0;
   auto main_ref = std::make_unique<ProfRef>();
   make_ref(*main_ref);
   std::atomic<bool> stop{false}, ready{false};
@@ -437,10 +438,17 @@ TEST_P(BacktraceTest, SignalsDuringRefresh) {
     make_ref(*ref);
     t_prof_ref = ref.get();
     ready = true;
-    unsigned x = 1;
-    while (!stop.load(std::memory_order_relaxed)) x = callee_mix(spin_leaf(x));
+    // Walks all the time, so that signals also land inside a walk (the
+    // nested walk must then leave the thread's rule cache alone).
+    while (!stop.load(std::memory_order_relaxed)) {
+      void* out[kMax];
+      const sframe::BacktraceResult r = sframe::backtrace_ex(std::span<void*>(out, kMax));
+      const int n = static_cast<int>(r.size);
+      bool same = r.reason == sframe::BacktraceStop::kOutermost && n > ref->n;
+      for (int i = 0; same && i < ref->n; ++i) same = out[n - ref->n + i] == ref->frames[i];
+      if (!same) g_walk_bad.fetch_add(1);
+    }
     t_prof_ref = nullptr;
-    g_sink.fetch_add(static_cast<int>(x & 1));
   });
   while (!ready.load()) std::this_thread::yield();
   t_prof_ref = main_ref.get();
@@ -466,6 +474,20 @@ TEST_P(BacktraceTest, SignalsDuringRefresh) {
   signal(SIGPROF, SIG_DFL);
   EXPECT_GT(g_prof_ok.load(), 10) << rebuilds << " rebuilds";
   EXPECT_EQ(g_prof_bad.load(), 0) << "of " << g_prof_ok.load() + g_prof_bad.load();
+  EXPECT_EQ(g_walk_bad.load(), 0);
+}
+
+TEST_P(BacktraceTest, UnregisteredThreadInHandlerPathStopsCleanly) {
+  // A thread that never registered: the ucontext/register entry points do
+  // not register it (that is not async-signal-safe) and say so.
+  sframe::BacktraceResult r{};
+  std::thread([&] {
+    void* out[8];
+    r = sframe::backtrace_from(out, reinterpret_cast<std::uint64_t>(&capture),
+                               reinterpret_cast<std::uint64_t>(__builtin_frame_address(0)), 0);
+  }).join();
+  EXPECT_EQ(r.reason, sframe::BacktraceStop::kNoStackBounds);
+  EXPECT_EQ(r.size, 1u);
 }
 
 // --- hostile stacks ---
