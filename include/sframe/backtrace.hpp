@@ -5,9 +5,13 @@
 // a section generated from the module's .eh_frame (sframe::cfi::generate) at
 // initialisation. After backtrace_init() on the process and
 // backtrace_register_thread() on each thread, a walk allocates nothing, takes
-// no lock, calls no interposable libc function except sigaltstack(2) (a bare
-// system call), and reads memory only inside the current thread's stack and
-// its alternate signal stack: it is async-signal-safe.
+// no lock, calls no libc function (except sigaltstack(2), a bare system call,
+// when it runs on the alternate signal stack), and reads memory only inside
+// the current thread's stack and its alternate signal stack, never the
+// modules' own mappings (sections are copied at init): it is
+// async-signal-safe. Each thread has its own rule cache (compact rules of
+// the unwind core, 4096 entries); a walk that interrupts another walk on the
+// same thread goes without it.
 //
 // Addresses returned: frame 0 is the return address into the caller of
 // backtrace() (or, for the ucontext_t variant, the exact interrupted PC);

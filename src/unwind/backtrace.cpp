@@ -140,7 +140,10 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
         here - reinterpret_cast<std::uint64_t>(ss.ss_sp) < ss.ss_size) {
       mem.ranges[mem.count++] = {here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size};
     } else if (st->grows && here < thread.begin && here >= st->limit) {
+      // Stack mappings never shrink: later walks (from the alternate
+      // stack, say) may read this deep too.
       thread.begin = here;
+      st->lo = here;
     }
   }
   mem.ranges[mem.count++] = thread;
