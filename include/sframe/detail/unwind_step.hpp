@@ -1,6 +1,8 @@
 // sframepp: the unwind loop (templated over the memory reader so that the
 // in-process reader inlines). Included by sframe/unwind.hpp; not a public
-// header on its own.
+// header on its own. Stepper, StepOutcome, in_ranges, strip_pauth and
+// frame_of are used by the in-process backtrace and the `sframe stack` tool
+// to build their own loops: keep their shape stable.
 #pragma once
 
 #include "sframe/unwind.hpp"
@@ -35,35 +37,6 @@ struct LookedUpRules {
 /// async-signal-safe. Defined in src/unwind/rules.cpp.
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept;
 
-/// Expands a cached CompactRule to the row form evaluate() reads.
-inline FrameRow expand(const CompactRule& c, Arch arch) noexcept {
-  const ArchRegs ar = arch_regs(arch);
-  FrameRow r;
-  r.cfa.kind = Rule::Kind::kExpr;
-  r.cfa.base = Rule::Base::kRegister;
-  r.cfa.regnum = (c.flags & CompactRule::kCfaBaseFp) ? ar.fp : ar.sp;
-  r.cfa.offset = c.cfa_offset;
-  if (c.flags & CompactRule::kRaOnStack) {
-    r.ra.kind = Rule::Kind::kExpr;
-    r.ra.base = Rule::Base::kCfa;
-    r.ra.deref = true;
-    r.ra.offset = c.ra_offset_by_8 * 8;
-  } else if (c.flags & CompactRule::kRaUndefined) {
-    r.ra.kind = Rule::Kind::kUndefined;
-    r.ra_undefined = true;
-  } else {
-    r.ra.kind = Rule::Kind::kUnchanged;
-  }
-  if (c.flags & CompactRule::kFpOnStack) {
-    r.fp.kind = Rule::Kind::kExpr;
-    r.fp.base = Rule::Base::kCfa;
-    r.fp.deref = true;
-    r.fp.offset = c.fp_offset_by_8 * 8;
-  }
-  r.ra_mangled = (c.flags & CompactRule::kRaMangled) != 0;
-  return r;
-}
-
 /// AArch64 PAuth: drop the signature in the bits above the VA width
 /// (sign-extending bit 55, which selects the address-space half), keeping
 /// the top byte when top-byte-ignore applies. Pure bit arithmetic: no
@@ -75,8 +48,10 @@ inline std::uint64_t strip_pauth(std::uint64_t ra, const UnwindOptions& o) noexc
   return ((ra >> 55) & 1) ? (ra | pac) : (ra & ~pac);
 }
 
-/// Outcome of one step.
+/// Outcome of one Stepper::step().
 struct StepOutcome {
+  /// True: the registers and PC now describe the caller. False: `reason`,
+  /// `address` and `error` say why not (as in UnwindResult).
   bool stepped = false;
   StopReason reason = StopReason::kOutermost;
   std::uint64_t address = 0;
@@ -116,7 +91,10 @@ bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
 }
 
 /// The one-frame stepper: `regs`/`pc` describe the current frame and are
-/// replaced by the caller's on success.
+/// replaced by the caller's on success. Does not check that the CFA
+/// increases, nor a zero PC, nor the depth: the loop around it does (see
+/// unwind()). Async-signal-safe when M::read_word is; holds references to
+/// its arguments, which must outlive it.
 template <MemoryReader M>
 class Stepper {
  public:
@@ -385,7 +363,7 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
       regs_in.arch == Arch::kS390x ? static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : 0;
   // Rules the fast path below leaves to the Stepper.
   constexpr std::uint16_t kSlowRule = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaUndefined;
-  const bool fast_ok = cache && options.signal_trampolines.empty();
+  const bool fast_ok = cache != nullptr;
 
   // The state of the current frame. On the fast path only SP and FP are
   // known, kept in scalars (`regs` is brought up to date lazily before a
@@ -414,7 +392,9 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
   for (;;) {
     std::uint64_t cfa;
     std::uint8_t caller_flags = 0;
-    const CompactRule* c = fast_ok ? cache->lookup(pc.lookup_pc()) : nullptr;
+    const CompactRule* c = fast_ok && !detail::in_ranges(options.signal_trampolines, pc.value())
+                               ? cache->lookup(pc.lookup_pc())
+                               : nullptr;
     if (c && !(c->flags & kSlowRule)) {
       // The hot path: a cached DEFAULT rule needing only SP/FP (the same
       // semantics as Stepper::apply_compact).
@@ -452,8 +432,11 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
         regs.pc = pc.value();
         regs_stale = false;
       }
-      const detail::StepOutcome s = stepper.step(regs, pc);
+      // Through a copy: `pc` itself stays out of memory on the fast path.
+      CodeAddress step_pc = pc;
+      const detail::StepOutcome s = stepper.step(regs, step_pc);
       if (!s.stepped) return finish(n, s.reason, s.address, s.error);
+      pc = step_pc;
       out[n - 1].flags |= s.this_flags;
       // Strictly up the stack; the trampoline's CFA may equal its handler's
       // (both are the address of the ucontext), and the frame after a signal
