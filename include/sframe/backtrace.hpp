@@ -128,7 +128,8 @@ void backtrace_register_thread();
 /// frames of the handler itself and of the signal trampoline are not
 /// included. Async-signal-safe; never initialises (kNotInitialized,
 /// kNoStackBounds instead: call backtrace_init() and
-/// backtrace_register_thread() beforehand).
+/// backtrace_register_thread() beforehand). A null `uc` walks from the
+/// calling frame, like backtrace(out).
 std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept;
 BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept;
 
