@@ -33,6 +33,9 @@
 #include <vector>
 
 #include "sframe/backtrace.hpp"
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+#include "sframe/lookup.hpp"
 
 extern "C" {
 typedef void (*bt_callback)(void*);
@@ -546,6 +549,38 @@ TEST_P(BacktraceTest, ReasonsAreReported) {
                                         reinterpret_cast<std::uint64_t>(heap.data()), 0);
   EXPECT_EQ(r.size, 1u);
   EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory);
+}
+
+// The generated PC-mask rule for .plt.got stubs (jmp *GOT; nothing pushed)
+// against the DWARF FDE ld wrote for them, read by libdw. A SIGALRM landing
+// in libasan's .plt.got exposed sp+16 here (what ld 2.40's own SFrame says).
+TEST(BacktraceGen, PltGotRuleMatchesDwarf) {
+  auto file = sframe::elf::ElfFile::open("/proc/self/exe");
+  ASSERT_TRUE(file);
+  std::optional<sframe::elf::SectionHeader> pltgot;
+  for (const auto& sh : file->sections())
+    if (sh.name == ".plt.got") pltgot = sh;
+  if (!pltgot) GTEST_SKIP() << "no .plt.got in this build";
+  auto fns = sframe::cfi::read_functions(*file);
+  ASSERT_TRUE(fns);
+  const sframe::cfi::Function* dwarf = nullptr;
+  for (const auto& f : *fns)
+    if (f.start == pltgot->address) dwarf = &f;
+  ASSERT_NE(dwarf, nullptr) << "ld wrote no FDE for .plt.got";
+  ASSERT_FALSE(dwarf->rows.empty());
+  const sframe::Rule want = dwarf->rows.front().row.cfa;
+  auto gen = sframe::cfi::generate(*file, sframe::Version::kV3, 0);
+  ASSERT_TRUE(gen);
+  auto bytes = sframe::encode(gen->spec);
+  ASSERT_TRUE(bytes);
+  auto s = sframe::Section::parse(*bytes, 0);
+  ASSERT_TRUE(s);
+  for (std::uint64_t pc = pltgot->address; pc < pltgot->address + pltgot->size; ++pc) {
+    auto m = sframe::find(*s, pc);
+    ASSERT_TRUE(m) << std::hex << pc;
+    EXPECT_EQ(m->row.cfa.regnum, want.regnum) << std::hex << pc;
+    EXPECT_EQ(m->row.cfa.offset, want.offset) << std::hex << pc;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sections, BacktraceTest,
