@@ -346,9 +346,12 @@ std::vector<FunctionSpec> plt_functions(const std::vector<elf::SectionHeader>& s
       f.rep_size = 16;
       f.rows = {sp_row(0, 8)};
     } else if (sh.name == ".plt.got") {
+      // jmp *GOT(%rip); xchg %ax,%ax: nothing is pushed, the CFA is rsp + 8
+      // as ld's DWARF (an FDE with the CIE's rules) says. ld 2.40's SFrame
+      // says sp+16, which sends an unwind interrupted there astray.
       f.size = size;
       f.rep_size = 8;
-      f.rows = {sp_row(0, 16)};
+      f.rows = {sp_row(0, 8)};
     } else {
       continue;
     }

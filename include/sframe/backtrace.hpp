@@ -1,0 +1,175 @@
+// sframepp: in-process, async-signal-safe stack traces from SFrame.
+//
+// sframe::backtrace() walks the calling thread's stack with the SFrame
+// sections of the loaded modules: PT_GNU_SFRAME where a module has one, else
+// a section generated from the module's .eh_frame (sframe::cfi::generate) at
+// initialisation. After backtrace_init() on the process and
+// backtrace_register_thread() on each thread, a walk allocates nothing, takes
+// no lock, calls no libc function (except sigaltstack(2), a bare system call,
+// when it runs on the alternate signal stack), and reads memory only inside
+// the current thread's stack and its alternate signal stack, never the
+// modules' own mappings (sections are copied at init): it is
+// async-signal-safe. Each thread has its own rule cache (compact rules of
+// the unwind core, 4096 entries); a walk that interrupts another walk on the
+// same thread goes without it.
+//
+// Addresses returned: frame 0 is the return address into the caller of
+// backtrace() (or, for the ucontext_t variant, the exact interrupted PC);
+// every further frame is a return address (RA, not RA-1), except the frame
+// right after a signal trampoline, which is the exact PC the signal
+// interrupted. This is what glibc's backtrace() and libunwind's
+// unw_backtrace() report, so the lists compare entry by entry. Symbolizers
+// wanting the call instruction should look up RA-1 for return addresses.
+//
+// x86-64 Linux only (the SFrame ABI the machine runs); elsewhere every walk
+// returns 0 frames with BacktraceStop::kUnsupported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "sframe/error.hpp"
+#include "sframe/format.hpp"
+
+struct ucontext_t;
+
+namespace sframe {
+
+/// Why a backtrace ended.
+#define SFRAME_BACKTRACE_STOPS(X)                                                                         \
+  X(kOutermost, "reached the outermost frame (RA undefined in _start or a thread's start routine)")     \
+  X(kBufferFull, "the output span is full")                                                              \
+  X(kNoSFrameForPc, "no module or no SFrame FDE covers the PC, and the frame-pointer fallback failed")   \
+  X(kCfaNotIncreasing, "the CFA did not move up the stack")                                              \
+  X(kUnreadableMemory, "a read fell outside the thread's stack and its alternate signal stack")         \
+  X(kBadRule, "the SFrame rule could not be evaluated or failed to decode")                             \
+  X(kZeroPc, "the recovered return address is 0")                                                        \
+  X(kNotInitialized, "backtrace_init() has not run (the ucontext_t variant never initialises)")         \
+  X(kNoStackBounds, "the thread never registered its stack bounds (backtrace_register_thread)")        \
+  X(kUnsupported, "not x86-64 Linux")
+enum class BacktraceStop : std::uint8_t {
+#define SFRAME_X(name, msg) name,
+  SFRAME_BACKTRACE_STOPS(SFRAME_X)
+#undef SFRAME_X
+};
+
+/// Identifier of a stop reason, e.g. "kOutermost".
+std::string_view backtrace_stop_name(BacktraceStop r) noexcept;
+/// Short English description of a stop reason.
+std::string_view describe(BacktraceStop r) noexcept;
+
+/// Outcome of a walk.
+struct BacktraceResult {
+  /// Addresses written to the output span.
+  std::size_t size = 0;
+  BacktraceStop reason = BacktraceStop::kOutermost;
+  /// kUnreadableMemory: the address; kNoSFrameForPc/kBadRule: the lookup PC;
+  /// kCfaNotIncreasing: the CFA; else 0.
+  std::uint64_t address = 0;
+};
+
+/// How backtrace_init() obtains SFrame for the modules.
+struct BacktraceOptions {
+  /// Version of the sections generated from .eh_frame: kV2 or kV3 (FLEX
+  /// FDEs, so more functions are covered).
+  Version generated_version = Version::kV3;
+  /// Generate from .eh_frame even for modules that have PT_GNU_SFRAME (to
+  /// test the generator against the assembler's sections).
+  bool always_generate = false;
+};
+
+/// One-time initialisation: builds the module table (every module of
+/// dl_iterate_phdr, with its PT_GNU_SFRAME section copied, or an SFrame v3
+/// section generated from its .eh_frame; the vDSO has neither and is walked
+/// through by the frame-pointer fallback), finds glibc's signal trampoline,
+/// and registers the calling thread. Not async-signal-safe: call it before
+/// installing signal handlers that take backtraces. Idempotent (a second call
+/// is a backtrace_refresh()). Errors: kIoError/kElfError when a module's file
+/// cannot be read (that module is then left without SFrame and walked by the
+/// frame-pointer fallback; the error of the first such module is returned,
+/// the table is still published). Calling it again with other options
+/// rebuilds every module's section.
+Expected<void> backtrace_init(const BacktraceOptions& options = {});
+
+/// Rebuilds the module table if modules were loaded or unloaded since the
+/// last build (dl_iterate_phdr's dlpi_adds/dlpi_subs), reusing the sections
+/// of modules still loaded. Call it after dlopen/dlclose; until then, frames
+/// in newly loaded modules end the walk (kNoSFrameForPc) or are walked by
+/// the frame-pointer fallback. The new table is published atomically; an old
+/// one is freed once no walk uses it. Not async-signal-safe. Same errors as
+/// backtrace_init().
+Expected<void> backtrace_refresh();
+
+/// Records the calling thread's stack bounds (pthread_getattr_np; for the
+/// main thread the mapping in /proc/self/maps) and gives it its own rule
+/// cache. Not async-signal-safe. backtrace_init() does it for its thread;
+/// backtrace() does it on first use in a thread, which is then not
+/// async-signal-safe: threads that take backtraces only from signal
+/// handlers must call it first. Freed at thread exit. Idempotent.
+void backtrace_register_thread();
+
+/// Writes the calling thread's call stack to `out`: the return address into
+/// the caller of backtrace() first, outermost frame last. Returns the number
+/// of addresses written (at most out.size()). Async-signal-safe once
+/// backtrace_init() has run and the thread is registered; otherwise it
+/// performs them first (not async-signal-safe). Inline so that the walk
+/// starts in the caller's frame (the registers are taken by a small assembly
+/// entry, sframepp_backtrace_here); called through a pointer, its own frame
+/// comes first.
+[[gnu::always_inline]] inline std::size_t backtrace(std::span<void*> out) noexcept;
+
+/// Same as backtrace(out), with the reason the walk ended.
+[[gnu::always_inline]] inline BacktraceResult backtrace_ex(std::span<void*> out) noexcept;
+
+/// Walks from the registers of `uc` (as given to an SA_SIGINFO handler):
+/// frame 0 is the interrupted PC (exact), followed by its callers. The
+/// frames of the handler itself and of the signal trampoline are not
+/// included. Async-signal-safe; never initialises (kNotInitialized,
+/// kNoStackBounds instead: call backtrace_init() and
+/// backtrace_register_thread() beforehand). A null `uc` walks from the
+/// calling frame, like backtrace(out).
+std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept;
+BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept;
+
+/// Walks from explicit x86-64 registers: `pc` exact, `sp` (RSP) and `fp`
+/// (RBP), reading only the calling thread's registered stack. For tests and
+/// for callers that captured registers themselves. Async-signal-safe under
+/// the same conditions as the ucontext_t variant.
+BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept;
+
+/// Counters of the calling thread's rule cache (for benchmarks and tests).
+struct BacktraceCacheStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::size_t modules = 0;
+  /// Modules whose SFrame was generated from .eh_frame at init.
+  std::size_t generated = 0;
+};
+BacktraceCacheStats backtrace_stats() noexcept;
+
+/// Empties the calling thread's rule cache (benchmarks: cold walks).
+void backtrace_flush_cache() noexcept;
+
+}  // namespace sframe
+
+/// The entry behind sframe::backtrace(): walks from its caller's frame
+/// (frame 0 = the return address into the caller). Not for direct use.
+extern "C" void sframepp_backtrace_here(void** out, std::size_t size, sframe::BacktraceResult* result) noexcept;
+
+namespace sframe {
+
+inline BacktraceResult backtrace_ex(std::span<void*> out) noexcept {
+  BacktraceResult r;
+  sframepp_backtrace_here(out.data(), out.size(), &r);
+  return r;
+}
+
+inline std::size_t backtrace(std::span<void*> out) noexcept {
+  BacktraceResult r;
+  sframepp_backtrace_here(out.data(), out.size(), &r);
+  return r.size;
+}
+
+}  // namespace sframe

@@ -1,0 +1,342 @@
+// sframepp: the in-process walk behind sframe::backtrace(). Async-signal-safe:
+// no allocation, no locks, no exceptions; reads only the thread's stack and
+// its alternate signal stack.
+#include <signal.h>
+#include <ucontext.h>
+
+#include <cstring>
+
+#include "backtrace_internal.hpp"
+
+namespace sframe {
+
+std::string_view backtrace_stop_name(BacktraceStop r) noexcept {
+  switch (r) {
+#define SFRAME_X(name, msg) \
+  case BacktraceStop::name: \
+    return #name;
+    SFRAME_BACKTRACE_STOPS(SFRAME_X)
+#undef SFRAME_X
+  }
+  return "unknown";
+}
+
+std::string_view describe(BacktraceStop r) noexcept {
+  switch (r) {
+#define SFRAME_X(name, msg) \
+  case BacktraceStop::name: \
+    return msg;
+    SFRAME_BACKTRACE_STOPS(SFRAME_X)
+#undef SFRAME_X
+  }
+  return "unknown";
+}
+
+}  // namespace sframe
+
+#if defined(__x86_64__) && defined(__linux__)
+
+// sframepp_backtrace_here(out, size, result): takes its caller's registers
+// as they are right after the call returns (PC = the return address, SP =
+// the address above it, RBP) and jumps to the walk with them, so frame 0 is
+// the caller's whatever the compiler does with the C++ around it.
+extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept
+    __attribute__((visibility("hidden")));
+asm(R"(
+  .text
+  .p2align 4
+  .globl sframepp_backtrace_here
+  .type sframepp_backtrace_here,@function
+sframepp_backtrace_here:
+  .cfi_startproc
+  movq (%rsp), %rcx
+  leaq 8(%rsp), %r8
+  movq %rbp, %r9
+  jmp sframepp_backtrace_walk
+  .cfi_endproc
+  .size sframepp_backtrace_here, .-sframepp_backtrace_here
+)");
+
+namespace sframe::bt {
+namespace {
+
+/// Reads words only inside the given stack ranges. The no_sanitize: a walk
+/// reads other frames' slots, which AddressSanitizer may hold poisoned
+/// (redzones of live locals); the bounds are checked here instead.
+struct StackReader {
+  AddressRange ranges[2];
+  unsigned count = 0;
+
+  [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
+    for (unsigned i = 0; i < count; ++i) {
+      const AddressRange& r = ranges[i];
+      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) {
+        std::uint64_t v;
+        std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+};
+static_assert(MemoryReader<StackReader>);
+
+BacktraceStop stop_of(StopReason r) noexcept {
+  switch (r) {
+    case StopReason::kOutermost: return BacktraceStop::kOutermost;
+    case StopReason::kNoSFrameForPc: return BacktraceStop::kNoSFrameForPc;
+    case StopReason::kCfaNotIncreasing: return BacktraceStop::kCfaNotIncreasing;
+    case StopReason::kUnreadableMemory: return BacktraceStop::kUnreadableMemory;
+    case StopReason::kDepthLimit: return BacktraceStop::kBufferFull;
+    case StopReason::kBadRule: return BacktraceStop::kBadRule;
+    case StopReason::kZeroPc: return BacktraceStop::kZeroPc;
+  }
+  return BacktraceStop::kBadRule;
+}
+
+// Holds the walker count up while a table is in use (see rebuild()).
+class TableGuard {
+ public:
+  TableGuard() noexcept {
+    g_walkers.fetch_add(1);
+    table_ = g_table.load();
+  }
+  ~TableGuard() { g_walkers.fetch_sub(1); }
+  TableGuard(const TableGuard&) = delete;
+  TableGuard& operator=(const TableGuard&) = delete;
+  const Table* get() const noexcept { return table_; }
+
+ private:
+  const Table* table_;
+};
+
+/// Walks from frame `pc` (exact or return address) with SP/FP; writes
+/// every frame's address from the first on.
+/// `here` is an address in the current frame: the stack from it up is mapped.
+BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp, std::uint64_t here) noexcept {
+  BacktraceResult res;
+  ThreadState* st = thread_state();
+  if (!st) {
+    res.reason = BacktraceStop::kNoStackBounds;
+    if (!out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
+    return res;
+  }
+  TableGuard guard;
+  const Table* table = guard.get();
+  if (!table) {
+    res.reason = BacktraceStop::kNotInitialized;
+    return res;
+  }
+
+  StackReader mem;
+  AddressRange thread{st->lo, st->hi};
+  if (!thread.contains(here)) {
+    // Either a handler running on the alternate signal stack (the one case
+    // that pays for a system call), or the main thread's stack grew below
+    // its registered bottom (everything above the current frame is mapped).
+    stack_t ss;
+    if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+        here - reinterpret_cast<std::uint64_t>(ss.ss_sp) < ss.ss_size) {
+      mem.ranges[mem.count++] = {here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size};
+    } else if (st->grows && here < thread.begin && here >= st->limit) {
+      // Stack mappings never shrink: later walks (from the alternate
+      // stack, say) may read this deep too.
+      thread.begin = here;
+      st->lo = here;
+    }
+  }
+  mem.ranges[mem.count++] = thread;
+
+  // The native sections first; where they have no FDE, the sections
+  // generated for the same modules, then the frame-pointer convention.
+  UnwindOptions opt;
+  opt.fp_fallback = false;
+  opt.detect_sigreturn_code = false;
+  opt.signal_trampolines = table->trampolines;
+  UnwindOptions extra_opt = opt;
+  extra_opt.fp_fallback = true;
+
+  // A walk that interrupted another on this thread leaves the cache alone.
+  RuleCache* cache = nullptr;
+  if (!st->busy) {
+    st->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    cache = &st->cache;
+    cache->sync(table->map.generation());
+  }
+
+  constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
+  // SP/FP live in locals on the fast path (no store-to-load forwarding on
+  // the per-frame dependency chain); `regs` is refreshed from them only
+  // when the core's Stepper takes a frame.
+  std::uint64_t cur_sp = sp, cur_fp = fp;
+  bool fp_ok = true, regs_stale = false;
+  Regs regs = Regs::amd64(pc.value(), sp, fp);
+  detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
+  detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
+  const std::span<const AddressRange> tramps = table->trampolines;
+  std::uint64_t prev_cfa = 0;
+  bool have_prev = false;
+  bool unchecked = false;
+  for (;;) {
+    if (res.size == out.size()) {
+      res.reason = BacktraceStop::kBufferFull;
+      break;
+    }
+    out[res.size++] = reinterpret_cast<void*>(pc.value());
+
+    // Fast path: a cached DEFAULT rule with the RA on the stack, evaluated
+    // here on SP/FP alone (what the core's Stepper does, without expanding
+    // the rule to a FrameRow over the full register set).
+    if (cache && !detail::in_ranges(tramps, pc.value())) {
+      const CompactRule* c = cache->lookup(pc.lookup_pc());
+      constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
+      if (c && !(c->flags & kSlow)) {
+        const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
+        if (!fp_based || fp_ok) {
+          ++cache->hits;
+          if (c->flags & CompactRule::kRaUndefined) {
+            res.reason = BacktraceStop::kOutermost;
+            break;
+          }
+          const std::uint64_t cfa = (fp_based ? cur_fp : cur_sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
+          const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
+          const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
+          if (!ra) {
+            res.reason = BacktraceStop::kUnreadableMemory;
+            res.address = ra_at;
+            break;
+          }
+          if (c->flags & CompactRule::kFpOnStack) {
+            const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
+            const std::optional<std::uint64_t> f = mem.read_word(fp_at);
+            if (!f) {
+              res.reason = BacktraceStop::kUnreadableMemory;
+              res.address = fp_at;
+              break;
+            }
+            cur_fp = *f;
+            fp_ok = true;
+          }
+          if (have_prev && !unchecked && cfa <= prev_cfa) {
+            res.reason = BacktraceStop::kCfaNotIncreasing;
+            res.address = cfa;
+            break;
+          }
+          prev_cfa = cfa;
+          have_prev = true;
+          unchecked = false;
+          cur_sp = cfa;
+          regs_stale = true;
+          pc = CodeAddress::return_address(*ra);
+          if (*ra == 0) {
+            res.reason = BacktraceStop::kZeroPc;
+            break;
+          }
+          continue;
+        }
+      }
+    }
+
+    if (regs_stale) {
+      regs.valid = 0;
+      regs.set(kSp, cur_sp);
+      if (fp_ok) regs.set(kFp, cur_fp);
+      regs.pc = pc.value();
+      regs_stale = false;
+    }
+    detail::StepOutcome s = stepper.step(regs, pc);
+    if (!s.stepped && s.reason == StopReason::kNoSFrameForPc) s = extra.step(regs, pc);
+    if (!s.stepped) {
+      res.reason = stop_of(s.reason);
+      res.address = s.address;
+      break;
+    }
+    // Strictly up the stack, except across a signal frame (the trampoline's
+    // CFA equals its handler's; the interrupted code may be on another stack).
+    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
+      res.reason = BacktraceStop::kCfaNotIncreasing;
+      res.address = s.cfa;
+      break;
+    }
+    prev_cfa = s.cfa;
+    have_prev = true;
+    unchecked = s.cfa_unchecked;
+    cur_sp = regs.dwarf[kSp];
+    cur_fp = regs.dwarf[kFp];
+    fp_ok = regs.has(kFp);
+    if (!regs.has(kSp)) {
+      res.reason = BacktraceStop::kBadRule;
+      res.address = pc.value();
+      break;
+    }
+    if (pc.value() == 0) {
+      res.reason = BacktraceStop::kZeroPc;
+      break;
+    }
+  }
+  if (cache) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    st->busy = 0;
+  }
+  return res;
+}
+
+// Lazy setup for the plain entry points (documented as not AS-safe).
+void ensure_ready() noexcept {
+  if (!thread_state()) backtrace_register_thread();
+  if (!g_table.load()) {
+    try {
+      (void)backtrace_init();
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sframe::bt
+
+namespace sframe {
+
+BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept {
+  if (!uc) return backtrace_ex(out);  // inline: starts in this frame
+  const greg_t* g = uc->uc_mcontext.gregs;
+  int here = 0;
+  return bt::walk(out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
+                  static_cast<std::uint64_t>(g[REG_RBP]), reinterpret_cast<std::uint64_t>(&here));
+}
+
+std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept { return backtrace_ex(out, uc).size; }
+
+BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  int here = 0;
+  return bt::walk(out, CodeAddress::exact(pc), sp, fp, reinterpret_cast<std::uint64_t>(&here));
+}
+
+}  // namespace sframe
+
+extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  sframe::bt::ensure_ready();
+  int here = 0;
+  *result = sframe::bt::walk(std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
+                             reinterpret_cast<std::uint64_t>(&here));
+}
+
+#else  // not x86-64 Linux
+
+extern "C" void sframepp_backtrace_here(void**, std::size_t, sframe::BacktraceResult* result) noexcept {
+  *result = {0, sframe::BacktraceStop::kUnsupported, 0};
+}
+
+namespace sframe {
+BacktraceResult backtrace_ex(std::span<void*>, const ucontext_t*) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
+std::size_t backtrace(std::span<void*>, const ucontext_t*) noexcept { return 0; }
+BacktraceResult backtrace_from(std::span<void*>, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {
+  return {0, BacktraceStop::kUnsupported, 0};
+}
+}  // namespace sframe
+
+#endif

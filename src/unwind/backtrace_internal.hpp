@@ -1,0 +1,89 @@
+// sframepp: state shared by the in-process backtrace's setup
+// (backtrace_modules.cpp, not async-signal-safe) and its walk (backtrace.cpp,
+// async-signal-safe).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sframe/backtrace.hpp"
+#include "sframe/lookup.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe::bt {
+
+/// An SFrame section held in memory with its lookup accelerator.
+struct OwnedSection {
+  std::vector<std::byte> bytes;
+  std::optional<Section> section;
+  std::optional<FdeIndex> index;
+};
+
+/// One loaded module's unwind data. Immutable once built; shared by every
+/// table that lists the module, so refreshes reuse it.
+struct ModuleData {
+  std::string name;
+  std::uint64_t bias = 0;
+  AddressRange range;
+  /// The SFrame bytes: a copy of PT_GNU_SFRAME or a generated section. Owned
+  /// here (never the module's own mapping) so that a walk through a stale
+  /// table after dlclose reads nothing unmapped.
+  OwnedSection primary;
+  /// For a module with PT_GNU_SFRAME: a section generated from its
+  /// .eh_frame, consulted for PCs the native one does not cover (objects
+  /// assembled without --gsframe, static libraries linked in).
+  OwnedSection extra;
+  bool generated = false;
+  /// Signal trampolines found in the module's code (glibc __restore_rt).
+  std::vector<AddressRange> trampolines;
+};
+
+/// An immutable snapshot of the loaded modules, published through an atomic
+/// pointer.
+struct Table {
+  std::vector<std::shared_ptr<const ModuleData>> data;
+  std::vector<Module> storage;
+  ModuleMap map{std::span<Module>()};
+  /// The modules' `extra` sections, looked up when `map` has no FDE.
+  std::vector<Module> extra_storage;
+  ModuleMap extra_map{std::span<Module>()};
+  /// The modules' signal trampolines.
+  std::vector<AddressRange> trampolines;
+  unsigned long long adds = 0;
+  unsigned long long subs = 0;
+  std::size_t generated = 0;
+  BacktraceOptions options;
+};
+
+/// The current table (null before backtrace_init) and the number of walks
+/// running; a retired table is freed only when no walk runs.
+extern std::atomic<const Table*> g_table;
+extern std::atomic<int> g_walkers;
+
+inline constexpr std::size_t kCacheEntries = 4096;
+
+/// Per-thread state, created by backtrace_register_thread().
+struct ThreadState {
+  /// The thread's stack: [lo, hi). For the main thread lo is the bottom of
+  /// its mapping when registered (the walk lowers it to the current SP).
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  /// The main thread, whose stack grows on demand below `lo`, down to
+  /// `limit` (the bottom of its rlimit-sized area).
+  bool grows = false;
+  std::uint64_t limit = 0;
+  /// Set while a walk uses `cache`: a walk from a signal handler that
+  /// interrupted another walk on this thread goes without the cache.
+  volatile int busy = 0;
+  StaticRuleCache<kCacheEntries> cache;
+};
+
+/// The calling thread's state or null. Initial-exec TLS: reading it is a
+/// plain %fs-relative load, safe in a signal handler.
+ThreadState* thread_state() noexcept;
+
+}  // namespace sframe::bt
