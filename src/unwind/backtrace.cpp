@@ -157,16 +157,25 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   UnwindOptions extra_opt = opt;
   extra_opt.fp_fallback = true;
 
-  // A walk that interrupted another on this thread leaves the cache alone.
+  // A walk that interrupted another on this thread leaves the cache and
+  // the memo alone.
   RuleCache* cache = nullptr;
+  MemoEntry* memo = nullptr;
   if (!st->busy) {
     st->busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     cache = &st->cache;
-    cache->sync(table->map.generation());
+    const std::uint64_t gen = table->map.generation();
+    cache->sync(gen);
+    if (st->memo_generation != gen) {
+      for (MemoEntry& m : st->memo) m = MemoEntry{};
+      st->memo_generation = gen;
+    }
+    memo = st->memo;
   }
 
   constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
+  constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
   // SP/FP live in locals on the fast path (no store-to-load forwarding on
   // the per-frame dependency chain); `regs` is refreshed from them only
   // when the core's Stepper takes a frame.
@@ -179,63 +188,85 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   std::uint64_t prev_cfa = 0;
   bool have_prev = false;
   bool unchecked = false;
+  // Counted here, added to the cache's counter once: a memory counter
+  // bumped every frame would chain the frames through store forwarding.
+  std::uint64_t hits = 0;
   for (;;) {
     if (res.size == out.size()) {
       res.reason = BacktraceStop::kBufferFull;
       break;
     }
+    const std::size_t depth = res.size;
     out[res.size++] = reinterpret_cast<void*>(pc.value());
 
-    // Fast path: a cached DEFAULT rule with the RA on the stack, evaluated
-    // here on SP/FP alone (what the core's Stepper does, without expanding
-    // the rule to a FrameRow over the full register set).
-    if (cache && !detail::in_ranges(tramps, pc.value())) {
-      const CompactRule* c = cache->lookup(pc.lookup_pc());
-      constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
-      if (c && !(c->flags & kSlow)) {
-        const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
-        if (!fp_based || fp_ok) {
-          ++cache->hits;
-          if (c->flags & CompactRule::kRaUndefined) {
-            res.reason = BacktraceStop::kOutermost;
-            break;
-          }
-          const std::uint64_t cfa = (fp_based ? cur_fp : cur_sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
-          const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
-          const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
-          if (!ra) {
-            res.reason = BacktraceStop::kUnreadableMemory;
-            res.address = ra_at;
-            break;
-          }
-          if (c->flags & CompactRule::kFpOnStack) {
-            const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
-            const std::optional<std::uint64_t> f = mem.read_word(fp_at);
-            if (!f) {
-              res.reason = BacktraceStop::kUnreadableMemory;
-              res.address = fp_at;
-              break;
-            }
-            cur_fp = *f;
-            fp_ok = true;
-          }
-          if (have_prev && !unchecked && cfa <= prev_cfa) {
-            res.reason = BacktraceStop::kCfaNotIncreasing;
-            res.address = cfa;
-            break;
-          }
-          prev_cfa = cfa;
-          have_prev = true;
-          unchecked = false;
-          cur_sp = cfa;
-          regs_stale = true;
-          pc = CodeAddress::return_address(*ra);
-          if (*ra == 0) {
-            res.reason = BacktraceStop::kZeroPc;
-            break;
-          }
-          continue;
+    // Fast path: a DEFAULT rule with the RA on the stack, evaluated here on
+    // SP/FP alone (what the core's Stepper does, without expanding the rule
+    // to a FrameRow over the full register set). The rule comes from the
+    // memo when this depth had the same PC in the last walk, else from the
+    // cache (and then goes into the memo).
+    const CompactRule* c = nullptr;
+    MemoEntry* slot = nullptr;
+    const std::uint64_t lpc = pc.lookup_pc();
+    if (memo && depth < kMemoDepth) {
+      MemoEntry& m = memo[depth];
+      if (m.pc == lpc && (m.rule.flags & CompactRule::kValid)) [[likely]]
+        c = &m.rule;
+      else
+        slot = &m;
+    }
+    if (!c && cache && !detail::in_ranges(tramps, pc.value())) {
+      c = cache->lookup(lpc);
+      if (c && (c->flags & kSlow)) c = nullptr;
+    }
+    if (c) {
+      const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
+      if (!fp_based || fp_ok) [[likely]] {
+        ++hits;
+        if (slot) {
+          slot->pc = lpc;
+          slot->rule = *c;
+          slot->rule.flags |= CompactRule::kValid;
+          c = &slot->rule;
         }
+        if (c->flags & CompactRule::kRaUndefined) {
+          res.reason = BacktraceStop::kOutermost;
+          break;
+        }
+        const std::uint64_t cfa = (fp_based ? cur_fp : cur_sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
+        const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
+        const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
+        if (!ra) {
+          res.reason = BacktraceStop::kUnreadableMemory;
+          res.address = ra_at;
+          break;
+        }
+        if (c->flags & CompactRule::kFpOnStack) {
+          const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
+          const std::optional<std::uint64_t> f = mem.read_word(fp_at);
+          if (!f) {
+            res.reason = BacktraceStop::kUnreadableMemory;
+            res.address = fp_at;
+            break;
+          }
+          cur_fp = *f;
+          fp_ok = true;
+        }
+        if (have_prev && !unchecked && cfa <= prev_cfa) {
+          res.reason = BacktraceStop::kCfaNotIncreasing;
+          res.address = cfa;
+          break;
+        }
+        prev_cfa = cfa;
+        have_prev = true;
+        unchecked = false;
+        cur_sp = cfa;
+        regs_stale = true;
+        pc = CodeAddress::return_address(*ra);
+        if (*ra == 0) {
+          res.reason = BacktraceStop::kZeroPc;
+          break;
+        }
+        continue;
       }
     }
 
@@ -278,6 +309,7 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
     }
   }
   if (cache) {
+    cache->hits += hits;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     st->busy = 0;
   }

@@ -66,6 +66,15 @@ extern std::atomic<int> g_walkers;
 
 inline constexpr std::size_t kCacheEntries = 4096;
 
+/// One frame of the thread's last walk: the lookup PC seen at that depth and
+/// the compact rule the cache gave for it (rule.flags has kValid when set).
+struct MemoEntry {
+  std::uint64_t pc = 0;
+  CompactRule rule;
+};
+/// Depths the memo covers; deeper frames go through the cache alone.
+inline constexpr std::size_t kMemoDepth = 256;
+
 /// Per-thread state, created by backtrace_register_thread().
 struct ThreadState {
   /// The thread's stack: [lo, hi). For the main thread lo is the bottom of
@@ -80,6 +89,15 @@ struct ThreadState {
   /// interrupted another walk on this thread goes without the cache.
   volatile int busy = 0;
   StaticRuleCache<kCacheEntries> cache;
+  /// The last walk's rules by depth, filled under `memo_generation` (the
+  /// ModuleMap generation; 0: empty). A walk predicts that frame d has the
+  /// same PC as last time: the entry's address does not depend on the RA
+  /// just read, so its load leaves the per-frame dependency chain, and the
+  /// prediction is verified by comparing PCs. Used only together with
+  /// `cache` (same `busy` guard); holds only rules the cache's fast path
+  /// would use for that PC (no trampolines, no slow-path flags).
+  std::uint64_t memo_generation = 0;
+  MemoEntry memo[kMemoDepth] = {};
 };
 
 /// The calling thread's state or null. Initial-exec TLS: reading it is a

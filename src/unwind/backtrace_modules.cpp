@@ -299,7 +299,10 @@ BacktraceCacheStats backtrace_stats() noexcept {
 }
 
 void backtrace_flush_cache() noexcept {
-  if (bt::ThreadState* st = bt::thread_state()) st->cache.clear();
+  if (bt::ThreadState* st = bt::thread_state()) {
+    st->cache.clear();
+    st->memo_generation = 0;
+  }
 }
 
 }  // namespace sframe
