@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backtrace_internal.hpp"
@@ -111,6 +112,74 @@ class TableGuard {
   const Table* table_;
 };
 
+/// The registers a walk carries from frame to frame on its fast paths.
+struct WalkState {
+  CodeAddress pc;
+  std::uint64_t sp = 0;
+  std::uint64_t fp = 0;
+  bool fp_ok = true;
+  bool have_prev = false;
+  bool unchecked = false;
+  std::uint64_t prev_cfa = 0;
+};
+
+/// Takes frames `n`, `n + 1`, ... while each has the PC the memo holds for
+/// its depth, writing their PCs to out[n...] (up to `cap`); returns the new
+/// count. Stops short, changing nothing for that frame, at anything the
+/// general loop must see (an outermost or FP-based rule without a known FP,
+/// a slot outside [lo, hi), a CFA not above the last, a zero RA): that
+/// frame is then taken again by the general loop, which also reports stops.
+/// A separate function so that its few live values stay in registers; the
+/// frame-to-frame chain is CFA = SP + offset, the offset being read from
+/// the memo at an address that depends only on the depth.
+[[gnu::no_sanitize_address]] std::size_t memo_run(const MemoEntry* memo, void** out, std::size_t n, std::size_t cap,
+                                                 WalkState& ws, std::uint64_t lo, std::uint64_t hi) noexcept {
+  if (hi - lo < 8) return n;
+  const std::uint64_t span = hi - lo - 8;  // a word at a is readable iff a - lo <= span
+  std::uint64_t pcv = ws.pc.value();
+  std::uint64_t lpc = ws.pc.lookup_pc();
+  std::uint64_t sp = ws.sp, fp = ws.fp, prev_cfa = ws.prev_cfa;
+  bool fp_ok = ws.fp_ok, check = ws.have_prev && !ws.unchecked;
+  const std::size_t start = n;
+  while (n < cap) {
+    const MemoEntry& m = memo[n];
+    const std::uint16_t flags = m.rule.flags;
+    if (m.pc != lpc || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
+    const bool fp_based = (flags & CompactRule::kCfaBaseFp) != 0;
+    if (fp_based && !fp_ok) break;
+    const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
+    const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.ra_offset_by_8} * 8);
+    if (ra_at - lo > span || (check && cfa <= prev_cfa)) break;
+    std::uint64_t ra;
+    std::memcpy(&ra, reinterpret_cast<const void*>(ra_at), sizeof ra);
+    std::uint64_t new_fp = fp;
+    if (flags & CompactRule::kFpOnStack) {
+      const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.fp_offset_by_8} * 8);
+      if (fp_at - lo > span) break;
+      std::memcpy(&new_fp, reinterpret_cast<const void*>(fp_at), sizeof new_fp);
+    }
+    if (ra == 0) break;
+    out[n++] = reinterpret_cast<void*>(pcv);
+    if (flags & CompactRule::kFpOnStack) fp_ok = true;
+    fp = new_fp;
+    sp = cfa;
+    prev_cfa = cfa;
+    check = true;
+    pcv = ra;
+    lpc = ra - 1;
+  }
+  if (n != start) {
+    ws.pc = CodeAddress::return_address(pcv);
+    ws.sp = sp;
+    ws.fp = fp;
+    ws.fp_ok = fp_ok;
+    ws.prev_cfa = prev_cfa;
+    ws.have_prev = true;
+    ws.unchecked = false;
+  }
+  return n;
+}
+
 /// Walks from frame `pc` (exact or return address) with SP/FP; writes
 /// every frame's address from the first on.
 /// `here` is an address in the current frame: the stack from it up is mapped.
@@ -191,7 +260,25 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   // Counted here, added to the cache's counter once: a memory counter
   // bumped every frame would chain the frames through store forwarding.
   std::uint64_t hits = 0;
+  const AddressRange own = mem.ranges[mem.count - 1];  // the thread's stack
+  const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
   for (;;) {
+    if (memo && res.size < memo_cap) {
+      WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
+      const std::size_t n = memo_run(memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
+      if (n != res.size) {
+        hits += n - res.size;
+        res.size = n;
+        pc = ws.pc;
+        cur_sp = ws.sp;
+        cur_fp = ws.fp;
+        fp_ok = ws.fp_ok;
+        have_prev = ws.have_prev;
+        unchecked = ws.unchecked;
+        prev_cfa = ws.prev_cfa;
+        regs_stale = true;
+      }
+    }
     if (res.size == out.size()) {
       res.reason = BacktraceStop::kBufferFull;
       break;
