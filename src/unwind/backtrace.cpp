@@ -96,19 +96,34 @@ BacktraceStop stop_of(StopReason r) noexcept {
   return BacktraceStop::kBadRule;
 }
 
-// Holds the walker count up while a table is in use (see rebuild()).
+// Announces a walk while a table is in use (see rebuild()): in the
+// thread's own counter when rebuild() uses membarrier(), else in the shared
+// one.
 class TableGuard {
  public:
-  TableGuard() noexcept {
-    g_walkers.fetch_add(1);
-    table_ = g_table.load();
+  explicit TableGuard(ThreadState* st) noexcept {
+    if (g_asymmetric.load(std::memory_order_relaxed)) {
+      st_ = st;
+      st->walking.store(st->walking.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      table_ = g_table.load(std::memory_order_acquire);
+    } else {
+      g_walkers.fetch_add(1);
+      table_ = g_table.load();
+    }
   }
-  ~TableGuard() { g_walkers.fetch_sub(1); }
+  ~TableGuard() {
+    if (st_)
+      st_->walking.store(st_->walking.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+    else
+      g_walkers.fetch_sub(1);
+  }
   TableGuard(const TableGuard&) = delete;
   TableGuard& operator=(const TableGuard&) = delete;
   const Table* get() const noexcept { return table_; }
 
  private:
+  ThreadState* st_ = nullptr;
   const Table* table_;
 };
 
@@ -191,7 +206,7 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
     if (!out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
     return res;
   }
-  TableGuard guard;
+  TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
     res.reason = BacktraceStop::kNotInitialized;
@@ -250,7 +265,10 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   // when the core's Stepper takes a frame.
   std::uint64_t cur_sp = sp, cur_fp = fp;
   bool fp_ok = true, regs_stale = false;
-  Regs regs = Regs::amd64(pc.value(), sp, fp);
+  // Built when the Stepper first takes a frame: zeroing its registers is
+  // a large part of a short walk that the fast path takes whole.
+  const std::uint64_t pc0 = pc.value();
+  std::optional<Regs> regs_storage;
   detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
   detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
   const std::span<const AddressRange> tramps = table->trampolines;
@@ -357,6 +375,8 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
       }
     }
 
+    if (!regs_storage) regs_storage.emplace(Regs::amd64(pc0, sp, fp));
+    Regs& regs = *regs_storage;
     if (regs_stale) {
       regs.valid = 0;
       regs.set(kSp, cur_sp);

@@ -63,6 +63,11 @@ struct Table {
 /// running; a retired table is freed only when no walk runs.
 extern std::atomic<const Table*> g_table;
 extern std::atomic<int> g_walkers;
+/// Set once membarrier(PRIVATE_EXPEDITED) is registered: walks then announce
+/// themselves in their own ThreadState::walking (plain stores) instead of
+/// the shared g_walkers (two locked read-modify-writes per walk), and
+/// rebuild() supplies the store-load ordering with a membarrier() call.
+extern std::atomic<bool> g_asymmetric;
 
 inline constexpr std::size_t kCacheEntries = 4096;
 
@@ -88,6 +93,11 @@ struct ThreadState {
   /// Set while a walk uses `cache`: a walk from a signal handler that
   /// interrupted another walk on this thread goes without the cache.
   volatile int busy = 0;
+  /// Walks running on this thread (nested through signal handlers), read
+  /// by rebuild() after a membarrier() when g_asymmetric is set. Only this
+  /// thread writes it, with plain load/store pairs: a handler that
+  /// interrupts one leaves the count as it found it.
+  std::atomic<int> walking{0};
   StaticRuleCache<kCacheEntries> cache;
   /// The last walk's rules by depth, filled under `memo_generation` (the
   /// ModuleMap generation; 0: empty). A walk predicts that frame d has the

@@ -6,6 +6,8 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@ namespace sframe::bt {
 
 std::atomic<const Table*> g_table{nullptr};
 std::atomic<int> g_walkers{0};
+std::atomic<bool> g_asymmetric{false};
 
 namespace {
 
@@ -151,12 +154,38 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
 std::mutex g_refresh_mutex;
 std::vector<const Table*> g_retired;
 
+// Every ThreadState, for rebuild() to see which threads are walking.
+std::mutex g_threads_mutex;
+std::vector<const ThreadState*> g_threads;
+
+long membarrier_call(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+
+// Whether no walk can hold a table retired before this call.
+bool no_walkers() {
+  if (g_asymmetric.load()) {
+    // Orders this thread's g_table exchange before its reads below, against
+    // every other thread's (compiler-ordered) walking store and g_table
+    // load: a walk this misses loads the new table.
+    if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) return false;
+    std::lock_guard lock(g_threads_mutex);
+    for (const ThreadState* t : g_threads)
+      if (t->walking.load(std::memory_order_acquire) != 0) return false;
+  }
+  return g_walkers.load() == 0;
+}
+
 Expected<void> rebuild(const BacktraceOptions* new_options) {
   std::lock_guard lock(g_refresh_mutex);
   Snapshot snap;
   dl_iterate_phdr(collect, &snap);
   const Table* old = g_table.load();
   if (old && !new_options && old->adds == snap.adds && old->subs == snap.subs) return {};
+  if (!old && !g_asymmetric.load()) {
+    const long cmds = membarrier_call(MEMBARRIER_CMD_QUERY);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+      g_asymmetric.store(true);
+  }
 
   auto t = std::make_unique<Table>();
   t->adds = snap.adds;
@@ -197,9 +226,9 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
 
   const Table* prev = g_table.exchange(t.release());
   if (prev) g_retired.push_back(prev);
-  // A walk increments g_walkers before it loads g_table, so with none
+  // A walk announces itself before it loads g_table, so with none
   // running no one can still hold a retired table.
-  if (g_walkers.load() == 0) {
+  if (no_walkers()) {
     for (const Table* r : g_retired) delete r;
     g_retired.clear();
   }
@@ -215,7 +244,12 @@ std::once_flag g_key_once;
 
 void free_state(void* p) {
   t_state = nullptr;
-  delete static_cast<ThreadState*>(p);
+  auto* st = static_cast<ThreadState*>(p);
+  {
+    std::lock_guard lock(g_threads_mutex);
+    std::erase(g_threads, st);
+  }
+  delete st;
 }
 
 // The start of the mapping holding `addr`, from /proc/self/maps (the main
@@ -278,6 +312,10 @@ void backtrace_register_thread() {
     // trust only what lies above the current frame, one page at least.
     st->lo = here & ~std::uint64_t{4095};
     st->hi = std::max(st->hi, st->lo + 4096);
+  }
+  {
+    std::lock_guard lock(bt::g_threads_mutex);
+    bt::g_threads.push_back(st);
   }
   pthread_setspecific(bt::g_key, st);
   bt::t_state = st;
