@@ -152,7 +152,10 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
 }
 
 std::mutex g_refresh_mutex;
-std::vector<const Table*> g_retired;
+// Tables retired while some walk ran; freed by a later rebuild that finds
+// none running. Never destroyed, so that tables still listed at exit stay
+// reachable (not reported as leaked).
+std::vector<const Table*>& g_retired = *new std::vector<const Table*>();
 
 // Every ThreadState, for rebuild() to see which threads are walking.
 std::mutex g_threads_mutex;

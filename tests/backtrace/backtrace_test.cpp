@@ -245,6 +245,21 @@ TEST_P(BacktraceTest, WarmCacheHits) {
   EXPECT_LE(after.misses - before.misses, 2u);
 }
 
+TEST_P(BacktraceTest, AlternatingStacksAtSameDepths) {
+  // Walks whose frames at a given depth are the same as the last walk's at
+  // some depths and differ at others (the walk predicts each depth's rule
+  // from the last walk's): every walk must still agree with the references.
+  for (int round = 0; round < 6; ++round) {
+    Traces a, b, c;
+    recurse(20 + round % 3, a);
+    callee_recurse(20 + round % 2, store_capture, &b);
+    recurse(20, c);
+    expect_all_agree(a, 20);
+    expect_all_agree(b, 20);
+    expect_all_agree(c, 20);
+  }
+}
+
 // --- signals ---
 
 RawTraces* g_sig = nullptr;
