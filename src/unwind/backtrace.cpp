@@ -281,7 +281,9 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   const AddressRange own = mem.ranges[mem.count - 1];  // the thread's stack
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
   for (;;) {
-    if (memo && res.size < memo_cap) {
+    // Checked here first: a cold walk, whose PCs the memo mostly does not
+    // hold, then pays no call per frame.
+    if (memo && res.size < memo_cap && memo[res.size].pc == pc.lookup_pc()) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
       const std::size_t n = memo_run(memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
