@@ -149,7 +149,10 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
 }
 
 std::mutex g_refresh_mutex;
-std::vector<const Table*> g_retired;
+// Tables replaced while a walk ran, freed by a later rebuild. Never
+// destroyed: a signal handler may still walk during exit, and LeakSanitizer
+// must see the tables it holds as reachable.
+std::vector<const Table*>& g_retired = *new std::vector<const Table*>;
 
 Expected<void> rebuild(const BacktraceOptions* new_options) {
   std::lock_guard lock(g_refresh_mutex);
