@@ -13,7 +13,8 @@
 //    num_fres, fre_covering() finds the FREs the iterator gave, and the
 //    objdump text renders without error;
 //  - kStrict ok: that sum equals the header's sfh_num_fres, and (sorted FDEs)
-//    find() and FdeIndex::find() agree.
+//    find() and FdeIndex::find() agree;
+//  - kLenient ok: the objdump text and the JSON render without error.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "objdump_text.hpp"
+#include "render.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
@@ -244,6 +246,9 @@ inline void check_lookup(const Section& s, const Walk& w, bool strict_ok) {
 // rendered: FDEs may share FRE data, so the text can grow quadratically.
 inline constexpr std::uint64_t kMaxRenderedFres = 1u << 18;
 
+// Defined in check_encode.hpp (which includes this file).
+inline void check_reencode(const Section& s);
+
 inline void check_section(std::span<const std::byte> bytes, std::uint64_t address) {
   const Expected<Section> parsed = Section::parse(bytes, address);
   if (!parsed) {
@@ -286,7 +291,11 @@ inline void check_section(std::span<const std::byte> bytes, std::uint64_t addres
     const Expected<void> ok = tools::append_section(text, s, ".sframe");
     SFRAME_FUZZ_CHECK(ok.has_value());
     SFRAME_FUZZ_CHECK(!text.empty());
+    const tools::Json j = tools::section_json(s, ".sframe");
+    SFRAME_FUZZ_CHECK(j["fdes"].size() == h.num_fdes);
+    SFRAME_FUZZ_CHECK(!j.dump().empty());
   }
+  if (strict && s.version() != Version::kV1 && w.fres_declared <= kMaxRenderedFres) check_reencode(s);
 }
 
 }  // namespace sframe::fuzz

@@ -320,4 +320,17 @@ inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(t
 /// first error found.
 Expected<void> validate(const Section& s, Strictness strictness = Strictness::kStrict);
 
+/// The work validate() did, to check its time bound in tests (counts, not
+/// timings). Both are at most a small constant times the section size in
+/// bytes, whatever the counts the section claims.
+struct ValidateStats {
+  /// FDEs decoded.
+  std::uint64_t fde_decodes = 0;
+  /// FREs decoded (each decode reads one FRE's start address and info byte).
+  std::uint64_t fre_decodes = 0;
+};
+
+/// validate() reporting the work done in `stats` (overwritten).
+Expected<void> validate(const Section& s, Strictness strictness, ValidateStats& stats);
+
 }  // namespace sframe
