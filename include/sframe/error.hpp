@@ -52,7 +52,10 @@ namespace sframe {
   X(kBadRelocation, "relocation of the SFrame section could not be applied")              \
   X(kPcNotCovered, "no FDE covers the PC")                                               \
   X(kPcBeforeFirstFre, "the PC lies before the first FRE of its function")                \
-  X(kNotRepresentable, "the model holds something this SFrame version or ABI cannot encode")
+  X(kNotRepresentable, "the model holds something this SFrame version or ABI cannot encode") \
+  X(kModuleMapFull, "the module map has no storage left")                                 \
+  X(kBadModuleRange, "module address range is empty")                                     \
+  X(kModulesOverlap, "module address range overlaps a module already in the map")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {

@@ -1,0 +1,363 @@
+// sframepp: the unwind loop (templated over the memory reader so that the
+// in-process reader inlines). Included by sframe/unwind.hpp; not a public
+// header on its own.
+#pragma once
+
+#include "sframe/unwind.hpp"
+
+namespace sframe::detail {
+
+/// What the (non-template) rule lookup found for a lookup PC.
+enum class LookupStatus : std::uint8_t {
+  kFound,
+  /// No module, or no FDE/FRE covers the PC.
+  kNoSFrame,
+  /// DEFAULT FDE without FREs: the outermost frame (v3 errata).
+  kOutermost,
+  /// The module's section failed to decode here, or is of another arch.
+  kDecodeError,
+};
+
+/// Rules for one frame with kPadding already resolved against the header's
+/// fixed offsets (so evaluation never needs the Section).
+struct LookedUpRules {
+  LookupStatus status = LookupStatus::kNoSFrame;
+  Errc error = Errc::kPcNotCovered;
+  bool signal = false;
+  /// `compact` holds the same rules in cacheable form.
+  bool compactable = false;
+  FrameRow row;
+  CompactRule compact;
+};
+
+/// Finds the module of runtime `lookup_pc`, then its FDE/FRE (at
+/// lookup_pc - bias), and resolves the row for `arch`. Allocation-free,
+/// async-signal-safe. Defined in src/unwind/rules.cpp.
+LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept;
+
+/// Expands a cached CompactRule to the row form evaluate() reads.
+inline FrameRow expand(const CompactRule& c, Arch arch) noexcept {
+  const ArchRegs ar = arch_regs(arch);
+  FrameRow r;
+  r.cfa.kind = Rule::Kind::kExpr;
+  r.cfa.base = Rule::Base::kRegister;
+  r.cfa.regnum = (c.flags & CompactRule::kCfaBaseFp) ? ar.fp : ar.sp;
+  r.cfa.offset = c.cfa_offset;
+  if (c.flags & CompactRule::kRaOnStack) {
+    r.ra.kind = Rule::Kind::kExpr;
+    r.ra.base = Rule::Base::kCfa;
+    r.ra.deref = true;
+    r.ra.offset = c.ra_offset_by_8 * 8;
+  } else if (c.flags & CompactRule::kRaUndefined) {
+    r.ra.kind = Rule::Kind::kUndefined;
+    r.ra_undefined = true;
+  } else {
+    r.ra.kind = Rule::Kind::kUnchanged;
+  }
+  if (c.flags & CompactRule::kFpOnStack) {
+    r.fp.kind = Rule::Kind::kExpr;
+    r.fp.base = Rule::Base::kCfa;
+    r.fp.deref = true;
+    r.fp.offset = c.fp_offset_by_8 * 8;
+  }
+  r.ra_mangled = (c.flags & CompactRule::kRaMangled) != 0;
+  return r;
+}
+
+/// AArch64 PAuth: drop the signature in the bits above the VA width
+/// (sign-extending bit 55, which selects the address-space half), keeping
+/// the top byte when top-byte-ignore applies. Pure bit arithmetic: no
+/// xpaclri, which would fault on cores without PAuth.
+inline std::uint64_t strip_pauth(std::uint64_t ra, const UnwindOptions& o) noexcept {
+  const unsigned bits = o.pauth_va_bits < 32 ? 32u : o.pauth_va_bits > 56 ? 56u : o.pauth_va_bits;
+  const std::uint64_t top = o.pauth_tbi ? 0xff00000000000000ull : 0;
+  const std::uint64_t pac = ~((std::uint64_t{1} << bits) - 1) & ~top;
+  return ((ra >> 55) & 1) ? (ra | pac) : (ra & ~pac);
+}
+
+/// Outcome of one step.
+struct StepOutcome {
+  bool stepped = false;
+  StopReason reason = StopReason::kOutermost;
+  std::uint64_t address = 0;
+  Errc error = Errc::kPcNotCovered;
+  /// The current frame's CFA (valid when stepped).
+  std::uint64_t cfa = 0;
+  /// Flags for the current frame (kFrameSignal) and for the caller.
+  std::uint8_t this_flags = 0;
+  std::uint8_t caller_flags = 0;
+  /// Skip the CFA-increase check (the step crossed a signal frame).
+  bool cfa_unchecked = false;
+};
+
+inline StepOutcome stop(StopReason r, std::uint64_t addr, Errc e = Errc::kPcNotCovered) noexcept {
+  StepOutcome s;
+  s.reason = r;
+  s.address = addr;
+  s.error = e;
+  return s;
+}
+
+inline bool in_ranges(std::span<const AddressRange> ranges, std::uint64_t pc) noexcept {
+  for (const AddressRange& r : ranges)
+    if (r.contains(pc)) return true;
+  return false;
+}
+
+/// rt_sigreturn on x86-64 Linux: mov $0xf,%rax; syscall.
+template <MemoryReader M>
+bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
+  // Two overlapping little-endian words cover the 9 bytes without reading
+  // past them: bytes 0-7 and bytes 1-8 (byte 8 is the top byte of the second).
+  const std::optional<std::uint64_t> a = mem.read_word(pc);
+  if (!a || *a != 0x0f0000000fc0c748ull) return false;
+  const std::optional<std::uint64_t> b = mem.read_word(pc + 1);
+  return b && (*b >> 56) == 0x05;
+}
+
+/// The one-frame stepper: `regs`/`pc` describe the current frame and are
+/// replaced by the caller's on success.
+template <MemoryReader M>
+class Stepper {
+ public:
+  Stepper(const ModuleMap& modules, const M& mem, const UnwindOptions& opt, RuleCache* cache) noexcept
+      : modules_(modules), mem_(mem), opt_(opt), cache_(cache) {}
+
+  StepOutcome step(Regs& regs, CodeAddress& pc) noexcept {
+    const std::uint64_t lpc = pc.lookup_pc();
+    const Arch arch = regs.arch;
+    if (arch == Arch::kAmd64 && in_ranges(opt_.signal_trampolines, pc.value())) return signal_step(regs, pc);
+
+    if (cache_) {
+      if (const CompactRule* c = cache_->lookup(lpc)) {
+        ++cache_->hits;
+        if ((c->flags & CompactRule::kSignal) && arch == Arch::kAmd64) return signal_step(regs, pc);
+        return apply(regs, pc, expand(*c, arch), lpc);
+      }
+      ++cache_->misses;
+    }
+    const LookedUpRules r = lookup_rules(modules_, arch, lpc);
+    switch (r.status) {
+      case LookupStatus::kFound:
+        if (cache_ && r.compactable) cache_->insert(lpc, r.compact);
+        if (r.signal && arch == Arch::kAmd64) return signal_step(regs, pc);
+        return apply(regs, pc, r.row, lpc);
+      case LookupStatus::kOutermost: return stop(StopReason::kOutermost, 0);
+      case LookupStatus::kDecodeError: return stop(StopReason::kBadRule, lpc, r.error);
+      case LookupStatus::kNoSFrame: break;
+    }
+    if (arch == Arch::kAmd64 && opt_.detect_sigreturn_code && is_x86_64_sigreturn(mem_, pc.value()))
+      return signal_step(regs, pc);
+    if (opt_.fp_fallback && arch != Arch::kS390x) return fp_step(regs, pc, lpc);
+    return stop(StopReason::kNoSFrameForPc, lpc);
+  }
+
+ private:
+  // Evaluates base + offset (wrapping, as the hardware would), dereferenced
+  // when asked. nullopt + `fail` set on a missing register or failed read.
+  std::optional<std::uint64_t> eval(const Rule& rule, std::uint64_t cfa, const Regs& regs, StepOutcome& fail,
+                                    std::uint64_t lpc) const noexcept {
+    std::uint64_t base;
+    if (rule.base == Rule::Base::kCfa) {
+      base = cfa;
+    } else if (regs.has(rule.regnum)) {
+      base = regs.dwarf[rule.regnum];
+    } else {
+      fail = stop(StopReason::kBadRule, lpc);
+      return std::nullopt;
+    }
+    const std::uint64_t addr = base + static_cast<std::uint64_t>(static_cast<std::int64_t>(rule.offset));
+    if (!rule.deref) return addr;
+    std::optional<std::uint64_t> v = mem_.read_word(addr);
+    if (!v) fail = stop(StopReason::kUnreadableMemory, addr);
+    return v;
+  }
+
+  StepOutcome apply(Regs& regs, CodeAddress& pc, const FrameRow& row, std::uint64_t lpc) noexcept {
+    if (row.ra_undefined || row.ra.kind == Rule::Kind::kUndefined) return stop(StopReason::kOutermost, 0);
+    const ArchRegs ar = arch_regs(regs.arch);
+    StepOutcome out;
+    if (row.cfa.kind != Rule::Kind::kExpr || row.cfa.base != Rule::Base::kRegister)
+      return stop(StopReason::kBadRule, lpc);
+    const std::optional<std::uint64_t> cfa = eval(row.cfa, 0, regs, out, lpc);
+    if (!cfa) return out;
+
+    std::uint64_t ra;
+    if (row.ra.kind == Rule::Kind::kExpr) {
+      const std::optional<std::uint64_t> v = eval(row.ra, *cfa, regs, out, lpc);
+      if (!v) return out;
+      ra = *v;
+    } else if (regs.has(ar.ra)) {
+      // RA unchanged: still in LR/r14, known only in the topmost frame or
+      // right after a signal frame (the validity mask enforces it).
+      ra = regs.dwarf[ar.ra];
+    } else {
+      return stop(StopReason::kBadRule, lpc);
+    }
+
+    std::optional<std::uint64_t> fp;
+    if (row.fp.kind == Rule::Kind::kExpr) {
+      fp = eval(row.fp, *cfa, regs, out, lpc);
+      if (!fp) return out;
+    } else {
+      fp = regs.get(ar.fp);
+    }
+
+    if (row.ra_mangled && regs.arch == Arch::kAarch64) {
+      const std::uint64_t stripped = strip_pauth(ra, opt_);
+      if (stripped != ra) out.caller_flags |= kFramePauthStripped;
+      ra = stripped;
+    }
+    out.stepped = true;
+    out.cfa = *cfa;
+    // The caller's registers: only SP and FP are known after a normal step
+    // (SFrame tracks nothing else), so rules naming any other register fail
+    // from here on, as spec Appendix A requires.
+    regs.valid = 0;
+    regs.set(ar.sp, regs.arch == Arch::kS390x ? *cfa + static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset})
+                                              : *cfa);
+    if (fp) regs.set(ar.fp, *fp);
+    regs.pc = ra;
+    pc = CodeAddress::return_address(ra);
+    return out;
+  }
+
+  StepOutcome fp_step(Regs& regs, CodeAddress& pc, std::uint64_t lpc) noexcept {
+    const ArchRegs ar = arch_regs(regs.arch);
+    const std::optional<std::uint64_t> fp = regs.get(ar.fp);
+    if (!fp || *fp == 0) return stop(StopReason::kNoSFrameForPc, lpc);
+    // Both conventions keep the frame record {caller FP, RA} at FP; on
+    // x86-64 it sits right below the CFA, on AArch64 the CFA is unknown and
+    // FP + 16 is its lower bound.
+    const std::optional<std::uint64_t> caller_fp = mem_.read_word(*fp);
+    if (!caller_fp) return stop(StopReason::kUnreadableMemory, *fp);
+    std::optional<std::uint64_t> ra = mem_.read_word(*fp + 8);
+    if (!ra) return stop(StopReason::kUnreadableMemory, *fp + 8);
+    StepOutcome out;
+    out.stepped = true;
+    out.cfa = *fp + 16;
+    out.caller_flags = kFrameFpFallback;
+    std::uint64_t ret = *ra;
+    if (regs.arch == Arch::kAarch64) {
+      const std::uint64_t stripped = strip_pauth(ret, opt_);
+      if (stripped != ret) out.caller_flags |= kFramePauthStripped;
+      ret = stripped;
+    }
+    regs.valid = 0;
+    regs.set(ar.sp, out.cfa);
+    regs.set(ar.fp, *caller_fp);
+    regs.pc = ret;
+    pc = CodeAddress::return_address(ret);
+    return out;
+  }
+
+  // x86-64 Linux rt_sigframe: the interrupted context is in the ucontext_t
+  // at the trampoline's SP (see x86_64_sigframe).
+  StepOutcome signal_step(Regs& regs, CodeAddress& pc) noexcept {
+    const std::optional<std::uint64_t> sp = regs.sp();
+    if (!sp) return stop(StopReason::kBadRule, pc.lookup_pc());
+    Regs next;
+    next.arch = regs.arch;
+    const std::uint64_t gregs = *sp + x86_64_sigframe::kGregsOffset;
+    for (unsigned i = 0; i < x86_64_sigframe::kGregToDwarf.size(); ++i) {
+      const std::uint64_t at = gregs + 8u * i;
+      const std::optional<std::uint64_t> v = mem_.read_word(at);
+      if (!v) return stop(StopReason::kUnreadableMemory, at);
+      if (i == x86_64_sigframe::kRegRip) next.pc = *v;
+      else next.set(x86_64_sigframe::kGregToDwarf[i], *v);
+    }
+    StepOutcome out;
+    out.stepped = true;
+    out.cfa = *sp;
+    out.this_flags = kFrameSignal;
+    out.cfa_unchecked = true;
+    regs = next;
+    pc = CodeAddress::exact(next.pc);
+    return out;
+  }
+
+  const ModuleMap& modules_;
+  const M& mem_;
+  const UnwindOptions& opt_;
+  RuleCache* cache_;
+};
+
+inline Frame frame_of(const Regs& regs, CodeAddress pc, std::uint8_t flags) noexcept {
+  Frame f;
+  f.pc = pc;
+  const ArchRegs ar = arch_regs(regs.arch);
+  f.sp = regs.has(ar.sp) ? regs.dwarf[ar.sp] : 0;
+  if (regs.has(ar.fp)) {
+    f.fp = regs.dwarf[ar.fp];
+    flags |= kFrameFpValid;
+  }
+  f.flags = flags;
+  return f;
+}
+
+}  // namespace sframe::detail
+
+namespace sframe {
+
+template <MemoryReader M>
+UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_in, std::span<Frame> out,
+                    const UnwindOptions& options, RuleCache* cache) noexcept {
+  UnwindResult res;
+  if (out.empty()) {
+    res.reason = StopReason::kDepthLimit;
+    return res;
+  }
+  if (cache) cache->sync(modules.generation());
+  Regs regs = regs_in;
+  CodeAddress pc = CodeAddress::exact(regs.pc);
+  out[0] = detail::frame_of(regs, pc, 0);
+  std::size_t n = 1;
+  if (pc.value() == 0) {
+    res.count = n;
+    res.reason = StopReason::kZeroPc;
+    return res;
+  }
+  detail::Stepper<M> stepper(modules, memory, options, cache);
+  std::uint64_t prev_cfa = 0;
+  bool have_prev = false;
+  bool unchecked = false;
+  for (;;) {
+    const detail::StepOutcome s = stepper.step(regs, pc);
+    if (!s.stepped) {
+      res.count = n;
+      res.reason = s.reason;
+      res.address = s.address;
+      res.error = s.error;
+      return res;
+    }
+    Frame& cur = out[n - 1];
+    cur.flags |= s.this_flags;
+    // Strictly up the stack; the trampoline's CFA may equal its handler's
+    // (both are the address of the ucontext), and the frame after a signal
+    // frame may be on another stack (sigaltstack).
+    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
+      res.count = n;
+      res.reason = StopReason::kCfaNotIncreasing;
+      res.address = s.cfa;
+      return res;
+    }
+    cur.cfa = s.cfa;
+    prev_cfa = s.cfa;
+    have_prev = true;
+    unchecked = s.cfa_unchecked;
+    if (pc.value() == 0) {
+      res.count = n;
+      res.reason = StopReason::kZeroPc;
+      return res;
+    }
+    if (n == out.size()) {
+      res.count = n;
+      res.reason = StopReason::kDepthLimit;
+      return res;
+    }
+    out[n++] = detail::frame_of(regs, pc, s.caller_flags);
+  }
+}
+
+}  // namespace sframe

@@ -1,0 +1,85 @@
+// The module map and the rule cache: the unwinder's setup-time state.
+#include <atomic>
+#include <bit>
+
+#include "sframe/unwind.hpp"
+
+namespace sframe {
+namespace {
+
+// Generations are unique process-wide, so a RuleCache moved between maps
+// (or a map cleared and refilled) never sees a stale generation match.
+// Lock-free on every target we build for; only touched by map updates.
+std::atomic<std::uint64_t> g_next_generation{1};
+
+std::uint64_t next_generation() noexcept { return g_next_generation.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+ModuleMap::ModuleMap(std::span<Module> storage) noexcept : storage_(storage), generation_(next_generation()) {}
+
+Expected<void> ModuleMap::add(const Module& m) noexcept {
+  if (m.range.begin >= m.range.end) return make_error(Errc::kBadModuleRange, 0, m.range.begin);
+  if (size_ == storage_.size()) return make_error(Errc::kModuleMapFull, 0, storage_.size());
+  // First module starting after m: m goes before it.
+  std::size_t at = 0;
+  while (at < size_ && storage_[at].range.begin < m.range.begin) ++at;
+  if (at > 0 && storage_[at - 1].range.end > m.range.begin) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
+  if (at < size_ && storage_[at].range.begin < m.range.end) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
+  for (std::size_t i = size_; i > at; --i) storage_[i] = storage_[i - 1];
+  storage_[at] = m;
+  ++size_;
+  generation_ = next_generation();
+  return {};
+}
+
+bool ModuleMap::remove(std::uint64_t begin) noexcept {
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (storage_[i].range.begin != begin) continue;
+    for (std::size_t j = i + 1; j < size_; ++j) storage_[j - 1] = storage_[j];
+    --size_;
+    generation_ = next_generation();
+    return true;
+  }
+  return false;
+}
+
+void ModuleMap::clear() noexcept {
+  size_ = 0;
+  generation_ = next_generation();
+}
+
+const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
+  // Last module whose range begins at or before pc.
+  std::size_t lo = 0;
+  std::size_t hi = size_;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (storage_[mid].range.begin <= pc) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return nullptr;
+  const Module& m = storage_[lo - 1];
+  return m.range.contains(pc) ? &m : nullptr;
+}
+
+RuleCache::RuleCache(std::span<Entry> storage) noexcept {
+  const std::size_t n = storage.empty() ? 0 : std::bit_floor(storage.size());
+  entries_ = storage.first(n);
+  mask_ = n ? n - 1 : 0;
+  // Take the top log2(n) bits of the hash.
+  shift_ = n > 1 ? 64u - static_cast<unsigned>(std::countr_zero(n)) : 63u;
+  clear();
+}
+
+void RuleCache::sync(std::uint64_t generation) noexcept {
+  if (generation == generation_) return;
+  clear();
+  generation_ = generation;
+}
+
+void RuleCache::clear() noexcept {
+  for (Entry& e : entries_) e = Entry{};
+}
+
+}  // namespace sframe

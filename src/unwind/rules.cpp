@@ -1,0 +1,104 @@
+// Rule lookup for the unwinder: PC -> module -> FDE/FRE -> resolved row, and
+// its compact (cacheable) form. Allocation-free and async-signal-safe.
+#include <limits>
+
+#include "sframe/unwind.hpp"
+
+namespace sframe::detail {
+namespace {
+
+// kPadding means "no rule in this FRE": the header's fixed offset applies if
+// the ABI has one (spec v3 §3.2), else the value is unchanged (s390x
+// SFRAME_FRE_RA_OFFSET_INVALID, errata 1).
+Rule resolve_padding(const Rule& r, std::int8_t fixed) noexcept {
+  if (r.kind != Rule::Kind::kPadding) return r;
+  Rule out;
+  if (fixed != 0) {
+    out.kind = Rule::Kind::kExpr;
+    out.base = Rule::Base::kCfa;
+    out.deref = true;
+    out.from_header = true;
+    out.offset = fixed;
+  } else {
+    out.kind = Rule::Kind::kUnchanged;
+  }
+  return out;
+}
+
+// A CFA-relative stack slot whose offset fits CompactRule's scaled byte.
+bool compact_slot(const Rule& r, std::int8_t& by_8) noexcept {
+  if (r.kind != Rule::Kind::kExpr || r.base != Rule::Base::kCfa || !r.deref) return false;
+  if (r.offset % 8 != 0) return false;
+  const std::int32_t q = r.offset / 8;
+  if (q < std::numeric_limits<std::int8_t>::min() || q > std::numeric_limits<std::int8_t>::max()) return false;
+  by_8 = static_cast<std::int8_t>(q);
+  return true;
+}
+
+bool compact(const FrameRow& row, Arch arch, bool signal, CompactRule& c) noexcept {
+  const ArchRegs ar = arch_regs(arch);
+  c = CompactRule{};
+  if (row.cfa.kind != Rule::Kind::kExpr || row.cfa.base != Rule::Base::kRegister || row.cfa.deref) return false;
+  if (row.cfa.regnum == ar.fp) c.flags |= CompactRule::kCfaBaseFp;
+  else if (row.cfa.regnum != ar.sp) return false;
+  c.cfa_offset = row.cfa.offset;
+  if (row.ra_undefined || row.ra.kind == Rule::Kind::kUndefined) {
+    c.flags |= CompactRule::kRaUndefined;
+  } else if (row.ra.kind == Rule::Kind::kUnchanged) {
+    if (ar.ra == kNoRegister) return false;
+    c.flags |= CompactRule::kRaInRegister;
+  } else if (compact_slot(row.ra, c.ra_offset_by_8)) {
+    c.flags |= CompactRule::kRaOnStack;
+  } else {
+    return false;
+  }
+  if (row.fp.kind == Rule::Kind::kExpr) {
+    if (!compact_slot(row.fp, c.fp_offset_by_8)) return false;
+    c.flags |= CompactRule::kFpOnStack;
+  } else if (row.fp.kind != Rule::Kind::kUnchanged) {
+    return false;
+  }
+  if (row.ra_mangled) c.flags |= CompactRule::kRaMangled;
+  if (signal) c.flags |= CompactRule::kSignal;
+  return true;
+}
+
+}  // namespace
+
+LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept {
+  LookedUpRules out;
+  const Module* m = modules.find(lookup_pc);
+  if (!m) return out;
+  const Section& s = m->section;
+  if (arch_of(s.abi()) != arch) {
+    out.status = LookupStatus::kDecodeError;
+    out.error = Errc::kBadAbi;
+    return out;
+  }
+  const std::uint64_t link_pc = lookup_pc - m->bias;
+  Expected<Match> found = m->index ? m->index->find(link_pc) : find(s, link_pc);
+  if (!found) {
+    const Error& e = found.error();
+    if (e.code == Errc::kPcNotCovered) return out;
+    if (e.code == Errc::kPcBeforeFirstFre) {
+      // A DEFAULT FDE without FREs marks an outermost frame (v3 errata).
+      Expected<Fde> fde = s.fde(e.fde);
+      if (fde && fde->num_fres == 0 && fde->fde_type == FdeType::kDefault) out.status = LookupStatus::kOutermost;
+      return out;
+    }
+    out.status = LookupStatus::kDecodeError;
+    out.error = e.code;
+    return out;
+  }
+  const Header& h = s.header();
+  FrameRow row = found->row;
+  row.ra = resolve_padding(row.ra, h.cfa_fixed_ra_offset);
+  row.fp = resolve_padding(row.fp, h.cfa_fixed_fp_offset);
+  out.status = LookupStatus::kFound;
+  out.signal = found->fde.signal;
+  out.row = row;
+  out.compactable = found->fde.fde_type == FdeType::kDefault && compact(row, arch, out.signal, out.compact);
+  return out;
+}
+
+}  // namespace sframe::detail

@@ -1,0 +1,94 @@
+// Helpers shared by the unwinder tests: rules written by hand for the
+// encoder, and a one-module map over an encoded section.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "sframe/encode.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe_test {
+
+namespace rule {
+inline sframe::Rule reg(std::uint16_t r, std::int32_t off, bool deref = false) {
+  sframe::Rule x;
+  x.kind = sframe::Rule::Kind::kExpr;
+  x.base = sframe::Rule::Base::kRegister;
+  x.regnum = r;
+  x.offset = off;
+  x.deref = deref;
+  return x;
+}
+/// Saved at CFA + off.
+inline sframe::Rule slot(std::int32_t off) {
+  sframe::Rule x;
+  x.kind = sframe::Rule::Kind::kExpr;
+  x.base = sframe::Rule::Base::kCfa;
+  x.offset = off;
+  x.deref = true;
+  return x;
+}
+/// The header's fixed offset (AMD64 RA at CFA - 8).
+inline sframe::Rule fixed(std::int32_t off) {
+  sframe::Rule x = slot(off);
+  x.from_header = true;
+  return x;
+}
+inline sframe::Rule kind(sframe::Rule::Kind k) {
+  sframe::Rule x;
+  x.kind = k;
+  return x;
+}
+inline sframe::Rule unchanged() { return kind(sframe::Rule::Kind::kUnchanged); }
+inline sframe::Rule padding() { return kind(sframe::Rule::Kind::kPadding); }
+}  // namespace rule
+
+/// A row: CFA, RA, FP (and the PAuth mark).
+inline sframe::FrameRow row(sframe::Rule cfa, sframe::Rule ra, sframe::Rule fp, bool mangled = false) {
+  sframe::FrameRow r;
+  r.cfa = cfa;
+  r.ra = ra;
+  r.fp = fp;
+  r.ra_mangled = mangled;
+  return r;
+}
+/// The outermost row (errata 2: no data words).
+inline sframe::FrameRow outermost() {
+  sframe::FrameRow r;
+  r.ra_undefined = true;
+  r.cfa = rule::kind(sframe::Rule::Kind::kUndefined);
+  r.ra = rule::kind(sframe::Rule::Kind::kUndefined);
+  return r;
+}
+
+/// An encoded section registered as the only module of a map.
+struct OneModule {
+  std::vector<std::byte> bytes;
+  sframe::Section section;
+  std::array<sframe::Module, 4> storage{};
+  sframe::ModuleMap map{storage};
+};
+
+/// Encodes `spec` (asserting success) and maps it at runtime range `range`
+/// with load bias `bias`.
+inline std::unique_ptr<OneModule> map_encoded(const sframe::SectionSpec& spec, sframe::AddressRange range,
+                                              std::uint64_t bias = 0) {
+  auto m = std::make_unique<OneModule>();
+  auto enc = sframe::encode(spec);
+  EXPECT_TRUE(enc) << (enc ? "" : sframe::describe(enc.error().code));
+  if (!enc) return m;
+  m->bytes = std::move(*enc);
+  auto s = sframe::Section::parse(m->bytes, spec.section_address);
+  EXPECT_TRUE(s);
+  if (!s) return m;
+  m->section = *s;
+  EXPECT_TRUE(sframe::validate(m->section));
+  EXPECT_TRUE(m->map.add({range, bias, m->section, nullptr}));
+  return m;
+}
+
+}  // namespace sframe_test
