@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
-#include "check_section.hpp"
+#include "fuzz_check.hpp"
+#include "sframe/section.hpp"
 #include "sframe/encode.hpp"
 
 namespace sframe::fuzz {

@@ -26,19 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "check_encode.hpp"
+#include "fuzz_check.hpp"
 #include "objdump_text.hpp"
 #include "render.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
-#define SFRAME_FUZZ_CHECK(cond)                                                           \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "sframe fuzz: invariant broken: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                             \
-      __builtin_trap();                                                                   \
-    }                                                                                     \
-  } while (0)
 
 namespace sframe::fuzz {
 
@@ -74,9 +68,6 @@ inline bool is_decode_error(Errc c) {
   }
 }
 
-// Keeps reads the checks do not otherwise use from being optimized away.
-inline volatile std::uint64_t g_sink;
-
 struct Walk {
   /// False when the walk stopped early (budget spent): the totals below are
   /// then partial and the completeness invariants are skipped.
@@ -92,8 +83,8 @@ struct Walk {
 // (section size)^2 / 40: the walk stops after this many FRE decodes, and
 // after kBudgetAfterError more once it has met an error (the section is
 // then known bad). Real sections of up to 64 KiB have at most 32 Ki FREs.
-inline constexpr std::uint64_t kWalkBudget = 1u << 20;
-inline constexpr std::uint64_t kBudgetAfterError = 1u << 16;
+inline constexpr std::uint64_t kWalkBudget = 1u << 18;
+inline constexpr std::uint64_t kBudgetAfterError = 1u << 14;
 
 inline void check_row(const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
   if (fre.dataword_count == 0) {
@@ -245,9 +236,6 @@ inline void check_lookup(const Section& s, const Walk& w, bool strict_ok) {
 // Above this many FREs the objdump text (about 50 bytes per FRE) is not
 // rendered: FDEs may share FRE data, so the text can grow quadratically.
 inline constexpr std::uint64_t kMaxRenderedFres = 1u << 18;
-
-// Defined in check_encode.hpp (which includes this file).
-inline void check_reencode(const Section& s);
 
 inline void check_section(std::span<const std::byte> bytes, std::uint64_t address) {
   const Expected<Section> parsed = Section::parse(bytes, address);

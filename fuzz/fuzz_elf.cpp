@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "check_encode.hpp"
+#include "check_section.hpp"
 #include "memfd.hpp"
 #include "sframe/elf.hpp"
 

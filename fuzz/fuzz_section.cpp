@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "check_encode.hpp"
+#include "check_section.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 8) return 0;
