@@ -318,6 +318,11 @@ inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(t
 /// range, FRE count/length totals, FRE overlap between FDEs, sub-section
 /// overlap, FDE order and overlap under SFRAME_F_FDE_SORTED. Returns the
 /// first error found.
+/// Resources: kStrict allocates one bit per byte of the FRE sub-section (none
+/// when the header's counts are impossible); kLenient allocates nothing
+/// unless FDEs share FRE data (or claim more FREs than fit), and then up to
+/// 4 bytes per byte of the FRE sub-section per (FRE type, FDE type) pair in
+/// use, to keep the time linear (see ValidateStats).
 Expected<void> validate(const Section& s, Strictness strictness = Strictness::kStrict);
 
 /// The work validate() did, to check its time bound in tests (counts, not
