@@ -92,6 +92,32 @@ Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint6
   return words_end;
 }
 
+// Strict: a FLEX control word carries no bits without a meaning (spec v3
+// §2.4.2 "Encoding of Data Word 1"): bit 2 is unused, and the register
+// number counts only when reg_p is set. Such bits would let a control word
+// with reg_p = deref_p = 0 differ from the padding word 0 and say "CFA + 0",
+// which the spec says cannot be encoded. Call after row() accepted the FRE.
+Expected<void> check_flex_controls(const Section& s, const Fde& f, const Fre& fre) {
+  const std::uint32_t n = fre.dataword_count;
+  if (n == 0) return {};  // RA undefined: no control words at all
+  std::array<std::uint32_t, 3> at{0, 0, 0};
+  std::size_t m = 1;  // word 0: the CFA's control word
+  if (n > 2) {
+    if (s.dataword(fre, 2) == 0) {
+      at[m++] = 3;  // padding for RA, then the FP pair
+    } else {
+      at[m++] = 2;
+      if (n > 4) at[m++] = 4;
+    }
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::uint32_t w = s.dataword(fre, at[i]);
+    if ((w & flex::kUnusedBit) || (!flex::reg_p(w) && flex::regnum(w) != 0))
+      return make_error(Errc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
+  }
+  return {};
+}
+
 // Walks the FREs of one FDE; returns the end offset of its FRE data.
 Expected<std::uint64_t> check_fres(const Section& s, const Fde& f, Strictness mode) {
   if (f.fde_type == FdeType::kDefault) return check_default_fres(s, f, mode);
@@ -106,6 +132,7 @@ Expected<std::uint64_t> check_fres(const Section& s, const Fde& f, Strictness mo
     if (!strict) continue;
     if (auto ok = check_start(f, limit, fre->index, fre->start_offset, prev_start, fre->section_offset); !ok)
       return Unexpected{ok.error()};
+    if (auto ok = check_flex_controls(s, f, *fre); !ok) return Unexpected{ok.error()};
     prev_start = fre->start_offset;
   }
   return end;
