@@ -311,6 +311,7 @@ ZMachine z_chain(const std::vector<int>& funcs, std::uint64_t top_off, std::mt19
 TEST(UnwindS390x, DeepChainsEveryTopmostState) {
   auto mod = map_encoded(z_spec(), {kZText, kZText + 0x1000});
   std::mt19937_64 rng(21);
+  StaticRuleCache<256> cache;
   for (std::uint64_t top_off : {0x0ull, 0x6ull, 0xcull, 0x10ull, 0x40ull, 0xe0ull}) {
     for (int round = 0; round < 10; ++round) {
       std::vector<int> funcs;
@@ -319,14 +320,17 @@ TEST(UnwindS390x, DeepChainsEveryTopmostState) {
       if (round % 3 == 0) funcs.back() = kZFuncs - 1;
       ZMachine m = z_chain(funcs, top_off, rng);
       std::array<Frame, 64> out;
-      const UnwindResult r =
-          unwind(mod->map, m.stack.memory(), Regs::s390x(m.frames.back().pc, m.sp, m.r11, m.r14), std::span<Frame>(out));
-      EXPECT_EQ(r.reason, StopReason::kOutermost) << stop_reason_name(r.reason) << " 0x" << std::hex << r.address;
-      expect_frames(std::span<const Frame>(out.data(), r.count), m.frames);
-      // s390x: SP = CFA - 160.
-      for (std::size_t i = 0; i + 1 < r.count; ++i) EXPECT_EQ(out[i].cfa - 160, out[i + 1].sp);
+      for (RuleCache* c : {static_cast<RuleCache*>(nullptr), static_cast<RuleCache*>(&cache)}) {
+        const UnwindResult r = unwind(mod->map, m.stack.memory(), Regs::s390x(m.frames.back().pc, m.sp, m.r11, m.r14),
+                                      std::span<Frame>(out), {}, c);
+        EXPECT_EQ(r.reason, StopReason::kOutermost) << stop_reason_name(r.reason) << " 0x" << std::hex << r.address;
+        expect_frames(std::span<const Frame>(out.data(), r.count), m.frames);
+        // s390x: SP = CFA - 160.
+        for (std::size_t i = 0; i + 1 < r.count; ++i) EXPECT_EQ(out[i].cfa - 160, out[i + 1].sp);
+      }
     }
   }
+  EXPECT_GT(cache.hits, 0u);
 }
 
 TEST(UnwindS390x, FlexFpInFloatingPointRegister) {
@@ -346,6 +350,47 @@ TEST(UnwindS390x, FlexFpInFloatingPointRegister) {
   EXPECT_EQ(out[1].fp, m.r11);
   // Without f2 the rule cannot be evaluated.
   regs.forget(17);
+  r = unwind(mod->map, m.stack.memory(), regs, std::span<Frame>(out));
+  EXPECT_EQ(r.reason, StopReason::kBadRule);
+  EXPECT_EQ(r.count, 1u);
+}
+
+}  // namespace
+
+namespace {
+
+// SFrame v2 s390x (errata 1): an RA/FP data word with bit 0 set names the
+// DWARF register holding the value (leaf functions keep r14 and r11 in
+// floating-point registers). Only the topmost frame has those registers.
+TEST(UnwindS390x, V2RegisterEncodedRaAndFp) {
+  SectionSpec s = z_spec();
+  s.version = Version::kV2;
+  s.functions.pop_back();  // the FLEX function (v3 only)
+  FunctionSpec leaf;
+  leaf.start_pc = kZText + 0xf00;
+  leaf.size = 0x40;
+  const Rule u = rule::unchanged();
+  leaf.rows = {{0, row(rule::reg(kR15, 160), u, u)},
+               {8, row(rule::reg(kR15, 160), rule::reg(16, 0), rule::reg(17, 0))}};  // ldgr %f0,%r14; ldgr %f2,%r11
+  s.functions.push_back(leaf);
+  auto mod = map_encoded(s, {kZText, kZText + 0x1000});
+  ASSERT_EQ(mod->section.version(), Version::kV2);
+  std::mt19937_64 rng(23);
+  ZMachine m = z_chain({1, 3}, 0x40, rng);
+  const std::uint64_t ret = z_func(3) + 0x40;
+  m.frames.back() = {ret, m.sp};
+  const std::uint64_t pc = kZText + 0xf10;
+  m.frames.push_back({pc, m.sp});
+  Regs regs = Regs::s390x(pc, m.sp, 0x1111 /* r11 reused */, 0x2222 /* r14 reused */);
+  regs.set(16, ret);
+  regs.set(17, m.r11);
+  std::array<Frame, 16> out;
+  UnwindResult r = unwind(mod->map, m.stack.memory(), regs, std::span<Frame>(out));
+  EXPECT_EQ(r.reason, StopReason::kOutermost) << stop_reason_name(r.reason);
+  expect_frames(std::span<const Frame>(out.data(), r.count), m.frames);
+  EXPECT_EQ(out[1].fp, m.r11);
+  // Without f0 (as in any caller frame) the RA rule cannot be evaluated.
+  regs.forget(16);
   r = unwind(mod->map, m.stack.memory(), regs, std::span<Frame>(out));
   EXPECT_EQ(r.reason, StopReason::kBadRule);
   EXPECT_EQ(r.count, 1u);

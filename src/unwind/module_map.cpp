@@ -64,11 +64,12 @@ const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
 }
 
 RuleCache::RuleCache(std::span<Entry> storage) noexcept {
-  const std::size_t n = storage.empty() ? 0 : std::bit_floor(storage.size());
+  const std::size_t n = storage.size() < 2 ? 0 : std::bit_floor(storage.size());
   entries_ = storage.first(n);
-  mask_ = n ? n - 1 : 0;
-  // Take the top log2(n) bits of the hash.
-  shift_ = n > 1 ? 64u - static_cast<unsigned>(std::countr_zero(n)) : 63u;
+  // Sets of two: log2(n / 2) bits of the folded PC pick the set, times 2.
+  const std::size_t sets = n / 2;
+  shift_ = sets > 1 ? static_cast<unsigned>(std::countr_zero(sets)) : 1u;
+  mask_ = sets > 1 ? sets - 1 : 0;
   clear();
 }
 

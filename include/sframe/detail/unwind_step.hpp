@@ -1,6 +1,8 @@
 // sframepp: the unwind loop (templated over the memory reader so that the
 // in-process reader inlines). Included by sframe/unwind.hpp; not a public
-// header on its own.
+// header on its own. Stepper, StepOutcome, in_ranges, strip_pauth and
+// frame_of are used by the in-process backtrace and the `sframe stack` tool
+// to build their own loops: keep their shape stable.
 #pragma once
 
 #include "sframe/unwind.hpp"
@@ -35,35 +37,6 @@ struct LookedUpRules {
 /// async-signal-safe. Defined in src/unwind/rules.cpp.
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept;
 
-/// Expands a cached CompactRule to the row form evaluate() reads.
-inline FrameRow expand(const CompactRule& c, Arch arch) noexcept {
-  const ArchRegs ar = arch_regs(arch);
-  FrameRow r;
-  r.cfa.kind = Rule::Kind::kExpr;
-  r.cfa.base = Rule::Base::kRegister;
-  r.cfa.regnum = (c.flags & CompactRule::kCfaBaseFp) ? ar.fp : ar.sp;
-  r.cfa.offset = c.cfa_offset;
-  if (c.flags & CompactRule::kRaOnStack) {
-    r.ra.kind = Rule::Kind::kExpr;
-    r.ra.base = Rule::Base::kCfa;
-    r.ra.deref = true;
-    r.ra.offset = c.ra_offset_by_8 * 8;
-  } else if (c.flags & CompactRule::kRaUndefined) {
-    r.ra.kind = Rule::Kind::kUndefined;
-    r.ra_undefined = true;
-  } else {
-    r.ra.kind = Rule::Kind::kUnchanged;
-  }
-  if (c.flags & CompactRule::kFpOnStack) {
-    r.fp.kind = Rule::Kind::kExpr;
-    r.fp.base = Rule::Base::kCfa;
-    r.fp.deref = true;
-    r.fp.offset = c.fp_offset_by_8 * 8;
-  }
-  r.ra_mangled = (c.flags & CompactRule::kRaMangled) != 0;
-  return r;
-}
-
 /// AArch64 PAuth: drop the signature in the bits above the VA width
 /// (sign-extending bit 55, which selects the address-space half), keeping
 /// the top byte when top-byte-ignore applies. Pure bit arithmetic: no
@@ -75,8 +48,10 @@ inline std::uint64_t strip_pauth(std::uint64_t ra, const UnwindOptions& o) noexc
   return ((ra >> 55) & 1) ? (ra | pac) : (ra & ~pac);
 }
 
-/// Outcome of one step.
+/// Outcome of one Stepper::step().
 struct StepOutcome {
+  /// True: the registers and PC now describe the caller. False: `reason`,
+  /// `address` and `error` say why not (as in UnwindResult).
   bool stepped = false;
   StopReason reason = StopReason::kOutermost;
   std::uint64_t address = 0;
@@ -116,43 +91,106 @@ bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
 }
 
 /// The one-frame stepper: `regs`/`pc` describe the current frame and are
-/// replaced by the caller's on success.
+/// replaced by the caller's on success. Does not check that the CFA
+/// increases, nor a zero PC, nor the depth: the loop around it does (see
+/// unwind()). Async-signal-safe when M::read_word is; holds references to
+/// its arguments, which must outlive it.
 template <MemoryReader M>
 class Stepper {
  public:
   Stepper(const ModuleMap& modules, const M& mem, const UnwindOptions& opt, RuleCache* cache) noexcept
       : modules_(modules), mem_(mem), opt_(opt), cache_(cache) {}
 
+  /// Steps from the frame (`regs`, `pc`) to its caller, replacing both.
+  /// On failure they are left unchanged and the outcome says why.
   StepOutcome step(Regs& regs, CodeAddress& pc) noexcept {
     const std::uint64_t lpc = pc.lookup_pc();
-    const Arch arch = regs.arch;
-    if (arch == Arch::kAmd64 && in_ranges(opt_.signal_trampolines, pc.value())) return signal_step(regs, pc);
-
+    const bool amd64 = regs.arch == Arch::kAmd64;
+    if (amd64 && !opt_.signal_trampolines.empty() && in_ranges(opt_.signal_trampolines, pc.value()))
+      return signal_step(regs, pc);
     if (cache_) {
       if (const CompactRule* c = cache_->lookup(lpc)) {
         ++cache_->hits;
-        if ((c->flags & CompactRule::kSignal) && arch == Arch::kAmd64) return signal_step(regs, pc);
-        return apply(regs, pc, expand(*c, arch), lpc);
+        if ((c->flags & CompactRule::kSignal) && amd64) return signal_step(regs, pc);
+        return apply_compact(regs, pc, *c, lpc);
       }
       ++cache_->misses;
     }
-    const LookedUpRules r = lookup_rules(modules_, arch, lpc);
+    return slow_step(regs, pc, lpc);
+  }
+
+ private:
+  // Cache miss: module, FDE and FRE lookup, then the full rule evaluation.
+  [[gnu::noinline]] StepOutcome slow_step(Regs& regs, CodeAddress& pc, std::uint64_t lpc) noexcept {
+    const bool amd64 = regs.arch == Arch::kAmd64;
+    const LookedUpRules r = lookup_rules(modules_, regs.arch, lpc);
     switch (r.status) {
       case LookupStatus::kFound:
         if (cache_ && r.compactable) cache_->insert(lpc, r.compact);
-        if (r.signal && arch == Arch::kAmd64) return signal_step(regs, pc);
+        if (r.signal && amd64) return signal_step(regs, pc);
         return apply(regs, pc, r.row, lpc);
       case LookupStatus::kOutermost: return stop(StopReason::kOutermost, 0);
       case LookupStatus::kDecodeError: return stop(StopReason::kBadRule, lpc, r.error);
       case LookupStatus::kNoSFrame: break;
     }
-    if (arch == Arch::kAmd64 && opt_.detect_sigreturn_code && is_x86_64_sigreturn(mem_, pc.value()))
-      return signal_step(regs, pc);
-    if (opt_.fp_fallback && arch != Arch::kS390x) return fp_step(regs, pc, lpc);
+    if (amd64 && opt_.detect_sigreturn_code && is_x86_64_sigreturn(mem_, pc.value())) return signal_step(regs, pc);
+    if (opt_.fp_fallback && regs.arch != Arch::kS390x) return fp_step(regs, pc, lpc);
     return stop(StopReason::kNoSFrameForPc, lpc);
   }
 
- private:
+  // The caller's registers: only SP and FP are known after a normal step
+  // (SFrame tracks nothing else), so rules naming any other register fail
+  // from here on, as spec Appendix A requires.
+  static void become_caller(Regs& regs, CodeAddress& pc, std::uint64_t cfa, std::uint64_t ra, bool fp_known,
+                            std::uint64_t fp) noexcept {
+    const ArchRegs ar = arch_regs(regs.arch);
+    regs.valid = 0;
+    regs.set(ar.sp,
+             regs.arch == Arch::kS390x ? cfa + static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : cfa);
+    if (fp_known) regs.set(ar.fp, fp);
+    regs.pc = ra;
+    pc = CodeAddress::return_address(ra);
+  }
+
+  // The hot path: a cached DEFAULT rule, evaluated without expanding it.
+  StepOutcome apply_compact(Regs& regs, CodeAddress& pc, const CompactRule c, std::uint64_t lpc) noexcept {
+    if (c.flags & CompactRule::kRaUndefined) return stop(StopReason::kOutermost, 0);
+    const ArchRegs ar = arch_regs(regs.arch);
+    const unsigned base = (c.flags & CompactRule::kCfaBaseFp) ? ar.fp : ar.sp;
+    if (!regs.has(base)) return stop(StopReason::kBadRule, lpc);
+    const std::uint64_t cfa = regs.dwarf[base] + static_cast<std::uint64_t>(std::int64_t{c.cfa_offset});
+    std::uint64_t ra;
+    if (c.flags & CompactRule::kRaOnStack) {
+      const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.ra_offset_by_8} * 8);
+      const std::optional<std::uint64_t> v = mem_.read_word(at);
+      if (!v) return stop(StopReason::kUnreadableMemory, at);
+      ra = *v;
+    } else if (regs.has(ar.ra)) {
+      ra = regs.dwarf[ar.ra];  // still in LR/r14: topmost or after a signal frame
+    } else {
+      return stop(StopReason::kBadRule, lpc);
+    }
+    bool fp_known = regs.has(ar.fp);
+    std::uint64_t fp = fp_known ? regs.dwarf[ar.fp] : 0;
+    if (c.flags & CompactRule::kFpOnStack) {
+      const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.fp_offset_by_8} * 8);
+      const std::optional<std::uint64_t> v = mem_.read_word(at);
+      if (!v) return stop(StopReason::kUnreadableMemory, at);
+      fp = *v;
+      fp_known = true;
+    }
+    StepOutcome out;
+    if ((c.flags & CompactRule::kRaMangled) && regs.arch == Arch::kAarch64) {
+      const std::uint64_t stripped = strip_pauth(ra, opt_);
+      if (stripped != ra) out.caller_flags = kFramePauthStripped;
+      ra = stripped;
+    }
+    out.stepped = true;
+    out.cfa = cfa;
+    become_caller(regs, pc, cfa, ra, fp_known, fp);
+    return out;
+  }
+
   // Evaluates base + offset (wrapping, as the hardware would), dereferenced
   // when asked. nullopt + `fail` set on a missing register or failed read.
   std::optional<std::uint64_t> eval(const Rule& rule, std::uint64_t cfa, const Regs& regs, StepOutcome& fail,
@@ -210,15 +248,7 @@ class Stepper {
     }
     out.stepped = true;
     out.cfa = *cfa;
-    // The caller's registers: only SP and FP are known after a normal step
-    // (SFrame tracks nothing else), so rules naming any other register fail
-    // from here on, as spec Appendix A requires.
-    regs.valid = 0;
-    regs.set(ar.sp, regs.arch == Arch::kS390x ? *cfa + static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset})
-                                              : *cfa);
-    if (fp) regs.set(ar.fp, *fp);
-    regs.pc = ra;
-    pc = CodeAddress::return_address(ra);
+    become_caller(regs, pc, *cfa, ra, fp.has_value(), fp.value_or(0));
     return out;
   }
 
@@ -295,6 +325,21 @@ inline Frame frame_of(const Regs& regs, CodeAddress pc, std::uint8_t flags) noex
   return f;
 }
 
+// Writes a frame field by field (a whole-struct copy from a temporary costs
+// a store-forwarding stall per frame on the hot path).
+inline void put_frame(Frame& f, const Regs& regs, const CodeAddress& pc, std::uint8_t flags) noexcept {
+  const ArchRegs ar = arch_regs(regs.arch);
+  // Field by field: CodeAddress was just written as a word and a byte, and a
+  // 16-byte copy of it would wait for both stores to retire.
+  const std::uint64_t v = pc.value();
+  f.pc = pc.is_return_address() ? CodeAddress::return_address(v) : CodeAddress::exact(v);
+  f.sp = regs.has(ar.sp) ? regs.dwarf[ar.sp] : 0;
+  const bool fp = regs.has(ar.fp);
+  f.fp = fp ? regs.dwarf[ar.fp] : 0;
+  f.cfa = 0;
+  f.flags = static_cast<std::uint8_t>(flags | (fp ? kFrameFpValid : 0));
+}
+
 }  // namespace sframe::detail
 
 namespace sframe {
@@ -303,60 +348,116 @@ template <MemoryReader M>
 UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_in, std::span<Frame> out,
                     const UnwindOptions& options, RuleCache* cache) noexcept {
   UnwindResult res;
-  if (out.empty()) {
-    res.reason = StopReason::kDepthLimit;
-    return res;
-  }
-  if (cache) cache->sync(modules.generation());
-  Regs regs = regs_in;
-  CodeAddress pc = CodeAddress::exact(regs.pc);
-  out[0] = detail::frame_of(regs, pc, 0);
-  std::size_t n = 1;
-  if (pc.value() == 0) {
+  const auto finish = [&](std::size_t n, StopReason why, std::uint64_t addr = 0, Errc e = Errc::kPcNotCovered) {
     res.count = n;
-    res.reason = StopReason::kZeroPc;
+    res.reason = why;
+    res.address = addr;
+    res.error = e;
     return res;
-  }
+  };
+  if (out.empty()) return finish(0, StopReason::kDepthLimit);
+  if (cache) cache->sync(modules.generation());
+  const ArchRegs ar = arch_regs(regs_in.arch);
+  const bool aarch64 = regs_in.arch == Arch::kAarch64;
+  const std::uint64_t sp_from_cfa =
+      regs_in.arch == Arch::kS390x ? static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : 0;
+  // Rules the fast path below leaves to the Stepper.
+  constexpr std::uint16_t kSlowRule = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaUndefined;
+  const bool fast_ok = cache != nullptr;
+
+  // The state of the current frame. On the fast path only SP and FP are
+  // known, kept in scalars (`regs` is brought up to date lazily before a
+  // slow step) so that no store-to-load round trip sits on the per-frame
+  // dependency chain.
+  Regs regs = regs_in;
+  bool regs_stale = false;
+  CodeAddress pc = CodeAddress::exact(regs.pc);
+  bool sp_known = regs.has(ar.sp), fp_known = regs.has(ar.fp);
+  std::uint64_t sp = sp_known ? regs.dwarf[ar.sp] : 0, fp = fp_known ? regs.dwarf[ar.fp] : 0;
+  const auto put = [&](Frame& f, std::uint8_t flags) {
+    const std::uint64_t v = pc.value();
+    f.pc = pc.is_return_address() ? CodeAddress::return_address(v) : CodeAddress::exact(v);
+    f.sp = sp_known ? sp : 0;
+    f.fp = fp_known ? fp : 0;
+    f.cfa = 0;
+    f.flags = static_cast<std::uint8_t>(flags | (fp_known ? kFrameFpValid : 0));
+  };
+  put(out[0], 0);
+  std::size_t n = 1;
+  if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
   detail::Stepper<M> stepper(modules, memory, options, cache);
   std::uint64_t prev_cfa = 0;
   bool have_prev = false;
   bool unchecked = false;
   for (;;) {
-    const detail::StepOutcome s = stepper.step(regs, pc);
-    if (!s.stepped) {
-      res.count = n;
-      res.reason = s.reason;
-      res.address = s.address;
-      res.error = s.error;
-      return res;
+    std::uint64_t cfa;
+    std::uint8_t caller_flags = 0;
+    const CompactRule* c = fast_ok && !detail::in_ranges(options.signal_trampolines, pc.value())
+                               ? cache->lookup(pc.lookup_pc())
+                               : nullptr;
+    if (c && !(c->flags & kSlowRule)) {
+      // The hot path: a cached DEFAULT rule needing only SP/FP (the same
+      // semantics as Stepper::apply_compact).
+      ++cache->hits;
+      const bool fp_base = c->flags & CompactRule::kCfaBaseFp;
+      if (!(fp_base ? fp_known : sp_known)) return finish(n, StopReason::kBadRule, pc.lookup_pc());
+      cfa = (fp_base ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
+      const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
+      const std::optional<std::uint64_t> ra = memory.read_word(ra_at);
+      if (!ra) return finish(n, StopReason::kUnreadableMemory, ra_at);
+      std::uint64_t next_pc = *ra;
+      if (c->flags & CompactRule::kFpOnStack) {
+        const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
+        const std::optional<std::uint64_t> f = memory.read_word(fp_at);
+        if (!f) return finish(n, StopReason::kUnreadableMemory, fp_at);
+        fp = *f;
+        fp_known = true;
+      }
+      if ((c->flags & CompactRule::kRaMangled) && aarch64) {
+        const std::uint64_t stripped = detail::strip_pauth(next_pc, options);
+        if (stripped != next_pc) caller_flags = kFramePauthStripped;
+        next_pc = stripped;
+      }
+      if (have_prev && !unchecked && cfa <= prev_cfa) return finish(n, StopReason::kCfaNotIncreasing, cfa);
+      sp = cfa + sp_from_cfa;
+      sp_known = true;
+      pc = CodeAddress::return_address(next_pc);
+      regs_stale = true;
+      unchecked = false;
+    } else {
+      if (regs_stale) {
+        regs.valid = 0;
+        if (sp_known) regs.set(ar.sp, sp);
+        if (fp_known) regs.set(ar.fp, fp);
+        regs.pc = pc.value();
+        regs_stale = false;
+      }
+      // Through a copy: `pc` itself stays out of memory on the fast path.
+      CodeAddress step_pc = pc;
+      const detail::StepOutcome s = stepper.step(regs, step_pc);
+      if (!s.stepped) return finish(n, s.reason, s.address, s.error);
+      pc = step_pc;
+      out[n - 1].flags |= s.this_flags;
+      // Strictly up the stack; the trampoline's CFA may equal its handler's
+      // (both are the address of the ucontext), and the frame after a signal
+      // frame may be on another stack (sigaltstack).
+      const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+      if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal)
+        return finish(n, StopReason::kCfaNotIncreasing, s.cfa);
+      cfa = s.cfa;
+      caller_flags = s.caller_flags;
+      unchecked = s.cfa_unchecked;
+      sp_known = regs.has(ar.sp);
+      fp_known = regs.has(ar.fp);
+      sp = sp_known ? regs.dwarf[ar.sp] : 0;
+      fp = fp_known ? regs.dwarf[ar.fp] : 0;
     }
-    Frame& cur = out[n - 1];
-    cur.flags |= s.this_flags;
-    // Strictly up the stack; the trampoline's CFA may equal its handler's
-    // (both are the address of the ucontext), and the frame after a signal
-    // frame may be on another stack (sigaltstack).
-    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
-    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
-      res.count = n;
-      res.reason = StopReason::kCfaNotIncreasing;
-      res.address = s.cfa;
-      return res;
-    }
-    cur.cfa = s.cfa;
-    prev_cfa = s.cfa;
+    out[n - 1].cfa = cfa;
+    prev_cfa = cfa;
     have_prev = true;
-    unchecked = s.cfa_unchecked;
-    if (pc.value() == 0) {
-      res.count = n;
-      res.reason = StopReason::kZeroPc;
-      return res;
-    }
-    if (n == out.size()) {
-      res.count = n;
-      res.reason = StopReason::kDepthLimit;
-      return res;
-    }
-    out[n++] = detail::frame_of(regs, pc, s.caller_flags);
+    if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
+    if (n == out.size()) return finish(n, StopReason::kDepthLimit);
+    put(out[n++], caller_flags);
   }
 }
 
