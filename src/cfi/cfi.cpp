@@ -28,6 +28,7 @@ std::string_view describe(Reason r) {
     case Reason::kUnsupportedRule: return "register rule SFrame cannot express";
     case Reason::kUnsupportedMachine: return "machine has no SFrame ABI";
     case Reason::kNoRow: return "part of the function has no CFI row";
+    case Reason::kTooFarForV2: return "function too far from the SFrame section for v2's 32-bit start field (use v3)";
   }
   return "unknown";
 }
@@ -417,6 +418,16 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
   });
   if (!walked) return Unexpected{walked.error()};
   if (x86) add_plts(file, g);
+  if (version == Version::kV2) {
+    // v2 start fields are signed 32-bit offsets from the field itself; keep
+    // 256 MiB of margin for the field's own place in the FDE table.
+    std::erase_if(g.spec.functions, [&](const FunctionSpec& f) {
+      const auto d = static_cast<std::int64_t>(f.start_pc - section_address);
+      if (d >= std::int64_t{INT32_MIN} + (1 << 28) && d <= std::int64_t{INT32_MAX} - (1 << 28)) return false;
+      g.skipped.push_back({f.start_pc, f.size, Reason::kTooFarForV2});
+      return true;
+    });
+  }
   return g;
 }
 
