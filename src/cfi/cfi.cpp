@@ -185,6 +185,9 @@ Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
     if (fixed_ra != 0) return fail(Reason::kUnsupportedRule);
     r.ra.kind = Rule::Kind::kUnchanged;
   } else if (ra.kind == Loc::Kind::kRule) {
+    // val_offset: RA = CFA + N. A FLEX control word for it would be 0, the
+    // padding word (spec v3 §2.4.2), so no SFrame version can say it.
+    if (ra.rule.base == Rule::Base::kCfa && !ra.rule.deref) return fail(Reason::kUnsupportedRule);
     r.ra = ra.rule;
     const bool at_cfa = ra.rule.base == Rule::Base::kCfa && ra.rule.deref;
     if (fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra) {
@@ -200,6 +203,7 @@ Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
   if (fp.kind == Loc::Kind::kSame || fp.kind == Loc::Kind::kUndefined) {
     r.fp.kind = Rule::Kind::kUnchanged;
   } else if (fp.kind == Loc::Kind::kRule) {
+    if (fp.rule.base == Rule::Base::kCfa && !fp.rule.deref) return fail(Reason::kUnsupportedRule);  // as for RA
     r.fp = fp.rule;
     if (!(fp.rule.base == Rule::Base::kCfa && fp.rule.deref)) note_flex(Reason::kRegisterRule);
   } else {
