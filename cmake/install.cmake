@@ -1,8 +1,9 @@
 # `cmake --install`: headers, libsframepp.a and libsframepp.so (codec, ELF,
 # unwinder), libsframepp-cfi.a (SFrame from DWARF CFI), libsframepp-process.a
-# (live processes: ptrace, remote memory, modules), the `sframe` tool, a
-# CMake package (find_package(sframepp) -> sframepp::sframepp,
-# sframepp::static, sframepp::cfi, sframepp::process) and pkg-config files.
+# (live processes: ptrace, remote memory, modules), libsframepp-backtrace.a
+# (in-process backtrace), the `sframe` tool, a CMake package
+# (find_package(sframepp) -> sframepp::sframepp, sframepp::static,
+# sframepp::cfi, sframepp::process, sframepp::backtrace) and pkg-config files.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -10,14 +11,15 @@ set_target_properties(sframepp_shared PROPERTIES EXPORT_NAME sframepp)
 set_target_properties(sframepp_static PROPERTIES EXPORT_NAME static)
 set_target_properties(sframe_cfi PROPERTIES EXPORT_NAME cfi OUTPUT_NAME sframepp-cfi)
 set_target_properties(sframe_process PROPERTIES EXPORT_NAME process OUTPUT_NAME sframepp-process)
-foreach(t sframe_cfi sframe_process)
+set_target_properties(sframepp_backtrace PROPERTIES EXPORT_NAME backtrace OUTPUT_NAME sframepp-backtrace)
+foreach(t sframe_cfi sframe_process sframepp_backtrace)
   target_include_directories(${t} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 endforeach()
 
 install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
-install(TARGETS sframepp_shared sframepp_static sframe_cfi sframe_process EXPORT sframeppTargets
+install(TARGETS sframepp_shared sframepp_static sframe_cfi sframe_process sframepp_backtrace EXPORT sframeppTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

@@ -13,7 +13,8 @@
 //    num_fres, fre_covering() finds the FREs the iterator gave, and the
 //    objdump text renders without error;
 //  - kStrict ok: that sum equals the header's sfh_num_fres, and (sorted FDEs)
-//    find() and FdeIndex::find() agree.
+//    find() and FdeIndex::find() agree;
+//  - kLenient ok: the objdump text and the JSON render without error.
 #pragma once
 
 #include <algorithm>
@@ -25,18 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "check_encode.hpp"
+#include "fuzz_check.hpp"
 #include "objdump_text.hpp"
+#include "render.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
-#define SFRAME_FUZZ_CHECK(cond)                                                           \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "sframe fuzz: invariant broken: %s (%s:%d)\n", #cond, __FILE__, \
-                   __LINE__);                                                             \
-      __builtin_trap();                                                                   \
-    }                                                                                     \
-  } while (0)
 
 namespace sframe::fuzz {
 
@@ -72,9 +68,6 @@ inline bool is_decode_error(Errc c) {
   }
 }
 
-// Keeps reads the checks do not otherwise use from being optimized away.
-inline volatile std::uint64_t g_sink;
-
 struct Walk {
   /// False when the walk stopped early (budget spent): the totals below are
   /// then partial and the completeness invariants are skipped.
@@ -90,8 +83,8 @@ struct Walk {
 // (section size)^2 / 40: the walk stops after this many FRE decodes, and
 // after kBudgetAfterError more once it has met an error (the section is
 // then known bad). Real sections of up to 64 KiB have at most 32 Ki FREs.
-inline constexpr std::uint64_t kWalkBudget = 1u << 20;
-inline constexpr std::uint64_t kBudgetAfterError = 1u << 16;
+inline constexpr std::uint64_t kWalkBudget = 1u << 18;
+inline constexpr std::uint64_t kBudgetAfterError = 1u << 14;
 
 inline void check_row(const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
   if (fre.dataword_count == 0) {
@@ -286,7 +279,11 @@ inline void check_section(std::span<const std::byte> bytes, std::uint64_t addres
     const Expected<void> ok = tools::append_section(text, s, ".sframe");
     SFRAME_FUZZ_CHECK(ok.has_value());
     SFRAME_FUZZ_CHECK(!text.empty());
+    const tools::Json j = tools::section_json(s, ".sframe");
+    SFRAME_FUZZ_CHECK(j["fdes"].size() == h.num_fdes);
+    SFRAME_FUZZ_CHECK(!j.dump().empty());
   }
+  if (strict && s.version() != Version::kV1 && w.fres_declared <= kMaxRenderedFres) check_reencode(s);
 }
 
 }  // namespace sframe::fuzz

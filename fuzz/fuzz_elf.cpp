@@ -1,8 +1,6 @@
-// libFuzzer target: an ELF file image. ElfFile::open takes a path, so the
-// input goes into an in-memory file (memfd) opened as /proc/self/fd/N.
-#include <sys/mman.h>
-#include <unistd.h>
-
+// libFuzzer target: an ELF file image (section headers, PT_GNU_SFRAME
+// discovery, .rela.sframe relocation of .o files), then its SFrame section
+// through every check of check_section.hpp.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,46 +10,11 @@
 #include <vector>
 
 #include "check_section.hpp"
+#include "memfd.hpp"
 #include "sframe/elf.hpp"
 
-namespace {
-
-// One memfd for the whole run, rewritten for each input.
-int memfd() {
-  static const int fd = [] {
-    const int f = memfd_create("sframe-fuzz-elf", MFD_CLOEXEC);
-    if (f < 0) {
-      std::perror("memfd_create");
-      __builtin_trap();
-    }
-    return f;
-  }();
-  return fd;
-}
-
-bool write_all(int fd, const std::uint8_t* p, std::size_t n) {
-  if (ftruncate(fd, 0) != 0) return false;
-  off_t at = 0;
-  while (n > 0) {
-    const ssize_t w = pwrite(fd, p, n, at);
-    if (w <= 0) return false;
-    p += w;
-    at += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const int fd = memfd();
-  if (!write_all(fd, data, size)) {
-    std::perror("memfd write");
-    __builtin_trap();
-  }
-  static const std::string path = "/proc/self/fd/" + std::to_string(fd);
-
+  const std::string& path = sframe::fuzz::memfd_path(data, size);
   auto file = sframe::elf::ElfFile::open(path);
   if (!file) {
     SFRAME_FUZZ_CHECK(file.error().code == sframe::Errc::kElfError);

@@ -53,6 +53,31 @@ TEST(Cfi, GnuSectionsAgreeWithDwarf) {
   }
 }
 
+// v2 start fields are signed 32-bit PC-relative offsets: a section placed
+// 4 GiB above the code cannot describe it, so gen v2 leaves every function
+// out with that reason (and v3, whose field is 64-bit, keeps them), instead of
+// emitting a model the encoder rejects as a whole.
+TEST(Cfi, V2SkipsFunctionsTooFarFromTheSection) {
+  for (auto& l : linked_files()) {
+    const std::uint64_t far = l.address + (std::uint64_t{1} << 32);
+    auto v3 = cfi::generate(l.file, Version::kV3, far);
+    ASSERT_TRUE(v3) << l.name;
+    EXPECT_FALSE(v3->spec.functions.empty()) << l.name;
+    EXPECT_TRUE(encode(v3->spec).has_value()) << l.name;
+    auto v2 = cfi::generate(l.file, Version::kV2, far);
+    ASSERT_TRUE(v2) << l.name;
+    EXPECT_TRUE(v2->spec.functions.empty()) << l.name;
+    std::size_t too_far = 0;
+    for (const auto& sk : v2->skipped) too_far += sk.reason == cfi::Reason::kTooFarForV2;
+    // All of v3's DEFAULT functions (v2 leaves FLEX ones out for their rules).
+    std::size_t v3_default = 0;
+    for (const auto& f : v3->spec.functions) v3_default += f.fde_type == FdeType::kDefault;
+    EXPECT_EQ(too_far, v3_default) << l.name;
+    EXPECT_GT(too_far, 0u) << l.name;
+    EXPECT_TRUE(encode(v2->spec).has_value()) << l.name;
+  }
+}
+
 TEST(Cfi, GeneratedSectionsAgreeCoverAndAreNoLarger) {
   for (auto& l : linked_files()) {
     auto gas = Section::parse(l.bytes, l.address);

@@ -471,6 +471,10 @@ const std::vector<Row>& rows() {
     {"V3InfoBit6",                   kV3Arm64,  orb(62, 0x40),                 kUnusedBitsSet,            kStrict, 62, 0, N},
     {"V3Info2Bit5",                  kV3Amd64,  orb(79, 0x20),                 kUnusedBitsSet,            kStrict, 79, 1, N},
     {"V3Info2Bit7BE",                kV3S390x,  orb(63, 0x80),                 kUnusedBitsSet,            kStrict, 63, 0, N},
+    // FLEX control words (v3 §2.4.2): bit 2 is unused; regnum only with reg_p.
+    {"FlexCtlUnusedBit",             kV3Amd64,  orb(90, 0x04),                 kUnusedBitsSet,            kStrict, 90, 1, 1},
+    {"FlexCtlCfaUnusedBit",          kV3Amd64,  orb(83, 0x04),                 kUnusedBitsSet,            kStrict, 83, 1, 0},
+    {"FlexCtlRegnumWithoutRegP2B",   kV3Amd64,  orb(98, 0x28),                 kUnusedBitsSet,            kStrict, 98, 1, 2},
     // --- Strict only: FDE fields ----------------------------------------------------------------------------
     {"V2PcMaskRepSize0",             kV2,       set8(65, 0),                   kZeroRepSize,              kStrict, 65, 1, N},
     {"V3PcMaskRepSize0",             kV3Arm64,  orb(62, 0x10),                 kZeroRepSize,              kStrict, 64, 0, N},

@@ -35,6 +35,9 @@ enum class Reason : std::uint8_t {
   kUnsupportedMachine,
   /// No CFI row covers part of the FDE.
   kNoRow,
+  /// v2 only: the function starts too far from the SFrame section for the
+  /// 32-bit PC-relative start field (v3's field is 64-bit).
+  kTooFarForV2,
 };
 
 /// Short description of a Reason.

@@ -124,10 +124,15 @@ class SectionEncoder {
 };
 
 /// Encodes `spec` as an SFrame v2 or v3 section in its byte order.
+/// Everything written passes validate(kStrict) (kPreserve: but for what the
+/// recorded header flags claim).
 /// Errors: kBadVersion (v1 is not written), kNotRepresentable (a rule the
 /// version, ABI or FDE type cannot express, an offset out of range, a start
-/// PC too far for v2's 32-bit field, unsorted rows), with `fde`/`fre` naming
-/// the function and row.
+/// PC too far for v2's 32-bit field, unsorted rows, a row starting outside
+/// its function (or PC-mask block), a PC-mask function with a zero block
+/// size, a function whose end overflows the address space, an enum field or
+/// recorded data-word size out of range), with `fde`/`fre` naming the
+/// function and row.
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout = Layout::kOptimize);
 
 /// Combines sections as a linker does: every function of every input (start

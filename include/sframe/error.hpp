@@ -36,7 +36,7 @@ namespace sframe {
   X(kBadDatawordSize, "FRE data-word size code does not exist")                          \
   X(kBadDatawordCount, "FRE data-word count impossible for this ABI and FDE type")       \
   X(kBadFlexControl, "FLEX FRE control data word breaks the encoding rules")             \
-  X(kUnusedBitsSet, "unused bits set in an FDE info byte")                               \
+  X(kUnusedBitsSet, "unused bits set in an FDE info byte or a FLEX control word")         \
   X(kZeroRepSize, "PC-mask FDE with a repetition block size of zero")                    \
   X(kFuncRangeOverflow, "function start + size overflows the address space")             \
   X(kFreStartNotIncreasing, "FRE start addresses are not strictly increasing")           \

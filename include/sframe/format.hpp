@@ -101,6 +101,9 @@ constexpr bool mangled_ra_p(std::uint8_t info) noexcept { return (info >> 7) & 0
 
 /// Most data words an FRE can carry (4-bit count).
 inline constexpr std::uint32_t kMaxDatawords = 15;
+/// Smallest encoded FRE: a 1-byte start address and the info byte, no data
+/// words. Bounds how many FREs an FRE sub-section can hold.
+inline constexpr std::uint32_t kMinFreSize = 2;
 
 /// v3 FLEX control data word (spec v3 §3.2): bit 0 reg_p, bit 1 deref_p,
 /// bits 3+ DWARF register number. 0 is the padding word.

@@ -318,6 +318,24 @@ inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(t
 /// range, FRE count/length totals, FRE overlap between FDEs, sub-section
 /// overlap, FDE order and overlap under SFRAME_F_FDE_SORTED. Returns the
 /// first error found.
+/// Resources: kStrict allocates one bit per byte of the FRE sub-section (none
+/// when the header's counts are impossible); kLenient allocates nothing
+/// unless FDEs share FRE data (or claim more FREs than fit), and then up to
+/// 4 bytes per byte of the FRE sub-section per (FRE type, FDE type) pair in
+/// use, to keep the time linear (see ValidateStats).
 Expected<void> validate(const Section& s, Strictness strictness = Strictness::kStrict);
+
+/// The work validate() did, to check its time bound in tests (counts, not
+/// timings). Both are at most a small constant times the section size in
+/// bytes, whatever the counts the section claims.
+struct ValidateStats {
+  /// FDEs decoded.
+  std::uint64_t fde_decodes = 0;
+  /// FREs decoded (each decode reads one FRE's start address and info byte).
+  std::uint64_t fre_decodes = 0;
+};
+
+/// validate() reporting the work done in `stats` (overwritten).
+Expected<void> validate(const Section& s, Strictness strictness, ValidateStats& stats);
 
 }  // namespace sframe

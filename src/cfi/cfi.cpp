@@ -28,6 +28,7 @@ std::string_view describe(Reason r) {
     case Reason::kUnsupportedRule: return "register rule SFrame cannot express";
     case Reason::kUnsupportedMachine: return "machine has no SFrame ABI";
     case Reason::kNoRow: return "part of the function has no CFI row";
+    case Reason::kTooFarForV2: return "function too far from the SFrame section for v2's 32-bit start field (use v3)";
   }
   return "unknown";
 }
@@ -184,6 +185,9 @@ Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
     if (fixed_ra != 0) return fail(Reason::kUnsupportedRule);
     r.ra.kind = Rule::Kind::kUnchanged;
   } else if (ra.kind == Loc::Kind::kRule) {
+    // val_offset: RA = CFA + N. A FLEX control word for it would be 0, the
+    // padding word (spec v3 §2.4.2), so no SFrame version can say it.
+    if (ra.rule.base == Rule::Base::kCfa && !ra.rule.deref) return fail(Reason::kUnsupportedRule);
     r.ra = ra.rule;
     const bool at_cfa = ra.rule.base == Rule::Base::kCfa && ra.rule.deref;
     if (fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra) {
@@ -199,6 +203,7 @@ Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
   if (fp.kind == Loc::Kind::kSame || fp.kind == Loc::Kind::kUndefined) {
     r.fp.kind = Rule::Kind::kUnchanged;
   } else if (fp.kind == Loc::Kind::kRule) {
+    if (fp.rule.base == Rule::Base::kCfa && !fp.rule.deref) return fail(Reason::kUnsupportedRule);  // as for RA
     r.fp = fp.rule;
     if (!(fp.rule.base == Rule::Base::kCfa && fp.rule.deref)) note_flex(Reason::kRegisterRule);
   } else {
@@ -392,6 +397,13 @@ class PltRanges {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges_;
 };
 
+// v2 start fields are signed 32-bit offsets from the field itself; keep
+// 256 MiB of margin for the field's own place in the FDE table.
+bool too_far_for_v2(std::uint64_t start_pc, std::uint64_t section_address) {
+  const auto d = static_cast<std::int64_t>(start_pc - section_address);
+  return d < std::int64_t{INT32_MIN} + (1 << 28) || d > std::int64_t{INT32_MAX} - (1 << 28);
+}
+
 }  // namespace
 
 Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
@@ -420,7 +432,12 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
   std::size_t next_plt = 0;
   const auto plts_before = [&](std::uint64_t pc) {
     for (; next_plt < plts.size() && plts[next_plt].start_pc <= pc; ++next_plt) {
-      out(plts[next_plt]);
+      const FunctionSpec& p = plts[next_plt];
+      if (version == Version::kV2 && too_far_for_v2(p.start_pc, section_address)) {
+        g.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
+        continue;
+      }
+      out(p);
       ++g.plt_functions;
     }
   };
@@ -436,6 +453,8 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
       flex |= r.flex;
     }
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
+    if (why == Reason::kNone && version == Version::kV2 && too_far_for_v2(fn.start, section_address))
+      why = Reason::kTooFarForV2;
     if (why != Reason::kNone) {
       g.skipped.push_back({fn.start, size, why});
       return;

@@ -245,12 +245,26 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   const auto index = static_cast<std::uint32_t>(fdes_.size());
   if (f.fde_type == FdeType::kFlex && header_.version != Version::kV3)
     return make_error(Errc::kNotRepresentable, 0, 1, index);
+  // Enum fields of the model come from the caller: out-of-range values would
+  // spill into other bits of the info bytes.
+  if (static_cast<unsigned>(f.pc_type) > 1 || static_cast<unsigned>(f.fde_type) > 1 ||
+      static_cast<unsigned>(f.pauth_key) > 1 || (preserve && static_cast<unsigned>(f.fre_type) > 2))
+    return make_error(Errc::kNotRepresentable, 0, 2, index);
+  // What validate(kStrict) requires of an FDE (spec §2.3): a PC-mask block
+  // size, a function range inside the address space, and (below) row starts
+  // inside the function or block.
+  if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kNotRepresentable, 0, f.start_pc, index);
+  const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
   // Scratch reused by every call: no allocation per function once warm.
   thread_local std::vector<EncodedRow> rows;
   rows.clear();
   Encoder encoder(header_, index);
   for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
     if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
+      return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+    // A zero-size function may still carry one row at offset 0.
+    if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
       return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
     if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;  // same rules: nothing to say
     EncodedRow& r = rows.emplace_back();
@@ -272,7 +286,10 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   for (std::uint32_t k = 0; k < rows.size(); ++k) {
     EncodedRow& r = rows[k];
     unsigned size = smallest_size(r.words);
-    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) size = f.dataword_sizes[k];
+    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
+      size = f.dataword_sizes[k];
+      if (size != 1 && size != 2 && size != 4) return make_error(Errc::kNotRepresentable, 0, size, index, k);
+    }
     if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
     r.word_size = static_cast<std::uint8_t>(size);
     len += asz + 1 + std::size_t{r.words.n} * size;

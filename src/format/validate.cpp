@@ -1,5 +1,7 @@
 // One pass over every FDE and FRE, checking the rules of the specification.
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <vector>
 
 #include "sframe/section.hpp"
@@ -66,6 +68,56 @@ Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Stric
   return at;
 }
 
+// One FRE as kLenient checks it (what check_default_fres, or fre_at and
+// row for FLEX FDEs, report); returns the offset of the next FRE.
+Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint64_t at, std::uint32_t k) {
+  if (f.fde_type != FdeType::kDefault) {
+    const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f.fre_type, f.index, k);
+    if (!fre) return Unexpected{fre.error()};
+    if (auto row = s.row(f, *fre); !row) return Unexpected{row.error()};
+    return at + fre->encoded_size;
+  }
+  const Header& h = s.header();
+  const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
+  const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
+  const unsigned asz = start_address_size(f.fre_type);
+  if (at + asz + 1 > end) return make_error(Errc::kFreTruncated, at, 0, f.index, k);
+  const auto info = static_cast<std::uint8_t>(s.bytes()[at + asz]);
+  const unsigned code = fre_info::dataword_size_code(info);
+  if (code > 2) return make_error(Errc::kBadDatawordSize, at + asz, code, f.index, k);
+  const std::uint64_t words_end = at + asz + 1 + (std::uint64_t{fre_info::dataword_count(info)} << code);
+  if (words_end > end) return make_error(Errc::kFreTruncated, at, words_end, f.index, k);
+  if (fre_info::dataword_count(info) > max_words)
+    return make_error(Errc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+  return words_end;
+}
+
+// Strict: a FLEX control word carries no bits without a meaning (spec v3
+// §2.4.2 "Encoding of Data Word 1"): bit 2 is unused, and the register
+// number counts only when reg_p is set. Such bits would let a control word
+// with reg_p = deref_p = 0 differ from the padding word 0 and say "CFA + 0",
+// which the spec says cannot be encoded. Call after row() accepted the FRE.
+Expected<void> check_flex_controls(const Section& s, const Fde& f, const Fre& fre) {
+  const std::uint32_t n = fre.dataword_count;
+  if (n == 0) return {};  // RA undefined: no control words at all
+  std::array<std::uint32_t, 3> at{0, 0, 0};
+  std::size_t m = 1;  // word 0: the CFA's control word
+  if (n > 2) {
+    if (s.dataword(fre, 2) == 0) {
+      at[m++] = 3;  // padding for RA, then the FP pair
+    } else {
+      at[m++] = 2;
+      if (n > 4) at[m++] = 4;
+    }
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::uint32_t w = s.dataword(fre, at[i]);
+    if ((w & flex::kUnusedBit) || (!flex::reg_p(w) && flex::regnum(w) != 0))
+      return make_error(Errc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
+  }
+  return {};
+}
+
 // Walks the FREs of one FDE; returns the end offset of its FRE data.
 Expected<std::uint64_t> check_fres(const Section& s, const Fde& f, Strictness mode) {
   if (f.fde_type == FdeType::kDefault) return check_default_fres(s, f, mode);
@@ -80,6 +132,7 @@ Expected<std::uint64_t> check_fres(const Section& s, const Fde& f, Strictness mo
     if (!strict) continue;
     if (auto ok = check_start(f, limit, fre->index, fre->start_offset, prev_start, fre->section_offset); !ok)
       return Unexpected{ok.error()};
+    if (auto ok = check_flex_controls(s, f, *fre); !ok) return Unexpected{ok.error()};
     prev_start = fre->start_offset;
   }
   return end;
@@ -108,32 +161,135 @@ class Coverage {
   std::vector<std::uint64_t> words_;
 };
 
+// FREs a walk of `f` decoded before it ended (with `err` or not).
+std::uint64_t walked(const Fde& f, const Expected<std::uint64_t>& end) {
+  return end ? f.num_fres : std::uint64_t{end.error().fre} + 1;
+}
+
+// kLenient for sections whose FDEs share FRE data (which the spec forbids
+// but kLenient tolerates, as objdump does): walking each FDE's FREs anew
+// would take time quadratic in the section size. An FRE's successor depends
+// only on its offset and FRE type, and whether it passes only on that and
+// the FDE type, so per (FRE type, FDE type) class the FRE offsets form
+// chains that merge; depth[offset] remembers how many valid FREs follow on
+// from an offset. Each offset is decoded at most twice per class.
+class SharedFres {
+ public:
+  SharedFres(const Section& s, ValidateStats& stats) : s_(s), stats_(stats) {}
+
+  Expected<void> check(const Fde& f) {
+    const std::uint64_t d = depth(f);
+    if (d >= f.num_fres) return {};
+    // FRE d of the FDE is the first bad one: walk to it and report it as the
+    // plain walk would.
+    std::uint64_t at = f.fres_begin;
+    for (std::uint32_t k = 0;; ++k) {
+      ++stats_.fre_decodes;
+      const Expected<std::uint64_t> next = check_one_fre(s_, f, at, k);
+      if (!next) return Unexpected{next.error()};
+      at = *next;
+    }
+  }
+
+ private:
+  // Number of consecutive valid FREs from f.fres_begin in f's class (capped
+  // by the end of the FRE sub-section).
+  std::uint64_t depth(const Fde& f) {
+    const std::uint64_t base = s_.fre_section_offset();
+    const std::uint64_t end = base + s_.header().fre_len;
+    std::vector<std::uint32_t>& memo =
+        memo_[static_cast<unsigned>(f.fre_type) * 2 + (f.fde_type == FdeType::kDefault ? 0 : 1)];
+    if (memo.empty()) memo.assign(s_.header().fre_len, 0);
+    // memo[at - base]: 0 = unknown, else 1 + valid FREs from `at` on.
+    const auto known = [&](std::uint64_t at) { return at >= end || memo[at - base] != 0; };
+    const auto value = [&](std::uint64_t at) -> std::uint64_t { return at >= end ? 0 : memo[at - base] - 1; };
+    std::uint64_t at = f.fres_begin;
+    std::uint64_t n = 0;
+    while (!known(at)) {
+      ++stats_.fre_decodes;
+      const Expected<std::uint64_t> next = check_one_fre(s_, f, at, 0);
+      if (!next) {
+        memo[at - base] = 1;
+        break;
+      }
+      ++n;
+      at = *next;
+    }
+    const std::uint64_t total = n + value(at);
+    // Second pass: record the depth of every offset just walked.
+    at = f.fres_begin;
+    for (std::uint64_t left = total; !known(at); --left) {
+      memo[at - base] = static_cast<std::uint32_t>(left + 1);
+      ++stats_.fre_decodes;
+      at = *check_one_fre(s_, f, at, 0);
+    }
+    return total;
+  }
+
+  const Section& s_;
+  ValidateStats& stats_;
+  std::array<std::vector<std::uint32_t>, 6> memo_;
+};
+
+Expected<void> validate_lenient(const Section& s, ValidateStats& stats) {
+  const Header& h = s.header();
+  // FREs take at least 2 bytes: FDEs whose FREs do not overlap declare at
+  // most this many in total. Past it, FRE data is shared (or counts are
+  // wrong) and the memoizing walk keeps the time linear.
+  const std::uint64_t budget = h.fre_len / kMinFreSize;
+  std::uint64_t declared = 0;
+  std::optional<SharedFres> shared;
+  for (std::uint32_t i = 0; i < h.num_fdes; ++i) {
+    ++stats.fde_decodes;
+    const Expected<Fde> f = s.fde(i);
+    if (!f) return Unexpected{f.error()};
+    declared += f->num_fres;
+    if (declared > budget && !shared) shared.emplace(s, stats);
+    if (shared) {
+      if (auto ok = shared->check(*f); !ok) return ok;
+      continue;
+    }
+    const Expected<std::uint64_t> end = check_fres(s, *f, Strictness::kLenient);
+    stats.fre_decodes += walked(*f, end);
+    if (!end) return Unexpected{end.error()};
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<void> validate(const Section& s, Strictness mode) {
-  const bool strict = mode == Strictness::kStrict;
+  ValidateStats stats;
+  return validate(s, mode, stats);
+}
+
+Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats) {
+  stats = ValidateStats{};
+  if (mode == Strictness::kLenient) return validate_lenient(s, stats);
   const Header& h = s.header();
-  if (strict) {
-    if (h.flags & ~defined_flags(h.version)) return make_error(Errc::kUndefinedFlags, 3, h.flags);
-    const std::uint64_t fdes_end = s.fde_table_offset() + std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
-    const std::uint64_t fres_end = s.fre_section_offset() + std::uint64_t{h.fre_len};
-    if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
-      return make_error(Errc::kSubsectionsOverlap, 20, s.fre_section_offset());
-  }
-  Coverage claimed(strict ? h.fre_len : 0);
+  if (h.flags & ~defined_flags(h.version)) return make_error(Errc::kUndefinedFlags, 3, h.flags);
+  // More FREs than the FRE sub-section can hold: rejected before anything
+  // is allocated or walked.
+  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(Errc::kFreCountMismatch, 12, h.num_fres);
+  const std::uint64_t fdes_end = s.fde_table_offset() + std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
+  const std::uint64_t fres_end = s.fre_section_offset() + std::uint64_t{h.fre_len};
+  if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
+    return make_error(Errc::kSubsectionsOverlap, 20, s.fre_section_offset());
+  Coverage claimed(h.fre_len);
   std::uint64_t used = 0;
   std::uint64_t total_fres = 0;
   std::uint64_t prev_start = 0;
   std::uint64_t prev_end = 0;
   for (std::uint32_t i = 0; i < h.num_fdes; ++i) {
+    ++stats.fde_decodes;
     const Expected<Fde> f = s.fde(i);
     if (!f) return Unexpected{f.error()};
-    if (strict) {
-      if (auto ok = check_fde_fields(s, *f); !ok) return ok;
-    }
-    const Expected<std::uint64_t> end = check_fres(s, *f, mode);
+    if (auto ok = check_fde_fields(s, *f); !ok) return ok;
+    // Linear: FREs walked here are claimed below (disjoint), but for the
+    // last FDE, which fails.
+    const Expected<std::uint64_t> end = check_fres(s, *f, Strictness::kStrict);
+    stats.fre_decodes += walked(*f, end);
     if (!end) return Unexpected{end.error()};
-    if (!strict) continue;
     total_fres += f->num_fres;
     const std::uint64_t run_begin = h.version == Version::kV3 ? f->fres_begin - kFdeAttrSizeV3 : f->fres_begin;
     const std::uint64_t base = s.fre_section_offset();
@@ -146,7 +302,6 @@ Expected<void> validate(const Section& s, Strictness mode) {
     prev_start = f->start_pc;
     prev_end = f->start_pc + f->size;
   }
-  if (!strict) return {};
   if (total_fres != h.num_fres) return make_error(Errc::kFreCountMismatch, 12, h.num_fres);
   if (used != h.fre_len) return make_error(Errc::kFreLenMismatch, 16, h.fre_len);
   return {};

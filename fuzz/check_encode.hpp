@@ -1,0 +1,151 @@
+// Encoder properties shared by fuzz_encode, fuzz_cfi and fuzz_section:
+//  - encode() either fails with a documented error (kBadVersion, kBadAbi,
+//    kNotRepresentable) or returns bytes that parse and pass
+//    validate(kStrict) (kPreserve: but for what the recorded header flags
+//    claim, which the encoder writes as told);
+//  - to_spec(decode(encode(m))) == m, normalized as encode.hpp documents:
+//    kOptimize sorts FDEs by start PC (stable) and drops rows equal to the
+//    previous one, and records no layout; kPreserve keeps FDE order, every
+//    row, the FRE type, the flags, the FRE sub-section order, and data-word
+//    sizes at least as large as recorded. Rows with no data words
+//    (ra_undefined) decode as CFA/RA undefined, FP unchanged; v2 has no
+//    signal bit.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fuzz_check.hpp"
+#include "sframe/section.hpp"
+#include "sframe/encode.hpp"
+
+namespace sframe::fuzz {
+
+inline FrameRow canonical_row(const FrameRow& r) {
+  if (!r.ra_undefined) return r;
+  FrameRow out;
+  out.ra_undefined = true;
+  out.ra_mangled = r.ra_mangled;
+  out.cfa.kind = Rule::Kind::kUndefined;
+  out.ra.kind = Rule::Kind::kUndefined;
+  out.fp.kind = Rule::Kind::kUnchanged;
+  return out;
+}
+
+inline SectionSpec normalized(const SectionSpec& in, Layout layout) {
+  SectionSpec out = in;
+  const bool preserve = layout == Layout::kPreserve;
+  for (FunctionSpec& f : out.functions) {
+    if (out.version != Version::kV3) f.signal = false;
+    std::vector<RowSpec> rows;
+    for (std::size_t k = 0; k < f.rows.size(); ++k) {
+      if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;
+      rows.push_back({f.rows[k].start_offset, canonical_row(f.rows[k].row)});
+    }
+    f.rows = std::move(rows);
+  }
+  if (!preserve)
+    std::stable_sort(out.functions.begin(), out.functions.end(),
+                     [](const FunctionSpec& a, const FunctionSpec& b) { return a.start_pc < b.start_pc; });
+  return out;
+}
+
+// Clears what to_spec records of the layout, for the comparison.
+inline void drop_layout(SectionSpec& s) {
+  s.flags = 0;
+  for (FunctionSpec& f : s.functions) {
+    f.fre_type = FreType::kAddr1;
+    f.dataword_sizes.clear();
+    f.fre_offset = 0;
+  }
+}
+
+inline bool valid_dataword_size(std::uint8_t n) { return n == 1 || n == 2 || n == 4; }
+
+// Whether the recorded flags let kStrict fail with `c` (kPreserve writes
+// them as told).
+inline bool flags_explain(const SectionSpec& m, Errc c) {
+  if (c == Errc::kUndefinedFlags) return (m.flags & ~defined_flags(m.version)) != 0;
+  if (c == Errc::kFdesUnsorted || c == Errc::kFdesOverlap) return (m.flags & flags::kFdeSorted) != 0;
+  return false;
+}
+
+/// Encodes `m` with `layout` and checks the properties above. Returns true if
+/// the encoder accepted the model.
+inline bool check_encode(const SectionSpec& m, Layout layout) {
+  const Expected<std::vector<std::byte>> bytes = encode(m, layout);
+  if (!bytes) {
+    const Errc c = bytes.error().code;
+    SFRAME_FUZZ_CHECK(c == Errc::kBadVersion || c == Errc::kBadAbi || c == Errc::kNotRepresentable);
+    return false;
+  }
+  const Expected<Section> s = Section::parse(*bytes, m.section_address);
+  SFRAME_FUZZ_CHECK(s.has_value());
+  SFRAME_FUZZ_CHECK(s->used_size() == bytes->size());
+  const Expected<void> strict = validate(*s, Strictness::kStrict);
+  if (!strict && !(layout == Layout::kPreserve && flags_explain(m, strict.error().code))) {
+    std::fprintf(stderr, "sframe fuzz: encoded section fails kStrict: %s (offset %llu, fde %u, fre %u)\n",
+                 std::string(code_name(strict.error().code)).c_str(),
+                 static_cast<unsigned long long>(strict.error().offset), strict.error().fde, strict.error().fre);
+    SFRAME_FUZZ_CHECK(layout == Layout::kPreserve && flags_explain(m, strict.error().code));
+    SFRAME_FUZZ_CHECK(validate(*s, Strictness::kLenient).has_value());
+  }
+  const Expected<SectionSpec> back = to_spec(*s);
+  SFRAME_FUZZ_CHECK(back.has_value());
+
+  SectionSpec want = normalized(m, layout);
+  SectionSpec got = *back;
+  SFRAME_FUZZ_CHECK(got.functions.size() == want.functions.size());
+  if (layout == Layout::kPreserve) {
+    SFRAME_FUZZ_CHECK(got.flags == want.flags);
+    for (std::size_t i = 0; i < want.functions.size(); ++i) {
+      const FunctionSpec& w = want.functions[i];
+      const FunctionSpec& g = got.functions[i];
+      SFRAME_FUZZ_CHECK(g.fre_type == w.fre_type);
+      SFRAME_FUZZ_CHECK(g.dataword_sizes.size() == g.rows.size());
+      for (std::size_t k = 0; k < g.dataword_sizes.size() && k < w.dataword_sizes.size(); ++k)
+        if (valid_dataword_size(w.dataword_sizes[k])) SFRAME_FUZZ_CHECK(g.dataword_sizes[k] >= w.dataword_sizes[k]);
+      for (std::size_t j = 0; j < want.functions.size(); ++j)
+        // (<=: a v2 function without rows has no FRE bytes.)
+        if (w.fre_offset < want.functions[j].fre_offset) SFRAME_FUZZ_CHECK(g.fre_offset <= got.functions[j].fre_offset);
+    }
+  } else {
+    SFRAME_FUZZ_CHECK(got.flags & flags::kFdeFuncStartPcrel);
+  }
+  drop_layout(want);
+  drop_layout(got);
+  for (std::size_t i = 0; i < want.functions.size(); ++i) {
+    if (got.functions[i] == want.functions[i]) continue;
+    const FunctionSpec& w = want.functions[i];
+    const FunctionSpec& g = got.functions[i];
+    std::fprintf(stderr,
+                 "sframe fuzz: function %zu differs after the round trip: start %llx/%llx size %u/%u rows %zu/%zu "
+                 "pc_type %d/%d fde_type %d/%d rep %u/%u signal %d/%d key %d/%d\n",
+                 i, static_cast<unsigned long long>(w.start_pc), static_cast<unsigned long long>(g.start_pc), w.size,
+                 g.size, w.rows.size(), g.rows.size(), int(w.pc_type), int(g.pc_type), int(w.fde_type),
+                 int(g.fde_type), w.rep_size, g.rep_size, w.signal, g.signal, int(w.pauth_key), int(g.pauth_key));
+    for (std::size_t k = 0; k < w.rows.size() && k < g.rows.size(); ++k)
+      if (!(w.rows[k] == g.rows[k])) std::fprintf(stderr, "  row %zu differs (start %u/%u)\n", k, w.rows[k].start_offset, g.rows[k].start_offset);
+  }
+  SFRAME_FUZZ_CHECK(got == want);
+  return true;
+}
+
+/// A section that passes kStrict (v2/v3): its model encodes again, with
+/// both layouts, and round-trips.
+inline void check_reencode(const Section& s) {
+  const Expected<SectionSpec> m = to_spec(s);
+  SFRAME_FUZZ_CHECK(m.has_value());
+  for (const Layout layout : {Layout::kOptimize, Layout::kPreserve}) {
+    if (check_encode(*m, layout)) continue;
+    const Error e = encode(*m, layout).error();
+    std::fprintf(stderr, "sframe fuzz: the model of a valid section is rejected (%s): %s value %llu fde %u fre %u\n",
+                 layout == Layout::kOptimize ? "kOptimize" : "kPreserve", std::string(code_name(e.code)).c_str(),
+                 static_cast<unsigned long long>(e.value), e.fde, e.fre);
+    SFRAME_FUZZ_CHECK(false && "the model of a section that passes kStrict encodes");
+  }
+}
+
+}  // namespace sframe::fuzz
