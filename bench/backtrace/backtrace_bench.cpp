@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sframe/backtrace.hpp"
+#include "backtrace/glibc_backtrace.hpp"
 
 namespace sf_chains {
 using Callback = void (*)(void*);
@@ -44,18 +45,8 @@ std::size_t fp_walk(void** out, std::size_t max);
 
 namespace {
 
-// libunwind exports a `backtrace` of its own that takes the place of glibc's
-// when it is linked: take glibc's from libc.so.6 itself.
-using BacktraceFn = int (*)(void**, int);
-BacktraceFn glibc_backtrace_fn() {
-  static const BacktraceFn fn = [] {
-    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    void* sym = libc ? dlsym(libc, "backtrace") : nullptr;
-    if (!sym) std::abort();
-    return reinterpret_cast<BacktraceFn>(sym);
-  }();
-  return fn;
-}
+using sframe_test::BacktraceFn;
+using sframe_test::glibc_backtrace_fn;
 
 enum Method { kOurs, kFp, kGlibc, kLibunwind };
 const char* const kMethodNames[] = {"sframe", "fp_walk", "glibc", "libunwind"};

@@ -36,6 +36,7 @@
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
+#include "glibc_backtrace.hpp"
 
 extern "C" {
 typedef void (*bt_callback)(void*);
@@ -45,18 +46,8 @@ unsigned callee_mix(unsigned x);
 
 namespace {
 
-// libunwind exports a `backtrace` of its own that takes the place of glibc's
-// when it is linked: take glibc's from libc.so.6 itself.
-using BacktraceFn = int (*)(void**, int);
-BacktraceFn glibc_backtrace_fn() {
-  static const BacktraceFn fn = [] {
-    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    void* sym = libc ? dlsym(libc, "backtrace") : nullptr;
-    if (!sym) std::abort();
-    return reinterpret_cast<BacktraceFn>(sym);
-  }();
-  return fn;
-}
+using sframe_test::BacktraceFn;
+using sframe_test::glibc_backtrace_fn;
 
 constexpr int kMax = 1024;
 
