@@ -753,8 +753,9 @@ void exercise(const Bytes& b, Tally& t) {
     std::string out;
     (void)sframe::tools::append_section(out, *s, ".sframe");
   }
-  // PC lookups at every function's edges, by search and through the index.
+  // PC lookups at every function's edges, by search and through both indexes.
   auto index = sframe::FdeIndex::build(*s);
+  auto rows = sframe::RowIndex::build(*s);
   for (std::uint32_t i = 0; i < s->num_fdes(); ++i) {
     auto f = s->fde(i);
     if (!f) continue;
@@ -762,6 +763,7 @@ void exercise(const Bytes& b, Tally& t) {
                              f->start_pc + f->size}) {
       (void)sframe::find(*s, pc);
       if (index) (void)index->find(pc);
+      if (rows) (void)rows->find(pc);
     }
   }
 }

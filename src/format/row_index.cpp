@@ -76,7 +76,9 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
     if (added) ix.rows_.push_back({row, signal});
     return it->second;
   };
-  ix.entries_.reserve(std::size_t{s.header().num_fres} + fdes.size() + 3);
+  // The header's FRE count is not trusted: an FRE takes at least two bytes.
+  const std::size_t fres_max = std::min<std::size_t>(s.header().num_fres, s.bytes().size() / 2);
+  ix.entries_.reserve(fres_max + fdes.size() + 3);
   ix.sources_.reserve(ix.entries_.capacity());
   for (std::size_t k = 0; k < fdes.size(); ++k) {
     const Span& sp = fdes[k];
