@@ -2,7 +2,12 @@
 // SFrame sections GNU as/ld made from the same code.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -219,3 +224,71 @@ TEST(Cfi, ExpressionCfasAreLeftOutWithTheirReason) {
 }
 
 }  // namespace
+
+namespace {
+
+// Assembles and links (GNU as/ld) a program whose functions `kept0`..`kept9`
+// have a few CFI rows each and whose last function `huge` has `rows` rows:
+// libdw reads each row by running the FDE's program from its start, so
+// `huge` alone costs rows x FDE bytes. Returns the executable's path, or ""
+// when the tools are missing.
+std::string build_many_rows(const std::string& name, int rows) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sframepp-cfi-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string s = ".text\n";
+  for (int k = 0; k < 10; ++k)
+    s += fmt::format(".globl kept{0}\n.type kept{0},@function\nkept{0}:\n.cfi_startproc\npush %rbp\n"
+                     ".cfi_adjust_cfa_offset 8\npop %rbp\n.cfi_adjust_cfa_offset -8\nret\n.cfi_endproc\n",
+                     k);
+  s += ".globl huge\n.type huge,@function\nhuge:\n.cfi_startproc\n";
+  for (int i = 0; i < rows; ++i) s += i % 2 == 0 ? "push %rax\n.cfi_adjust_cfa_offset 8\n" : "pop %rax\n.cfi_adjust_cfa_offset -8\n";
+  s += "ret\n.cfi_endproc\n.globl _start\n_start: call huge\nhlt\n";
+  const auto src = dir / "many.s";
+  FILE* out = std::fopen(src.c_str(), "w");
+  if (!out) return "";
+  std::fputs(s.c_str(), out);
+  std::fclose(out);
+  const std::string exe = (dir / "many").string();
+  const std::string cmd = fmt::format("as {0} -o {1}.o && ld --eh-frame-hdr -o {1} {1}.o", src.string(), exe);
+  return std::system(cmd.c_str()) == 0 ? exe : "";
+}
+
+}  // namespace
+
+// A crafted FDE of 20,000 rows (60 KB of CFI) would cost libdw ~10^9 steps:
+// it is left out with kCfiTooLong (the work bound), the functions before it
+// are kept, and what the bound keeps out is exactly that function, whose
+// rows readelf lists.
+TEST(Cfi, QuadraticCfiIsBoundedAndReported) {
+  const std::string exe = build_many_rows("huge", 20000);
+  if (exe.empty()) GTEST_SKIP() << "GNU as/ld not available";
+  auto file = elf::ElfFile::open(exe);
+  ASSERT_TRUE(file);
+  for (const Version v : {Version::kV2, Version::kV3}) {
+    auto g = cfi::generate(*file, v, 0);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->functions_in, 11u);
+    ASSERT_EQ(g->spec.functions.size(), 10u);
+    ASSERT_EQ(g->skipped.size(), 1u);
+    EXPECT_EQ(g->skipped[0].reason, cfi::Reason::kCfiTooLong);
+    EXPECT_GT(g->skipped[0].start, g->spec.functions.back().start_pc);
+    EXPECT_TRUE(encode(g->spec).has_value());
+  }
+  std::filesystem::remove_all(std::filesystem::path(exe).parent_path());
+}
+
+// Below the bound the same shape is read in full: 2,000 rows in `huge`,
+// the count GNU as emitted (one row per push/pop, plus the entry row).
+TEST(Cfi, LongButRealisticCfiIsReadInFull) {
+  const std::string exe = build_many_rows("long", 2000);
+  if (exe.empty()) GTEST_SKIP() << "GNU as/ld not available";
+  auto file = elf::ElfFile::open(exe);
+  ASSERT_TRUE(file);
+  auto fns = cfi::read_functions(*file);
+  ASSERT_TRUE(fns);
+  ASSERT_EQ(fns->size(), 11u);
+  EXPECT_EQ(fns->back().rows.size(), 2001u);
+  for (const auto& f : *fns)
+    for (const auto& r : f.rows) EXPECT_NE(r.reason, cfi::Reason::kCfiTooLong);
+  std::filesystem::remove_all(std::filesystem::path(exe).parent_path());
+}

@@ -38,7 +38,19 @@ enum class Reason : std::uint8_t {
   /// v2 only: the function starts too far from the SFrame section for the
   /// 32-bit PC-relative start field (v3's field is 64-bit).
   kTooFarForV2,
+  /// The file's CFI would take more than kCfiWorkBase + kCfiWorkPerByte x
+  /// (bytes of .eh_frame) to read (see for_each_function); this FDE and the
+  /// rest of the file's are left out.
+  kCfiTooLong,
 };
+
+/// Work bound of for_each_function, in bytes of CFI interpreted: reading
+/// the row at a PC costs the bytes of its FDE and CIE records, so a function
+/// of R rows costs R x (FDE + CIE bytes). The bound keeps a crafted file
+/// linear; real files stay far below it.
+inline constexpr std::uint64_t kCfiWorkBase = std::uint64_t{1} << 24;
+/// See kCfiWorkBase.
+inline constexpr std::uint64_t kCfiWorkPerByte = 512;
 
 /// Short description of a Reason.
 std::string_view describe(Reason r);
@@ -63,7 +75,9 @@ struct Function {
 };
 
 /// Calls `fn` for every FDE of the file's .eh_frame that .eh_frame_hdr lists
-/// (linked executables and shared objects), rows in PC order. The Function
+/// (linked executables and shared objects), rows in PC order. Once the work
+/// bound (kCfiWorkBase) is spent, each further FDE comes as one row with
+/// Reason::kCfiTooLong spanning [start, next FDE's start). The Function
 /// passed is reused between calls (no allocation per FDE). Errors: kElfError
 /// (no .eh_frame/.eh_frame_hdr or unreadable CFI), kNotRepresentable
 /// (machine without an SFrame ABI).

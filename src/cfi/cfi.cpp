@@ -28,6 +28,7 @@ std::string_view describe(Reason r) {
     case Reason::kUnsupportedRule: return "register rule SFrame cannot express";
     case Reason::kUnsupportedMachine: return "machine has no SFrame ABI";
     case Reason::kNoRow: return "part of the function has no CFI row";
+    case Reason::kCfiTooLong: return "CFI program too long to interpret within the work bound (rows x bytes)";
     case Reason::kTooFarForV2: return "function too far from the SFrame section for v2's 32-bit start field (use v3)";
   }
   return "unknown";
@@ -246,10 +247,53 @@ std::optional<std::uint64_t> read_encoded(std::span<const std::byte> b, std::siz
   }
 }
 
-// FDE start addresses from .eh_frame_hdr's binary-search table.
-std::optional<std::vector<std::uint64_t>> fde_starts(const elf::ElfFile& file) {
+// Reads an n-byte unsigned word at `at`; nullopt past the end.
+std::optional<std::uint64_t> read_word(std::span<const std::byte> b, std::uint64_t at, unsigned n, bool big) {
+  if (at > b.size() || b.size() - at < n) return std::nullopt;
+  std::uint64_t v = 0;
+  for (unsigned i = 0; i < n; ++i)
+    v |= std::uint64_t{static_cast<std::uint8_t>(b[at + i])} << (8 * (big ? n - 1 - i : i));
+  return v;
+}
+
+// A CIE or FDE record of .eh_frame: its size in bytes, length field
+// included, and the width of its length field (4, or 12 for 64-bit DWARF).
+struct Record {
+  std::uint64_t size = 0;
+  unsigned length_field = 4;
+};
+
+std::optional<Record> read_record(std::span<const std::byte> eh, std::uint64_t off, bool big) {
+  auto len = read_word(eh, off, 4, big);
+  if (!len) return std::nullopt;
+  Record r;
+  if (*len == 0xffffffff) {
+    len = read_word(eh, off + 4, 8, big);
+    r.length_field = 12;
+    if (!len) return std::nullopt;
+  }
+  if (*len > eh.size() - off - r.length_field) return std::nullopt;
+  r.size = r.length_field + *len;
+  return r;
+}
+
+// An FDE as .eh_frame_hdr's binary-search table lists it, with what one
+// dwarf_cfi_addrframe call on it may cost: libdw runs the CIE's initial
+// instructions and the FDE's program up to the PC asked for, so a call
+// costs at most the bytes of both records.
+struct FdeEntry {
+  std::uint64_t start = 0;
+  std::uint64_t cost = 0;
+};
+
+// The FDEs of .eh_frame_hdr's table, by start address (duplicates dropped).
+std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, std::uint64_t& eh_frame_size) {
   auto hdr = file.section_bytes(".eh_frame_hdr");
   if (!hdr || hdr->bytes.size() < 4) return std::nullopt;
+  const auto eh = file.section_bytes(".eh_frame");
+  const std::span<const std::byte> eh_bytes = eh ? std::span<const std::byte>(eh->bytes) : std::span<const std::byte>{};
+  const std::uint64_t eh_address = eh ? eh->header.address : 0;
+  eh_frame_size = eh_bytes.size();
   const auto& b = hdr->bytes;
   const bool big = file.info().big_endian;
   const auto u8 = [&](std::size_t i) { return static_cast<std::uint8_t>(b[i]); };
@@ -259,15 +303,30 @@ std::optional<std::vector<std::uint64_t>> fde_starts(const elf::ElfFile& file) {
   if (!read_encoded(b, at, ptr_enc, hdr->header.address, big)) return std::nullopt;
   auto count = read_encoded(b, at, count_enc, hdr->header.address, big);
   if (!count || *count > b.size()) return std::nullopt;
-  std::vector<std::uint64_t> out;
+  // A record we cannot size is charged as the whole .eh_frame.
+  const auto cost_of = [&](std::uint64_t fde_address) {
+    const std::uint64_t whole = eh_bytes.size() + 1;
+    const std::uint64_t off = fde_address - eh_address;
+    const auto fde = read_record(eh_bytes, off, big);
+    if (!fde) return whole;
+    // The CIE pointer follows the length and counts back from itself.
+    const std::uint64_t ptr_at = off + fde->length_field;
+    const auto cie_ptr = read_word(eh_bytes, ptr_at, fde->length_field == 4 ? 4 : 8, big);
+    if (!cie_ptr || *cie_ptr > ptr_at) return whole;
+    const auto cie = read_record(eh_bytes, ptr_at - *cie_ptr, big);
+    return cie ? fde->size + cie->size : whole;
+  };
+  std::vector<FdeEntry> out;
   out.reserve(*count);
   for (std::uint64_t i = 0; i < *count; ++i) {
     auto loc = read_encoded(b, at, table_enc, hdr->header.address, big);
-    if (!loc || !read_encoded(b, at, table_enc, hdr->header.address, big)) return std::nullopt;
-    out.push_back(*loc);
+    auto fde = loc ? read_encoded(b, at, table_enc, hdr->header.address, big) : std::nullopt;
+    if (!loc || !fde) return std::nullopt;
+    out.push_back({*loc, cost_of(*fde)});
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::sort(out.begin(), out.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
+  out.erase(std::unique(out.begin(), out.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
+            out.end());
   return out;
 }
 
@@ -281,18 +340,38 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
-  auto starts = fde_starts(file);
-  if (!starts) return make_error(Errc::kElfError, 0);
+  std::uint64_t eh_frame_size = 0;
+  auto fdes = fde_entries(file, eh_frame_size);
+  if (!fdes) return make_error(Errc::kElfError, 0);
   std::unique_ptr<Dwarf_CFI, CfiDeleter> cfi(dwarf_getcfi_elf(static_cast<Elf*>(file.native_handle())));
   if (!cfi) return make_error(Errc::kElfError, 0);
+  // libdw answers one row per call and runs the FDE's program from its start
+  // each time, so a function of R rows costs about R x its CFI bytes. Real
+  // files spend under 100 bytes of work per byte of .eh_frame (GCC's cc1plus,
+  // with FDEs of 6,677 rows: ~95); a crafted one could make it quadratic.
+  const std::uint64_t budget = kCfiWorkBase + kCfiWorkPerByte * eh_frame_size;
+  std::uint64_t work = 0;
   Function f;
-  for (std::size_t i = 0; i < starts->size(); ++i) {
-    const std::uint64_t next = i + 1 < starts->size() ? (*starts)[i + 1] : UINT64_MAX;
-    f.start = (*starts)[i];
+  for (std::size_t i = 0; i < fdes->size(); ++i) {
+    const std::uint64_t next = i + 1 < fdes->size() ? (*fdes)[i + 1].start : UINT64_MAX;
+    const std::uint64_t cost = (*fdes)[i].cost;
+    f.start = (*fdes)[i].start;
     f.rows.clear();
     std::uint64_t pc = f.start;
     // One pass over the FDE's rows: each lookup yields the row's range.
     while (pc < next) {
+      if (!f.rows.empty() && work > budget) {
+        // Left out whole: the first row's end, or the next FDE, bounds it.
+        const std::uint64_t end = next == UINT64_MAX ? f.rows.front().end : next;
+        Row whole;
+        whole.start = f.start;
+        whole.end = end;
+        whole.reason = Reason::kCfiTooLong;
+        f.rows.assign(1, whole);
+        pc = end;
+        break;
+      }
+      work += cost;
       Dwarf_Frame* frame = nullptr;
       if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) break;
       Row row = translate(frame, *abi, fixed_ra);
@@ -302,7 +381,7 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
       pc = row.end;
       f.rows.push_back(row);
     }
-    f.end = pc;
+  f.end = pc;
     if (!f.rows.empty() && f.end > f.start) fn(f);
   }
   return {};
