@@ -395,7 +395,9 @@ class RuleCache {
   explicit RuleCache(std::span<Entry> storage) noexcept;
 
   /// Empties the cache if `generation` differs from the one it holds.
-  void sync(std::uint64_t generation) noexcept;
+  void sync(std::uint64_t generation) noexcept {
+    if (generation != generation_) reset(generation);
+  }
   /// The rule cached for runtime lookup PC `pc`, or null. The pointer is
   /// valid until the next insert(), clear() or sync().
   const CompactRule* lookup(std::uint64_t pc) const noexcept {
@@ -435,6 +437,7 @@ class RuleCache {
   std::span<Entry> entries_;
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
+  void reset(std::uint64_t generation) noexcept;
   std::uint64_t generation_ = 0;
 };
 

@@ -195,24 +195,17 @@ struct WalkState {
   return n;
 }
 
-/// Walks from frame `pc` (exact or return address) with SP/FP; writes
-/// every frame's address from the first on.
-/// `here` is an address in the current frame: the stack from it up is mapped.
-BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp, std::uint64_t here) noexcept {
-  BacktraceResult res;
-  ThreadState* st = thread_state();
-  if (!st) {
-    res.reason = BacktraceStop::kNoStackBounds;
-    if (!out.empty()) out[res.size++] = reinterpret_cast<void*>(pc.value());
-    return res;
-  }
-  TableGuard guard(st);
-  const Table* table = guard.get();
-  if (!table) {
-    res.reason = BacktraceStop::kNotInitialized;
-    return res;
-  }
-
+/// The general walk: continues from frame `res.size` in state `ws` (frame
+/// 0: `res.size` 0, no previous CFA), writing every frame's address from
+/// there on. `here` is an address in the current frame: the stack from it up
+/// is mapped. `cache` and `memo` are the thread's (null when this walk
+/// interrupted another on the thread); the caller holds `table` and the
+/// thread's busy flag.
+[[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, WalkState from, std::uint64_t here,
+                                               ThreadState* st, const Table* table, RuleCache* cache,
+                                               MemoEntry* memo) noexcept {
+  CodeAddress pc = from.pc;
+  if (cache) cache->sync(table->map.generation());
   StackReader mem;
   AddressRange thread{st->lo, st->hi};
   if (!thread.contains(here)) {
@@ -241,40 +234,23 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
   UnwindOptions extra_opt = opt;
   extra_opt.fp_fallback = true;
 
-  // A walk that interrupted another on this thread leaves the cache and
-  // the memo alone.
-  RuleCache* cache = nullptr;
-  MemoEntry* memo = nullptr;
-  if (!st->busy) {
-    st->busy = 1;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    cache = &st->cache;
-    const std::uint64_t gen = table->map.generation();
-    cache->sync(gen);
-    if (st->memo_generation != gen) {
-      for (MemoEntry& m : st->memo) m = MemoEntry{};
-      st->memo_generation = gen;
-    }
-    memo = st->memo;
-  }
-
   constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
   constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
   // SP/FP live in locals on the fast path (no store-to-load forwarding on
   // the per-frame dependency chain); `regs` is refreshed from them only
   // when the core's Stepper takes a frame.
-  std::uint64_t cur_sp = sp, cur_fp = fp;
-  bool fp_ok = true, regs_stale = false;
+  std::uint64_t cur_sp = from.sp, cur_fp = from.fp;
+  bool fp_ok = from.fp_ok, regs_stale = res.size != 0;
   // Built when the Stepper first takes a frame: zeroing its registers is
   // a large part of a short walk that the fast path takes whole.
-  const std::uint64_t pc0 = pc.value();
+  const std::uint64_t pc0 = pc.value(), sp0 = from.sp, fp0 = from.fp;
   std::optional<Regs> regs_storage;
   detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
   detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
   const std::span<const AddressRange> tramps = table->trampolines;
-  std::uint64_t prev_cfa = 0;
-  bool have_prev = false;
-  bool unchecked = false;
+  std::uint64_t prev_cfa = from.prev_cfa;
+  bool have_prev = from.have_prev;
+  bool unchecked = from.unchecked;
   // Counted here, added to the cache's counter once: a memory counter
   // bumped every frame would chain the frames through store forwarding.
   std::uint64_t hits = 0;
@@ -332,7 +308,7 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
         if (slot) {
           slot->pc = lpc;
           slot->rule = *c;
-          slot->rule.flags |= CompactRule::kValid;
+          slot->rule.flags |= static_cast<std::uint16_t>(CompactRule::kValid | straight_bit(*c));
           c = &slot->rule;
         }
         if (c->flags & CompactRule::kRaUndefined) {
@@ -377,7 +353,7 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
       }
     }
 
-    if (!regs_storage) regs_storage.emplace(Regs::amd64(pc0, sp, fp));
+    if (!regs_storage) regs_storage.emplace(Regs::amd64(pc0, sp0, fp0));
     Regs& regs = *regs_storage;
     if (regs_stale) {
       regs.valid = 0;
@@ -417,12 +393,117 @@ BacktraceResult walk(std::span<void*> out, CodeAddress pc, std::uint64_t sp, std
       break;
     }
   }
-  if (cache) {
-    cache->hits += hits;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    st->busy = 0;
-  }
+  if (cache) cache->hits += hits;
   return res;
+}
+
+/// Frames `n`, `n + 1`, ... taken while each has the PC the memo holds for
+/// its depth and a kMemoStraight* rule (up to `cap`); returns the new count.
+/// `sp` must lie in the thread's stack, which ends at `hi`, and `fp` be
+/// known. The per-frame work is one compare against the memo, one range
+/// check and the loads.
+[[gnu::no_sanitize_address]] inline std::size_t straight_run(const MemoEntry* memo, void** out, std::size_t n,
+                                                            std::size_t cap, std::uint64_t& pcv, std::uint64_t lpc,
+                                                            std::uint64_t& sp, std::uint64_t& fp,
+                                                            std::uint64_t hi) noexcept {
+  while (n < cap) {
+    const MemoEntry& m = memo[n];
+    const std::uint16_t flags = m.rule.flags;
+    if (m.pc != lpc) break;
+    std::uint64_t cfa;
+    if (flags & kMemoStraightSp) [[likely]] {
+      cfa = sp + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
+      if (cfa > hi) break;
+    } else if (flags & kMemoStraightFp) {
+      cfa = fp + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
+      if (cfa - sp - 16 > hi - sp - 16) break;  // not in [SP + 16, hi]
+    } else {
+      break;
+    }
+    std::uint64_t ra, new_fp = fp;
+    std::memcpy(&ra, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.ra_offset_by_8} * 8)),
+                sizeof ra);
+    if (flags & CompactRule::kFpOnStack)
+      std::memcpy(&new_fp,
+                  reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.fp_offset_by_8} * 8)),
+                  sizeof new_fp);
+    // A zero RA needs no test here: its lookup PC, ~0, is never in the memo
+    // (a walk stops at a zero PC before looking it up), so the run stops at
+    // the next frame and the caller reports it.
+    out[n++] = reinterpret_cast<void*>(pcv);
+    sp = cfa;
+    fp = new_fp;
+    pcv = ra;
+    lpc = ra - 1;
+  }
+  return n;
+}
+
+/// Walks from frame `pc` (exact or return address) with SP/FP; writes
+/// every frame's address from the first on, and the outcome to `r`. `here`
+/// is an address in the current frame. A warm walk from the thread's own
+/// stack whose frames the memo predicts runs straight through here; the
+/// rest goes to walk_general. `r` is written field by field: a whole-struct
+/// copy put together from separate stores stalls store forwarding, which
+/// cost a fifth of a short walk.
+[[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
+                                        std::uint64_t fp, std::uint64_t here) noexcept {
+  const auto set = [&r](std::size_t size, BacktraceStop reason, std::uint64_t address = 0) {
+    r.size = size;
+    r.reason = reason;
+    r.address = address;
+  };
+  const auto set_general = [&set](const BacktraceResult& g) { set(g.size, g.reason, g.address); };
+  ThreadState* st = thread_state();
+  if (!st) {
+    std::size_t n = 0;
+    if (!out.empty()) out[n++] = reinterpret_cast<void*>(pc.value());
+    set(n, BacktraceStop::kNoStackBounds);
+    return;
+  }
+  TableGuard guard(st);
+  const Table* table = guard.get();
+  if (!table) {
+    set(0, BacktraceStop::kNotInitialized);
+    return;
+  }
+  WalkState ws{pc, sp, fp};
+  // A walk that interrupted another on this thread leaves the cache and
+  // the memo alone.
+  if (st->busy) {
+    set_general(walk_general(out, BacktraceResult{}, ws, here, st, table, nullptr, nullptr));
+    return;
+  }
+  st->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  RuleCache* cache = &st->cache;
+  const std::uint64_t gen = table->map.generation();
+  if (st->memo_generation != gen) [[unlikely]] {
+    for (MemoEntry& m : st->memo) m = MemoEntry{};
+    st->memo_generation = gen;
+  }
+  MemoEntry* memo = st->memo;
+  const std::uint64_t lo = st->lo, hi = st->hi;
+  std::size_t n = 0;
+  if (here - lo < hi - lo && sp - lo < hi - lo) {
+    std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
+    n = straight_run(memo, out.data(), 0, std::min(out.size(), kMemoDepth), pcv, pc.lookup_pc(), cur_sp, cur_fp, hi);
+    if (n != 0) {
+      ws = WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp};
+      cache->hits += n;
+    }
+  }
+  if (n == out.size()) {
+    set(n, BacktraceStop::kBufferFull);
+  } else if (n != 0 && ws.pc.value() == 0) {
+    set(n, BacktraceStop::kZeroPc);
+  } else {
+    BacktraceResult from;
+    from.size = n;
+    set_general(walk_general(out, from, ws, here, st, table, cache, memo));
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  st->busy = 0;
 }
 
 // Lazy setup for the plain entry points (documented as not AS-safe).
@@ -445,25 +526,43 @@ BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcep
   if (!uc) return backtrace_ex(out);  // inline: starts in this frame
   const greg_t* g = uc->uc_mcontext.gregs;
   int here = 0;
-  return bt::walk(out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
-                  static_cast<std::uint64_t>(g[REG_RBP]), reinterpret_cast<std::uint64_t>(&here));
+  BacktraceResult r;
+  bt::walk(r, out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
+           static_cast<std::uint64_t>(g[REG_RBP]), reinterpret_cast<std::uint64_t>(&here));
+  return r;
 }
 
 std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept { return backtrace_ex(out, uc).size; }
 
 BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   int here = 0;
-  return bt::walk(out, CodeAddress::exact(pc), sp, fp, reinterpret_cast<std::uint64_t>(&here));
+  BacktraceResult r;
+  bt::walk(r, out, CodeAddress::exact(pc), sp, fp, reinterpret_cast<std::uint64_t>(&here));
+  return r;
 }
 
 }  // namespace sframe
 
-extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
-                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+// sframepp_backtrace_walk's first-call path, out of its way.
+[[gnu::noinline, gnu::cold]] static void sframepp_backtrace_setup_and_walk(void** out, std::size_t size,
+                                                                        sframe::BacktraceResult* result,
+                                                                        std::uint64_t pc, std::uint64_t sp,
+                                                                        std::uint64_t fp) noexcept {
   sframe::bt::ensure_ready();
   int here = 0;
-  *result = sframe::bt::walk(std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
-                             reinterpret_cast<std::uint64_t>(&here));
+  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
+                   reinterpret_cast<std::uint64_t>(&here));
+}
+
+extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  using sframe::BacktraceStop;
+  int here = 0;
+  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
+                   reinterpret_cast<std::uint64_t>(&here));
+  // The walk itself tells whether setup is missing: set up, then walk again.
+  if (result->reason == BacktraceStop::kNoStackBounds || result->reason == BacktraceStop::kNotInitialized) [[unlikely]]
+    sframepp_backtrace_setup_and_walk(out, size, result, pc, sp, fp);
 }
 
 #else  // not x86-64 Linux

@@ -77,6 +77,34 @@ struct MemoEntry {
   std::uint64_t pc = 0;
   CompactRule rule;
 };
+/// Memo-only bits of MemoEntry::rule.flags: rules a straight run (see
+/// backtrace.cpp) takes with a single range check on the CFA, which keeps
+/// the CFA moving up and every slot read inside [SP, stack end):
+///  - kMemoStraightSp: CFA = SP + a positive offset, with the RA (and FP, if
+///    saved) below the CFA and at or above the SP; the CFA must be at most
+///    the stack's end;
+///  - kMemoStraightFp: CFA = FP + an offset, with the RA and FP slots within
+///    16 bytes below the CFA (the frame record of -fno-omit-frame-pointer
+///    code); the CFA must lie in [SP + 16, stack end].
+inline constexpr std::uint16_t kMemoStraightSp = 1u << 8;
+inline constexpr std::uint16_t kMemoStraightFp = 1u << 9;
+
+/// The kMemoStraight* bit `r` (a cache rule) qualifies for, or 0.
+inline std::uint16_t straight_bit(const CompactRule& r) noexcept {
+  constexpr std::uint16_t kNot =
+      CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
+  if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
+  const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
+  if (r.flags & CompactRule::kCfaBaseFp) {
+    const auto near = [](std::int8_t by_8) { return by_8 == -1 || by_8 == -2; };
+    return r.cfa_offset >= 16 && near(r.ra_offset_by_8) && (!fp_saved || near(r.fp_offset_by_8)) ? kMemoStraightFp : 0;
+  }
+  if (r.cfa_offset <= 0) return 0;
+  const auto below_cfa_above_sp = [&](std::int8_t by_8) { return by_8 < 0 && r.cfa_offset + by_8 * 8 >= 0; };
+  return below_cfa_above_sp(r.ra_offset_by_8) && (!fp_saved || below_cfa_above_sp(r.fp_offset_by_8)) ? kMemoStraightSp
+                                                                                                      : 0;
+}
+
 /// Depths the memo covers; deeper frames go through the cache alone.
 inline constexpr std::size_t kMemoDepth = 256;
 
@@ -110,8 +138,12 @@ struct ThreadState {
   MemoEntry memo[kMemoDepth] = {};
 };
 
-/// The calling thread's state or null. Initial-exec TLS: reading it is a
+/// Set by backtrace_register_thread(). Initial-exec TLS: reading it is a
 /// plain %fs-relative load, safe in a signal handler.
-ThreadState* thread_state() noexcept;
+/// (constinit: no dynamic initialization, so no TLS wrapper call on access.)
+[[gnu::tls_model("initial-exec"), gnu::visibility("hidden")]] extern thread_local constinit ThreadState* t_state;
+
+/// The calling thread's state or null.
+inline ThreadState* thread_state() noexcept { return t_state; }
 
 }  // namespace sframe::bt

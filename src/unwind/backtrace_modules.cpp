@@ -241,7 +241,6 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
 
 // ----- threads -------------------------------------------------------------
 
-[[gnu::tls_model("initial-exec")]] thread_local ThreadState* t_state = nullptr;
 pthread_key_t g_key;
 std::once_flag g_key_once;
 
@@ -275,7 +274,7 @@ std::uint64_t mapping_start(std::uint64_t addr) {
 
 }  // namespace
 
-ThreadState* thread_state() noexcept { return t_state; }
+[[gnu::tls_model("initial-exec")]] thread_local constinit ThreadState* t_state = nullptr;
 
 }  // namespace sframe::bt
 

@@ -73,8 +73,7 @@ RuleCache::RuleCache(std::span<Entry> storage) noexcept {
   clear();
 }
 
-void RuleCache::sync(std::uint64_t generation) noexcept {
-  if (generation == generation_) return;
+void RuleCache::reset(std::uint64_t generation) noexcept {
   clear();
   generation_ = generation;
 }

@@ -151,6 +151,35 @@ std::atomic<int> g_sink{0};
 
 void store_capture(void* arg) { *static_cast<Traces*>(arg) = capture(); }
 
+// Frames of both CFA kinds: alloca makes the compiler keep RBP as
+// the frame pointer (CFA = RBP + 16), the others are SP-based. `pad` moves
+// the whole chain down the stack by that many bytes.
+[[gnu::noinline]] int mixed_recurse(int depth, Traces& out);
+[[gnu::noinline]] int vla_level(int depth, Traces& out) {
+  volatile char* a = static_cast<volatile char*>(__builtin_alloca(16 + static_cast<unsigned>(depth & 7)));
+  a[0] = static_cast<char>(depth);
+  int r = mixed_recurse(depth - 1, out) + a[0];
+  asm volatile("" : "+r"(r));
+  return r;
+}
+[[gnu::noinline]] int mixed_recurse(int depth, Traces& out) {
+  if (depth == 0) {
+    out = capture();
+    return 1;
+  }
+  if (depth % 3 == 0) return vla_level(depth, out) + 1;
+  int r = mixed_recurse(depth - 1, out) + depth;
+  asm volatile("" : "+r"(r));
+  return r;
+}
+[[gnu::noinline]] int mixed_at(std::size_t pad, int depth, Traces& out) {
+  volatile char* p = static_cast<volatile char*>(__builtin_alloca(pad + 1));
+  p[0] = 1;
+  int r = mixed_recurse(depth, out) + p[0];
+  asm volatile("" : "+r"(r));
+  return r;
+}
+
 Traces* g_qsort_out = nullptr;
 int compare_ints(const void* a, const void* b) {
   if (g_qsort_out && g_qsort_out->ours.empty()) *g_qsort_out = capture();
@@ -234,6 +263,19 @@ TEST_P(BacktraceTest, WarmCacheHits) {
   // Only the outermost frame (_start: an FDE without FREs, which the unwind
   // core does not cache) is looked up again, once per section map consulted.
   EXPECT_LE(after.misses - before.misses, 2u);
+}
+
+TEST_P(BacktraceTest, RepeatedWalksOverBothCfaKinds) {
+  // The first walk fills the per-depth memo, the next ones take it (the
+  // straight run): SP- and FP-based CFAs mixed, the same chain at other
+  // stack addresses (the memo holds rules, not addresses), and depths
+  // that end the prediction early or late.
+  for (int round = 0; round < 4; ++round)
+    for (const std::size_t pad : {std::size_t{0}, std::size_t{48}, std::size_t{4096}}) {
+      Traces t;
+      mixed_at(pad, 24 + (round == 3 ? 5 : 0), t);
+      expect_all_agree(t, 24);
+    }
 }
 
 TEST_P(BacktraceTest, AlternatingStacksAtSameDepths) {
