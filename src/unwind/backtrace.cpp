@@ -398,15 +398,15 @@ struct WalkState {
 }
 
 /// Frames `n`, `n + 1`, ... taken while each has the PC the memo holds for
-/// its depth and a kMemoStraight* rule (up to `cap`); returns the new count.
-/// `sp` must lie in the thread's stack, which ends at `hi`, and `fp` be
-/// known. The per-frame work is one compare against the memo, one range
-/// check and the loads.
+/// its depth and a kMemoStraight* rule; returns the new count. The caller
+/// puts a stop (an entry without those bits) where the run must end. `sp`
+/// must lie in the thread's stack, which ends at `hi`, and `fp` be known.
+/// The per-frame work is one compare against the memo, one range check and
+/// the loads.
 [[gnu::no_sanitize_address]] inline std::size_t straight_run(const MemoEntry* memo, void** out, std::size_t n,
-                                                            std::size_t cap, std::uint64_t& pcv, std::uint64_t lpc,
-                                                            std::uint64_t& sp, std::uint64_t& fp,
-                                                            std::uint64_t hi) noexcept {
-  while (n < cap) {
+                                                            std::uint64_t& pcv, std::uint64_t lpc, std::uint64_t& sp,
+                                                            std::uint64_t& fp, std::uint64_t hi) noexcept {
+  for (;;) {
     const MemoEntry& m = memo[n];
     const std::uint16_t flags = m.rule.flags;
     if (m.pc != lpc) break;
@@ -421,8 +421,7 @@ struct WalkState {
       break;
     }
     std::uint64_t ra, new_fp = fp;
-    std::memcpy(&ra, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.ra_offset_by_8} * 8)),
-                sizeof ra);
+    std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
     if (flags & CompactRule::kFpOnStack)
       std::memcpy(&new_fp,
                   reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.fp_offset_by_8} * 8)),
@@ -439,71 +438,103 @@ struct WalkState {
   return n;
 }
 
-/// Walks from frame `pc` (exact or return address) with SP/FP; writes
-/// every frame's address from the first on, and the outcome to `r`. `here`
-/// is an address in the current frame. A warm walk from the thread's own
-/// stack whose frames the memo predicts runs straight through here; the
-/// rest goes to walk_general. `r` is written field by field: a whole-struct
-/// copy put together from separate stores stalls store forwarding, which
-/// cost a fifth of a short walk.
-[[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
-                                        std::uint64_t fp, std::uint64_t here) noexcept {
-  const auto set = [&r](std::size_t size, BacktraceStop reason, std::uint64_t address = 0) {
-    r.size = size;
-    r.reason = reason;
-    r.address = address;
-  };
-  const auto set_general = [&set](const BacktraceResult& g) { set(g.size, g.reason, g.address); };
+inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reason, std::uint64_t address = 0) noexcept {
+  // Field by field: a whole-struct copy put together from separate stores
+  // stalls store forwarding, which cost a fifth of a short walk.
+  r.size = size;
+  r.reason = reason;
+  r.address = address;
+}
+
+/// Walks from frame `pc` (exact or return address) with SP/FP, or from
+/// frame `n` in state `ws` when a straight prelude took frames 0..n-1;
+/// writes every frame's address and the outcome to `r`. `here` is an address
+/// in the current frame.
+[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, WalkState ws,
+                            std::uint64_t here) noexcept {
+  const auto set_general = [&r](const BacktraceResult& g) { set_result(r, g.size, g.reason, g.address); };
   ThreadState* st = thread_state();
   if (!st) {
-    std::size_t n = 0;
-    if (!out.empty()) out[n++] = reinterpret_cast<void*>(pc.value());
-    set(n, BacktraceStop::kNoStackBounds);
+    if (n == 0 && !out.empty()) out[n++] = reinterpret_cast<void*>(ws.pc.value());
+    set_result(r, n, BacktraceStop::kNoStackBounds);
     return;
   }
   TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
-    set(0, BacktraceStop::kNotInitialized);
+    set_result(r, 0, BacktraceStop::kNotInitialized);
     return;
   }
-  WalkState ws{pc, sp, fp};
+  BacktraceResult from;
+  from.size = n;
   // A walk that interrupted another on this thread leaves the cache and
   // the memo alone.
   if (st->busy) {
-    set_general(walk_general(out, BacktraceResult{}, ws, here, st, table, nullptr, nullptr));
+    set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
     return;
   }
   st->busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  RuleCache* cache = &st->cache;
   const std::uint64_t gen = table->map.generation();
   if (st->memo_generation != gen) [[unlikely]] {
     for (MemoEntry& m : st->memo) m = MemoEntry{};
     st->memo_generation = gen;
   }
-  MemoEntry* memo = st->memo;
-  const std::uint64_t lo = st->lo, hi = st->hi;
-  std::size_t n = 0;
-  if (here - lo < hi - lo && sp - lo < hi - lo) {
-    std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
-    n = straight_run(memo, out.data(), 0, std::min(out.size(), kMemoDepth), pcv, pc.lookup_pc(), cur_sp, cur_fp, hi);
-    if (n != 0) {
-      ws = WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp};
-      cache->hits += n;
-    }
-  }
-  if (n == out.size()) {
-    set(n, BacktraceStop::kBufferFull);
-  } else if (n != 0 && ws.pc.value() == 0) {
-    set(n, BacktraceStop::kZeroPc);
-  } else {
-    BacktraceResult from;
-    from.size = n;
-    set_general(walk_general(out, from, ws, here, st, table, cache, memo));
-  }
+  set_general(walk_general(out, from, ws, here, st, table, &st->cache, st->memo));
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
+}
+
+/// The warm path: frames taken straight from the memo (straight_run) from
+/// frame 0, before any table is touched: the memo's generation is checked
+/// against g_generation, and the walk reads only the thread's stack.
+/// Returns true when that was the whole walk (`r` set); else `n` frames
+/// were taken (maybe 0) and `ws` is the state to continue from.
+[[gnu::always_inline]] inline bool straight_walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc,
+                                                 std::uint64_t sp, std::uint64_t fp, std::size_t& n,
+                                                 WalkState& ws) noexcept {
+  ThreadState* st = thread_state();
+  if (!st || st->busy) return false;
+  const std::uint64_t gen = g_generation.load(std::memory_order_acquire);
+  const std::uint64_t lo = st->lo, hi = st->hi;
+  // Reads stay in [SP, hi): the thread's stack from the walk's first frame
+  // up, mapped whenever SP lies in it.
+  if (st->memo_generation != gen || gen == 0 || sp - lo >= hi - lo) return false;
+  st->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
+  // The run's end as a stop in the memo (saved and put back), so that the
+  // loop needs no count check; the extra last entry is always a stop.
+  MemoEntry& stop = st->memo[std::min(out.size(), kMemoDepth)];
+  const std::uint16_t stop_flags = stop.rule.flags;
+  stop.rule.flags = 0;
+  n = straight_run(st->memo, out.data(), 0, pcv, pc.lookup_pc(), cur_sp, cur_fp, hi);
+  stop.rule.flags = stop_flags;
+  st->cache.hits += n;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  st->busy = 0;
+  if (n == 0) return false;
+  ws = WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp};
+  if (n == out.size()) {
+    set_result(r, n, BacktraceStop::kBufferFull);
+    return true;
+  }
+  if (pcv == 0) {
+    set_result(r, n, BacktraceStop::kZeroPc);
+    return true;
+  }
+  return false;
+}
+
+/// A whole walk: the straight prelude, then the general walk from where it
+/// stopped.
+[[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
+                                        std::uint64_t fp, std::uint64_t here) noexcept {
+  std::size_t n = 0;
+  WalkState ws;
+  if (straight_walk(r, out, pc, sp, fp, n, ws)) return;
+  if (n == 0) ws = WalkState{pc, sp, fp};
+  walk(r, out, n, ws, here);
 }
 
 // Lazy setup for the plain entry points (documented as not AS-safe).

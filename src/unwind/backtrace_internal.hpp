@@ -68,6 +68,10 @@ extern std::atomic<int> g_walkers;
 /// the shared g_walkers (two locked read-modify-writes per walk), and
 /// rebuild() supplies the store-load ordering with a membarrier() call.
 extern std::atomic<bool> g_asymmetric;
+/// The current table's map generation (0 before backtrace_init), published
+/// with it: the straight prelude of a walk checks its memo against it
+/// without taking the table.
+extern std::atomic<std::uint64_t> g_generation;
 
 inline constexpr std::size_t kCacheEntries = 4096;
 
@@ -80,12 +84,12 @@ struct MemoEntry {
 /// Memo-only bits of MemoEntry::rule.flags: rules a straight run (see
 /// backtrace.cpp) takes with a single range check on the CFA, which keeps
 /// the CFA moving up and every slot read inside [SP, stack end):
-///  - kMemoStraightSp: CFA = SP + a positive offset, with the RA (and FP, if
-///    saved) below the CFA and at or above the SP; the CFA must be at most
-///    the stack's end;
-///  - kMemoStraightFp: CFA = FP + an offset, with the RA and FP slots within
-///    16 bytes below the CFA (the frame record of -fno-omit-frame-pointer
-///    code); the CFA must lie in [SP + 16, stack end].
+///  - kMemoStraightSp: CFA = SP + 8 or more, the RA at CFA - 8 and the FP,
+///    if saved, below the CFA and at or above the SP; the CFA must be at
+///    most the stack's end;
+///  - kMemoStraightFp: CFA = FP + 16 or more, the RA at CFA - 8 and the FP,
+///    if saved, at CFA - 8 or CFA - 16 (the frame record of
+///    -fno-omit-frame-pointer code); the CFA must lie in [SP + 16, stack end].
 inline constexpr std::uint16_t kMemoStraightSp = 1u << 8;
 inline constexpr std::uint16_t kMemoStraightFp = 1u << 9;
 
@@ -95,14 +99,15 @@ inline std::uint16_t straight_bit(const CompactRule& r) noexcept {
       CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
   if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
   const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
+  // The RA where x86-64 calls leave it, just below the CFA (the straight
+  // run reads it at CFA - 8 without looking at the offset).
+  if (r.ra_offset_by_8 != -1) return 0;
   if (r.flags & CompactRule::kCfaBaseFp) {
-    const auto near = [](std::int8_t by_8) { return by_8 == -1 || by_8 == -2; };
-    return r.cfa_offset >= 16 && near(r.ra_offset_by_8) && (!fp_saved || near(r.fp_offset_by_8)) ? kMemoStraightFp : 0;
+    const bool fp_near = r.fp_offset_by_8 == -1 || r.fp_offset_by_8 == -2;
+    return r.cfa_offset >= 16 && (!fp_saved || fp_near) ? kMemoStraightFp : 0;
   }
-  if (r.cfa_offset <= 0) return 0;
-  const auto below_cfa_above_sp = [&](std::int8_t by_8) { return by_8 < 0 && r.cfa_offset + by_8 * 8 >= 0; };
-  return below_cfa_above_sp(r.ra_offset_by_8) && (!fp_saved || below_cfa_above_sp(r.fp_offset_by_8)) ? kMemoStraightSp
-                                                                                                      : 0;
+  if (r.cfa_offset < 8) return 0;
+  return !fp_saved || (r.fp_offset_by_8 < 0 && r.cfa_offset + r.fp_offset_by_8 * 8 >= 0) ? kMemoStraightSp : 0;
 }
 
 /// Depths the memo covers; deeper frames go through the cache alone.
@@ -135,7 +140,8 @@ struct ThreadState {
   /// `cache` (same `busy` guard); holds only rules the cache's fast path
   /// would use for that PC (no trampolines, no slow-path flags).
   std::uint64_t memo_generation = 0;
-  MemoEntry memo[kMemoDepth] = {};
+  /// One entry more than kMemoDepth: the straight run's stop sentinel.
+  MemoEntry memo[kMemoDepth + 1] = {};
 };
 
 /// Set by backtrace_register_thread(). Initial-exec TLS: reading it is a

@@ -24,6 +24,7 @@
 namespace sframe::bt {
 
 std::atomic<const Table*> g_table{nullptr};
+std::atomic<std::uint64_t> g_generation{0};
 std::atomic<int> g_walkers{0};
 std::atomic<bool> g_asymmetric{false};
 
@@ -227,7 +228,9 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
     add(t->extra_map, *d, d->extra);
   }
 
+  const std::uint64_t generation = t->map.generation();
   const Table* prev = g_table.exchange(t.release());
+  g_generation.store(generation, std::memory_order_release);
   if (prev) g_retired.push_back(prev);
   // A walk announces itself before it loads g_table, so with none
   // running no one can still hold a retired table.
