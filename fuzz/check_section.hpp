@@ -12,8 +12,9 @@
 //  - kLenient ok: the number of FREs iterated equals the sum of the FDEs'
 //    num_fres, fre_covering() finds the FREs the iterator gave, and the
 //    objdump text renders without error;
-//  - kStrict ok: that sum equals the header's sfh_num_fres, and (sorted FDEs)
-//    find() and FdeIndex::find() agree;
+//  - kStrict ok: that sum equals the header's sfh_num_fres, (sorted FDEs)
+//    find() and FdeIndex::find() agree, and RowIndex::find() (when the
+//    index builds) agrees with find();
 //  - kLenient ok: the objdump text and the JSON render without error.
 #pragma once
 
@@ -217,9 +218,25 @@ inline void check_lookup(const Section& s, const Walk& w, bool strict_ok) {
     pcs.insert(pcs.end(), {f.start_pc, f.start_pc - 1, f.start_pc + f.size, f.start_pc + f.size / 2});
     if (f.size > 0) pcs.push_back(f.start_pc + f.size - 1);
   }
+  // RowIndex (any section it accepts: it decodes everything up front)
+  // answers as find() does wherever kStrict holds.
+  const Expected<RowIndex> rows = RowIndex::build(s);
   for (const std::uint64_t pc : pcs) {
     const Expected<Match> a = find(s, pc);
     if (a) SFRAME_FUZZ_CHECK(pc - a->fde.start_pc < a->fde.size);
+    if (rows) {
+      const Expected<RowMatch> r = rows->find(pc);
+      if (r) SFRAME_FUZZ_CHECK(r->fde_index < s.num_fdes());
+      if (strict_ok) {
+        SFRAME_FUZZ_CHECK(r.has_value() == a.has_value());
+        if (a) {
+          SFRAME_FUZZ_CHECK(r->fde_index == a->fde.index && r->fre_index == a->fre.index && r->row == a->row &&
+                            r->signal == a->fde.signal);
+        } else {
+          SFRAME_FUZZ_CHECK(r.error().code == a.error().code);
+        }
+      }
+    }
     if (!index) continue;
     const Expected<Match> b = index->find(pc);
     if (b) SFRAME_FUZZ_CHECK(pc - b->fde.start_pc < b->fde.size);
