@@ -297,8 +297,24 @@ struct WalkState {
       else
         slot = &m;
     }
+    CompactRule fresh;
     if (!c && cache && !detail::in_ranges(tramps, pc.value())) {
       c = cache->lookup(lpc);
+      if (!c) {
+        // A miss: look the rule up here (native sections, then generated
+        // ones) and keep it, so that a cold frame with a cacheable rule
+        // takes this path too rather than the Stepper's full evaluation
+        // (which counts its own miss for what it takes).
+        detail::LookedUpRules r = detail::lookup_rules(table->map, Arch::kAmd64, lpc);
+        if (r.status == detail::LookupStatus::kNoSFrame) r = detail::lookup_rules(table->extra_map, Arch::kAmd64, lpc);
+        if (r.status == detail::LookupStatus::kFound && r.compactable) {
+          ++cache->misses;
+          cache->insert(lpc, r.compact);
+          fresh = r.compact;
+          fresh.flags |= CompactRule::kValid;
+          c = &fresh;
+        }
+      }
       if (c && (c->flags & kSlow)) c = nullptr;
     }
     if (c) {

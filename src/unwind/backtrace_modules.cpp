@@ -344,7 +344,9 @@ BacktraceCacheStats backtrace_stats() noexcept {
 void backtrace_flush_cache() noexcept {
   if (bt::ThreadState* st = bt::thread_state()) {
     st->cache.clear();
-    st->memo_generation = 0;
+    // Emptied here rather than by the next walk (a walk resets the memo
+    // itself only when the module map changed).
+    for (bt::MemoEntry& m : st->memo) m = bt::MemoEntry{};
   }
 }
 

@@ -10,8 +10,10 @@ namespace {
 // kPadding means "no rule in this FRE": the header's fixed offset applies if
 // the ABI has one (spec v3 §3.2), else the value is unchanged (s390x
 // SFRAME_FRE_RA_OFFSET_INVALID, errata 1).
-Rule resolve_padding(const Rule& r, std::int8_t fixed) noexcept {
-  if (r.kind != Rule::Kind::kPadding) return r;
+// In place: the rule is copied only when it changes (whole-struct copies of
+// a rule just written field by field stall store forwarding).
+void resolve_padding(Rule& r, std::int8_t fixed) noexcept {
+  if (r.kind != Rule::Kind::kPadding) return;
   Rule out;
   if (fixed != 0) {
     out.kind = Rule::Kind::kExpr;
@@ -22,7 +24,7 @@ Rule resolve_padding(const Rule& r, std::int8_t fixed) noexcept {
   } else {
     out.kind = Rule::Kind::kUnchanged;
   }
-  return out;
+  r = out;
 }
 
 // A CFA-relative stack slot whose offset fits CompactRule's scaled byte.
@@ -91,13 +93,12 @@ LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lo
     return out;
   }
   const Header& h = s.header();
-  FrameRow row = found->row;
-  row.ra = resolve_padding(row.ra, h.cfa_fixed_ra_offset);
-  row.fp = resolve_padding(row.fp, h.cfa_fixed_fp_offset);
+  out.row = found->row;
+  resolve_padding(out.row.ra, h.cfa_fixed_ra_offset);
+  resolve_padding(out.row.fp, h.cfa_fixed_fp_offset);
   out.status = LookupStatus::kFound;
   out.signal = found->fde.signal;
-  out.row = row;
-  out.compactable = found->fde.fde_type == FdeType::kDefault && compact(row, arch, out.signal, out.compact);
+  out.compactable = found->fde.fde_type == FdeType::kDefault && compact(out.row, arch, out.signal, out.compact);
   return out;
 }
 
