@@ -462,12 +462,14 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   r.address = address;
 }
 
-/// Walks from frame `pc` (exact or return address) with SP/FP, or from
-/// frame `n` in state `ws` when a straight prelude took frames 0..n-1;
-/// writes every frame's address and the outcome to `r`. `here` is an address
-/// in the current frame.
-[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, WalkState ws,
-                            std::uint64_t here) noexcept {
+/// Walks from frame `n` in state `ws` (frame 0 when no straight prelude
+/// took frames before it); writes every frame's address and the outcome to
+/// `r`. Runs on the stack being walked: its own frame's address tells
+/// which stack that is (the thread's, or the alternate signal stack).
+[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, WalkState ws) noexcept {
+  int probe = 0;
+  const auto here = reinterpret_cast<std::uint64_t>(&probe);
+  asm volatile("" : : "r"(&probe) : "memory");
   const auto set_general = [&r](const BacktraceResult& g) { set_result(r, g.size, g.reason, g.address); };
   ThreadState* st = thread_state();
   if (!st) {
@@ -504,11 +506,12 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
 /// The warm path: frames taken straight from the memo (straight_run) from
 /// frame 0, before any table is touched: the memo's generation is checked
 /// against g_generation, and the walk reads only the thread's stack.
-/// Returns true when that was the whole walk (`r` set); else `n` frames
-/// were taken (maybe 0) and `ws` is the state to continue from.
+/// `pcv`/`sp`/`fp` start as frame 0's (PC value, SP, FP). Returns true when
+/// that was the whole walk (`r` set); else `n` frames were taken (maybe 0)
+/// and `pcv`/`sp`/`fp` are frame n's, to continue from.
 [[gnu::always_inline]] inline bool straight_walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc,
-                                                 std::uint64_t sp, std::uint64_t fp, std::size_t& n,
-                                                 WalkState& ws) noexcept {
+                                                 std::uint64_t& pcv, std::uint64_t& sp, std::uint64_t& fp,
+                                                 std::size_t& n) noexcept {
   ThreadState* st = thread_state();
   if (!st || st->busy) return false;
   const std::uint64_t gen = g_generation.load(std::memory_order_acquire);
@@ -518,19 +521,17 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (st->memo_generation != gen || gen == 0 || sp - lo >= hi - lo) return false;
   st->busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
   // The run's end as a stop in the memo (saved and put back), so that the
   // loop needs no count check; the extra last entry is always a stop.
   MemoEntry& stop = st->memo[std::min(out.size(), kMemoDepth)];
   const std::uint16_t stop_flags = stop.rule.flags;
   stop.rule.flags = 0;
-  n = straight_run(st->memo, out.data(), 0, pcv, pc.lookup_pc(), cur_sp, cur_fp, hi);
+  n = straight_run(st->memo, out.data(), 0, pcv, pc.lookup_pc(), sp, fp, hi);
   stop.rule.flags = stop_flags;
   st->cache.hits += n;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
   if (n == 0) return false;
-  ws = WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp};
   if (n == out.size()) {
     set_result(r, n, BacktraceStop::kBufferFull);
     return true;
@@ -542,15 +543,16 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   return false;
 }
 
-/// A whole walk: the straight prelude, then the general walk from where it
-/// stopped.
+/// A whole walk from frame `pc` (exact or return address) with SP/FP: the
+/// straight prelude, then the general walk from where it stopped.
 [[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
-                                        std::uint64_t fp, std::uint64_t here) noexcept {
+                                        std::uint64_t fp) noexcept {
   std::size_t n = 0;
-  WalkState ws;
-  if (straight_walk(r, out, pc, sp, fp, n, ws)) return;
-  if (n == 0) ws = WalkState{pc, sp, fp};
-  walk(r, out, n, ws, here);
+  std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
+  if (straight_walk(r, out, pc, pcv, cur_sp, cur_fp, n)) return;
+  walk(r, out, n,
+       n == 0 ? WalkState{pc, sp, fp}
+              : WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp});
 }
 
 // Lazy setup for the plain entry points (documented as not AS-safe).
@@ -572,19 +574,17 @@ namespace sframe {
 BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept {
   if (!uc) return backtrace_ex(out);  // inline: starts in this frame
   const greg_t* g = uc->uc_mcontext.gregs;
-  int here = 0;
   BacktraceResult r;
   bt::walk(r, out, CodeAddress::exact(static_cast<std::uint64_t>(g[REG_RIP])), static_cast<std::uint64_t>(g[REG_RSP]),
-           static_cast<std::uint64_t>(g[REG_RBP]), reinterpret_cast<std::uint64_t>(&here));
+           static_cast<std::uint64_t>(g[REG_RBP]));
   return r;
 }
 
 std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept { return backtrace_ex(out, uc).size; }
 
 BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  int here = 0;
   BacktraceResult r;
-  bt::walk(r, out, CodeAddress::exact(pc), sp, fp, reinterpret_cast<std::uint64_t>(&here));
+  bt::walk(r, out, CodeAddress::exact(pc), sp, fp);
   return r;
 }
 
@@ -596,17 +596,13 @@ BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint
                                                                         std::uint64_t pc, std::uint64_t sp,
                                                                         std::uint64_t fp) noexcept {
   sframe::bt::ensure_ready();
-  int here = 0;
-  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
-                   reinterpret_cast<std::uint64_t>(&here));
+  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp);
 }
 
 extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
                                         std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using sframe::BacktraceStop;
-  int here = 0;
-  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp,
-                   reinterpret_cast<std::uint64_t>(&here));
+  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp);
   // The walk itself tells whether setup is missing: set up, then walk again.
   if (result->reason == BacktraceStop::kNoStackBounds || result->reason == BacktraceStop::kNotInitialized) [[unlikely]]
     sframepp_backtrace_setup_and_walk(out, size, result, pc, sp, fp);
