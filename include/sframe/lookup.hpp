@@ -69,14 +69,16 @@ struct RowMatch {
 };
 
 /// A section compiled for lookups: every FRE start and function end of the
-/// section in one sorted table of 16-byte boundaries, an O(1) bucket table
-/// over it, and the section's distinct rows decoded once (compiled code has
-/// a few hundred distinct rows for tens of thousands of FREs). A lookup reads
-/// one bucket, usually one cache line of boundaries, and one row from a small
-/// table: no FDE or FRE decoding, no allocation; async-signal-safe.
+/// section in one sorted table of 8-byte boundaries (start, row), an O(1)
+/// bucket table over it, and the section's distinct rows decoded once
+/// (compiled code has a few hundred distinct rows for tens of thousands of
+/// FREs). A lookup reads one bucket, usually one cache line of boundaries,
+/// and one row from a small table: no FDE or FRE decoding, no allocation;
+/// async-signal-safe.
 ///
-/// Memory: 16 bytes per FRE and per function end, 4 bytes per bucket (one to
-/// two buckets per boundary), 44 bytes per distinct row. The Section's bytes
+/// Memory: 16 bytes per FRE and per function end (the boundary, and apart
+/// from it where its row comes from), 4 bytes per bucket (one to two
+/// buckets per boundary), about 44 bytes per distinct row. The Section's bytes
 /// must outlive the index (PC-mask FDEs are resolved from them).
 class RowIndex {
  public:
