@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -133,12 +134,31 @@ inline bool check_encode(const SectionSpec& m, Layout layout) {
   return true;
 }
 
+/// Whether `e`, from encoding v2 model `m` with kOptimize, is the one
+/// rejection a valid v2 section may get there: sorting moved an FDE whose
+/// 32-bit PC-relative start field fit where it was to a slot where it does
+/// not (a function about 2 GiB from the section).
+inline bool v2_sorted_start_out_of_range(const SectionSpec& m, const Error& e) {
+  if (m.version != Version::kV2 || e.code != Errc::kNotRepresentable || e.fde >= m.functions.size()) return false;
+  std::vector<std::uint64_t> starts;
+  for (const FunctionSpec& f : m.functions) starts.push_back(f.start_pc);
+  std::stable_sort(starts.begin(), starts.end());
+  const std::uint64_t field_at = kHeaderSize + std::uint64_t{e.fde} * fde_entry_size(Version::kV2);
+  const auto field = static_cast<std::int64_t>(starts[e.fde] - m.section_address - field_at);
+  return e.offset == field_at && (field < INT32_MIN || field > INT32_MAX);
+}
+
 /// A section that passes kStrict (v2/v3): its model encodes again, with
-/// both layouts, and round-trips.
+/// both layouts (kOptimize: but for v2_sorted_start_out_of_range), and
+/// round-trips.
 inline void check_reencode(const Section& s) {
   const Expected<SectionSpec> m = to_spec(s);
   SFRAME_FUZZ_CHECK(m.has_value());
   for (const Layout layout : {Layout::kOptimize, Layout::kPreserve}) {
+    if (layout == Layout::kOptimize && m->version == Version::kV2) {
+      const auto bytes = encode(*m, layout);
+      if (!bytes && v2_sorted_start_out_of_range(*m, bytes.error())) continue;
+    }
     if (check_encode(*m, layout)) continue;
     const Error e = encode(*m, layout).error();
     std::fprintf(stderr, "sframe fuzz: the model of a valid section is rejected (%s): %s value %llu fde %u fre %u\n",

@@ -128,7 +128,9 @@ class SectionEncoder {
 /// recorded header flags claim).
 /// Errors: kBadVersion (v1 is not written), kNotRepresentable (a rule the
 /// version, ABI or FDE type cannot express, an offset out of range, a start
-/// PC too far for v2's 32-bit field, unsorted rows, a row starting outside
+/// PC too far for v2's 32-bit field (PC-relative to the field, so kOptimize's
+/// sorting can move a function that fit where a decoded v2 section had it to
+/// a slot where it does not; `offset` is then the field's), unsorted rows, a row starting outside
 /// its function (or PC-mask block), a PC-mask function with a zero block
 /// size, a function whose end overflows the address space, an enum field or
 /// recorded data-word size out of range), with `fde`/`fre` naming the
