@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "support/rows.hpp"
 #include "sframe/cfi.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
@@ -41,12 +42,7 @@ std::vector<Gnu> gnu_sections() {
   return out;
 }
 
-std::vector<RowSpec> distinct_rows(const std::vector<RowSpec>& rows) {
-  std::vector<RowSpec> out;
-  for (const auto& r : rows)
-    if (out.empty() || !(out.back().row == r.row)) out.push_back(r);
-  return out;
-}
+using sframe_test::distinct_rows;
 
 // Functions added in any order: FDEs come out sorted by start PC, each with
 // GNU's rows; FREs sit in the order the functions were added.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "support/rows.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
 #include "support/corpus.hpp"
@@ -32,13 +33,7 @@ Decoded load(const sframe_test::GoldenCase& c) {
   return out;
 }
 
-// Rows without repeats: what the optimizing encoder keeps.
-std::vector<RowSpec> distinct_rows(const std::vector<RowSpec>& rows) {
-  std::vector<RowSpec> out;
-  for (const auto& r : rows)
-    if (out.empty() || !(out.back().row == r.row)) out.push_back(r);
-  return out;
-}
+using sframe_test::distinct_rows;
 
 class Encode : public ::testing::TestWithParam<sframe_test::GoldenCase> {};
 
