@@ -147,7 +147,7 @@ struct WalkState {
 /// A separate function so that its few live values stay in registers; the
 /// frame-to-frame chain is CFA = SP + offset, the offset being read from
 /// the memo at an address that depends only on the depth.
-[[gnu::no_sanitize_address]] std::size_t memo_run(const MemoEntry* memo, void** out, std::size_t n, std::size_t cap,
+[[gnu::no_sanitize_address]] std::size_t memo_run(const Memo& memo, void** out, std::size_t n, std::size_t cap,
                                                  WalkState& ws, std::uint64_t lo, std::uint64_t hi) noexcept {
   if (hi - lo < 8) return n;
   const std::uint64_t span = hi - lo - 8;  // a word at a is readable iff a - lo <= span
@@ -157,19 +157,19 @@ struct WalkState {
   bool fp_ok = ws.fp_ok, check = ws.have_prev && !ws.unchecked;
   const std::size_t start = n;
   while (n < cap) {
-    const MemoEntry& m = memo[n];
-    const std::uint16_t flags = m.rule.flags;
-    if (m.pc != lpc || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
+    const CompactRule& rule = memo.rule[n];
+    const std::uint16_t flags = rule.flags;
+    if (memo.pc[n] != lpc || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
     const bool fp_based = (flags & CompactRule::kCfaBaseFp) != 0;
     if (fp_based && !fp_ok) break;
-    const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
-    const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.ra_offset_by_8} * 8);
+    const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+    const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{rule.ra_offset_by_8} * 8);
     if (ra_at - lo > span || (check && cfa <= prev_cfa)) break;
     std::uint64_t ra;
     std::memcpy(&ra, reinterpret_cast<const void*>(ra_at), sizeof ra);
     std::uint64_t new_fp = fp;
     if (flags & CompactRule::kFpOnStack) {
-      const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.fp_offset_by_8} * 8);
+      const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{rule.fp_offset_by_8} * 8);
       if (fp_at - lo > span) break;
       std::memcpy(&new_fp, reinterpret_cast<const void*>(fp_at), sizeof new_fp);
     }
@@ -203,7 +203,7 @@ struct WalkState {
 /// thread's busy flag.
 [[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, WalkState from, std::uint64_t here,
                                                ThreadState* st, const Table* table, RuleCache* cache,
-                                               MemoEntry* memo) noexcept {
+                                               Memo* memo) noexcept {
   CodeAddress pc = from.pc;
   if (cache) cache->sync(table->map.generation());
   StackReader mem;
@@ -259,9 +259,9 @@ struct WalkState {
   for (;;) {
     // Checked here first: a cold walk, whose PCs the memo mostly does not
     // hold, then pays no call per frame.
-    if (memo && res.size < memo_cap && memo[res.size].pc == pc.lookup_pc()) {
+    if (memo && res.size < memo_cap && memo->pc[res.size] == pc.lookup_pc()) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
-      const std::size_t n = memo_run(memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
+      const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
         hits += n - res.size;
         res.size = n;
@@ -288,14 +288,13 @@ struct WalkState {
     // memo when this depth had the same PC in the last walk, else from the
     // cache (and then goes into the memo).
     const CompactRule* c = nullptr;
-    MemoEntry* slot = nullptr;
+    bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
     if (memo && depth < kMemoDepth) {
-      MemoEntry& m = memo[depth];
-      if (m.pc == lpc && (m.rule.flags & CompactRule::kValid)) [[likely]]
-        c = &m.rule;
+      if (memo->pc[depth] == lpc && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]]
+        c = &memo->rule[depth];
       else
-        slot = &m;
+        fill_memo = true;
     }
     CompactRule fresh;
     if (!c && cache && !detail::in_ranges(tramps, pc.value())) {
@@ -321,11 +320,10 @@ struct WalkState {
       const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
       if (!fp_based || fp_ok) [[likely]] {
         ++hits;
-        if (slot) {
-          slot->pc = lpc;
-          slot->rule = *c;
-          slot->rule.flags |= static_cast<std::uint16_t>(CompactRule::kValid | straight_bit(*c));
-          c = &slot->rule;
+        if (fill_memo) {
+          memo->pc[depth] = lpc;
+          memo->rule[depth] = memo_rule(*c);
+          c = &memo->rule[depth];
         }
         if (c->flags & CompactRule::kRaUndefined) {
           res.reason = BacktraceStop::kOutermost;
@@ -413,44 +411,82 @@ struct WalkState {
   return res;
 }
 
-/// Frames `n`, `n + 1`, ... taken while each has the PC the memo holds for
-/// its depth and a kMemoStraight* rule; returns the new count. The caller
-/// puts a stop (an entry without those bits) where the run must end. `sp`
-/// must lie in the thread's stack, which ends at `hi`, and `fp` be known.
-/// The per-frame work is one compare against the memo, one range check and
-/// the loads.
-[[gnu::no_sanitize_address]] inline std::size_t straight_run(const MemoEntry* memo, void** out, std::size_t n,
-                                                            std::uint64_t& pcv, std::uint64_t lpc, std::uint64_t& sp,
-                                                            std::uint64_t& fp, std::uint64_t hi) noexcept {
-  for (;;) {
-    const MemoEntry& m = memo[n];
-    const std::uint16_t flags = m.rule.flags;
-    if (m.pc != lpc) break;
-    std::uint64_t cfa;
-    if (flags & kMemoStraightSp) [[likely]] {
-      cfa = sp + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
-      if (cfa > hi) break;
-    } else if (flags & kMemoStraightFp) {
-      cfa = fp + static_cast<std::uint64_t>(std::int64_t{m.rule.cfa_offset});
-      if (cfa - sp - 16 > hi - sp - 16) break;  // not in [SP + 16, hi]
-    } else {
-      break;
+/// Frames 0, 1, ... taken while each has the PC the memo holds for its
+/// depth and a kMemoStraight* rule; returns their count. The caller puts a
+/// stop (an entry without those bits) where the run must end. `sp` must lie
+/// in the thread's stack, which ends at `hi`, and `fp` be known; `pcv`/`sp`/
+/// `fp` become those of the first frame not taken. Per frame: one compare
+/// against the memo, one range check and the loads; the memo, the rules and
+/// the output are indexed by the depth alone.
+[[gnu::no_sanitize_address]] inline std::size_t straight_run(const Memo& memo, void** out, std::uint64_t& pcv_io,
+                                                            std::uint64_t lpc, std::uint64_t& sp_io,
+                                                            std::uint64_t& fp_io, std::uint64_t hi) noexcept {
+  std::uint64_t pcv = pcv_io, sp = sp_io, fp = fp_io;
+  std::size_t n = 0;
+  if (memo.pc[0] == lpc) {
+    for (;;) {
+      const CompactRule& rule = memo.rule[n];
+      const std::uint16_t flags = rule.flags;
+      std::uint64_t cfa;
+      if (flags & kMemoStraightSp) [[likely]] {
+        cfa = sp + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+        if (cfa > hi) break;
+      } else if (flags & kMemoStraightFp) {
+        cfa = fp + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+        // In [SP + 16, hi]: a signed distance, which cannot overflow for
+        // user addresses (below 2^63) once CFA <= hi.
+        if (cfa > hi || static_cast<std::int64_t>(cfa - sp) < 16) break;
+      } else {
+        break;
+      }
+      std::uint64_t ra;
+      std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
+      if (flags & CompactRule::kFpOnStack)
+        std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{rule.fp_offset_by_8} * 8)),
+                    sizeof fp);
+      out[n] = reinterpret_cast<void*>(pcv);
+      ++n;
+      sp = cfa;
+      pcv = ra;
+      // A zero RA needs no test: its lookup PC, ~0, is never in the memo (a
+      // walk stops at a zero PC before looking it up), so the run stops
+      // here and the caller reports it.
+      if (memo.pc[n] != ra - 1) break;
     }
-    std::uint64_t ra, new_fp = fp;
-    std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
-    if (flags & CompactRule::kFpOnStack)
-      std::memcpy(&new_fp,
-                  reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{m.rule.fp_offset_by_8} * 8)),
-                  sizeof new_fp);
-    // A zero RA needs no test here: its lookup PC, ~0, is never in the memo
-    // (a walk stops at a zero PC before looking it up), so the run stops at
-    // the next frame and the caller reports it.
-    out[n++] = reinterpret_cast<void*>(pcv);
-    sp = cfa;
-    fp = new_fp;
-    pcv = ra;
-    lpc = ra - 1;
   }
+  pcv_io = pcv;
+  sp_io = sp;
+  fp_io = fp;
+  return n;
+}
+
+/// The straight prelude of a walk from frame 0 (PC value `pcv`, lookup PC
+/// `lpc`, `sp`, `fp`) into out[0, size): straight_run over the thread's memo
+/// when the memo belongs to the current module map and SP lies in the
+/// thread's stack, before any table is touched (it reads only [SP, stack
+/// end)). Returns the frames taken (0 if none or not possible); `pcv`/`sp`/
+/// `fp` become those of the first frame not taken.
+[[gnu::always_inline]] inline std::size_t straight_prelude(ThreadState* st, void** out, std::size_t size,
+                                                           std::uint64_t& pcv, std::uint64_t lpc, std::uint64_t& sp,
+                                                           std::uint64_t& fp) noexcept {
+  if (!st || st->busy) return 0;
+  // Before backtrace_init both generations are 0 and the memo is empty, so
+  // the run stops at once.
+  const std::uint64_t gen = g_generation.load(std::memory_order_acquire);
+  const std::uint64_t lo = st->lo, hi = st->hi;
+  if (st->memo_generation != gen || sp - lo >= hi - lo) return 0;
+  st->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // The output's end as a stop in the memo (saved and put back), so that
+  // the loop needs no count check; the extra last entry is always a stop.
+  std::uint16_t& stop = st->memo.rule[std::min(size, kMemoDepth)].flags;
+  const std::uint16_t stop_flags = stop;
+  stop = 0;
+  const std::size_t n = straight_run(st->memo, out, pcv, lpc, sp, fp, hi);
+  stop = stop_flags;
+  st->cache.hits += n;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  st->busy = 0;
   return n;
 }
 
@@ -495,10 +531,10 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   std::atomic_signal_fence(std::memory_order_seq_cst);
   const std::uint64_t gen = table->map.generation();
   if (st->memo_generation != gen) [[unlikely]] {
-    for (MemoEntry& m : st->memo) m = MemoEntry{};
+    st->memo.clear();
     st->memo_generation = gen;
   }
-  set_general(walk_general(out, from, ws, here, st, table, &st->cache, st->memo));
+  set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
 }
@@ -512,25 +548,7 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
 [[gnu::always_inline]] inline bool straight_walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc,
                                                  std::uint64_t& pcv, std::uint64_t& sp, std::uint64_t& fp,
                                                  std::size_t& n) noexcept {
-  ThreadState* st = thread_state();
-  if (!st || st->busy) return false;
-  const std::uint64_t gen = g_generation.load(std::memory_order_acquire);
-  const std::uint64_t lo = st->lo, hi = st->hi;
-  // Reads stay in [SP, hi): the thread's stack from the walk's first frame
-  // up, mapped whenever SP lies in it.
-  if (st->memo_generation != gen || gen == 0 || sp - lo >= hi - lo) return false;
-  st->busy = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  // The run's end as a stop in the memo (saved and put back), so that the
-  // loop needs no count check; the extra last entry is always a stop.
-  MemoEntry& stop = st->memo[std::min(out.size(), kMemoDepth)];
-  const std::uint16_t stop_flags = stop.rule.flags;
-  stop.rule.flags = 0;
-  n = straight_run(st->memo, out.data(), 0, pcv, pc.lookup_pc(), sp, fp, hi);
-  stop.rule.flags = stop_flags;
-  st->cache.hits += n;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  st->busy = 0;
+  n = straight_prelude(thread_state(), out.data(), out.size(), pcv, pc.lookup_pc(), sp, fp);
   if (n == 0) return false;
   if (n == out.size()) {
     set_result(r, n, BacktraceStop::kBufferFull);
@@ -590,22 +608,52 @@ BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint
 
 }  // namespace sframe
 
+namespace sframe::bt {
+namespace {
+
 // sframepp_backtrace_walk's first-call path, out of its way.
-[[gnu::noinline, gnu::cold]] static void sframepp_backtrace_setup_and_walk(void** out, std::size_t size,
-                                                                        sframe::BacktraceResult* result,
-                                                                        std::uint64_t pc, std::uint64_t sp,
-                                                                        std::uint64_t fp) noexcept {
-  sframe::bt::ensure_ready();
-  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp);
+[[gnu::noinline, gnu::cold]] void setup_and_walk(void** out, std::size_t size, BacktraceResult* result, std::uint64_t pc,
+                                                 std::uint64_t sp, std::uint64_t fp) noexcept {
+  ensure_ready();
+  walk(*result, std::span<void*>(out, size), CodeAddress::return_address(pc), sp, fp);
 }
 
+/// The rest of an in-process walk after the straight prelude: `result->size`
+/// frames are written (0: none, and `pc` is frame 0's return address; else
+/// `pc`/`sp`/`fp` are frame result->size's). Six register arguments, so the
+/// prelude reaches it with a jump.
+[[gnu::noinline]] void walk_on(void** out, std::size_t size, BacktraceResult* result, std::uint64_t pc,
+                               std::uint64_t sp, std::uint64_t fp) noexcept {
+  const std::size_t n = result->size;
+  const CodeAddress ra = CodeAddress::return_address(pc);
+  walk(*result, std::span<void*>(out, size), n,
+       n == 0 ? WalkState{ra, sp, fp} : WalkState{ra, sp, fp, true, true, false, sp});
+  // The walk itself tells whether setup is missing: set up, then walk again.
+  if (n == 0 && (result->reason == BacktraceStop::kNoStackBounds ||
+                 result->reason == BacktraceStop::kNotInitialized)) [[unlikely]]
+    setup_and_walk(out, size, result, pc, sp, fp);
+}
+
+}  // namespace
+}  // namespace sframe::bt
+
+// The in-process entry (reached from sframepp_backtrace_here): the straight
+// prelude of straight_walk() as a leaf that ends in jumps, so that a warm
+// walk saves no callee-saved registers and builds no frame - at depth 8
+// that fixed cost was a third of the walk.
 extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
                                         std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  using namespace sframe::bt;
   using sframe::BacktraceStop;
-  sframe::bt::walk(*result, std::span<void*>(out, size), sframe::CodeAddress::return_address(pc), sp, fp);
-  // The walk itself tells whether setup is missing: set up, then walk again.
-  if (result->reason == BacktraceStop::kNoStackBounds || result->reason == BacktraceStop::kNotInitialized) [[unlikely]]
-    sframepp_backtrace_setup_and_walk(out, size, result, pc, sp, fp);
+  // pc/sp/fp become those of the first frame the prelude did not take:
+  // unchanged when it took none.
+  const std::size_t n = straight_prelude(thread_state(), out, size, pc, pc - 1, sp, fp);
+  if (n == size || (n != 0 && pc == 0)) {
+    set_result(*result, n, n == size ? BacktraceStop::kBufferFull : BacktraceStop::kZeroPc);
+    return;
+  }
+  result->size = n;
+  return walk_on(out, size, result, pc, sp, fp);
 }
 
 #else  // not x86-64 Linux

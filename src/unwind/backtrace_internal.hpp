@@ -75,21 +75,15 @@ extern std::atomic<std::uint64_t> g_generation;
 
 inline constexpr std::size_t kCacheEntries = 4096;
 
-/// One frame of the thread's last walk: the lookup PC seen at that depth and
-/// the compact rule the cache gave for it (rule.flags has kValid when set).
-struct MemoEntry {
-  std::uint64_t pc = 0;
-  CompactRule rule;
-};
-/// Memo-only bits of MemoEntry::rule.flags: rules a straight run (see
-/// backtrace.cpp) takes with a single range check on the CFA, which keeps
-/// the CFA moving up and every slot read inside [SP, stack end):
-///  - kMemoStraightSp: CFA = SP + 8 or more, the RA at CFA - 8 and the FP,
-///    if saved, below the CFA and at or above the SP; the CFA must be at
-///    most the stack's end;
-///  - kMemoStraightFp: CFA = FP + 16 or more, the RA at CFA - 8 and the FP,
-///    if saved, at CFA - 8 or CFA - 16 (the frame record of
-///    -fno-omit-frame-pointer code); the CFA must lie in [SP + 16, stack end].
+/// Memo-only bits of Memo::rule[].flags: rules a straight run (see
+/// backtrace.cpp) takes with a range check on the CFA alone: the CFA must
+/// lie in [SP + 16, stack end], and then the RA (at CFA - 8) and the saved
+/// FP (below the CFA, at or above SP) are inside [SP, stack end):
+///  - kMemoStraightSp: CFA = SP + 16 or more, the FP, if saved, below the
+///    CFA and at or above the SP;
+///  - kMemoStraightFp: CFA = FP + 16 or more, the FP, if saved, at CFA - 8
+///    or CFA - 16 (the frame record of -fno-omit-frame-pointer code).
+/// Both: the RA at CFA - 8.
 inline constexpr std::uint16_t kMemoStraightSp = 1u << 8;
 inline constexpr std::uint16_t kMemoStraightFp = 1u << 9;
 
@@ -98,20 +92,47 @@ inline std::uint16_t straight_bit(const CompactRule& r) noexcept {
   constexpr std::uint16_t kNot =
       CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
   if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
+  if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return 0;
   const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
-  // The RA where x86-64 calls leave it, just below the CFA (the straight
-  // run reads it at CFA - 8 without looking at the offset).
-  if (r.ra_offset_by_8 != -1) return 0;
   if (r.flags & CompactRule::kCfaBaseFp) {
     const bool fp_near = r.fp_offset_by_8 == -1 || r.fp_offset_by_8 == -2;
-    return r.cfa_offset >= 16 && (!fp_saved || fp_near) ? kMemoStraightFp : 0;
+    return !fp_saved || fp_near ? kMemoStraightFp : 0;
   }
-  if (r.cfa_offset < 8) return 0;
   return !fp_saved || (r.fp_offset_by_8 < 0 && r.cfa_offset + r.fp_offset_by_8 * 8 >= 0) ? kMemoStraightSp : 0;
+}
+
+/// The memo's copy of cache rule `r`: kValid and its kMemoStraight* bit
+/// set; a straight rule that saves no FP names the RA slot as its FP slot,
+/// so that a straight run reads that slot unconditionally (and keeps the
+/// value only under kFpOnStack).
+inline CompactRule memo_rule(const CompactRule& r) noexcept {
+  CompactRule m = r;
+  const std::uint16_t straight = straight_bit(r);
+  m.flags |= static_cast<std::uint16_t>(CompactRule::kValid | straight);
+  if (straight && !(r.flags & CompactRule::kFpOnStack)) m.fp_offset_by_8 = -1;
+  return m;
 }
 
 /// Depths the memo covers; deeper frames go through the cache alone.
 inline constexpr std::size_t kMemoDepth = 256;
+
+/// The thread's last walk, by depth: the lookup PC seen at each depth and
+/// the compact rule the cache gave for it (rule.flags has kValid when set).
+/// Two parallel arrays rather than one of pairs: the straight run indexes
+/// both, and the output, with the one depth register.
+struct Memo {
+  /// One entry more than kMemoDepth: the straight run's stop sentinel.
+  static constexpr std::size_t kEntries = kMemoDepth + 1;
+  std::uint64_t pc[kEntries] = {};
+  CompactRule rule[kEntries] = {};
+  void clear() noexcept {
+    for (std::size_t i = 0; i < kEntries; ++i) {
+      pc[i] = 0;
+      rule[i] = CompactRule{};
+    }
+  }
+};
+
 
 /// Per-thread state, created by backtrace_register_thread().
 struct ThreadState {
@@ -140,8 +161,7 @@ struct ThreadState {
   /// `cache` (same `busy` guard); holds only rules the cache's fast path
   /// would use for that PC (no trampolines, no slow-path flags).
   std::uint64_t memo_generation = 0;
-  /// One entry more than kMemoDepth: the straight run's stop sentinel.
-  MemoEntry memo[kMemoDepth + 1] = {};
+  Memo memo;
 };
 
 /// Set by backtrace_register_thread(). Initial-exec TLS: reading it is a

@@ -346,7 +346,7 @@ void backtrace_flush_cache() noexcept {
     st->cache.clear();
     // Emptied here rather than by the next walk (a walk resets the memo
     // itself only when the module map changed).
-    for (bt::MemoEntry& m : st->memo) m = bt::MemoEntry{};
+    st->memo.clear();
   }
 }
 
