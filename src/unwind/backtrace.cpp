@@ -321,8 +321,7 @@ struct WalkState {
       if (!fp_based || fp_ok) [[likely]] {
         ++hits;
         if (fill_memo) {
-          memo->pc[depth] = lpc;
-          memo->rule[depth] = memo_rule(*c);
+          memo->set(depth, lpc, *c);
           c = &memo->rule[depth];
         }
         if (c->flags & CompactRule::kRaUndefined) {
@@ -412,12 +411,12 @@ struct WalkState {
 }
 
 /// Frames 0, 1, ... taken while each has the PC the memo holds for its
-/// depth and a kMemoStraight* rule; returns their count. The caller puts a
-/// stop (an entry without those bits) where the run must end. `sp` must lie
-/// in the thread's stack, which ends at `hi`, and `fp` be known; `pcv`/`sp`/
-/// `fp` become those of the first frame not taken. Per frame: one compare
-/// against the memo, one range check and the loads; the memo, the rules and
-/// the output are indexed by the depth alone.
+/// depth and a straight rule (Memo::step); returns their count. The caller
+/// puts a stop (a zero step) where the run must end. `sp` must lie in the
+/// thread's stack, which ends at `hi`, and `fp` be known; `pcv`/`sp`/`fp`
+/// become those of the first frame not taken. Per frame: one compare
+/// against the memo, one range check and the loads; the memo and the output
+/// are indexed by the depth alone.
 [[gnu::no_sanitize_address]] inline std::size_t straight_run(const Memo& memo, void** out, std::uint64_t& pcv_io,
                                                             std::uint64_t lpc, std::uint64_t& sp_io,
                                                             std::uint64_t& fp_io, std::uint64_t hi) noexcept {
@@ -425,25 +424,29 @@ struct WalkState {
   std::size_t n = 0;
   if (memo.pc[0] == lpc) {
     for (;;) {
-      const CompactRule& rule = memo.rule[n];
-      const std::uint16_t flags = rule.flags;
+      // One load for both halves (the run is bound by loads, not by
+      // arithmetic).
+      std::uint64_t packed;
+      std::memcpy(&packed, &memo.step[n], sizeof packed);
+      const auto off = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed));
+      const auto slot = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed >> 32));
       std::uint64_t cfa;
-      if (flags & kMemoStraightSp) [[likely]] {
-        cfa = sp + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+      if (off > 0) [[likely]] {
+        cfa = sp + static_cast<std::uint64_t>(std::int64_t{off});
         if (cfa > hi) break;
-      } else if (flags & kMemoStraightFp) {
-        cfa = fp + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
+      } else {
+        if (off == 0) break;
+        cfa = fp - static_cast<std::uint64_t>(std::int64_t{off});
         // In [SP + 16, hi]: a signed distance, which cannot overflow for
         // user addresses (below 2^63) once CFA <= hi.
         if (cfa > hi || static_cast<std::int64_t>(cfa - sp) < 16) break;
-      } else {
-        break;
       }
       std::uint64_t ra;
       std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
-      if (flags & CompactRule::kFpOnStack)
-        std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{rule.fp_offset_by_8} * 8)),
-                    sizeof fp);
+      // Out of line: a taken branch per frame (beside the loop's own) would
+      // bound the run at two cycles a frame.
+      if (slot != 0) [[unlikely]]
+        std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{slot})), sizeof fp);
       out[n] = reinterpret_cast<void*>(pcv);
       ++n;
       sp = cfa;
@@ -479,11 +482,11 @@ struct WalkState {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // The output's end as a stop in the memo (saved and put back), so that
   // the loop needs no count check; the extra last entry is always a stop.
-  std::uint16_t& stop = st->memo.rule[std::min(size, kMemoDepth)].flags;
-  const std::uint16_t stop_flags = stop;
+  std::int32_t& stop = st->memo.step[std::min(size, kMemoDepth)].cfa_offset;
+  const std::int32_t stop_offset = stop;
   stop = 0;
   const std::size_t n = straight_run(st->memo, out, pcv, lpc, sp, fp, hi);
-  stop = stop_flags;
+  stop = stop_offset;
   st->cache.hits += n;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;

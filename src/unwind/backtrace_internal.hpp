@@ -75,64 +75,68 @@ extern std::atomic<std::uint64_t> g_generation;
 
 inline constexpr std::size_t kCacheEntries = 4096;
 
-/// Memo-only bits of Memo::rule[].flags: rules a straight run (see
-/// backtrace.cpp) takes with a range check on the CFA alone: the CFA must
-/// lie in [SP + 16, stack end], and then the RA (at CFA - 8) and the saved
-/// FP (below the CFA, at or above SP) are inside [SP, stack end):
-///  - kMemoStraightSp: CFA = SP + 16 or more, the FP, if saved, below the
-///    CFA and at or above the SP;
-///  - kMemoStraightFp: CFA = FP + 16 or more, the FP, if saved, at CFA - 8
-///    or CFA - 16 (the frame record of -fno-omit-frame-pointer code).
-/// Both: the RA at CFA - 8.
-inline constexpr std::uint16_t kMemoStraightSp = 1u << 8;
-inline constexpr std::uint16_t kMemoStraightFp = 1u << 9;
-
-/// The kMemoStraight* bit `r` (a cache rule) qualifies for, or 0.
-inline std::uint16_t straight_bit(const CompactRule& r) noexcept {
-  constexpr std::uint16_t kNot =
-      CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
-  if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
-  if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return 0;
-  const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
-  if (r.flags & CompactRule::kCfaBaseFp) {
-    const bool fp_near = r.fp_offset_by_8 == -1 || r.fp_offset_by_8 == -2;
-    return !fp_saved || fp_near ? kMemoStraightFp : 0;
-  }
-  return !fp_saved || (r.fp_offset_by_8 < 0 && r.cfa_offset + r.fp_offset_by_8 * 8 >= 0) ? kMemoStraightSp : 0;
-}
-
-/// The memo's copy of cache rule `r`: kValid and its kMemoStraight* bit
-/// set; a straight rule that saves no FP names the RA slot as its FP slot,
-/// so that a straight run reads that slot unconditionally (and keeps the
-/// value only under kFpOnStack).
-inline CompactRule memo_rule(const CompactRule& r) noexcept {
-  CompactRule m = r;
-  const std::uint16_t straight = straight_bit(r);
-  m.flags |= static_cast<std::uint16_t>(CompactRule::kValid | straight);
-  if (straight && !(r.flags & CompactRule::kFpOnStack)) m.fp_offset_by_8 = -1;
-  return m;
-}
-
 /// Depths the memo covers; deeper frames go through the cache alone.
 inline constexpr std::size_t kMemoDepth = 256;
 
-/// The thread's last walk, by depth: the lookup PC seen at each depth and
-/// the compact rule the cache gave for it (rule.flags has kValid when set).
-/// Two parallel arrays rather than one of pairs: the straight run indexes
-/// both, and the output, with the one depth register.
+/// A rule as the straight run (see backtrace.cpp) takes it, packed in 8
+/// bytes: the low half (int32) is the CFA offset, positive for CFA = SP +
+/// offset, negated for CFA = FP + offset, 0 for a rule the run does not
+/// take; the high half (int32) is where the FP is saved relative to the
+/// CFA, in bytes (0: not saved). Straight rules are those whose slots lie
+/// inside [SP, stack end) once the CFA lies in [SP + 16, stack end]: the RA
+/// at CFA - 8 and
+///  - CFA = SP + 16 or more, the FP, if saved, below the CFA and at or
+///    above the SP;
+///  - CFA = FP + 16 or more, the FP, if saved, at CFA - 8 or CFA - 16 (the
+///    frame record of -fno-omit-frame-pointer code).
+struct StraightStep {
+  std::int32_t cfa_offset = 0;
+  std::int32_t fp_slot = 0;
+};
+static_assert(sizeof(StraightStep) == 8);
+
+/// The StraightStep of cache rule `r` ({0, 0} if it is not straight).
+inline StraightStep straight_step(const CompactRule& r) noexcept {
+  constexpr std::uint16_t kNot =
+      CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
+  if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return {};
+  if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return {};
+  const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
+  const std::int32_t fp_slot = fp_saved ? std::int32_t{r.fp_offset_by_8} * 8 : 0;
+  if (r.flags & CompactRule::kCfaBaseFp) {
+    const bool fp_near = fp_slot == -8 || fp_slot == -16;
+    return !fp_saved || fp_near ? StraightStep{-r.cfa_offset, fp_slot} : StraightStep{};
+  }
+  return !fp_saved || (fp_slot < 0 && r.cfa_offset + fp_slot >= 0) ? StraightStep{r.cfa_offset, fp_slot}
+                                                                    : StraightStep{};
+}
+
+/// The thread's last walk, by depth: the lookup PC seen at each depth, the
+/// compact rule the cache gave for it (rule.flags has kValid when set) and
+/// that rule's StraightStep. Parallel arrays of 8-byte entries rather than
+/// one of records: the straight run indexes them, and the output, with the
+/// one depth register.
 struct Memo {
   /// One entry more than kMemoDepth: the straight run's stop sentinel.
   static constexpr std::size_t kEntries = kMemoDepth + 1;
   std::uint64_t pc[kEntries] = {};
+  StraightStep step[kEntries] = {};
   CompactRule rule[kEntries] = {};
+
+  void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
+    pc[depth] = lookup_pc;
+    rule[depth] = r;
+    rule[depth].flags |= CompactRule::kValid;
+    step[depth] = straight_step(r);
+  }
   void clear() noexcept {
     for (std::size_t i = 0; i < kEntries; ++i) {
       pc[i] = 0;
+      step[i] = StraightStep{};
       rule[i] = CompactRule{};
     }
   }
 };
-
 
 /// Per-thread state, created by backtrace_register_thread().
 struct ThreadState {
