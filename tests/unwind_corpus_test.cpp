@@ -38,6 +38,9 @@ struct Loaded {
   Arch arch = Arch::kAmd64;
   ByteOrder order = ByteOrder::kLittle;
   std::optional<FdeIndex> index;
+  /// Built when the section passes validate(kStrict), as the in-process
+  /// backtrace does.
+  std::optional<RowIndex> rows;
   /// Functions whose range overlaps no other FDE's (relocatable objects put
   /// each text section at 0, so lookups there are ambiguous).
   std::vector<const GoldenFunc*> funcs;
@@ -60,6 +63,10 @@ std::unique_ptr<Loaded> load(const std::string& rel) {
   l->golden = parse_golden_section(read_file(path.string() + ".objdump.txt"));
   auto ix = FdeIndex::build(l->section);
   if (ix) l->index = std::move(*ix);
+  if (validate(l->section, Strictness::kStrict)) {
+    auto rows = RowIndex::build(l->section);
+    if (rows) l->rows.emplace(std::move(*rows));
+  }
   l->range = {~std::uint64_t{0}, 0};
   for (const GoldenFunc& g : l->golden.funcs) {
     l->range.begin = std::min(l->range.begin, g.pc);
@@ -259,12 +266,15 @@ TEST_P(UnwindCorpus, GoldenChains) {
   ASSERT_FALSE(l->funcs.empty());
   std::array<Module, 2> storage;
   ModuleMap map(storage);
-  for (bool use_index : {false, true}) {
+  // Lookups by sframe::find(), by the FdeIndex, by the RowIndex.
+  enum Lookup { kFind, kFdeIndex, kRowIndex };
+  for (Lookup lookup : {kFind, kFdeIndex, kRowIndex}) {
+    if (lookup == kRowIndex && !l->rows) continue;
     map.clear();
-    ASSERT_TRUE(map.add({{l->range.begin + cc.bias, l->range.end + cc.bias},
-                         cc.bias,
-                         l->section,
-                         use_index && l->index ? &*l->index : nullptr}));
+    Module mod{{l->range.begin + cc.bias, l->range.end + cc.bias}, cc.bias, l->section, nullptr};
+    if (lookup == kFdeIndex && l->index) mod.index = &*l->index;
+    if (lookup == kRowIndex) mod.rows = &*l->rows;
+    ASSERT_TRUE(map.add(mod));
     std::mt19937_64 rng(std::hash<std::string>()(cc.file));
     StaticRuleCache<256> cache;
     int built = 0, flex_top = 0, flex_below = 0;

@@ -83,8 +83,10 @@ struct BacktraceOptions {
 /// One-time initialisation: builds the module table (every module of
 /// dl_iterate_phdr, with its PT_GNU_SFRAME section copied, or an SFrame v3
 /// section generated from its .eh_frame; the vDSO has neither and is walked
-/// through by the frame-pointer fallback), finds glibc's signal trampoline,
-/// and registers the calling thread. Not async-signal-safe: call it before
+/// through by the frame-pointer fallback), compiles each section that
+/// passes validate(kStrict) into a RowIndex for the lookups of cold frames
+/// (about 16 bytes per FRE), finds glibc's signal trampoline, and registers
+/// the calling thread. Not async-signal-safe: call it before
 /// installing signal handlers that take backtraces. Idempotent (a second call
 /// is a backtrace_refresh()). Errors: kIoError/kElfError when a module's file
 /// cannot be read (that module is then left without SFrame and walked by the

@@ -295,8 +295,8 @@ struct AddressRange {
 };
 
 /// One loaded object: its code range, its SFrame section and its load bias.
-/// The Section (and the FdeIndex, if any) must outlive every unwind that
-/// uses the module.
+/// The Section (and its FdeIndex or RowIndex, if any) must outlive every
+/// unwind that uses the module.
 struct Module {
   /// Runtime addresses covered (typically the executable PT_LOAD segment).
   AddressRange range;
@@ -308,6 +308,11 @@ struct Module {
   /// Optional accelerator over `section` (FdeIndex::build); null = binary
   /// search with sframe::find().
   const FdeIndex* index = nullptr;
+  /// Optional faster accelerator (RowIndex::build over `section`, which
+  /// must pass validate(kStrict): RowIndex::find answers as find() does
+  /// only there); used instead of `index` when set. Must outlive every
+  /// unwind that uses the module.
+  const RowIndex* rows = nullptr;
 };
 
 /// PC -> module map over caller-provided storage: sorted by address,

@@ -21,6 +21,10 @@ struct OwnedSection {
   std::vector<std::byte> bytes;
   std::optional<Section> section;
   std::optional<FdeIndex> index;
+  /// Built when the section passes validate(kStrict): a cold frame's rule
+  /// lookup then reads one bucket and one row instead of searching FDEs
+  /// and decoding FREs (16 bytes per FRE).
+  std::optional<RowIndex> rows;
 };
 
 /// One loaded module's unwind data. Immutable once built; shared by every

@@ -104,6 +104,10 @@ void finish(OwnedSection& o, std::uint64_t address) {
   o.section = *s;
   Expected<FdeIndex> idx = FdeIndex::build(*o.section);
   if (idx) o.index.emplace(std::move(*idx));
+  if (validate(*o.section, Strictness::kStrict)) {
+    Expected<RowIndex> rows = RowIndex::build(*o.section);
+    if (rows) o.rows.emplace(std::move(*rows));
+  }
 }
 
 // SFrame generated from the .eh_frame of the module's file, for a section at
@@ -221,6 +225,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
     mod.bias = d.bias;
     mod.section = *o.section;
     mod.index = o.index ? &*o.index : nullptr;
+    mod.rows = o.rows ? &*o.rows : nullptr;
     return static_cast<bool>(map.add(mod));
   };
   for (const auto& d : t->data) {

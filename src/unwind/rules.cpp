@@ -65,6 +65,48 @@ bool compact(const FrameRow& row, Arch arch, bool signal, CompactRule& c) noexce
   return true;
 }
 
+// A found row with the header's fixed offsets applied, and its compact form
+// when it has one.
+LookedUpRules found_rules(const Section& s, Arch arch, const FrameRow& row, bool signal, FdeType type) noexcept {
+  LookedUpRules out;
+  const Header& h = s.header();
+  out.row = row;
+  resolve_padding(out.row.ra, h.cfa_fixed_ra_offset);
+  resolve_padding(out.row.fp, h.cfa_fixed_fp_offset);
+  out.status = LookupStatus::kFound;
+  out.signal = signal;
+  out.compactable = type == FdeType::kDefault && compact(out.row, arch, out.signal, out.compact);
+  return out;
+}
+
+// The outcome of a failed FDE/FRE lookup.
+LookedUpRules not_found(const Section& s, const Error& e) noexcept {
+  LookedUpRules out;
+  if (e.code == Errc::kPcNotCovered) return out;
+  if (e.code == Errc::kPcBeforeFirstFre) {
+    // A DEFAULT FDE without FREs marks an outermost frame (v3 errata).
+    Expected<Fde> fde = s.fde(e.fde);
+    if (fde && fde->num_fres == 0 && fde->fde_type == FdeType::kDefault) out.status = LookupStatus::kOutermost;
+    return out;
+  }
+  out.status = LookupStatus::kDecodeError;
+  out.error = e.code;
+  return out;
+}
+
+LookedUpRules lookup_in_rows(const RowIndex& rows, const Section& s, Arch arch, std::uint64_t link_pc) noexcept {
+  Expected<RowMatch> found = rows.find(link_pc);
+  if (!found) return not_found(s, found.error());
+  // Only v3 has FLEX FDEs, whose rows never go into the cache.
+  FdeType type = FdeType::kDefault;
+  if (s.version() == Version::kV3) {
+    Expected<Fde> fde = s.fde(found->fde_index);
+    if (!fde) return not_found(s, fde.error());
+    type = fde->fde_type;
+  }
+  return found_rules(s, arch, found->row, found->signal, type);
+}
+
 }  // namespace
 
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept {
@@ -78,28 +120,10 @@ LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lo
     return out;
   }
   const std::uint64_t link_pc = lookup_pc - m->bias;
+  if (m->rows) return lookup_in_rows(*m->rows, s, arch, link_pc);
   Expected<Match> found = m->index ? m->index->find(link_pc) : find(s, link_pc);
-  if (!found) {
-    const Error& e = found.error();
-    if (e.code == Errc::kPcNotCovered) return out;
-    if (e.code == Errc::kPcBeforeFirstFre) {
-      // A DEFAULT FDE without FREs marks an outermost frame (v3 errata).
-      Expected<Fde> fde = s.fde(e.fde);
-      if (fde && fde->num_fres == 0 && fde->fde_type == FdeType::kDefault) out.status = LookupStatus::kOutermost;
-      return out;
-    }
-    out.status = LookupStatus::kDecodeError;
-    out.error = e.code;
-    return out;
-  }
-  const Header& h = s.header();
-  out.row = found->row;
-  resolve_padding(out.row.ra, h.cfa_fixed_ra_offset);
-  resolve_padding(out.row.fp, h.cfa_fixed_fp_offset);
-  out.status = LookupStatus::kFound;
-  out.signal = found->fde.signal;
-  out.compactable = found->fde.fde_type == FdeType::kDefault && compact(out.row, arch, out.signal, out.compact);
-  return out;
+  if (!found) return not_found(s, found.error());
+  return found_rules(s, arch, found->row, found->fde.signal, found->fde.fde_type);
 }
 
 }  // namespace sframe::detail
