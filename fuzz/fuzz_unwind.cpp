@@ -4,7 +4,7 @@
 // Input, front to back (little-endian integers; missing bytes read as 0):
 //   u64 section link-time address, u64 load bias, u64 stack image base,
 //   u8 options (bit 0 FP fallback, 1 sigreturn-code detection, 2 PAuth TBI,
-//   3 module range from the input, 4 FdeIndex), u8 PAuth VA bits,
+//   3 module range from the input, 4 FdeIndex and RowIndex), u8 PAuth VA bits,
 //   u16 section length L, L section bytes,
 //   u8 PC/SP mode (bit 0: PC = start of FDE u16 + u16 offset, + bias, else
 //   u64; bit 1: SP = stack base + u16, else u64), the PC and SP fields,
@@ -14,7 +14,8 @@
 // Checks: the walk ends with a defined reason, writes 1..N frames, frame 0 is
 // the exact PC; kUnreadableMemory names an address the memory cannot read;
 // kDepthLimit only with a full buffer; the result is the same with and
-// without the FdeIndex accelerator (sections that pass kStrict, sorted), with
+// without the FdeIndex accelerator (sections that pass kStrict, sorted) and
+// the RowIndex (sections that pass kStrict, FDEs not overlapping), with
 // a cold and a warm RuleCache, and through the type-erased Memory reader.
 #include <algorithm>
 #include <array>
@@ -95,9 +96,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // sorted FDEs (check_section.hpp); elsewhere (overlapping FDEs) they may
   // pick different FDEs.
   std::optional<Expected<FdeIndex>> index;
-  if ((opts & 16) && (s.header().flags & flags::kFdeSorted) && validate(s, Strictness::kStrict)) {
-    index.emplace(FdeIndex::build(s));
-    if (!*index) index.reset();
+  std::optional<Expected<RowIndex>> rows;  // RowIndex: kStrict, FDEs apart
+  if ((opts & 16) && validate(s, Strictness::kStrict)) {
+    if (s.header().flags & flags::kFdeSorted) {
+      index.emplace(FdeIndex::build(s));
+      if (!*index) index.reset();
+    }
+    rows.emplace(RowIndex::build(s));
+    if (!*rows) rows.reset();
   }
   std::array<Module, 1> storage;
   ModuleMap modules(storage);
@@ -135,6 +141,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     SFRAME_FUZZ_CHECK(indexed.add(mi).has_value());
     const UnwindResult ri = unwind(indexed, memory, regs, std::span<Frame>(b), o);
     SFRAME_FUZZ_CHECK(same(r, a, ri, b));
+  }
+  if (rows) {
+    std::array<Module, 1> storage3;
+    ModuleMap by_rows(storage3);
+    Module mr = m;
+    mr.rows = &**rows;
+    SFRAME_FUZZ_CHECK(by_rows.add(mr).has_value());
+    b = {};
+    const UnwindResult rr = unwind(by_rows, memory, regs, std::span<Frame>(b), o);
+    SFRAME_FUZZ_CHECK(same(r, a, rr, b));
   }
   StaticRuleCache<64> cache;
   for (int pass = 0; pass < 2; ++pass) {
