@@ -132,25 +132,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (r.reason == StopReason::kDepthLimit) SFRAME_FUZZ_CHECK(r.count == kDepth);
   if (r.reason == StopReason::kUnreadableMemory) SFRAME_FUZZ_CHECK(!memory.read_word(r.address).has_value());
 
-  // The accelerator and the cache change nothing but speed.
-  if (index) {
+  // The accelerators and the cache change nothing but speed.
+  const auto same_through = [&](const Module& with) {
     std::array<Module, 1> storage2;
-    ModuleMap indexed(storage2);
+    ModuleMap map2(storage2);
+    SFRAME_FUZZ_CHECK(map2.add(with).has_value());
+    b = {};
+    const UnwindResult r2 = unwind(map2, memory, regs, std::span<Frame>(b), o);
+    SFRAME_FUZZ_CHECK(same(r, a, r2, b));
+  };
+  if (index) {
     Module mi = m;
     mi.index = &**index;
-    SFRAME_FUZZ_CHECK(indexed.add(mi).has_value());
-    const UnwindResult ri = unwind(indexed, memory, regs, std::span<Frame>(b), o);
-    SFRAME_FUZZ_CHECK(same(r, a, ri, b));
+    same_through(mi);
   }
   if (rows) {
-    std::array<Module, 1> storage3;
-    ModuleMap by_rows(storage3);
     Module mr = m;
     mr.rows = &**rows;
-    SFRAME_FUZZ_CHECK(by_rows.add(mr).has_value());
-    b = {};
-    const UnwindResult rr = unwind(by_rows, memory, regs, std::span<Frame>(b), o);
-    SFRAME_FUZZ_CHECK(same(r, a, rr, b));
+    same_through(mr);
   }
   StaticRuleCache<64> cache;
   for (int pass = 0; pass < 2; ++pass) {
