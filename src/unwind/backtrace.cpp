@@ -425,7 +425,7 @@ struct WalkState {
   if (memo.pc[0] == lpc) {
     for (;;) {
       // One load for both halves (the run is bound by loads, not by
-      // arithmetic).
+      // arithmetic); x86-64 is little-endian, so cfa_offset is the low one.
       std::uint64_t packed;
       std::memcpy(&packed, &memo.step[n], sizeof packed);
       const auto off = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed));
@@ -542,38 +542,36 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   st->busy = 0;
 }
 
-/// The warm path: frames taken straight from the memo (straight_run) from
-/// frame 0, before any table is touched: the memo's generation is checked
-/// against g_generation, and the walk reads only the thread's stack.
-/// `pcv`/`sp`/`fp` start as frame 0's (PC value, SP, FP). Returns true when
-/// that was the whole walk (`r` set); else `n` frames were taken (maybe 0)
-/// and `pcv`/`sp`/`fp` are frame n's, to continue from.
-[[gnu::always_inline]] inline bool straight_walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc,
-                                                 std::uint64_t& pcv, std::uint64_t& sp, std::uint64_t& fp,
-                                                 std::size_t& n) noexcept {
-  n = straight_prelude(thread_state(), out.data(), out.size(), pcv, pc.lookup_pc(), sp, fp);
+/// Whether a straight prelude that took `n` frames of out[0, size) ended
+/// the walk, with `r` set: the output is full, or the next frame's PC
+/// (`next_pc`) is zero.
+inline bool straight_ended(BacktraceResult& r, std::size_t n, std::size_t size, std::uint64_t next_pc) noexcept {
   if (n == 0) return false;
-  if (n == out.size()) {
+  if (n == size) {
     set_result(r, n, BacktraceStop::kBufferFull);
     return true;
   }
-  if (pcv == 0) {
+  if (next_pc == 0) {
     set_result(r, n, BacktraceStop::kZeroPc);
     return true;
   }
   return false;
 }
 
+/// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
+/// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
+inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
+}
+
 /// A whole walk from frame `pc` (exact or return address) with SP/FP: the
 /// straight prelude, then the general walk from where it stopped.
 [[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
                                         std::uint64_t fp) noexcept {
-  std::size_t n = 0;
-  std::uint64_t pcv = pc.value(), cur_sp = sp, cur_fp = fp;
-  if (straight_walk(r, out, pc, pcv, cur_sp, cur_fp, n)) return;
-  walk(r, out, n,
-       n == 0 ? WalkState{pc, sp, fp}
-              : WalkState{CodeAddress::return_address(pcv), cur_sp, cur_fp, true, true, false, cur_sp});
+  std::uint64_t pcv = pc.value();
+  const std::size_t n = straight_prelude(thread_state(), out.data(), out.size(), pcv, pc.lookup_pc(), sp, fp);
+  if (straight_ended(r, n, out.size(), pcv)) return;
+  walk(r, out, n, resume_state(n, n == 0 ? pc : CodeAddress::return_address(pcv), sp, fp));
 }
 
 // Lazy setup for the plain entry points (documented as not AS-safe).
@@ -628,9 +626,7 @@ namespace {
 [[gnu::noinline]] void walk_on(void** out, std::size_t size, BacktraceResult* result, std::uint64_t pc,
                                std::uint64_t sp, std::uint64_t fp) noexcept {
   const std::size_t n = result->size;
-  const CodeAddress ra = CodeAddress::return_address(pc);
-  walk(*result, std::span<void*>(out, size), n,
-       n == 0 ? WalkState{ra, sp, fp} : WalkState{ra, sp, fp, true, true, false, sp});
+  walk(*result, std::span<void*>(out, size), n, resume_state(n, CodeAddress::return_address(pc), sp, fp));
   // The walk itself tells whether setup is missing: set up, then walk again.
   if (n == 0 && (result->reason == BacktraceStop::kNoStackBounds ||
                  result->reason == BacktraceStop::kNotInitialized)) [[unlikely]]
@@ -641,20 +637,15 @@ namespace {
 }  // namespace sframe::bt
 
 // The in-process entry (reached from sframepp_backtrace_here): the straight
-// prelude of straight_walk() as a leaf that ends in jumps, so that a warm
-// walk saves no callee-saved registers and builds no frame - at depth 8
-// that fixed cost was a third of the walk.
+// prelude, then a jump to the rest of the walk; no call on the warm path, and
+// the general walk's code and registers stay out of it.
 extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
                                         std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
-  using sframe::BacktraceStop;
-  // pc/sp/fp become those of the first frame the prelude did not take:
+    // pc/sp/fp become those of the first frame the prelude did not take:
   // unchanged when it took none.
   const std::size_t n = straight_prelude(thread_state(), out, size, pc, pc - 1, sp, fp);
-  if (n == size || (n != 0 && pc == 0)) {
-    set_result(*result, n, n == size ? BacktraceStop::kBufferFull : BacktraceStop::kZeroPc);
-    return;
-  }
+  if (straight_ended(*result, n, size, pc)) return;
   result->size = n;
   return walk_on(out, size, result, pc, sp, fp);
 }
