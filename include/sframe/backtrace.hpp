@@ -157,8 +157,9 @@ void backtrace_flush_cache() noexcept;
 }  // namespace sframe
 
 /// The entry behind sframe::backtrace(): walks from its caller's frame
-/// (frame 0 = the return address into the caller). Not for direct use.
-extern "C" void sframepp_backtrace_here(void** out, std::size_t size, sframe::BacktraceResult* result) noexcept;
+/// (frame 0 = the return address into the caller), writes every field of
+/// `*result` and returns result->size. Not for direct use.
+extern "C" std::size_t sframepp_backtrace_here(void** out, std::size_t size, sframe::BacktraceResult* result) noexcept;
 
 namespace sframe {
 
@@ -169,9 +170,11 @@ inline BacktraceResult backtrace_ex(std::span<void*> out) noexcept {
 }
 
 inline std::size_t backtrace(std::span<void*> out) noexcept {
-  BacktraceResult r;
-  sframepp_backtrace_here(out.data(), out.size(), &r);
-  return r.size;
+  // Storage the entry fills whole: no stores here to initialise it (a short
+  // walk is a few dozen instructions). BacktraceResult is an aggregate,
+  // hence an implicit-lifetime type, so the bytes may hold one.
+  alignas(BacktraceResult) unsigned char storage[sizeof(BacktraceResult)];
+  return sframepp_backtrace_here(out.data(), out.size(), reinterpret_cast<BacktraceResult*>(storage));
 }
 
 }  // namespace sframe

@@ -5,6 +5,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "backtrace_internal.hpp"
@@ -37,16 +38,62 @@ std::string_view describe(BacktraceStop r) noexcept {
 
 #if defined(__x86_64__) && defined(__linux__)
 
-// sframepp_backtrace_here(out, size, result): takes its caller's registers
-// as they are right after the call returns (PC = the return address, SP =
-// the address above it, RBP) and jumps to the walk with them, so frame 0 is
-// the caller's whatever the compiler does with the C++ around it.
-extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
-                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept
+// Layout facts the assembly entry below relies on, checked at compile time
+// (offsetof on ThreadState, which is not standard-layout for its rule
+// cache: GCC and Clang support it for classes without virtual bases).
+#define SFPP_TS_LO 0x0
+#define SFPP_TS_HI 0x8
+#define SFPP_TS_BUSY 0x20
+#define SFPP_TS_HITS 0x28
+#define SFPP_TS_MEMO_GEN 0x10060
+#define SFPP_TS_KEY 0x10068
+#define SFPP_TS_STEP 0x10870
+#define SFPP_MEMO_DEPTH 256
+#define SFPP_STOP_BUFFER_FULL 1
+#define SFPP_STOP_ZERO_PC 6
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(sframe::bt::ThreadState, lo) == SFPP_TS_LO);
+static_assert(offsetof(sframe::bt::ThreadState, hi) == SFPP_TS_HI);
+static_assert(offsetof(sframe::bt::ThreadState, busy) == SFPP_TS_BUSY && sizeof(int) == 4);
+static_assert(offsetof(sframe::bt::ThreadState, cache.hits) == SFPP_TS_HITS);
+static_assert(offsetof(sframe::bt::ThreadState, memo_generation) == SFPP_TS_MEMO_GEN);
+static_assert(offsetof(sframe::bt::ThreadState, memo.key) == SFPP_TS_KEY);
+static_assert(offsetof(sframe::bt::ThreadState, memo.step) == SFPP_TS_STEP);
+#pragma GCC diagnostic pop
+static_assert(sframe::bt::kMemoDepth == SFPP_MEMO_DEPTH);
+static_assert(static_cast<int>(sframe::BacktraceStop::kBufferFull) == SFPP_STOP_BUFFER_FULL);
+static_assert(static_cast<int>(sframe::BacktraceStop::kZeroPc) == SFPP_STOP_ZERO_PC);
+static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::BacktraceResult, reason) == 8 &&
+              offsetof(sframe::BacktraceResult, address) == 16 && sizeof(sframe::BacktraceStop) == 1);
+#define SFPP_STR2(x) #x
+#define SFPP_STR(x) SFPP_STR2(x)
+
+// The rest of a walk after the entry's straight run (backtrace.cpp, below):
+// `result->size` frames are written (0: none, and `pc` is frame 0's return
+// address; else `pc`/`sp`/`fp` are frame result->size's). Returns
+// result->size.
+extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                                  std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept
     __attribute__((visibility("hidden")));
+
+// sframepp_backtrace_here(out = rdi, size = rsi, result = rdx): frame 0 is
+// its caller's, with the registers as they are right after the call returns
+// (PC = the return address, SP = the address above it, RBP), whatever the
+// compiler does with the C++ around it. The warm path - the straight
+// prelude and straight run of straight_prelude()/straight_run() below, the
+// same steps in the same order - is written here rather than compiled:
+// its speed turned on code layout the compiler does not control (the same
+// C++ ran 7 to 9 ns at depth 8 depending on where the loop fell), and here
+// it needs only scratch registers and the red zone (it calls nothing). Any
+// other case jumps to the C++ rest of the walk with the registers intact.
+//
+// Registers: rax ThreadState, rdi out, rcx PC (value) of frame n, r8 its
+// SP, r9 FP, r10 n, rdx the stack's end, r11/rsi scratch. Red zone: -8 result, -16 size,
+// -24 the stop's address, -32 its saved code. CFA = RSP + 8 throughout.
 asm(R"(
   .text
-  .p2align 4
+  .p2align 6
   .globl sframepp_backtrace_here
   .type sframepp_backtrace_here,@function
 sframepp_backtrace_here:
@@ -54,7 +101,119 @@ sframepp_backtrace_here:
   movq (%rsp), %rcx
   leaq 8(%rsp), %r8
   movq %rbp, %r9
-  jmp sframepp_backtrace_walk
+  movq _ZN6sframe2bt7t_stateE@gottpoff(%rip), %rax
+  movq %fs:(%rax), %rax
+  testq %rax, %rax
+  jz .Lsfpp_general
+  cmpl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+  jne .Lsfpp_general
+  movq _ZN6sframe2bt12g_generationE@GOTPCREL(%rip), %r10
+  movq (%r10), %r10
+  cmpq %r10, )" SFPP_STR(SFPP_TS_MEMO_GEN) R"((%rax)
+  jne .Lsfpp_general
+  # SP in [lo, hi)
+  movq %r8, %r10
+  subq )" SFPP_STR(SFPP_TS_LO) R"((%rax), %r10
+  movq )" SFPP_STR(SFPP_TS_HI) R"((%rax), %r11
+  subq )" SFPP_STR(SFPP_TS_LO) R"((%rax), %r11
+  cmpq %r11, %r10
+  jae .Lsfpp_general
+  movl $1, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+  # Frame 0's key: its lookup PC + 1, the return address itself.
+  cmpq %rcx, )" SFPP_STR(SFPP_TS_KEY) R"((%rax)
+  jne .Lsfpp_not_busy
+  movq %rdx, -8(%rsp)
+  movq %rsi, -16(%rsp)
+  # The output's end as a stop (code 0) in the memo, saved and put back.
+  movl $)" SFPP_STR(SFPP_MEMO_DEPTH) R"(, %r10d
+  cmpq %r10, %rsi
+  cmovbq %rsi, %r10
+  leaq )" SFPP_STR(SFPP_TS_STEP) R"((%rax,%r10,8), %r10
+  movq %r10, -24(%rsp)
+  movq (%r10), %r11
+  movq %r11, -32(%rsp)
+  movq $0, (%r10)
+  movq )" SFPP_STR(SFPP_TS_HI) R"((%rax), %rdx
+  xorl %r10d, %r10d
+  jmp .Lsfpp_loop
+
+  # Any other straight code: r11 = code, flags from its test.
+.Lsfpp_special:
+  je .Lsfpp_stop
+  movl %r11d, %esi
+  sarq $32, %r11
+  btq $16, %r11
+  jc 1f
+  addq %r8, %rsi
+  cmpq %rdx, %rsi
+  ja .Lsfpp_stop
+  jmp 2f
+1:
+  addq %r9, %rsi
+  cmpq %rdx, %rsi
+  ja .Lsfpp_stop
+  # CFA >= SP + 16 as signed values (also catches FP + offset wrapping)
+  subq $16, %rsi
+  cmpq %r8, %rsi
+  jl .Lsfpp_stop
+  addq $16, %rsi
+2:
+  movswq %r11w, %r11
+  testq %r11, %r11
+  jz 3f
+  movq (%rsi,%r11), %r9
+3:
+  movq %rsi, %r11
+  jmp .Lsfpp_take
+
+  .p2align 6
+.Lsfpp_loop:
+  movq )" SFPP_STR(SFPP_TS_STEP) R"((%rax,%r10,8), %r11
+  testq %r11, %r11
+  jle .Lsfpp_special
+  addq %r8, %r11
+  cmpq %rdx, %r11
+  ja .Lsfpp_stop
+.Lsfpp_take:
+  movq -8(%r11), %rsi
+  movq %rcx, (%rdi,%r10,8)
+  addq $1, %r10
+  movq %r11, %r8
+  movq %rsi, %rcx
+  cmpq %rsi, )" SFPP_STR(SFPP_TS_KEY) R"((%rax,%r10,8)
+  je .Lsfpp_loop
+
+.Lsfpp_stop:
+  movq -24(%rsp), %rsi
+  movq -32(%rsp), %r11
+  movq %r11, (%rsi)
+  addq %r10, )" SFPP_STR(SFPP_TS_HITS) R"((%rax)
+  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+  movq -8(%rsp), %rdx
+  movq -16(%rsp), %rsi
+  movq %r10, (%rdx)
+  testq %r10, %r10
+  jz sframepp_backtrace_walk_on
+  cmpq %r10, %rsi
+  je .Lsfpp_full
+  testq %rcx, %rcx
+  jz .Lsfpp_zero_pc
+  jmp sframepp_backtrace_walk_on
+.Lsfpp_full:
+  movb $)" SFPP_STR(SFPP_STOP_BUFFER_FULL) R"(, 8(%rdx)
+  movq $0, 16(%rdx)
+  movq %r10, %rax
+  ret
+.Lsfpp_zero_pc:
+  movb $)" SFPP_STR(SFPP_STOP_ZERO_PC) R"(, 8(%rdx)
+  movq $0, 16(%rdx)
+  movq %r10, %rax
+  ret
+.Lsfpp_not_busy:
+  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+.Lsfpp_general:
+  movq $0, (%rdx)
+  jmp sframepp_backtrace_walk_on
   .cfi_endproc
   .size sframepp_backtrace_here, .-sframepp_backtrace_here
 )");
@@ -159,7 +318,7 @@ struct WalkState {
   while (n < cap) {
     const CompactRule& rule = memo.rule[n];
     const std::uint16_t flags = rule.flags;
-    if (memo.pc[n] != lpc || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
+    if (!memo.holds(n, lpc) || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
     const bool fp_based = (flags & CompactRule::kCfaBaseFp) != 0;
     if (fp_based && !fp_ok) break;
     const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
@@ -259,7 +418,7 @@ struct WalkState {
   for (;;) {
     // Checked here first: a cold walk, whose PCs the memo mostly does not
     // hold, then pays no call per frame.
-    if (memo && res.size < memo_cap && memo->pc[res.size] == pc.lookup_pc()) {
+    if (memo && res.size < memo_cap && memo->holds(res.size, pc.lookup_pc())) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
       const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
@@ -291,7 +450,7 @@ struct WalkState {
     bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
     if (memo && depth < kMemoDepth) {
-      if (memo->pc[depth] == lpc && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]]
+      if (memo->holds(depth, lpc) && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]]
         c = &memo->rule[depth];
       else
         fill_memo = true;
@@ -412,49 +571,50 @@ struct WalkState {
 
 /// Frames 0, 1, ... taken while each has the PC the memo holds for its
 /// depth and a straight rule (Memo::step); returns their count. The caller
-/// puts a stop (a zero step) where the run must end. `sp` must lie in the
+/// puts a stop (a zero code) where the run must end. `sp` must lie in the
 /// thread's stack, which ends at `hi`, and `fp` be known; `pcv`/`sp`/`fp`
-/// become those of the first frame not taken. Per frame: one compare
-/// against the memo, one range check and the loads; the memo and the output
-/// are indexed by the depth alone.
+/// become those of the first frame not taken. A plain frame costs one code
+/// load and sign test, one range check, the RA load, the output store and
+/// one compare against the memo's key; the memo and the output are indexed
+/// by the depth alone, and the only chain from frame to frame is SP += code.
 [[gnu::no_sanitize_address]] inline std::size_t straight_run(const Memo& memo, void** out, std::uint64_t& pcv_io,
-                                                            std::uint64_t lpc, std::uint64_t& sp_io,
+                                                            std::uint64_t key0, std::uint64_t& sp_io,
                                                             std::uint64_t& fp_io, std::uint64_t hi) noexcept {
   std::uint64_t pcv = pcv_io, sp = sp_io, fp = fp_io;
   std::size_t n = 0;
-  if (memo.pc[0] == lpc) {
+  if (memo.key[0] == key0) {
     for (;;) {
-      // One load for both halves (the run is bound by loads, not by
-      // arithmetic); x86-64 is little-endian, so cfa_offset is the low one.
-      std::uint64_t packed;
-      std::memcpy(&packed, &memo.step[n], sizeof packed);
-      const auto off = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed));
-      const auto slot = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed >> 32));
+      const std::int64_t code = memo.step[n];
       std::uint64_t cfa;
-      if (off > 0) [[likely]] {
-        cfa = sp + static_cast<std::uint64_t>(std::int64_t{off});
+      if (code > 0) [[likely]] {
+        // code < 2^31 and SP <= hi: no wrap.
+        cfa = sp + static_cast<std::uint64_t>(code);
         if (cfa > hi) break;
       } else {
-        if (off == 0) break;
-        cfa = fp - static_cast<std::uint64_t>(std::int64_t{off});
-        // In [SP + 16, hi]: a signed distance, which cannot overflow for
-        // user addresses (below 2^63) once CFA <= hi.
-        if (cfa > hi || static_cast<std::int64_t>(cfa - sp) < 16) break;
+        if (code == 0) break;
+        const std::uint64_t off = StraightCode::cfa_offset(code);
+        if (StraightCode::fp_based(code)) {
+          cfa = fp + off;
+          // In [SP + 16, hi]: a signed distance, which cannot overflow for
+          // user addresses (below 2^63) once CFA <= hi.
+          if (cfa > hi || static_cast<std::int64_t>(cfa - sp) < 16) break;
+        } else {
+          cfa = sp + off;
+          if (cfa > hi) break;
+        }
+        if (const std::int64_t slot = StraightCode::fp_slot(code); slot != 0)
+          std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(slot)), sizeof fp);
       }
       std::uint64_t ra;
       std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
-      // Out of line: a taken branch per frame (beside the loop's own) would
-      // bound the run at two cycles a frame.
-      if (slot != 0) [[unlikely]]
-        std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(std::int64_t{slot})), sizeof fp);
       out[n] = reinterpret_cast<void*>(pcv);
       ++n;
       sp = cfa;
       pcv = ra;
-      // A zero RA needs no test: its lookup PC, ~0, is never in the memo (a
-      // walk stops at a zero PC before looking it up), so the run stops
-      // here and the caller reports it.
-      if (memo.pc[n] != ra - 1) break;
+      // The next frame's key is its lookup PC + 1: the RA itself. A zero RA
+      // needs no test: its key, 0, is only that of entries never set, whose
+      // code stops the run, and the caller reports it.
+      if (memo.key[n] != ra) break;
     }
   }
   pcv_io = pcv;
@@ -482,11 +642,11 @@ struct WalkState {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // The output's end as a stop in the memo (saved and put back), so that
   // the loop needs no count check; the extra last entry is always a stop.
-  std::int32_t& stop = st->memo.step[std::min(size, kMemoDepth)].cfa_offset;
-  const std::int32_t stop_offset = stop;
+  std::int64_t& stop = st->memo.step[std::min(size, kMemoDepth)];
+  const std::int64_t stop_code = stop;
   stop = 0;
-  const std::size_t n = straight_run(st->memo, out, pcv, lpc, sp, fp, hi);
-  stop = stop_offset;
+  const std::size_t n = straight_run(st->memo, out, pcv, Memo::key_of(lpc), sp, fp, hi);
+  stop = stop_code;
   st->cache.hits += n;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
@@ -612,48 +772,33 @@ BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint
 namespace sframe::bt {
 namespace {
 
-// sframepp_backtrace_walk's first-call path, out of its way.
+// The in-process entry's first-call path, out of its way.
 [[gnu::noinline, gnu::cold]] void setup_and_walk(void** out, std::size_t size, BacktraceResult* result, std::uint64_t pc,
                                                  std::uint64_t sp, std::uint64_t fp) noexcept {
   ensure_ready();
   walk(*result, std::span<void*>(out, size), CodeAddress::return_address(pc), sp, fp);
 }
 
-/// The rest of an in-process walk after the straight prelude: `result->size`
-/// frames are written (0: none, and `pc` is frame 0's return address; else
-/// `pc`/`sp`/`fp` are frame result->size's). Six register arguments, so the
-/// prelude reaches it with a jump.
-[[gnu::noinline]] void walk_on(void** out, std::size_t size, BacktraceResult* result, std::uint64_t pc,
-                               std::uint64_t sp, std::uint64_t fp) noexcept {
-  const std::size_t n = result->size;
-  walk(*result, std::span<void*>(out, size), n, resume_state(n, CodeAddress::return_address(pc), sp, fp));
-  // The walk itself tells whether setup is missing: set up, then walk again.
-  if (n == 0 && (result->reason == BacktraceStop::kNoStackBounds ||
-                 result->reason == BacktraceStop::kNotInitialized)) [[unlikely]]
-    setup_and_walk(out, size, result, pc, sp, fp);
-}
-
 }  // namespace
 }  // namespace sframe::bt
 
-// The in-process entry (reached from sframepp_backtrace_here): the straight
-// prelude, then a jump to the rest of the walk; no call on the warm path, and
-// the general walk's code and registers stay out of it.
-extern "C" void sframepp_backtrace_walk(void** out, std::size_t size, sframe::BacktraceResult* result,
-                                        std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                                  std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
-    // pc/sp/fp become those of the first frame the prelude did not take:
-  // unchanged when it took none.
-  const std::size_t n = straight_prelude(thread_state(), out, size, pc, pc - 1, sp, fp);
-  if (straight_ended(*result, n, size, pc)) return;
-  result->size = n;
-  return walk_on(out, size, result, pc, sp, fp);
+  const std::size_t n = result->size;
+  walk(*result, std::span<void*>(out, size), n, resume_state(n, sframe::CodeAddress::return_address(pc), sp, fp));
+  // The walk itself tells whether setup is missing: set up, then walk again.
+  if (n == 0 && (result->reason == sframe::BacktraceStop::kNoStackBounds ||
+                 result->reason == sframe::BacktraceStop::kNotInitialized)) [[unlikely]]
+    setup_and_walk(out, size, result, pc, sp, fp);
+  return result->size;
 }
 
 #else  // not x86-64 Linux
 
-extern "C" void sframepp_backtrace_here(void**, std::size_t, sframe::BacktraceResult* result) noexcept {
+extern "C" std::size_t sframepp_backtrace_here(void**, std::size_t, sframe::BacktraceResult* result) noexcept {
   *result = {0, sframe::BacktraceStop::kUnsupported, 0};
+  return 0;
 }
 
 namespace sframe {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,61 +83,79 @@ inline constexpr std::size_t kCacheEntries = 4096;
 /// Depths the memo covers; deeper frames go through the cache alone.
 inline constexpr std::size_t kMemoDepth = 256;
 
-/// A rule as the straight run (see backtrace.cpp) takes it, packed in 8
-/// bytes: the low half (int32) is the CFA offset, positive for CFA = SP +
-/// offset, negated for CFA = FP + offset, 0 for a rule the run does not
-/// take; the high half (int32) is where the FP is saved relative to the
-/// CFA, in bytes (0: not saved). Straight rules are those whose slots lie
-/// inside [SP, stack end) once the CFA lies in [SP + 16, stack end]: the RA
-/// at CFA - 8 and
+/// A rule as the straight run (see backtrace.cpp) takes it, coded in one
+/// int64 so that the common frame costs one load and one sign test:
+///  - > 0: a plain frame: CFA = SP + code (16 .. 2^31 - 1 bytes), RA at
+///    CFA - 8, FP unchanged;
+///  - 0: not straight (the run stops);
+///  - < 0: any other straight frame, its fields packed (see StraightCode).
+/// Straight rules are those whose slots lie inside [SP, stack end) once the
+/// CFA lies in [SP + 16, stack end]: the RA at CFA - 8 and
 ///  - CFA = SP + 16 or more, the FP, if saved, below the CFA and at or
 ///    above the SP;
 ///  - CFA = FP + 16 or more, the FP, if saved, at CFA - 8 or CFA - 16 (the
 ///    frame record of -fno-omit-frame-pointer code).
-struct StraightStep {
-  std::int32_t cfa_offset = 0;
-  std::int32_t fp_slot = 0;
-};
-static_assert(sizeof(StraightStep) == 8);
+struct StraightCode {
+  /// A negative code's fields: bits 0-31 the CFA offset (bytes, 16 ..
+  /// 2^31 - 1), bits 32-47 the FP slot relative to the CFA (int16, bytes;
+  /// 0: not saved), bit 48 set for CFA = FP + offset, bit 63 set.
+  static constexpr std::int64_t kFpBase = std::int64_t{1} << 48;
+  static constexpr std::int64_t kSpecial = std::numeric_limits<std::int64_t>::min();
 
-/// The StraightStep of cache rule `r` ({0, 0} if it is not straight).
-inline StraightStep straight_step(const CompactRule& r) noexcept {
+  static constexpr std::int64_t special(std::int32_t cfa_offset, std::int32_t fp_slot, bool fp_based) noexcept {
+    return kSpecial | (fp_based ? kFpBase : 0) |
+           static_cast<std::int64_t>(std::uint64_t{static_cast<std::uint16_t>(fp_slot)} << 32) |
+           static_cast<std::int64_t>(static_cast<std::uint32_t>(cfa_offset));
+  }
+  static constexpr std::uint64_t cfa_offset(std::int64_t code) noexcept { return static_cast<std::uint32_t>(code); }
+  static constexpr std::int64_t fp_slot(std::int64_t code) noexcept {
+    return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint64_t>(code) >> 32));
+  }
+  static constexpr bool fp_based(std::int64_t code) noexcept { return (code & kFpBase) != 0; }
+};
+
+/// The straight-run code of cache rule `r` (0 if it is not straight).
+inline std::int64_t straight_code(const CompactRule& r) noexcept {
   constexpr std::uint16_t kNot =
       CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
-  if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return {};
-  if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return {};
+  if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
+  if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return 0;
   const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;
   const std::int32_t fp_slot = fp_saved ? std::int32_t{r.fp_offset_by_8} * 8 : 0;
   if (r.flags & CompactRule::kCfaBaseFp) {
     const bool fp_near = fp_slot == -8 || fp_slot == -16;
-    return !fp_saved || fp_near ? StraightStep{-r.cfa_offset, fp_slot} : StraightStep{};
+    return !fp_saved || fp_near ? StraightCode::special(r.cfa_offset, fp_slot, true) : 0;
   }
-  return !fp_saved || (fp_slot < 0 && r.cfa_offset + fp_slot >= 0) ? StraightStep{r.cfa_offset, fp_slot}
-                                                                    : StraightStep{};
+  if (!fp_saved) return r.cfa_offset;
+  return fp_slot < 0 && r.cfa_offset + fp_slot >= 0 ? StraightCode::special(r.cfa_offset, fp_slot, false) : 0;
 }
 
-/// The thread's last walk, by depth: the lookup PC seen at each depth, the
+/// The thread's last walk, by depth: a key for the PC seen at each depth
+/// (its lookup PC + 1, which is the RA itself for a caller frame), the
 /// compact rule the cache gave for it (rule.flags has kValid when set) and
-/// that rule's StraightStep. Parallel arrays of 8-byte entries rather than
-/// one of records: the straight run indexes them, and the output, with the
-/// one depth register.
+/// that rule's straight-run code. Parallel arrays of 8-byte entries rather
+/// than one of records: the straight run indexes them, and the output, with
+/// the one depth register.
 struct Memo {
   /// One entry more than kMemoDepth: the straight run's stop sentinel.
   static constexpr std::size_t kEntries = kMemoDepth + 1;
-  std::uint64_t pc[kEntries] = {};
-  StraightStep step[kEntries] = {};
+  std::uint64_t key[kEntries] = {};
+  std::int64_t step[kEntries] = {};
   CompactRule rule[kEntries] = {};
 
+  static constexpr std::uint64_t key_of(std::uint64_t lookup_pc) noexcept { return lookup_pc + 1; }
+  bool holds(std::size_t depth, std::uint64_t lookup_pc) const noexcept { return key[depth] == key_of(lookup_pc); }
+
   void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
-    pc[depth] = lookup_pc;
+    key[depth] = key_of(lookup_pc);
     rule[depth] = r;
     rule[depth].flags |= CompactRule::kValid;
-    step[depth] = straight_step(r);
+    step[depth] = straight_code(r);
   }
   void clear() noexcept {
     for (std::size_t i = 0; i < kEntries; ++i) {
-      pc[i] = 0;
-      step[i] = StraightStep{};
+      key[i] = 0;
+      step[i] = 0;
       rule[i] = CompactRule{};
     }
   }
