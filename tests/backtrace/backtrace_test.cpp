@@ -48,6 +48,9 @@ unsigned callee_mix(unsigned x);
 // frame whose CFI says CFA = RBP + 16, with RBP set to `fp` for the call (0:
 // the frame's own), and returns what it returns.
 std::size_t sfpp_test_walk_with_fp(void** out, std::size_t size, sframe::BacktraceResult* result, std::uint64_t fp);
+// Stores the registers sframepp_backtrace_here takes of its caller: the
+// return address, the SP after the return, RBP.
+void sfpp_test_caller_regs(std::uint64_t regs[3]);
 }
 
 asm(R"(
@@ -73,6 +76,20 @@ sfpp_test_walk_with_fp:
   ret
   .cfi_endproc
   .size sfpp_test_walk_with_fp, .-sfpp_test_walk_with_fp
+
+  .p2align 4
+  .globl sfpp_test_caller_regs
+  .type sfpp_test_caller_regs,@function
+sfpp_test_caller_regs:
+  .cfi_startproc
+  movq (%rsp), %rax
+  movq %rax, (%rdi)
+  leaq 8(%rsp), %rax
+  movq %rax, 8(%rdi)
+  movq %rbp, 16(%rdi)
+  ret
+  .cfi_endproc
+  .size sfpp_test_caller_regs, .-sfpp_test_caller_regs
 )");
 
 namespace {
@@ -89,6 +106,8 @@ struct Traces {
   std::vector<void*> glibc;
   std::vector<void*> libunwind;
   sframe::BacktraceResult result;
+  /// Called at the bottom of mixed_recurse in place of capture().
+  void (*bottom)(Traces&) = nullptr;
 };
 
 // Async-signal-safe storage for traces taken in handlers.
@@ -195,7 +214,10 @@ void store_capture(void* arg) { *static_cast<Traces*>(arg) = capture(); }
 }
 [[gnu::noinline]] int mixed_recurse(int depth, Traces& out) {
   if (depth == 0) {
-    out = capture();
+    if (out.bottom)
+      out.bottom(out);
+    else
+      out = capture();
     return 1;
   }
   if (depth % 3 == 0) return vla_level(depth, out) + 1;
@@ -599,6 +621,39 @@ TEST_P(BacktraceTest, SignalsDuringRefresh) {
     });
     EXPECT_TRUE(left_out) << "a v2 walk found no SFrame at " << info.dli_fname << "+0x" << std::hex << link_pc
                           << ", which gen v2 does not leave out";
+  }
+}
+
+// The register entry (backtrace_from, exact PC), walked repeatedly from the
+// same registers: the first walk fills the memo, the next ones take its
+// straight run, compiled from C++ (the in-process entry's is assembly),
+// over SP- and FP-based frames. Frame 0 is given as the call's return
+// address - 1, an exact PC inside the call with the return address's rule.
+[[gnu::noinline]] void walks_from_registers(Traces& t) {
+  std::uint64_t regs[3];
+  sfpp_test_caller_regs(regs);
+  static void* outs[3][kMax];
+  sframe::BacktraceResult results[3] = {};
+  int walks = 3;
+  asm volatile("" : "+r"(walks));
+  for (int i = 0; i < walks; ++i)
+    results[i] = sframe::backtrace_from(std::span<void*>(outs[i], kMax), regs[0] - 1, regs[1], regs[2]);
+  t.ours.assign(outs[2], outs[2] + results[2].size);
+  t.result = results[2];
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(std::equal(outs[i], outs[i] + results[i].size, t.ours.begin(), t.ours.end())) << i;
+  void* ref[kMax];
+  t.glibc.assign(ref, ref + glibc_backtrace_fn()(ref, kMax));
+  t.libunwind.assign(ref, ref + unw_backtrace(ref, kMax));
+  asm volatile("" ::: "memory");
+}
+
+TEST_P(BacktraceTest, RegisterEntryRepeatedOverBothCfaKinds) {
+  for (const std::size_t pad : {std::size_t{0}, std::size_t{4096}}) {
+    Traces t;
+    t.bottom = walks_from_registers;
+    mixed_at(pad, 24, t);
+    expect_all_agree(t, 24);
   }
 }
 
