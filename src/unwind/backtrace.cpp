@@ -89,8 +89,9 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
 // other case jumps to the C++ rest of the walk with the registers intact.
 //
 // Registers: rax ThreadState, rdi out, rcx PC (value) of frame n, r8 its
-// SP, r9 FP, r10 n, rdx the stack's end, r11/rsi scratch. Red zone: -8 result, -16 size,
-// -24 the stop's address, -32 its saved code. CFA = RSP + 8 throughout.
+// SP, r9 FP, r10 n, rdx the stack's end, r11/rsi scratch. Red zone: -8
+// result, -16 size, -24 the stop's address, -32 its saved code. CFA = RSP +
+// 8 throughout (nothing is pushed), as the CFI says.
 asm(R"(
   .text
   .p2align 6
