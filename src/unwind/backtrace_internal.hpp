@@ -200,3 +200,13 @@ struct ThreadState {
 inline ThreadState* thread_state() noexcept { return t_state; }
 
 }  // namespace sframe::bt
+
+/// The rest of an in-process walk after the entry's straight run
+/// (backtrace_entry.cpp), defined in backtrace.cpp: `result->size` frames
+/// are written (0: none, and `pc` is frame 0's return address; else
+/// `pc`/`sp`/`fp` are frame result->size's). Writes every field of
+/// `*result`; returns result->size. Reached by a jump with the six
+/// arguments in registers.
+extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, sframe::BacktraceResult* result,
+                                                  std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept
+    __attribute__((visibility("hidden")));
