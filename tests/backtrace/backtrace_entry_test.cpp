@@ -1,0 +1,273 @@
+// The entry points' own cases, against the same references as
+// backtrace_test.cpp (libunwind, glibc backtrace()): walks from given
+// registers, hostile stacks and frame pointers, the stack's end bounding
+// the assembly straight run of sframepp_backtrace_here, reported reasons.
+// Built like backtrace_test.cpp; every case runs over the same three kinds
+// of sections.
+#include "backtrace_support.hpp"
+
+// White-box (one test): the thread's registered stack bounds.
+#include "../../src/unwind/backtrace_internal.hpp"
+
+extern "C" {
+// Calls sframepp_backtrace_here (the entry behind sframe::backtrace) from a
+// frame whose CFI says CFA = RBP + 16, with RBP set to `fp` for the call (0:
+// the frame's own), and returns what it returns.
+std::size_t sfpp_test_walk_with_fp(void** out, std::size_t size, sframe::BacktraceResult* result, std::uint64_t fp);
+// Stores the registers sframepp_backtrace_here takes of its caller: the
+// return address, the SP after the return, RBP.
+void sfpp_test_caller_regs(std::uint64_t regs[3]);
+}
+
+asm(R"(
+  .text
+  .p2align 4
+  .globl sfpp_test_walk_with_fp
+  .type sfpp_test_walk_with_fp,@function
+sfpp_test_walk_with_fp:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  movq %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  testq %rcx, %rcx
+  jz 1f
+  movq %rcx, %rbp
+1:
+  call sframepp_backtrace_here
+  movq %rsp, %rbp
+  popq %rbp
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size sfpp_test_walk_with_fp, .-sfpp_test_walk_with_fp
+
+  .p2align 4
+  .globl sfpp_test_caller_regs
+  .type sfpp_test_caller_regs,@function
+sfpp_test_caller_regs:
+  .cfi_startproc
+  movq (%rsp), %rax
+  movq %rax, (%rdi)
+  leaq 8(%rsp), %rax
+  movq %rax, 8(%rdi)
+  movq %rbp, 16(%rdi)
+  ret
+  .cfi_endproc
+  .size sfpp_test_caller_regs, .-sfpp_test_caller_regs
+)");
+
+namespace {
+
+class BacktraceEntryTest : public BacktraceTest {};
+
+// The register entry (backtrace_from, exact PC), walked repeatedly from the
+// same registers: the first walk fills the memo, the next ones take its
+// straight run, compiled from C++ (the in-process entry's is assembly),
+// over SP- and FP-based frames. Frame 0 is given as the call's return
+// address - 1, an exact PC inside the call with the return address's rule.
+[[gnu::noinline]] void walks_from_registers(Traces& t) {
+  std::uint64_t regs[3];
+  sfpp_test_caller_regs(regs);
+  static void* outs[3][kMax];
+  sframe::BacktraceResult results[3] = {};
+  int walks = 3;
+  asm volatile("" : "+r"(walks));
+  for (int i = 0; i < walks; ++i)
+    results[i] = sframe::backtrace_from(std::span<void*>(outs[i], kMax), regs[0] - 1, regs[1], regs[2]);
+  t.ours.assign(outs[2], outs[2] + results[2].size);
+  t.result = results[2];
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(std::equal(outs[i], outs[i] + results[i].size, t.ours.begin(), t.ours.end())) << i;
+  void* ref[kMax];
+  t.glibc.assign(ref, ref + glibc_backtrace_fn()(ref, kMax));
+  t.libunwind.assign(ref, ref + unw_backtrace(ref, kMax));
+  asm volatile("" ::: "memory");
+}
+
+TEST_P(BacktraceEntryTest, RegisterEntryRepeatedOverBothCfaKinds) {
+  for (const std::size_t pad : {std::size_t{0}, std::size_t{4096}}) {
+    Traces t;
+    t.bottom = walks_from_registers;
+    mixed_at(pad, 24, t);
+    expect_all_agree(t, 24);
+  }
+}
+
+TEST_P(BacktraceEntryTest, UnregisteredThreadInHandlerPathStopsCleanly) {
+  // A thread that never registered: the ucontext/register entry points do
+  // not register it (that is not async-signal-safe) and say so.
+  sframe::BacktraceResult r{};
+  std::thread([&] {
+    void* out[8];
+    r = sframe::backtrace_from(out, reinterpret_cast<std::uint64_t>(&capture),
+                               reinterpret_cast<std::uint64_t>(__builtin_frame_address(0)), 0);
+  }).join();
+  EXPECT_EQ(r.reason, sframe::BacktraceStop::kNoStackBounds);
+  EXPECT_EQ(r.size, 1u);
+}
+
+// --- hostile stacks ---
+
+// Random words on a fake stack (some pointing back into it, some at real
+// code addresses, some at nothing): every walk must end, with a reason.
+TEST_P(BacktraceEntryTest, CorruptedStackNeverCrashes) {
+  Traces real;
+  recurse(10, real);
+  ASSERT_GT(real.ours.size(), 5u);
+  std::mt19937_64 rng(12345);
+  std::vector<std::uint64_t> fake(4096);
+  const auto base = reinterpret_cast<std::uint64_t>(fake.data());
+  (void)base;
+  std::uint64_t stack_words[512];
+  const auto sbase = reinterpret_cast<std::uint64_t>(stack_words);
+  int reasons[16] = {};
+  for (int iter = 0; iter < 20000; ++iter) {
+    for (auto& w : stack_words) {
+      switch (rng() % 5) {
+        case 0: w = rng(); break;
+        case 1: w = sbase + (rng() % sizeof stack_words); break;
+        case 2: w = reinterpret_cast<std::uint64_t>(real.ours[rng() % real.ours.size()]); break;
+        case 3: w = 0; break;
+        default: w = reinterpret_cast<std::uint64_t>(real.ours[rng() % real.ours.size()]) + rng() % 64 - 32; break;
+      }
+    }
+    asm volatile("" ::: "memory");
+    const std::uint64_t pc = reinterpret_cast<std::uint64_t>(real.ours[rng() % real.ours.size()]) + rng() % 16;
+    std::uint64_t sp;
+    switch (rng() % 4) {
+      case 0: sp = rng(); break;
+      case 1: sp = base + (rng() % (fake.size() * 8)); break;  // heap: not a stack
+      default: sp = sbase + (rng() % sizeof stack_words); break;
+    }
+    const std::uint64_t fp = rng() % 2 ? sbase + (rng() % sizeof stack_words) : rng();
+    void* out[64];
+    const sframe::BacktraceResult r = sframe::backtrace_from(out, pc, sp, fp);
+    ASSERT_LE(r.size, 64u);
+    ++reasons[static_cast<int>(r.reason)];
+  }
+  // Bad reads, not-increasing CFAs and unknown PCs must all have happened.
+  EXPECT_GT(reasons[static_cast<int>(sframe::BacktraceStop::kUnreadableMemory)], 0);
+  EXPECT_GT(reasons[static_cast<int>(sframe::BacktraceStop::kNoSFrameForPc)], 0);
+}
+
+// Frame 0 with CFA = RBP + 16 and a hostile RBP, once walks with the real
+// one have filled the per-depth memo (so the entry's straight run holds the
+// FP-based rule for that frame): a CFA below SP + 16 (or wrapping) or above
+// the stack's end must be refused before anything is read there - these
+// addresses are unmapped, so a read would crash - and the general walk then
+// reports the read it refuses.
+TEST_P(BacktraceEntryTest, HostileFramePointerAtFrameZero) {
+  void* out[64];
+  sframe::BacktraceResult r{};
+  std::size_t good = 0;
+  for (int i = 0; i < 3; ++i) {
+    good = sfpp_test_walk_with_fp(out, 64, &r, 0);
+    EXPECT_EQ(r.size, good);
+    EXPECT_EQ(r.reason, sframe::BacktraceStop::kOutermost) << sframe::describe(r.reason);
+  }
+  ASSERT_GT(good, 3u);
+  int probe = 0;
+  const auto sp = reinterpret_cast<std::uint64_t>(&probe);
+  for (const std::uint64_t fp : {std::uint64_t{0x10}, ~std::uint64_t{0} - 8, sp + (std::uint64_t{1} << 40),
+                                 std::uint64_t{1} << 46}) {
+    r = {};
+    const std::size_t n = sfpp_test_walk_with_fp(out, 64, &r, fp);
+    EXPECT_EQ(n, 1u) << std::hex << fp;
+    EXPECT_EQ(r.size, 1u);
+    EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory) << sframe::describe(r.reason);
+  }
+  // And the memo still serves the real frame pointer.
+  EXPECT_EQ(sfpp_test_walk_with_fp(out, 64, &r, 0), good);
+}
+
+// The stack's end bounds the entry's straight run as it bounds every read:
+// with the registered end lowered into a call chain, a walk must stop at
+// the first frame whose CFA lies above it, where libunwind says (the SP it
+// gives frame k + 1 is frame k's CFA), even though the memo predicts the
+// frames beyond and their memory is readable. The end is put after frame 0
+// (whose rule saves RBP here: a straight rule other than the plain one),
+// after frame 3 and after frame 6.
+struct BoundedRun {
+  static constexpr int kBounded = 3;
+  static constexpr int kFrames[kBounded] = {0, 3, 6};
+  bool walked = false;
+  std::size_t full = 0;
+  std::size_t sizes[kBounded] = {};
+  sframe::BacktraceStop reasons[kBounded] = {};
+  bool prefix[kBounded] = {};
+};
+
+[[gnu::noinline]] void bounded_walks(void* arg) {
+  auto& b = *static_cast<BoundedRun*>(arg);
+  std::vector<std::uint64_t> sps;
+  unw_context_t ctx;
+  unw_cursor_t cur;
+  unw_getcontext(&ctx);
+  unw_init_local(&cur, &ctx);
+  do {
+    unw_word_t v = 0;
+    unw_get_reg(&cur, UNW_REG_SP, &v);
+    sps.push_back(v);
+  } while (unw_step(&cur) > 0 && sps.size() < 64);
+  if (sps.size() < 12) return;
+  sframe::bt::ThreadState* st = sframe::bt::t_state;
+  const std::uint64_t saved = st->hi;
+  // Three walks fill the memo, then one per end: frame k's CFA (sps[k + 1])
+  // lies above sps[k] + 8, the CFAs before it do not.
+  constexpr int kWalks = 3 + BoundedRun::kBounded;
+  std::uint64_t ends[kWalks] = {saved, saved, saved};
+  for (int j = 0; j < BoundedRun::kBounded; ++j) ends[3 + j] = sps[BoundedRun::kFrames[j]] + 8;
+  static void* outs[kWalks][kMax];
+  sframe::BacktraceResult results[kWalks] = {};
+  // The walks differ only in data (no branch the compiler could split into
+  // two call sites, whose frame 0 would differ), and the count is opaque
+  // (no peeled copy of the loop).
+  int walks = kWalks;
+  asm volatile("" : "+r"(walks));
+  for (int i = 0; i < walks; ++i) {
+    st->hi = ends[i];
+    results[i] = sframe::backtrace_ex(std::span<void*>(outs[i], kMax));
+    st->hi = saved;
+  }
+  b.walked = true;
+  b.full = results[2].size;
+  for (int j = 0; j < BoundedRun::kBounded; ++j) {
+    const sframe::BacktraceResult& r = results[3 + j];
+    b.sizes[j] = r.size;
+    b.reasons[j] = r.reason;
+    b.prefix[j] = r.size <= b.full && std::equal(outs[3 + j], outs[3 + j] + r.size, outs[2]);
+  }
+}
+
+TEST_P(BacktraceEntryTest, StackEndBoundsTheStraightRun) {
+  BoundedRun b;
+  callee_recurse(20, bounded_walks, &b);
+  ASSERT_TRUE(b.walked) << "libunwind walked too few frames";
+  ASSERT_GT(b.full, 20u);
+  for (int j = 0; j < BoundedRun::kBounded; ++j) {
+    SCOPED_TRACE(BoundedRun::kFrames[j]);
+    EXPECT_EQ(b.sizes[j], static_cast<std::size_t>(BoundedRun::kFrames[j] + 1));
+    EXPECT_EQ(b.reasons[j], sframe::BacktraceStop::kUnreadableMemory) << sframe::describe(b.reasons[j]);
+    EXPECT_TRUE(b.prefix[j]);
+  }
+}
+
+TEST_P(BacktraceEntryTest, ReasonsAreReported) {
+  void* one[1];
+  const sframe::BacktraceResult full = sframe::backtrace_ex(one);
+  EXPECT_EQ(full.size, 1u);
+  EXPECT_EQ(full.reason, sframe::BacktraceStop::kBufferFull);
+  // A heap "stack" is never read.
+  std::vector<std::uint64_t> heap(16, 0);
+  void* out[8];
+  const auto r = sframe::backtrace_from(out, reinterpret_cast<std::uint64_t>(&capture) + 8,
+                                        reinterpret_cast<std::uint64_t>(heap.data()), 0);
+  EXPECT_EQ(r.size, 1u);
+  EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sections, BacktraceEntryTest, section_params(), param_name);
+
+}  // namespace
