@@ -48,7 +48,8 @@ namespace sframe {
   X(kZeroPc, "the recovered return address is 0")                                                        \
   X(kNotInitialized, "backtrace_init() has not run (the ucontext_t variant never initialises)")         \
   X(kNoStackBounds, "the thread never registered its stack bounds (backtrace_register_thread)")        \
-  X(kUnsupported, "not x86-64 Linux")
+  X(kUnsupported, "not x86-64 Linux")                                                                    \
+  X(kReadCheckRefused, "a read outside the known stack needed process_vm_readv, which the kernel refused (seccomp)")
 enum class BacktraceStop : std::uint8_t {
 #define SFRAME_X(name, msg) name,
   SFRAME_BACKTRACE_STOPS(SFRAME_X)

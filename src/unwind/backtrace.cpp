@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backtrace_internal.hpp"
+#include "stack_reader.hpp"
 
 namespace sframe {
 
@@ -41,26 +42,6 @@ std::string_view describe(BacktraceStop r) noexcept {
 namespace sframe::bt {
 namespace {
 
-/// Reads words only inside the given stack ranges. The no_sanitize: a walk
-/// reads other frames' slots, which AddressSanitizer may hold poisoned
-/// (redzones of live locals); the bounds are checked here instead.
-struct StackReader {
-  AddressRange ranges[2];
-  unsigned count = 0;
-
-  [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
-    for (unsigned i = 0; i < count; ++i) {
-      const AddressRange& r = ranges[i];
-      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) {
-        std::uint64_t v;
-        std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
-        return v;
-      }
-    }
-    return std::nullopt;
-  }
-};
-static_assert(MemoryReader<StackReader>);
 
 BacktraceStop stop_of(StopReason r) noexcept {
   switch (r) {
@@ -81,7 +62,7 @@ BacktraceStop stop_of(StopReason r) noexcept {
 class TableGuard {
  public:
   explicit TableGuard(ThreadState* st) noexcept {
-    if (g_asymmetric.load(std::memory_order_relaxed)) {
+    if (st && g_asymmetric.load(std::memory_order_relaxed)) {
       st_ = st;
       st->walking.store(st->walking.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -186,7 +167,9 @@ struct WalkState {
   CodeAddress pc = from.pc;
   if (cache) cache->sync(table->map.generation());
   StackReader mem;
-  AddressRange thread{st->lo, st->hi};
+  // An unregistered thread (st null) knows no range: every page it reads is
+  // checked by the kernel first (StackReader::checked).
+  AddressRange thread = st ? AddressRange{st->lo, st->hi} : AddressRange{};
   if (!thread.contains(here)) {
     // Either a handler running on the alternate signal stack (the one case
     // that pays for a system call), or the main thread's stack grew below
@@ -195,14 +178,17 @@ struct WalkState {
     if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
         here - reinterpret_cast<std::uint64_t>(ss.ss_sp) < ss.ss_size) {
       mem.ranges[mem.count++] = {here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size};
-    } else if (st->grows && here < thread.begin && here >= st->limit) {
+    } else if (st && st->grows && here < thread.begin && here >= st->limit) {
       // Stack mappings never shrink: later walks (from the alternate
       // stack, say) may read this deep too.
       thread.begin = here;
       st->lo = here;
     }
   }
-  mem.ranges[mem.count++] = thread;
+  if (thread.begin != thread.end) mem.ranges[mem.count++] = thread;
+  mem.checked = thread;
+  if (!st) mem.window = {0, ~std::uint64_t{0}};
+  else if (st->grows) mem.window = {st->limit, st->hi};
 
   // The native sections first; where they have no FDE, the sections
   // generated for the same modules, then the frame-pointer convention.
@@ -233,7 +219,7 @@ struct WalkState {
   // Counted here, added to the cache's counter once: a memory counter
   // bumped every frame would chain the frames through store forwarding.
   std::uint64_t hits = 0;
-  const AddressRange own = mem.ranges[mem.count - 1];  // the thread's stack
+  const AddressRange own = thread;  // the memo's run reads only the thread's stack
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
   for (;;) {
     // Checked here first: a cold walk, whose PCs the memo mostly does not
@@ -386,6 +372,13 @@ struct WalkState {
     }
   }
   if (cache) cache->hits += hits;
+  if (res.reason == BacktraceStop::kUnreadableMemory && mem.refused) res.reason = BacktraceStop::kReadCheckRefused;
+  // The main thread's stack, found mapped below its registered bottom by the
+  // kernel (after an overflow, say): later walks read it directly. Only
+  // pages joined to the registered range, and above the RLIMIT_STACK floor.
+  if (st && st->grows && mem.checked.begin < st->lo && mem.checked.end >= st->lo &&
+      mem.checked.begin >= st->limit)
+    st->lo = mem.checked.begin;
   return res;
 }
 
@@ -493,11 +486,6 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   asm volatile("" : : "r"(&probe) : "memory");
   const auto set_general = [&r](const BacktraceResult& g) { set_result(r, g.size, g.reason, g.address); };
   ThreadState* st = thread_state();
-  if (!st) {
-    if (n == 0 && !out.empty()) out[n++] = reinterpret_cast<void*>(ws.pc.value());
-    set_result(r, n, BacktraceStop::kNoStackBounds);
-    return;
-  }
   TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
@@ -507,8 +495,8 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   BacktraceResult from;
   from.size = n;
   // A walk that interrupted another on this thread leaves the cache and
-  // the memo alone.
-  if (st->busy) {
+  // the memo alone; a thread that never registered has neither.
+  if (!st || st->busy) {
     set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
     return;
   }
@@ -556,9 +544,11 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
   walk(r, out, n, resume_state(n, n == 0 ? pc : CodeAddress::return_address(pcv), sp, fp));
 }
 
-// Lazy setup for the plain entry points (documented as not AS-safe).
+// Lazy setup for the plain entry points before backtrace_init (documented
+// as not AS-safe). Threads are not registered here: an unregistered thread
+// walks without a cache, with every read checked, and that is
+// async-signal-safe, as a crash handler on any thread needs.
 void ensure_ready() noexcept {
-  if (!thread_state()) backtrace_register_thread();
   if (!g_table.load()) {
     try {
       (void)backtrace_init();
@@ -610,8 +600,7 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
   const std::size_t n = result->size;
   walk(*result, std::span<void*>(out, size), n, resume_state(n, sframe::CodeAddress::return_address(pc), sp, fp));
   // The walk itself tells whether setup is missing: set up, then walk again.
-  if (n == 0 && (result->reason == sframe::BacktraceStop::kNoStackBounds ||
-                 result->reason == sframe::BacktraceStop::kNotInitialized)) [[unlikely]]
+  if (n == 0 && result->reason == sframe::BacktraceStop::kNotInitialized) [[unlikely]]
     setup_and_walk(out, size, result, pc, sp, fp);
   return result->size;
 }
