@@ -3,15 +3,21 @@
 // sframe::backtrace() walks the calling thread's stack with the SFrame
 // sections of the loaded modules: PT_GNU_SFRAME where a module has one, else
 // a section generated from the module's .eh_frame (sframe::cfi::generate) at
-// initialisation. After backtrace_init() on the process and
-// backtrace_register_thread() on each thread, a walk allocates nothing, takes
-// no lock, calls no libc function (except sigaltstack(2), a bare system call,
-// when it runs on the alternate signal stack), and reads memory only inside
-// the current thread's stack and its alternate signal stack, never the
-// modules' own mappings (sections are copied at init): it is
-// async-signal-safe. Each thread has its own rule cache (compact rules of
-// the unwind core, 4096 entries); a walk that interrupts another walk on the
-// same thread goes without it.
+// initialisation. After backtrace_init(), a walk allocates nothing, takes no
+// lock and calls no libc function other than bare system calls
+// (sigaltstack(2) on the alternate signal stack, process_vm_readv(2) and
+// getpid(2) for the reads below): it is async-signal-safe, on every thread.
+// Memory is read directly only inside ranges known to be mapped (a
+// registered thread's stack, the alternate signal stack the walk runs on);
+// any other read (a thread that never registered, the main thread's stack
+// grown below its registered part, as after a stack overflow) is first
+// checked by the kernel with process_vm_readv on this process, page by
+// page, so a walk never faults, even in a SIGSEGV handler. Never the
+// modules' own mappings (sections are copied at init).
+// backtrace_register_thread() is an optimisation: it gives the thread a
+// rule cache (compact rules of the unwind core, 4096 entries) and a memo of
+// its last walk, and its stack bounds; a walk that interrupts another walk
+// on the same thread goes without them.
 //
 // Addresses returned: frame 0 is the return address into the caller of
 // backtrace() (or, for the ucontext_t variant, the exact interrupted PC);
@@ -43,11 +49,11 @@ namespace sframe {
   X(kBufferFull, "the output span is full")                                                              \
   X(kNoSFrameForPc, "no module or no SFrame FDE covers the PC, and the frame-pointer fallback failed")   \
   X(kCfaNotIncreasing, "the CFA did not move up the stack")                                              \
-  X(kUnreadableMemory, "a read fell outside the thread's stack and its alternate signal stack")         \
+  X(kUnreadableMemory, "a stack read hit memory that is not mapped (or, on a registered thread other than main, fell outside its stack)") \
   X(kBadRule, "the SFrame rule could not be evaluated or failed to decode")                             \
   X(kZeroPc, "the recovered return address is 0")                                                        \
   X(kNotInitialized, "backtrace_init() has not run (the ucontext_t variant never initialises)")         \
-  X(kNoStackBounds, "the thread never registered its stack bounds (backtrace_register_thread)")        \
+  X(kNoStackBounds, "no longer reported (unregistered threads walk with checked reads)")                 \
   X(kUnsupported, "not x86-64 Linux")                                                                    \
   X(kReadCheckRefused, "a read outside the known stack needed process_vm_readv, which the kernel refused (seccomp)")
 enum class BacktraceStop : std::uint8_t {
@@ -105,19 +111,20 @@ Expected<void> backtrace_init(const BacktraceOptions& options = {});
 /// backtrace_init().
 Expected<void> backtrace_refresh();
 
-/// Records the calling thread's stack bounds (pthread_getattr_np; for the
-/// main thread the mapping in /proc/self/maps) and gives it its own rule
-/// cache. Not async-signal-safe. backtrace_init() does it for its thread;
-/// backtrace() does it on first use in a thread, which is then not
-/// async-signal-safe: threads that take backtraces only from signal
-/// handlers must call it first. Freed at thread exit. Idempotent.
+/// Optional, for speed: records the calling thread's stack bounds
+/// (pthread_getattr_np; for the main thread the mapping in /proc/self/maps,
+/// which may grow down to the RLIMIT_STACK floor) and gives it its own rule
+/// cache and walk memo (about 80 KiB). Threads that never call it walk
+/// whole too, without a cache and with every page checked by the kernel
+/// (a few system calls a walk). Not async-signal-safe. backtrace_init()
+/// does it for its thread. Freed at thread exit. Idempotent.
 void backtrace_register_thread();
 
 /// Writes the calling thread's call stack to `out`: the return address into
 /// the caller of backtrace() first, outermost frame last. Returns the number
 /// of addresses written (at most out.size()). Async-signal-safe once
-/// backtrace_init() has run and the thread is registered; otherwise it
-/// performs them first (not async-signal-safe). Inline so that the walk
+/// backtrace_init() has run, on any thread; before, it runs
+/// backtrace_init() first (not async-signal-safe). Inline so that the walk
 /// starts in the caller's frame (the registers are taken by a small assembly
 /// entry, sframepp_backtrace_here); called through a pointer, its own frame
 /// comes first.
@@ -129,15 +136,16 @@ void backtrace_register_thread();
 /// Walks from the registers of `uc` (as given to an SA_SIGINFO handler):
 /// frame 0 is the interrupted PC (exact), followed by its callers. The
 /// frames of the handler itself and of the signal trampoline are not
-/// included. Async-signal-safe; never initialises (kNotInitialized,
-/// kNoStackBounds instead: call backtrace_init() and
-/// backtrace_register_thread() beforehand). A null `uc` walks from the
-/// calling frame, like backtrace(out).
+/// included. Async-signal-safe on any thread, registered or not, also
+/// after a stack overflow (install the handler with SA_ONSTACK on a
+/// sigaltstack); never initialises (kNotInitialized instead: call
+/// backtrace_init() beforehand). A null `uc` walks from the calling frame,
+/// like backtrace(out).
 std::size_t backtrace(std::span<void*> out, const ucontext_t* uc) noexcept;
 BacktraceResult backtrace_ex(std::span<void*> out, const ucontext_t* uc) noexcept;
 
 /// Walks from explicit x86-64 registers: `pc` exact, `sp` (RSP) and `fp`
-/// (RBP), reading only the calling thread's registered stack. For tests and
+/// (RBP), reading memory as the ucontext_t variant does. For tests and
 /// for callers that captured registers themselves. Async-signal-safe under
 /// the same conditions as the ucontext_t variant.
 BacktraceResult backtrace_from(std::span<void*> out, std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept;
