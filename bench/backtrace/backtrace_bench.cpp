@@ -1,6 +1,7 @@
 // Nanoseconds per frame of sframe::backtrace beside, in the same run, a
 // frame-pointer walk (the physical limit), glibc backtrace() and libunwind's
-// unw_backtrace, at depths 8, 32 and 128.
+// unw_backtrace, at depths 8, 32 and 128 (the buffer full before the
+// outermost frame), then full walks to _start (see full_walks below).
 //
 //  warm: the same stack walked repeatedly (the walk loop runs in the deepest
 //        frame of one chain).
@@ -21,6 +22,10 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <libunwind.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +46,7 @@ namespace fp_chains {
 using Callback = void (*)(void*);
 int call(int chain, int depth, Callback fn, void* arg);
 std::size_t fp_walk(void** out, std::size_t max);
+std::size_t fp_walk_to(void** out, std::size_t max, std::uintptr_t hi);
 }  // namespace fp_chains
 
 namespace {
@@ -148,13 +154,183 @@ class Recorder : public benchmark::ConsoleReporter {
   }
 };
 
+// ----- full walks ---------------------------------------------------------
+// Traces that end at the outermost frame (_start) with room to spare in the
+// buffer: main + N frames of a chain, N = 2, 10, 40. Timed outside Google
+// Benchmark, whose own frames would sit between main and the chain.
+//  warm:  CPU time of batches of walks of the same stack (7 batches; the
+//         median batch, and the spread);
+//  cold:  before each walk our rule cache and libunwind's caches are
+//         flushed and another chain is on the stack (median of 301 walks);
+//  first: the first walk in a fresh process (forked before anything
+//         walked), after backtrace_init() for ours: what a crash reporter's
+//         first trace costs.
+
+std::uintptr_t g_stack_hi = 0;
+
+std::size_t full_walk(Method m, void** buf) {
+  switch (m) {
+    case kOurs: return sframe::backtrace(std::span<void*>(buf, 256));
+    case kFp: return fp_chains::fp_walk_to(buf, 256, g_stack_hi);
+    case kGlibc: return static_cast<std::size_t>(glibc_backtrace_fn()(buf, 256));
+    case kLibunwind: return static_cast<std::size_t>(unw_backtrace(buf, 256));
+  }
+  return 0;
+}
+
+double thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+struct FullJob {
+  Method method;
+  int reps = 0;
+  double ns = 0;
+  std::size_t frames = 0;
+  std::uint64_t misses = 0;
+  void* buf[256] = {};
+};
+
+void full_warm_bottom(void* arg) {
+  auto* job = static_cast<FullJob*>(arg);
+  job->frames = full_walk(job->method, job->buf);  // fills the caches
+  const std::uint64_t m0 = sframe::backtrace_stats().misses;
+  const double t0 = thread_cpu_ns();
+  for (int i = 0; i < job->reps; ++i) {
+    job->frames = full_walk(job->method, job->buf);
+    benchmark::DoNotOptimize(job->buf);
+  }
+  job->ns = (thread_cpu_ns() - t0) / job->reps;
+  job->misses = sframe::backtrace_stats().misses - m0;
+}
+
+void full_single_bottom(void* arg) {
+  auto* job = static_cast<FullJob*>(arg);
+  const auto t0 = std::chrono::steady_clock::now();
+  job->frames = full_walk(job->method, job->buf);
+  benchmark::DoNotOptimize(job->buf);
+  job->ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The first walk of each method, each in a child forked before this
+// process walked at all; ns in `first[method]`, frames in `frames`.
+void first_walks(int extra, double first[4], std::size_t frames[4]) {
+  for (int m = 0; m < 4; ++m) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      if (m == kOurs) (void)sframe::backtrace_init();
+      FullJob job{static_cast<Method>(m)};
+      call_chain(static_cast<Method>(m), 1, extra, full_single_bottom, &job);
+      const double out[2] = {job.ns, static_cast<double>(job.frames)};
+      (void)!write(fds[1], out, sizeof out);
+      _exit(0);
+    }
+    close(fds[1]);
+    double in[2] = {};
+    (void)!read(fds[0], in, sizeof in);
+    close(fds[0]);
+    waitpid(pid, nullptr, 0);
+    first[m] = in[0];
+    frames[m] = static_cast<std::size_t>(in[1]);
+  }
+}
+
+[[gnu::noinline]] void full_walks(const double first_by_extra[3][4], const std::size_t first_frames[3][4]) {
+  std::printf("\n== full walks to _start (main + N chain frames; buffer of 256 never full), ns per walk\n");
+  std::printf("%-5s %4s %6s | %16s %16s %16s %16s | %10s %14s\n", "mode", "N", "frames", "sframe", "fp_walk", "glibc",
+              "libunwind", "lu/ours", "ours misses");
+  const int extras[3] = {2, 10, 40};
+  for (int e = 0; e < 3; ++e) {
+    const int extra = extras[e];
+    // warm
+    double med[4] = {}, lo[4] = {}, hi[4] = {};
+    std::size_t frames = 0;
+    std::uint64_t misses = 0;
+    for (int m = 0; m < 4; ++m) {
+      std::vector<double> runs;
+      for (int b = 0; b < 7; ++b) {
+        FullJob job{static_cast<Method>(m), m == kGlibc ? 2000 : 20000};
+        call_chain(static_cast<Method>(m), 0, extra, full_warm_bottom, &job);
+        runs.push_back(job.ns);
+        if (m == kOurs) {
+          frames = job.frames;
+          misses = std::max(misses, job.misses);
+        }
+      }
+      med[m] = median(runs);
+      lo[m] = *std::min_element(runs.begin(), runs.end());
+      hi[m] = *std::max_element(runs.begin(), runs.end());
+    }
+    char cell[4][32];
+    for (int m = 0; m < 4; ++m) std::snprintf(cell[m], sizeof cell[m], "%.1f [%.1f-%.1f]", med[m], lo[m], hi[m]);
+    std::printf("%-5s %4d %6zu | %16s %16s %16s %16s | %9.2fx %14llu%s\n", "warm", extra, frames, cell[0], cell[1],
+                cell[2], cell[3], med[kLibunwind] / med[kOurs], static_cast<unsigned long long>(misses),
+                med[kLibunwind] / med[kOurs] >= 3 ? "  goal met (>= 3x)" : "  goal NOT met (>= 3x)");
+    // cold
+    double cold[4] = {};
+    std::size_t cframes = 0;
+    for (int m = 0; m < 4; ++m) {
+      std::vector<double> runs;
+      for (int i = 0; i < 301; ++i) {
+        sframe::backtrace_flush_cache();
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        FullJob job{static_cast<Method>(m)};
+        call_chain(static_cast<Method>(m), 1 + i % 63, extra, full_single_bottom, &job);
+        runs.push_back(job.ns);
+        if (m == kOurs) cframes = job.frames;
+      }
+      cold[m] = median(runs);
+    }
+    std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx%s\n", "cold", extra, cframes, cold[0], cold[1],
+                cold[2], cold[3], cold[kLibunwind] / cold[kOurs],
+                cold[kLibunwind] / cold[kOurs] >= 1 ? "  goal met (ns/frame <= libunwind's)" : "  goal NOT met");
+    const double* f = first_by_extra[e];
+    std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx\n", "first", extra, first_frames[e][kOurs], f[0],
+                f[1], f[2], f[3], f[kLibunwind] / f[kOurs]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The first walks, in children forked before this process walks at all.
+  double first[3][4] = {};
+  std::size_t first_frames[3][4] = {};
+  // --full-only: only the full walks; a --benchmark_filter: only those.
+  const bool full_only = argc > 1 && std::string(argv[1]) == "--full-only";
+  const bool full = full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0);
+  if (full) {
+    const int extras[3] = {2, 10, 40};
+    for (int e = 0; e < 3; ++e) first_walks(extras[e], first[e], first_frames[e]);
+  }
+  {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    std::size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &addr, &size);
+      pthread_attr_destroy(&attr);
+    }
+    g_stack_hi = reinterpret_cast<std::uintptr_t>(addr) + size;
+  }
   if (auto r = sframe::backtrace_init(); !r)
     std::fprintf(stderr, "backtrace_init: %s (continuing)\n", std::string(sframe::code_name(r.error().code)).c_str());
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
+  if (full_only) {
+    full_walks(first, first_frames);
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   Recorder rec;
   benchmark::RunSpecifiedBenchmarks(&rec);
@@ -185,6 +361,7 @@ int main(int argc, char** argv) {
                   warm ? (r_fp <= 2 && r_glibc >= 3 && r_lu >= 3 ? "  goals met" : "  goals NOT met") : "");
     }
   }
+  if (full) full_walks(first, first_frames);
   benchmark::Shutdown();
   return 0;
 }

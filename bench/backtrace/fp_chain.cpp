@@ -24,4 +24,19 @@ int call(int chain, int depth, Callback fn, void* arg) { return run(chain, depth
   return n;
 }
 
+// The same walk for traces that run out of frame-pointer code (main's
+// caller in libc keeps no frame record): stops at the first record outside
+// [its own frame, `hi`).
+[[gnu::noinline]] std::size_t fp_walk_to(void** out, std::size_t max, std::uintptr_t hi) {
+  auto* fp = static_cast<std::uintptr_t*>(__builtin_frame_address(0));
+  std::size_t n = 0;
+  while (n < max && fp) {
+    out[n++] = reinterpret_cast<void*>(fp[1]);
+    auto* next = reinterpret_cast<std::uintptr_t*>(fp[0]);
+    if (next <= fp || reinterpret_cast<std::uintptr_t>(next) >= hi - 16) break;
+    fp = next;
+  }
+  return n;
+}
+
 }  // namespace fp_chains

@@ -369,6 +369,7 @@ struct CompactRule {
     kRaMangled = 1u << 5,       // strip PAuth bits from the RA
     kSignal = 1u << 6,          // v3 signal-frame FDE
     kValid = 1u << 7,           // entry holds a rule
+    kNoSFrame = 1u << 8,        // no SFrame covers the PC: the fallbacks decide (no other field is set)
   };
   std::int32_t cfa_offset = 0;    // bytes
   std::int8_t ra_offset_by_8 = 0;  // bytes / 8
@@ -567,6 +568,12 @@ struct UnwindOptions {
   /// Runtime ranges of signal trampolines (glibc __restore_rt, the vDSO's
   /// __kernel_rt_sigreturn), in addition to FDEs with the v3 signal bit.
   std::span<const AddressRange> signal_trampolines{};
+  /// Runtime ranges of executable code (a process's executable mappings).
+  /// When not empty, a frame-pointer step is taken only if the return
+  /// address it reads lies in one of them (else kNoSFrameForPc): a frame
+  /// pointer that holds no frame record (code built without one, a thread
+  /// fresh from clone) then ends the walk instead of inventing frames.
+  std::span<const AddressRange> code_ranges{};
 };
 
 // Offsets used to restore registers from a Linux x86-64 signal frame. At the

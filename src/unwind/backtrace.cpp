@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <new>
+#include <type_traits>
 
 #include "backtrace_internal.hpp"
 #include "stack_reader.hpp"
@@ -119,7 +121,9 @@ struct WalkState {
   while (n < cap) {
     const CompactRule& rule = memo.rule[n];
     const std::uint16_t flags = rule.flags;
-    if (!memo.holds(n, lpc) || (flags & (CompactRule::kValid | CompactRule::kRaUndefined)) != CompactRule::kValid) break;
+    if (!memo.holds(n, lpc) ||
+        (flags & (CompactRule::kValid | CompactRule::kRaUndefined | CompactRule::kNoSFrame)) != CompactRule::kValid)
+      break;
     const bool fp_based = (flags & CompactRule::kCfaBaseFp) != 0;
     if (fp_based && !fp_ok) break;
     const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
@@ -193,14 +197,14 @@ struct WalkState {
   // The native sections first; where they have no FDE, the sections
   // generated for the same modules, then the frame-pointer convention.
   UnwindOptions opt;
-  opt.fp_fallback = false;
+  opt.fp_fallback = true;
   opt.detect_sigreturn_code = false;
   opt.signal_trampolines = table->trampolines;
-  UnwindOptions extra_opt = opt;
-  extra_opt.fp_fallback = true;
+  opt.code_ranges = table->code;
 
   constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
-  constexpr std::uint16_t kSlow = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled;
+  constexpr std::uint16_t kSlow =
+      CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
   // SP/FP live in locals on the fast path (no store-to-load forwarding on
   // the per-frame dependency chain); `regs` is refreshed from them only
   // when the core's Stepper takes a frame.
@@ -209,9 +213,12 @@ struct WalkState {
   // Built when the Stepper first takes a frame: zeroing its registers is
   // a large part of a short walk that the fast path takes whole.
   const std::uint64_t pc0 = pc.value(), sp0 = from.sp, fp0 = from.fp;
-  std::optional<Regs> regs_storage;
-  detail::Stepper<StackReader> stepper(table->map, mem, opt, cache);
-  detail::Stepper<StackReader> extra(table->extra_map, mem, extra_opt, cache);
+  // Raw storage, not std::optional: GCC 12 zeroes an empty optional's
+  // payload (a rep stos of its 280 bytes, a third of a short full walk).
+  static_assert(std::is_trivially_destructible_v<Regs>);
+  alignas(Regs) unsigned char regs_bytes[sizeof(Regs)];
+  Regs* regs_storage = nullptr;
+  detail::Stepper<StackReader> stepper(table->map, mem, opt, cache, &table->extra_map);
   const std::span<const AddressRange> tramps = table->trampolines;
   std::uint64_t prev_cfa = from.prev_cfa;
   bool have_prev = from.have_prev;
@@ -269,12 +276,18 @@ struct WalkState {
         // ones) and keep it, so that a cold frame with a cacheable rule
         // takes this path too rather than the Stepper's full evaluation
         // (which counts its own miss for what it takes).
-        detail::LookedUpRules r = detail::lookup_rules(table->map, Arch::kAmd64, lpc);
-        if (r.status == detail::LookupStatus::kNoSFrame) r = detail::lookup_rules(table->extra_map, Arch::kAmd64, lpc);
-        if (r.status == detail::LookupStatus::kFound && r.compactable) {
+        // Outermost frames and PCs without SFrame are cached too, so that
+        // a walk to the outermost frame costs no lookup once warm.
+        const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
+        const bool cacheable = (r.status == detail::LookupStatus::kFound && r.compactable) ||
+                               r.status == detail::LookupStatus::kOutermost ||
+                               r.status == detail::LookupStatus::kNoSFrame;
+        if (cacheable) {
           ++cache->misses;
-          cache->insert(lpc, r.compact);
-          fresh = r.compact;
+          fresh = r.status == detail::LookupStatus::kFound     ? r.compact
+                  : r.status == detail::LookupStatus::kOutermost ? detail::outermost_rule()
+                                                                 : detail::no_sframe_rule();
+          cache->insert(lpc, fresh);
           fresh.flags |= CompactRule::kValid;
           c = &fresh;
         }
@@ -331,7 +344,7 @@ struct WalkState {
       }
     }
 
-    if (!regs_storage) regs_storage.emplace(Regs::amd64(pc0, sp0, fp0));
+    if (!regs_storage) regs_storage = new (regs_bytes) Regs(Regs::amd64(pc0, sp0, fp0));
     Regs& regs = *regs_storage;
     if (regs_stale) {
       regs.valid = 0;
@@ -341,7 +354,6 @@ struct WalkState {
       regs_stale = false;
     }
     detail::StepOutcome s = stepper.step(regs, pc);
-    if (!s.stepped && s.reason == StopReason::kNoSFrameForPc) s = extra.step(regs, pc);
     if (!s.stepped) {
       res.reason = stop_of(s.reason);
       res.address = s.address;

@@ -58,6 +58,9 @@ struct Table {
   ModuleMap extra_map{std::span<Module>()};
   /// The modules' signal trampolines.
   std::vector<AddressRange> trampolines;
+  /// Every module's executable range (with or without SFrame, the vDSO
+  /// too): a frame-pointer step must land in one.
+  std::vector<AddressRange> code;
   unsigned long long adds = 0;
   unsigned long long subs = 0;
   std::size_t generated = 0;
@@ -116,8 +119,8 @@ struct StraightCode {
 
 /// The straight-run code of cache rule `r` (0 if it is not straight).
 inline std::int64_t straight_code(const CompactRule& r) noexcept {
-  constexpr std::uint16_t kNot =
-      CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled | CompactRule::kSignal;
+  constexpr std::uint16_t kNot = CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled |
+                                 CompactRule::kSignal | CompactRule::kNoSFrame;
   if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;
   if (r.ra_offset_by_8 != -1 || r.cfa_offset < 16) return 0;
   const bool fp_saved = (r.flags & CompactRule::kFpOnStack) != 0;

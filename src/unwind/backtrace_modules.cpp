@@ -211,6 +211,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
         if (od->name == m.name && od->bias == m.bias && od->range == *range) d = od;
     if (!d) d = build_module(m, *range, t->options, &first_error);
     t->trampolines.insert(t->trampolines.end(), d->trampolines.begin(), d->trampolines.end());
+    t->code.push_back(d->range);
     t->data.push_back(std::move(d));
   }
   // The map's Modules view the shared data, which outlives the table.

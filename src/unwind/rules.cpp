@@ -76,6 +76,13 @@ LookedUpRules found_rules(const Section& s, Arch arch, const FrameRow& row, bool
   out.status = LookupStatus::kFound;
   out.signal = signal;
   out.compactable = type == FdeType::kDefault && compact(out.row, arch, out.signal, out.compact);
+  if (!out.compactable && (out.row.ra_undefined || out.row.ra.kind == Rule::Kind::kUndefined)) {
+    // An outermost frame, whatever its FDE type (gen writes _start's as
+    // FLEX): nothing of the rule but "stop" is used, so it is cached.
+    out.compact = CompactRule{};
+    out.compact.flags = CompactRule::kRaUndefined;
+    out.compactable = true;
+  }
   return out;
 }
 

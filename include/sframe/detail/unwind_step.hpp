@@ -90,6 +90,33 @@ bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
   return b && (*b >> 56) == 0x05;
 }
 
+/// The cache entry for an outermost frame (RA undefined; v3 errata: also a
+/// DEFAULT FDE without FREs).
+inline constexpr CompactRule outermost_rule() noexcept {
+  CompactRule c;
+  c.flags = CompactRule::kRaUndefined;
+  return c;
+}
+
+/// The cache entry saying that no SFrame covers a PC (the frame-pointer
+/// fallback or a stop follow), so that walks through such frames do not
+/// search the modules again.
+inline constexpr CompactRule no_sframe_rule() noexcept {
+  CompactRule c;
+  c.flags = CompactRule::kNoSFrame;
+  return c;
+}
+
+/// The rules for `lookup_pc` from `modules`, else (no SFrame there) from
+/// `fallback` when given: the per-PC source chain of a module with its own
+/// section and one generated for what that section lacks.
+inline LookedUpRules lookup_rules(const ModuleMap& modules, const ModuleMap* fallback, Arch arch,
+                                  std::uint64_t lookup_pc) noexcept {
+  LookedUpRules r = lookup_rules(modules, arch, lookup_pc);
+  if (r.status == LookupStatus::kNoSFrame && fallback) r = lookup_rules(*fallback, arch, lookup_pc);
+  return r;
+}
+
 /// The one-frame stepper: `regs`/`pc` describe the current frame and are
 /// replaced by the caller's on success. Does not check that the CFA
 /// increases, nor a zero PC, nor the depth: the loop around it does (see
@@ -98,8 +125,10 @@ bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
 template <MemoryReader M>
 class Stepper {
  public:
-  Stepper(const ModuleMap& modules, const M& mem, const UnwindOptions& opt, RuleCache* cache) noexcept
-      : modules_(modules), mem_(mem), opt_(opt), cache_(cache) {}
+  /// `fallback`: rules for PCs `modules` has no SFrame for (optional).
+  Stepper(const ModuleMap& modules, const M& mem, const UnwindOptions& opt, RuleCache* cache,
+          const ModuleMap* fallback = nullptr) noexcept
+      : modules_(modules), fallback_(fallback), mem_(mem), opt_(opt), cache_(cache) {}
 
   /// Steps from the frame (`regs`, `pc`) to its caller, replacing both.
   /// On failure they are left unchanged and the outcome says why.
@@ -111,6 +140,7 @@ class Stepper {
     if (cache_) {
       if (const CompactRule* c = cache_->lookup(lpc)) {
         ++cache_->hits;
+        if (c->flags & CompactRule::kNoSFrame) return no_sframe_step(regs, pc, lpc);
         if ((c->flags & CompactRule::kSignal) && amd64) return signal_step(regs, pc);
         return apply_compact(regs, pc, *c, lpc);
       }
@@ -123,16 +153,27 @@ class Stepper {
   // Cache miss: module, FDE and FRE lookup, then the full rule evaluation.
   [[gnu::noinline]] StepOutcome slow_step(Regs& regs, CodeAddress& pc, std::uint64_t lpc) noexcept {
     const bool amd64 = regs.arch == Arch::kAmd64;
-    const LookedUpRules r = lookup_rules(modules_, regs.arch, lpc);
+    const LookedUpRules r = lookup_rules(modules_, fallback_, regs.arch, lpc);
     switch (r.status) {
       case LookupStatus::kFound:
         if (cache_ && r.compactable) cache_->insert(lpc, r.compact);
         if (r.signal && amd64) return signal_step(regs, pc);
         return apply(regs, pc, r.row, lpc);
-      case LookupStatus::kOutermost: return stop(StopReason::kOutermost, 0);
+      case LookupStatus::kOutermost:
+        if (cache_) cache_->insert(lpc, outermost_rule());
+        return stop(StopReason::kOutermost, 0);
       case LookupStatus::kDecodeError: return stop(StopReason::kBadRule, lpc, r.error);
-      case LookupStatus::kNoSFrame: break;
+      case LookupStatus::kNoSFrame:
+        if (cache_) cache_->insert(lpc, no_sframe_rule());
+        break;
     }
+    return no_sframe_step(regs, pc, lpc);
+  }
+
+  // No SFrame covers the PC: a sigreturn trampoline recognised by its code,
+  // the frame-pointer convention, or a stop.
+  StepOutcome no_sframe_step(Regs& regs, CodeAddress& pc, std::uint64_t lpc) noexcept {
+    const bool amd64 = regs.arch == Arch::kAmd64;
     if (amd64 && opt_.detect_sigreturn_code && is_x86_64_sigreturn(mem_, pc.value())) return signal_step(regs, pc);
     if (opt_.fp_fallback && regs.arch != Arch::kS390x) return fp_step(regs, pc, lpc);
     return stop(StopReason::kNoSFrameForPc, lpc);
@@ -263,6 +304,9 @@ class Stepper {
     if (!caller_fp) return stop(StopReason::kUnreadableMemory, *fp);
     std::optional<std::uint64_t> ra = mem_.read_word(*fp + 8);
     if (!ra) return stop(StopReason::kUnreadableMemory, *fp + 8);
+    if (!opt_.code_ranges.empty() &&
+        !in_ranges(opt_.code_ranges, regs.arch == Arch::kAarch64 ? strip_pauth(*ra, opt_) : *ra))
+      return stop(StopReason::kNoSFrameForPc, lpc);
     StepOutcome out;
     out.stepped = true;
     out.cfa = *fp + 16;
@@ -307,6 +351,7 @@ class Stepper {
   }
 
   const ModuleMap& modules_;
+  const ModuleMap* fallback_;
   const M& mem_;
   const UnwindOptions& opt_;
   RuleCache* cache_;
@@ -362,7 +407,8 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
   const std::uint64_t sp_from_cfa =
       regs_in.arch == Arch::kS390x ? static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : 0;
   // Rules the fast path below leaves to the Stepper.
-  constexpr std::uint16_t kSlowRule = CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaUndefined;
+  constexpr std::uint16_t kSlowRule =
+      CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kNoSFrame;
   const bool fast_ok = cache != nullptr;
 
   // The state of the current frame. On the fast path only SP and FP are
