@@ -163,7 +163,7 @@ class Attachment {
   /// Attaches to every thread listed in /proc/`pid`/task, re-listing until no
   /// new thread appears (threads created meanwhile are caught too). Threads
   /// that exit while being attached are dropped; threads that do not stop by
-  /// `opt.deadline` are kept with error ETIMEDOUT (see detach()).
+  /// `opt.deadline` are kept with error ETIMEDOUT (see release_pending()).
   /// Errors: kIoError with value = errno: ESRCH (no such process), EPERM
   /// (ptrace not permitted: Yama ptrace_scope, no CAP_SYS_PTRACE, another
   /// tracer), EINTR (`*opt.cancel` became non-zero; every thread already
@@ -183,9 +183,17 @@ class Attachment {
   std::span<const Thread> threads() const noexcept { return threads_; }
   /// Detaches from every thread now (idempotent). A thread asked to stop but
   /// not stopped yet is waited for up to 2 s (PTRACE_DETACH needs a stopped
-  /// tracee); one still running after that stays attached to the calling
-  /// thread, and stops, until it is waited for or this process exits.
+  /// tracee); one still running after that is left to release_pending().
   void detach() noexcept;
+
+  /// Threads that attach() gave up on (ETIMEDOUT) or detach() could not
+  /// wait for stay traced by the thread that seized them: when they leave
+  /// their uninterruptible wait they stop, and must be detached. This
+  /// detaches those that have stopped (or forgets those that exited) and
+  /// returns how many are still pending. attach() and detach() call it too;
+  /// call it from the thread that attached (ptrace's rule), e.g.
+  /// periodically in a long-running profiler. Thread-safe.
+  static std::size_t release_pending() noexcept;
 
  private:
   Attachment() = default;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include "sframe/process.hpp"
@@ -32,6 +33,25 @@ constexpr auto kDefaultDeadline = std::chrono::seconds(10);
 constexpr auto kDetachGrace = std::chrono::seconds(2);
 
 bool cancelled(const volatile std::sig_atomic_t* flag) noexcept { return flag && *flag != 0; }
+
+// Threads seized by an attach() that gave up on them (ETIMEDOUT): still
+// traced, they stop when they leave their uninterruptible wait and must then
+// be detached, by the thread that seized them (ptrace's rule; a detach from
+// another thread fails and is retried later).
+std::mutex g_stragglers_mutex;
+std::vector<pid_t> g_stragglers;
+
+std::size_t release_stragglers() noexcept {
+  const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+  std::erase_if(g_stragglers, [](pid_t tid) {
+    int status = 0;
+    (void)waitpid(tid, &status, __WALL | WNOHANG);  // consume its stop, if any
+    if (ptrace(PTRACE_DETACH, tid, nullptr, nullptr) == 0) return true;
+    // Gone (exited, or reaped) rather than merely still running?
+    return ::kill(tid, 0) != 0 && errno == ESRCH;
+  });
+  return g_stragglers.size();
+}
 
 void nap() noexcept {
   timespec ts{0, static_cast<long>(std::chrono::nanoseconds(kPollInterval).count())};
@@ -125,6 +145,7 @@ Expected<Attachment> Attachment::attach(pid_t pid, const AttachOptions& opt) {
   const Clock::time_point deadline = opt.deadline ? *opt.deadline : Clock::now() + kDefaultDeadline;
   if (Clock::now() >= deadline) return Unexpected{errno_error(ETIMEDOUT)};
   if (cancelled(opt.cancel)) return Unexpected{errno_error(EINTR)};
+  (void)release_stragglers();
   Attachment a;
   a.pid_ = pid;
   a.attached_ = true;
@@ -188,13 +209,16 @@ Expected<Attachment> Attachment::attach(pid_t pid, const AttachOptions& opt) {
     nap();
   }
   if (timed_out) {
-    // Still running (uninterruptible): ETIMEDOUT. They stay in unwaited_ so
-    // that detach() can still release them if they stop in time.
+    // Still running (uninterruptible): ETIMEDOUT. Waiting longer in detach()
+    // would not help; they are released once they stop (release_pending()).
     for (Thread& t : a.threads_) {
       if (std::find(a.unwaited_.begin(), a.unwaited_.end(), t.tid) == a.unwaited_.end()) continue;
       t.stopped = false;
       t.error = errno_error(ETIMEDOUT);
     }
+    const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+    g_stragglers.insert(g_stragglers.end(), a.unwaited_.begin(), a.unwaited_.end());
+    a.unwaited_.clear();
   }
   // Threads that exited between SEIZE and the stop are dropped.
   std::erase_if(a.threads_, [](const Thread& t) { return !t.stopped && t.error.value == ESRCH; });
@@ -230,8 +254,8 @@ Attachment::~Attachment() { detach(); }
 void Attachment::detach() noexcept {
   if (!attached_) return;
   attached_ = false;
-  // A thread asked to stop but not stopped yet (attach() was cancelled or
-  // timed out) must reach its stop before PTRACE_DETACH can release it;
+  // A thread asked to stop but not stopped yet (attach() was cancelled)
+  // must reach its stop before PTRACE_DETACH can release it;
   // poll for it briefly.
   if (!unwaited_.empty()) {
     const Clock::time_point until = Clock::now() + kDetachGrace;
@@ -244,13 +268,19 @@ void Attachment::detach() noexcept {
       if (unwaited_.empty() || Clock::now() >= until) break;
       nap();
     }
+    // Still not stopped: released later, once they stop.
+    const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+    g_stragglers.insert(g_stragglers.end(), unwaited_.begin(), unwaited_.end());
     unwaited_.clear();
   }
   for (const Thread& t : threads_) {
-    // Threads never seized fail with ESRCH here, harmlessly. A thread seized
-    // but not stopped stays traced until this process exits (see process.hpp).
+    // Threads never seized, or not stopped (now stragglers), fail with
+    // ESRCH here, harmlessly.
     ptrace(PTRACE_DETACH, t.tid, nullptr, reinterpret_cast<void*>(static_cast<std::intptr_t>(t.pending_signal)));
   }
+  (void)release_stragglers();
 }
+
+std::size_t Attachment::release_pending() noexcept { return release_stragglers(); }
 
 }  // namespace sframe::process
