@@ -116,7 +116,7 @@ if grep -q ready "$work/chaos.ready"; then
   for i in $(seq 20); do
     "$bin" stack --json "$target" > "$work/chaos.$i.json" 2> "$work/chaos.$i.err" || { bad "clone-loop $i: $(cat "$work/chaos.$i.err")"; continue; }
     python3 "$here/frames.py" exec "$work/chaos.$i.json" "$work/chaos.maps" "clone-loop $i" > "$work/chaos.$i.check" && ok ||
-      bad "$(cat "$work/chaos.$i.check")"
+      bad "$(sed "s/^FAIL //" "$work/chaos.$i.check")"
   done
   tail -1 "$work/chaos.20.check"
 else
