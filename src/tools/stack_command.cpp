@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,8 @@ struct ThreadTrace {
 };
 
 std::string errno_text(const Error& e) {
+  // attach()'s ETIMEDOUT: the thread never stopped (uninterruptible sleep).
+  if (e.code == Errc::kIoError && e.value == ETIMEDOUT) return "did not stop within 10 s (uninterruptible sleep?)";
   return e.code == Errc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
 }
 
