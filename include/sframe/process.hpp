@@ -11,6 +11,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -122,7 +124,8 @@ struct Thread {
   /// /proc/PID/task/TID/comm.
   std::string name;
   /// Stopped and its registers read. When false, `error` says why
-  /// (kIoError, value: errno) - typically the thread exited meanwhile.
+  /// (kIoError, value: errno) - typically the thread exited meanwhile
+  /// (ESRCH), or did not stop by the deadline (ETIMEDOUT).
   bool stopped = false;
   ThreadRegisters regs;
   Error error{};
@@ -131,23 +134,43 @@ struct Thread {
   int pending_signal = 0;
 };
 
+/// How long Attachment::attach() and detach() may wait, and how the caller
+/// cancels them. The library installs no signal handler: a caller that wants
+/// Ctrl-C to cancel sets `cancel` from its own handler.
+struct AttachOptions {
+  /// Threads not stopped by this time (std::chrono::steady_clock) are given
+  /// up on with ETIMEDOUT; a thread in an uninterruptible sleep (D state,
+  /// vfork parent) stops only when it leaves it. Unset: 10 s from the call.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// Caller-owned flag, read (never written) while waiting; non-zero cancels
+  /// attach() with EINTR. May be set from a signal handler. Null: none.
+  const volatile std::sig_atomic_t* cancel = nullptr;
+};
+
 /// Every thread of a process, stopped with PTRACE_SEIZE + PTRACE_INTERRUPT,
 /// for as long as this object lives: the destructor (or detach()) lets them
-/// run again with PTRACE_DETACH, so an early return, an exception or an
-/// interrupt (see interrupted()) never leaves the process stopped.
+/// run again with PTRACE_DETACH, so an early return or an exception never
+/// leaves the process stopped.
+///
+/// Waiting polls waitpid(WNOHANG) with sleeps of about 1 ms, so neither
+/// attach() nor detach() depends on signals: no handler is installed, no
+/// alarm is set, and the caller's own handlers stay in place.
+///
+/// ptrace ties a tracee to the tracing thread: create, use and destroy the
+/// Attachment on one thread.
 class Attachment {
  public:
   /// Attaches to every thread listed in /proc/`pid`/task, re-listing until no
   /// new thread appears (threads created meanwhile are caught too). Threads
-  /// that exit while being attached are dropped. While attached, SIGINT,
-  /// SIGTERM and SIGHUP are caught: they set interrupted() and make waiting
-  /// calls return, so the caller can return and detach, then the tool exits.
-  /// SIGALRM is used (and caught) while attaching, to give up on threads
-  /// that do not stop within 10 s (uninterruptible sleep): they get ETIMEDOUT.
+  /// that exit while being attached are dropped; threads that do not stop by
+  /// `opt.deadline` are kept with error ETIMEDOUT (see release_pending()).
   /// Errors: kIoError with value = errno: ESRCH (no such process), EPERM
   /// (ptrace not permitted: Yama ptrace_scope, no CAP_SYS_PTRACE, another
-  /// tracer), EINTR (interrupted by a signal).
-  static Expected<Attachment> attach(pid_t pid);
+  /// tracer), EINTR (`*opt.cancel` became non-zero; every thread already
+  /// stopped is released before returning), ETIMEDOUT (the deadline had
+  /// passed at the call, in which case nothing was attached, or no thread
+  /// stopped before it).
+  static Expected<Attachment> attach(pid_t pid, const AttachOptions& opt = {});
 
   Attachment(Attachment&&) noexcept;
   Attachment& operator=(Attachment&&) noexcept;
@@ -158,11 +181,19 @@ class Attachment {
   pid_t pid() const noexcept { return pid_; }
   /// The threads, in TID order (the main thread, TID == PID, first).
   std::span<const Thread> threads() const noexcept { return threads_; }
-  /// Detaches from every thread now (idempotent).
+  /// Detaches from every thread now (idempotent). A thread asked to stop but
+  /// not stopped yet is waited for up to 2 s (PTRACE_DETACH needs a stopped
+  /// tracee); one still running after that is left to release_pending().
   void detach() noexcept;
 
-  /// A termination signal arrived since the last attach().
-  static bool interrupted() noexcept;
+  /// Threads that attach() gave up on (ETIMEDOUT) or detach() could not
+  /// wait for stay traced by the thread that seized them: when they leave
+  /// their uninterruptible wait they stop, and must be detached. This
+  /// detaches those that have stopped (or forgets those that exited) and
+  /// returns how many are still pending. attach() and detach() call it too;
+  /// call it from the thread that attached (ptrace's rule), e.g.
+  /// periodically in a long-running profiler. Thread-safe.
+  static std::size_t release_pending() noexcept;
 
  private:
   Attachment() = default;
@@ -213,12 +244,21 @@ struct LoadedModule {
   /// "file deleted; read through /proc/PID/map_files".
   std::string how_opened;
   /// SFrame may still be generated for it (ModuleOptions::on_demand) by
-  /// LoadedModules::generate_for().
+  /// LoadedModules::generate_for(): its whole section when `source` is
+  /// kFramePointer, the `extra` section when it is kSFrameSection.
   bool generation_pending = false;
   /// The SFrame section, parsed at its link-time address, and an index over
   /// it; set for kSFrameSection and kGenerated.
   std::optional<Section> sframe;
   std::optional<FdeIndex> index;
+  /// For a module with its own SFrame section: SFrame generated from the
+  /// .eh_frame FDEs that its section lacks (e.g. objects assembled without
+  /// --gsframe, libc.a members of a static program), consulted for PCs the
+  /// own section does not cover. Empty until generated, and when .eh_frame
+  /// has no such FDE (`extra_functions` = 0).
+  std::optional<Section> extra;
+  std::optional<FdeIndex> extra_index;
+  std::size_t extra_functions = 0;
 
   /// Function symbols (link-time addresses, sorted), from .symtab, from the
   /// separate debug file found by build ID under /usr/lib/debug, or from
@@ -231,9 +271,49 @@ struct LoadedModule {
   std::shared_ptr<const elf::ElfFile> file;
   std::shared_ptr<const elf::SFrameSectionData> section_data;
   std::shared_ptr<const std::vector<std::byte>> generated;
+  std::shared_ptr<const std::vector<std::byte>> extra_generated;
 
   /// Runtime `pc` lies in one of its executable mappings.
   bool contains_exec(std::uint64_t pc) const noexcept;
+};
+
+/// Where the rule that stepped from one frame to its caller came from
+/// (LoadedModules::walk()).
+enum class RuleSource : std::uint8_t {
+  /// No rule: the walk stopped at this frame for want of one.
+  kNone,
+  /// The module's own SFrame section.
+  kSFrameSection,
+  /// SFrame generated from the module's .eh_frame.
+  kGenerated,
+  /// The frame-pointer convention (checked, see walk()).
+  kFramePointer,
+  /// A signal trampoline: the caller's registers come from the signal frame.
+  kSignalFrame,
+};
+
+/// "none", "sframe", "generated", "frame-pointer", "signal frame".
+std::string_view to_string(RuleSource s) noexcept;
+
+/// How LoadedModules::walk() steps.
+struct WalkOptions {
+  /// Step by frame pointers where no SFrame (own or generated) covers a PC.
+  bool fp_fallback = true;
+};
+
+/// What LoadedModules::walk() did.
+struct WalkResult {
+  /// Frames written.
+  std::size_t count = 0;
+  /// Why the walk stopped, and the address involved (as UnwindResult).
+  StopReason reason = StopReason::kOutermost;
+  std::uint64_t address = 0;
+  /// The frame-pointer step was refused at the last frame: the return
+  /// address it read (not in an executable mapping) or, when that was
+  /// plausible, 0 with `fp_rejected_cfa` set (its CFA was not above the SP).
+  bool fp_rejected = false;
+  std::uint64_t fp_rejected_ra = 0;
+  bool fp_rejected_cfa = false;
 };
 
 /// What to do for modules without an SFrame section.
@@ -274,10 +354,37 @@ class LoadedModules {
   /// (with a new generation) by generate_for(): fetch it again after.
   const sframe::ModuleMap& unwind_map() const noexcept { return *unwind_map_; }
 
+  /// The second map consulted by walk(): the `extra` sections of modules
+  /// that have their own SFrame section (see LoadedModule::extra).
+  const sframe::ModuleMap& extra_map() const noexcept { return *extra_map_; }
+
   /// Generates SFrame for the module whose code contains runtime `pc` if
-  /// its generation is pending; true when that added unwind information (the
-  /// caller should unwind again). Not async-signal-safe.
+  /// its generation is pending (its whole section, or the `extra` one for a
+  /// module with its own section); true when that added unwind information
+  /// (the caller should unwind again). Not async-signal-safe.
   bool generate_for(std::uint64_t pc);
+
+  /// Runtime `addr` lies in an executable mapping of the process (any, not
+  /// only the modules': JIT code counts), as listed by the maps given to
+  /// load().
+  bool executable(std::uint64_t addr) const noexcept;
+
+  /// Walks the stack of a stopped thread from `regs`, writing frames to
+  /// `frames` and, for each frame written, to `sources[i]` where the rule
+  /// that stepped from frame i to frame i + 1 came from (for the last frame:
+  /// the source whose rule failed, or RuleSource::kNone). Frame 0 is the
+  /// exact PC, later frames are return addresses except after a signal frame
+  /// (as sframe::unwind()). For each PC, in order: the module's own SFrame
+  /// section; else SFrame generated from the module's .eh_frame (generated
+  /// now, once per module, if pending); else, with `opt.fp_fallback`, the
+  /// frame-pointer convention, accepted only when the return address it
+  /// gives lies in an executable mapping (or is 0, the end of the chain) and
+  /// its CFA lies above the frame's SP. The CFA must move strictly up the
+  /// stack, as in sframe::unwind(). `sources` must be at least as long as
+  /// `frames`. Reads memory through `mem`; not async-signal-safe (it may
+  /// generate SFrame). Never fails: the result says why the walk stopped.
+  WalkResult walk(const RemoteMemory& mem, const ThreadRegisters& regs, std::span<Frame> frames,
+                  std::span<RuleSource> sources, const WalkOptions& opt = {});
 
   /// Runtime ranges of the signal trampolines found by symbol
   /// (__restore_rt, __kernel_rt_sigreturn), for UnwindOptions.
@@ -289,6 +396,10 @@ class LoadedModules {
   std::vector<LoadedModule> modules_;  // sorted by start
   std::vector<sframe::Module> unwind_storage_;
   std::unique_ptr<sframe::ModuleMap> unwind_map_;
+  std::vector<sframe::Module> extra_storage_;
+  std::unique_ptr<sframe::ModuleMap> extra_map_;
+  // Every executable mapping's [start, end), sorted.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> exec_ranges_;
   std::vector<AddressRange> trampolines_;
 };
 

@@ -1,4 +1,5 @@
-// Stopping and resuming the threads of another process with ptrace.
+// Stopping and resuming the threads of another process with ptrace. No
+// signal handlers, no alarms: waits poll waitpid(WNOHANG) against a deadline.
 #include <dirent.h>
 #include <elf.h>
 #include <signal.h>
@@ -8,10 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include "sframe/process.hpp"
@@ -19,40 +24,39 @@
 namespace sframe::process {
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
-volatile std::sig_atomic_t g_timed_out = 0;
+using Clock = std::chrono::steady_clock;
 
-// The handlers only set flags: waiting calls return EINTR (no SA_RESTART)
-// and the code unwinds normally, detaching on the way out.
-extern "C" void on_terminate(int) { g_interrupted = 1; }
-extern "C" void on_alarm(int) { g_timed_out = 1; }
+// Between two polls of waitpid(WNOHANG). A signal to the caller ends the
+// sleep early, so a cancel flag set by its handler is seen at once.
+constexpr auto kPollInterval = std::chrono::milliseconds(1);
+constexpr auto kDefaultDeadline = std::chrono::seconds(10);
+constexpr auto kDetachGrace = std::chrono::seconds(2);
 
-constexpr int kCaught[] = {SIGINT, SIGTERM, SIGHUP};
+bool cancelled(const volatile std::sig_atomic_t* flag) noexcept { return flag && *flag != 0; }
 
-// Installs the handlers for the lifetime of the attachments (counted).
-struct Handlers {
-  int users = 0;
-  struct sigaction old[std::size(kCaught)] = {};
-  struct sigaction old_alarm = {};
+// Threads seized by an attach() that gave up on them (ETIMEDOUT): still
+// traced, they stop when they leave their uninterruptible wait and must then
+// be detached, by the thread that seized them (ptrace's rule; a detach from
+// another thread fails and is retried later).
+std::mutex g_stragglers_mutex;
+std::vector<pid_t> g_stragglers;
 
-  void acquire() {
-    if (users++ > 0) return;
-    g_interrupted = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_terminate;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
-    for (std::size_t i = 0; i < std::size(kCaught); ++i) sigaction(kCaught[i], &sa, &old[i]);
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, &old_alarm);
-  }
-  void release() {
-    if (users == 0 || --users > 0) return;
-    for (std::size_t i = 0; i < std::size(kCaught); ++i) sigaction(kCaught[i], &old[i], nullptr);
-    sigaction(SIGALRM, &old_alarm, nullptr);
-  }
-};
-Handlers g_handlers;
+std::size_t release_stragglers() noexcept {
+  const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+  std::erase_if(g_stragglers, [](pid_t tid) {
+    int status = 0;
+    (void)waitpid(tid, &status, __WALL | WNOHANG);  // consume its stop, if any
+    if (ptrace(PTRACE_DETACH, tid, nullptr, nullptr) == 0) return true;
+    // Gone (exited, or reaped) rather than merely still running?
+    return ::kill(tid, 0) != 0 && errno == ESRCH;
+  });
+  return g_stragglers.size();
+}
+
+void nap() noexcept {
+  timespec ts{0, static_cast<long>(std::chrono::nanoseconds(kPollInterval).count())};
+  nanosleep(&ts, nullptr);
+}
 
 std::set<pid_t> list_tasks(pid_t pid) {
   std::set<pid_t> out;
@@ -110,18 +114,15 @@ bool read_registers(pid_t tid, ThreadRegisters& r, int& err) {
 
 Error errno_error(int e) { return Error{Errc::kIoError, 0, static_cast<std::uint64_t>(e), kNoIndex, kNoIndex}; }
 
-// Waits for the stop PTRACE_INTERRUPT asked for. Returns 0, or an errno:
-// ESRCH (thread gone), EINTR (interrupted), ETIMEDOUT.
-int wait_stopped(Thread& t) {
+// One waitpid(WNOHANG) for the stop PTRACE_INTERRUPT asked for. Returns
+// 0 (stopped), EAGAIN (not yet), or an errno: ESRCH (thread gone).
+int poll_stopped(Thread& t) noexcept {
   for (;;) {
     int status = 0;
-    const pid_t r = waitpid(t.tid, &status, __WALL);
+    const pid_t r = waitpid(t.tid, &status, __WALL | WNOHANG);
+    if (r == 0) return EAGAIN;
     if (r < 0) {
-      if (errno == EINTR) {
-        if (g_interrupted) return EINTR;
-        if (g_timed_out) return ETIMEDOUT;
-        continue;
-      }
+      if (errno == EINTR) continue;
       return errno == ECHILD ? ESRCH : errno;
     }
     if (WIFEXITED(status) || WIFSIGNALED(status)) return ESRCH;
@@ -137,26 +138,19 @@ int wait_stopped(Thread& t) {
 
 }  // namespace
 
-bool Attachment::interrupted() noexcept { return g_interrupted != 0; }
-
 std::string process_name(pid_t pid) { return read_comm("/proc/" + std::to_string(pid) + "/comm"); }
 
-Expected<Attachment> Attachment::attach(pid_t pid) {
+Expected<Attachment> Attachment::attach(pid_t pid, const AttachOptions& opt) {
   if (pid <= 0) return Unexpected{errno_error(ESRCH)};
+  const Clock::time_point deadline = opt.deadline ? *opt.deadline : Clock::now() + kDefaultDeadline;
+  if (Clock::now() >= deadline) return Unexpected{errno_error(ETIMEDOUT)};
+  if (cancelled(opt.cancel)) return Unexpected{errno_error(EINTR)};
+  (void)release_stragglers();
   Attachment a;
   a.pid_ = pid;
   a.attached_ = true;
-  g_handlers.acquire();
-  g_timed_out = 0;
-  // A thread stuck in an uninterruptible wait (D state) does not stop until
-  // it leaves it; do not wait for ever.
-  alarm(10);
-  struct AlarmOff {
-    ~AlarmOff() { alarm(0); }
-  } alarm_off;
 
   std::set<pid_t> seen;
-  std::vector<pid_t> seized;
   for (int round = 0; round < 100; ++round) {
     bool added = false;
     for (pid_t tid : list_tasks(pid)) {
@@ -176,36 +170,61 @@ Expected<Attachment> Attachment::attach(pid_t pid) {
       if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
         t.error = errno_error(errno);
       } else {
-        t.stopped = true;  // provisional: confirmed by wait_stopped below
+        t.stopped = true;  // provisional: confirmed by poll_stopped below
         a.unwaited_.push_back(tid);
       }
       a.threads_.push_back(std::move(t));
-      if (g_interrupted) return Unexpected{errno_error(EINTR)};
+      if (cancelled(opt.cancel)) return Unexpected{errno_error(EINTR)};  // `a` detaches
     }
     if (!added) break;
   }
   if (seen.empty()) return Unexpected{errno_error(ESRCH)};
 
-  for (Thread& t : a.threads_) {
-    if (!t.stopped) continue;
-    t.stopped = false;
-    const int e = wait_stopped(t);
-    std::erase(a.unwaited_, t.tid);
-    if (e == EINTR) return Unexpected{errno_error(EINTR)};
-    if (e != 0) {
-      t.error = errno_error(e);
-      continue;
+  // Poll every thread still expected to stop until all have, the deadline
+  // passes, or the caller cancels.
+  bool timed_out = false;
+  for (;;) {
+    for (Thread& t : a.threads_) {
+      if (!t.stopped || std::find(a.unwaited_.begin(), a.unwaited_.end(), t.tid) == a.unwaited_.end()) continue;
+      const int e = poll_stopped(t);
+      if (e == EAGAIN) continue;
+      std::erase(a.unwaited_, t.tid);
+      if (e != 0) {
+        t.stopped = false;
+        t.error = errno_error(e);
+        continue;
+      }
+      int err = 0;
+      if (!read_registers(t.tid, t.regs, err)) {
+        t.error = errno_error(err);
+        t.stopped = false;  // still in a ptrace stop: detach() resumes it
+      }
     }
-    t.stopped = true;
-    int err = 0;
-    if (!read_registers(t.tid, t.regs, err)) {
-      t.error = errno_error(err);
-      t.stopped = false;  // still in a ptrace stop: detach() resumes it
+    if (a.unwaited_.empty()) break;
+    if (cancelled(opt.cancel)) return Unexpected{errno_error(EINTR)};
+    if (Clock::now() >= deadline) {
+      timed_out = true;
+      break;
     }
+    nap();
+  }
+  if (timed_out) {
+    // Still running (uninterruptible): ETIMEDOUT. Waiting longer in detach()
+    // would not help; they are released once they stop (release_pending()).
+    for (Thread& t : a.threads_) {
+      if (std::find(a.unwaited_.begin(), a.unwaited_.end(), t.tid) == a.unwaited_.end()) continue;
+      t.stopped = false;
+      t.error = errno_error(ETIMEDOUT);
+    }
+    const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+    g_stragglers.insert(g_stragglers.end(), a.unwaited_.begin(), a.unwaited_.end());
+    a.unwaited_.clear();
   }
   // Threads that exited between SEIZE and the stop are dropped.
   std::erase_if(a.threads_, [](const Thread& t) { return !t.stopped && t.error.value == ESRCH; });
   if (a.threads_.empty()) return Unexpected{errno_error(ESRCH)};
+  if (timed_out && std::none_of(a.threads_.begin(), a.threads_.end(), [](const Thread& t) { return t.stopped; }))
+    return Unexpected{errno_error(ETIMEDOUT)};
   std::sort(a.threads_.begin(), a.threads_.end(), [pid](const Thread& x, const Thread& y) {
     if ((x.tid == pid) != (y.tid == pid)) return x.tid == pid;
     return x.tid < y.tid;
@@ -235,26 +254,33 @@ Attachment::~Attachment() { detach(); }
 void Attachment::detach() noexcept {
   if (!attached_) return;
   attached_ = false;
-  // A thread asked to stop but not waited for (attach() was interrupted)
-  // must reach its stop before PTRACE_DETACH can release it; wait briefly.
+  // A thread asked to stop but not stopped yet (attach() was cancelled)
+  // must reach its stop before PTRACE_DETACH can release it;
+  // poll for it briefly.
   if (!unwaited_.empty()) {
-    g_timed_out = 0;
-    alarm(2);
-    for (pid_t tid : unwaited_) {
-      int status = 0;
-      while (waitpid(tid, &status, __WALL) < 0 && errno == EINTR && !g_timed_out) {
-      }
-      if (g_timed_out) break;
+    const Clock::time_point until = Clock::now() + kDetachGrace;
+    for (;;) {
+      std::erase_if(unwaited_, [](pid_t tid) {
+        int status = 0;
+        const pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
+        return r != 0 && !(r < 0 && errno == EINTR);  // stopped, gone, or not ours
+      });
+      if (unwaited_.empty() || Clock::now() >= until) break;
+      nap();
     }
-    alarm(0);
+    // Still not stopped: released later, once they stop.
+    const std::lock_guard<std::mutex> lock(g_stragglers_mutex);
+    g_stragglers.insert(g_stragglers.end(), unwaited_.begin(), unwaited_.end());
     unwaited_.clear();
   }
   for (const Thread& t : threads_) {
-    // Threads never seized fail with ESRCH here, harmlessly. A thread seized
-    // but not stopped is detached by the kernel when this process exits.
+    // Threads never seized, or not stopped (now stragglers), fail with
+    // ESRCH here, harmlessly.
     ptrace(PTRACE_DETACH, t.tid, nullptr, reinterpret_cast<void*>(static_cast<std::intptr_t>(t.pending_signal)));
   }
-  g_handlers.release();
+  (void)release_stragglers();
 }
+
+std::size_t Attachment::release_pending() noexcept { return release_stragglers(); }
 
 }  // namespace sframe::process

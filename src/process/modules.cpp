@@ -186,38 +186,67 @@ bool load_own_sframe(LoadedModule& mod, const ModuleOptions& opt) {
   return false;
 }
 
-// SFrame from the module's .eh_frame; `why` says what happened.
+// The function is covered from its first to its last byte by `own`.
+bool covered(const FdeIndex& own, std::uint64_t start, std::uint32_t size) {
+  const auto at = [&](std::uint64_t pc) {
+    auto m = own.find(pc);
+    return m || m.error().code != Errc::kPcNotCovered;
+  };
+  return at(start) && at(start + (size ? size - 1 : 0));
+}
+
+// SFrame from the module's .eh_frame; `why` says what happened. For a module
+// with its own section, only the functions that section lacks, as `extra`.
 void generate_sframe(LoadedModule& mod) {
   const elf::ElfFile& f = *mod.file;
+  const bool has_own = mod.source == UnwindSource::kSFrameSection;
   const std::string why_not = mod.why;
+  const std::string sep = why_not.empty() ? "" : "; ";
   auto eh = f.section_bytes(".eh_frame");
   const std::uint64_t address = eh ? eh->header.address : 0;
   auto gen = cfi::generate(f, Version::kV3, address);
   if (!gen) {
-    mod.why = why_not + "; no usable .eh_frame (" + error_words(gen.error()) + ")";
+    if (has_own) return;  // nothing to add: its own section is all there is
+    mod.why = why_not + sep + "no usable .eh_frame (" + error_words(gen.error()) + ")";
     return;
+  }
+  if (has_own) {
+    std::erase_if(gen->spec.functions,
+                  [&](const FunctionSpec& fn) { return covered(*mod.index, fn.start_pc, fn.size); });
+    mod.extra_functions = gen->spec.functions.size();
+    if (gen->spec.functions.empty()) {
+      mod.why = "its section covers every .eh_frame function";
+      return;
+    }
   }
   auto bytes = encode(gen->spec);
   if (!bytes) {
-    mod.why = why_not + "; generated SFrame does not encode";
+    mod.why = why_not + sep + "generated SFrame does not encode";
     return;
   }
   auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*bytes));
   auto s = Section::parse(*owned, address);
   if (!s) {
-    mod.why = why_not + "; generated SFrame does not parse";
+    mod.why = why_not + sep + "generated SFrame does not parse";
     return;
   }
   auto idx = FdeIndex::build(*s);
   if (!idx) {
-    mod.why = why_not + "; generated SFrame does not index";
+    mod.why = why_not + sep + "generated SFrame does not index";
+    return;
+  }
+  if (has_own) {
+    mod.extra_generated = std::move(owned);
+    mod.extra = *s;
+    mod.extra_index = std::move(*idx);
+    mod.why = std::to_string(mod.extra_functions) + " .eh_frame functions it lacks generated";
     return;
   }
   mod.generated = std::move(owned);
   mod.sframe = *s;
   mod.index = std::move(*idx);
   mod.source = UnwindSource::kGenerated;
-  mod.why = why_not + "; generated from .eh_frame";
+  mod.why = why_not + sep + "generated from .eh_frame";
 }
 
 }  // namespace
@@ -266,14 +295,13 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     mod.bias = bias ? *bias : first.start - first.offset;
     mod.how_opened = how;
     load_symbols(mod, *mod.file);
-    if (!load_own_sframe(mod, opt)) {
-      if (!opt.generate) {
-        mod.why += "; generation disabled";
-      } else if (opt.on_demand) {
-        mod.generation_pending = true;
-      } else {
-        generate_sframe(mod);
-      }
+    const bool own = load_own_sframe(mod, opt);
+    if (!opt.generate) {
+      if (!own) mod.why += "; generation disabled";
+    } else if (opt.on_demand) {
+      mod.generation_pending = true;
+    } else {
+      generate_sframe(mod);
     }
     out.modules_.push_back(std::move(mod));
   }
@@ -284,21 +312,44 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
       if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
         out.trampolines_.push_back({sym.address + m.bias, sym.address + m.bias + std::max<std::uint64_t>(sym.size, 1)});
   }
+  for (const Mapping& m : maps)
+    if (m.exec && m.end > m.start) out.exec_ranges_.emplace_back(m.start, m.end);
+  std::sort(out.exec_ranges_.begin(), out.exec_ranges_.end());
   out.rebuild_unwind_map();
   return out;
 }
 
+bool LoadedModules::executable(std::uint64_t addr) const noexcept {
+  auto it = std::upper_bound(exec_ranges_.begin(), exec_ranges_.end(), addr,
+                             [](std::uint64_t v, const auto& r) { return v < r.first; });
+  if (it == exec_ranges_.begin()) return false;
+  --it;
+  return addr < it->second;
+}
+
+namespace {
+
+// A new map (new generation: rule caches refill) over storage sized once;
+// moving LoadedModules moves the vector's buffer, not the modules.
+void fill_map(const std::vector<sframe::Module>& mods, std::vector<sframe::Module>& storage,
+              std::unique_ptr<sframe::ModuleMap>& map) {
+  storage.assign(mods.size(), sframe::Module{});
+  map = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(storage));
+  for (const auto& m : mods) (void)map->add(m);
+}
+
+}  // namespace
+
 void LoadedModules::rebuild_unwind_map() {
-  std::vector<sframe::Module> mods;
+  std::vector<sframe::Module> mods, extra;
   for (const LoadedModule& m : modules_) {
-    if (!m.sframe) continue;
-    for (const auto& r : m.exec_ranges) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
+    for (const auto& r : m.exec_ranges) {
+      if (m.sframe) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
+      if (m.extra) extra.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.extra, &*m.extra_index});
+    }
   }
-  // A new map (new generation: rule caches refill) over storage sized once;
-  // moving LoadedModules moves the vector's buffer, not the modules.
-  unwind_storage_.assign(mods.size(), sframe::Module{});
-  unwind_map_ = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(unwind_storage_));
-  for (const auto& m : mods) (void)unwind_map_->add(m);
+  fill_map(mods, unwind_storage_, unwind_map_);
+  fill_map(extra, extra_storage_, extra_map_);
 }
 
 bool LoadedModules::generate_for(std::uint64_t pc) {
@@ -306,7 +357,7 @@ bool LoadedModules::generate_for(std::uint64_t pc) {
   if (it == modules_.end() || !it->generation_pending) return false;
   it->generation_pending = false;
   generate_sframe(*it);
-  if (it->source != UnwindSource::kGenerated) return false;
+  if (it->source != UnwindSource::kGenerated && !it->extra) return false;
   rebuild_unwind_map();
   return true;
 }

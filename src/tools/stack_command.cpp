@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -28,10 +32,11 @@ struct FrameLine {
   const LoadedModule* module = nullptr;
   std::string symbol;  // demangled, "" if none
   std::uint64_t offset = 0;
-  // How this frame was found: "registers" (frame 0), or the source of the
-  // rules of the frame below it ("sframe", "generated", "frame-pointer"), or
-  // "signal frame".
-  std::string found_by;
+  // Where the rule covering this frame's own PC came from, i.e. the rule
+  // that found the next frame ("sframe", "generated", "frame-pointer",
+  // "signal frame"), or, for the last frame, the source whose rule failed
+  // there ("none": no source covers it).
+  std::string rule;
 };
 
 struct ThreadTrace {
@@ -41,22 +46,18 @@ struct ThreadTrace {
   std::vector<FrameLine> frames;
   StopReason reason = StopReason::kOutermost;
   std::uint64_t stop_address = 0;
+  // Why the frame-pointer fallback was refused at the last frame ("" if not).
+  std::string fp_rejected;
 };
 
 std::string errno_text(const Error& e) {
+  // attach()'s ETIMEDOUT: the thread never stopped (uninterruptible sleep).
+  if (e.code == Errc::kIoError && e.value == ETIMEDOUT) return "did not stop within 10 s (uninterruptible sleep?)";
   return e.code == Errc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
 }
 
-Regs start_regs(const process::ThreadRegisters& r) {
-#if defined(__aarch64__)
-  return Regs::aarch64(r.pc, r.sp, r.fp, r.lr);
-#else
-  return Regs::amd64(r.pc, r.sp, r.fp);
-#endif
-}
-
 ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
-                         const process::RemoteMemory& mem, const StackOptions& opt, RuleCache& cache) {
+                         const process::RemoteMemory& mem, const StackOptions& opt) {
   ThreadTrace tt;
   tt.tid = t.tid;
   tt.name = t.name;
@@ -64,22 +65,20 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     tt.error = errno_text(t.error);
     return tt;
   }
-  std::vector<Frame> frames(std::max<std::size_t>(opt.max_frames, 1));
-  UnwindOptions uo;
-  uo.fp_fallback = opt.fp_fallback;
-  uo.signal_trampolines = mods.signal_trampolines();
-  // SFrame is generated for a module when a frame of this walk is in it (or
-  // the walk stopped there for want of it), then the walk starts over; each
-  // module is generated at most once, so this ends.
-  UnwindResult r;
-  for (;;) {
-    r = unwind(mods.unwind_map(), mem, start_regs(t.regs), std::span<Frame>(frames), uo, &cache);
-    bool more = r.reason == StopReason::kNoSFrameForPc && mods.generate_for(r.address);
-    for (std::size_t i = 0; i < r.count; ++i) more = mods.generate_for(frames[i].pc.lookup_pc()) || more;
-    if (!more) break;
-  }
+  const std::size_t cap = std::max<std::size_t>(opt.max_frames, 1);
+  std::vector<Frame> frames(cap);
+  std::vector<process::RuleSource> sources(cap);
+  process::WalkOptions wo;
+  wo.fp_fallback = opt.fp_fallback;
+  const process::WalkResult r = mods.walk(mem, t.regs, frames, sources, wo);
   tt.reason = r.reason;
   tt.stop_address = r.address;
+  if (r.fp_rejected_cfa) {
+    tt.fp_rejected = "frame pointer refused: its CFA is not above the SP";
+  } else if (r.fp_rejected) {
+    tt.fp_rejected = fmt::format("frame pointer refused: return address 0x{:x} is in no executable mapping",
+                                 r.fp_rejected_ra);
+  }
   for (std::size_t i = 0; i < r.count; ++i) {
     const Frame& f = frames[i];
     FrameLine line;
@@ -88,16 +87,7 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     // A signal trampoline's "return address" is its first instruction (the
     // handler returns to it), not a call's successor: name it as it is.
     line.name_pc = (f.flags & kFrameSignal) ? f.pc.value() : f.pc.lookup_pc();
-    if (i == 0) {
-      line.found_by = "registers";
-    } else if (f.flags & kFrameFpFallback) {
-      line.found_by = "frame-pointer";
-    } else if (frames[i - 1].flags & kFrameSignal) {
-      line.found_by = "signal frame";
-    } else {
-      const LoadedModule* below = mods.find(frames[i - 1].pc.lookup_pc());
-      line.found_by = below ? std::string(process::to_string(below->source)) : "?";
-    }
+    line.rule = std::string(process::to_string(sources[i]));
     tt.frames.push_back(std::move(line));
   }
   return tt;
@@ -106,7 +96,10 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
 // Why the module's source is what it is, in words.
 std::string module_why(const LoadedModule& m) {
   std::string why = m.why;
-  if (m.generation_pending) why += "; not generated: no frame needed it";
+  if (m.generation_pending)
+    why += m.source == process::UnwindSource::kSFrameSection
+               ? std::string(why.empty() ? "" : "; ") + ".eh_frame not read: no frame lacked SFrame"
+               : "; not generated: no frame needed it";
   if (!m.how_opened.empty()) why = why.empty() ? m.how_opened : m.how_opened + "; " + why;
   return why;
 }
@@ -138,12 +131,13 @@ void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector
       std::string line = fmt::format("#{:<2} 0x{:016x}", i, f.pc);
       if (!f.symbol.empty()) line += " " + f.symbol;
       if (opt.modules && f.module) line += fmt::format(" - {}", f.module->path);
-      if (opt.verbose) line += fmt::format("  [{}]", f.found_by);
+      if (opt.verbose) line += fmt::format("  [{}]", f.rule);
       out += line + "\n";
     }
     if (opt.verbose)
-      out += fmt::format("stopped: {} ({}{})\n", stop_reason_name(t.reason), describe(t.reason),
-                         t.stop_address ? fmt::format(" at 0x{:x}", t.stop_address) : std::string());
+      out += fmt::format("stopped: {} ({}{}{})\n", stop_reason_name(t.reason), describe(t.reason),
+                         t.stop_address ? fmt::format(" at 0x{:x}", t.stop_address) : std::string(),
+                         t.fp_rejected.empty() ? std::string() : "; " + t.fp_rejected);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
@@ -188,17 +182,43 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
         jf["symbol"] = f.symbol;
         jf["offset"] = f.offset;
       }
-      jf["found_by"] = f.found_by;
+      jf["rule"] = f.rule;
       jt["frames"].push_back(std::move(jf));
     }
     jt["stop"] = {{"reason", std::string(stop_reason_name(t.reason))},
                   {"description", std::string(describe(t.reason))},
                   {"address", hex(t.stop_address)}};
+    if (!t.fp_rejected.empty()) jt["stop"]["fp_rejected"] = t.fp_rejected;
     j["threads"].push_back(std::move(jt));
   }
   const std::string s = j.dump(2) + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
+
+// The tool's own termination handlers (the library installs none): they set
+// a flag that attach() polls and the trace loop checks, so Ctrl-C detaches
+// and leaves the process running.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_terminate(int) { g_interrupted = 1; }
+
+constexpr int kCaught[] = {SIGINT, SIGTERM, SIGHUP};
+
+struct TerminationHandlers {
+  struct sigaction old[std::size(kCaught)] = {};
+  TerminationHandlers() {
+    g_interrupted = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = on_terminate;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a sleep between polls ends at once
+    for (std::size_t i = 0; i < std::size(kCaught); ++i) sigaction(kCaught[i], &sa, &old[i]);
+  }
+  ~TerminationHandlers() {
+    for (std::size_t i = 0; i < std::size(kCaught); ++i) sigaction(kCaught[i], &old[i], nullptr);
+  }
+  TerminationHandlers(const TerminationHandlers&) = delete;
+  TerminationHandlers& operator=(const TerminationHandlers&) = delete;
+};
 
 }  // namespace
 
@@ -206,11 +226,17 @@ int run_stack(pid_t pid, const StackOptions& opt) {
   const std::string pname = process::process_name(pid);
   std::vector<ThreadTrace> traces;
   std::optional<process::LoadedModules> mods;
+  const TerminationHandlers handlers;
   {
-    auto att = process::Attachment::attach(pid);
+    process::AttachOptions ao;
+    ao.cancel = &g_interrupted;
+    auto att = process::Attachment::attach(pid, ao);
     if (!att) {
+      if (g_interrupted) {
+        fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
+        return 130;
+      }
       fmt::print(stderr, "sframe: stack: cannot attach to process {}: {}\n", pid, errno_text(att.error()));
-      if (process::Attachment::interrupted()) return 130;
       return 1;
     }
     auto maps = process::read_maps(pid);
@@ -223,14 +249,13 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     mo.generate = opt.generate;
     mo.ignore_sframe_sections = opt.ignore_sframe;
     mods.emplace(process::LoadedModules::load(pid, *maps, mem, mo));
-    StaticRuleCache<1024> cache;
     for (const auto& t : att->threads()) {
-      if (process::Attachment::interrupted()) break;
-      traces.push_back(trace_thread(t, *mods, mem, opt, cache));
+      if (g_interrupted) break;
+      traces.push_back(trace_thread(t, *mods, mem, opt));
     }
     // Leave the destructor to detach: the process runs again before printing.
   }
-  if (process::Attachment::interrupted()) {
+  if (g_interrupted) {
     fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
     return 130;
   }

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -171,6 +174,177 @@ TEST(Attachment, StopsAndReleasesAChild) {
   while (std::getline(st, line))
     if (line.rfind("TracerPid:", 0) == 0) tracer = line;
   EXPECT_EQ(tracer, "TracerPid:\t0");
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+// The test program's own handlers, installed before attaching.
+extern "C" void app_handler(int) {}
+
+struct AppHandlers {
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGALRM};
+  struct sigaction old[std::size(kSignals)] = {};
+  AppHandlers() {
+    struct sigaction sa = {};
+    sa.sa_handler = app_handler;
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &sa, &old[i]);
+  }
+  ~AppHandlers() {
+    for (std::size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &old[i], nullptr);
+  }
+  // Every signal still has the application's handler (asked of the kernel).
+  static void expect_installed(const char* when) {
+    for (int sig : kSignals) {
+      struct sigaction now = {};
+      ASSERT_EQ(sigaction(sig, nullptr, &now), 0);
+      EXPECT_EQ(now.sa_handler, &app_handler) << "signal " << sig << " " << when;
+    }
+    // No alarm is pending either (alarm(0) returns the seconds left).
+    EXPECT_EQ(alarm(0), 0u) << when;
+  }
+};
+
+std::string status_field(pid_t pid, const std::string& field) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(st, line))
+    if (line.rfind(field + ":", 0) == 0) return line.substr(field.size() + 1);
+  return "";
+}
+
+bool traced(pid_t pid) {
+  const std::string t = status_field(pid, "TracerPid");
+  return t.find_first_not_of(" \t0") != std::string::npos;
+}
+
+pid_t fork_pausing_child() {
+  const pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();
+  }
+  return child;
+}
+
+void kill_child(pid_t child) {
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+TEST(Attachment, LeavesTheApplicationsSignalHandlersAlone) {
+  const AppHandlers app;
+  AppHandlers::expect_installed("before attach");
+  const pid_t child = fork_pausing_child();
+  ASSERT_GT(child, 0);
+  usleep(20000);
+  {
+    auto a = Attachment::attach(child);
+    if (!a && a.error().value == EPERM) {
+      kill_child(child);
+      FAIL() << "ptrace not permitted here (CI runs as root, where it is)";
+    }
+    ASSERT_TRUE(a) << a.error().value;
+    ASSERT_EQ(a->threads().size(), 1u);
+    EXPECT_TRUE(a->threads()[0].stopped);
+    AppHandlers::expect_installed("while attached");
+    a->detach();
+    AppHandlers::expect_installed("after detach");
+  }
+  AppHandlers::expect_installed("after the attachment ended");
+  EXPECT_FALSE(traced(child));
+  kill_child(child);
+}
+
+TEST(Attachment, DeadlineAlreadyPassedAttachesNothing) {
+  const pid_t child = fork_pausing_child();
+  ASSERT_GT(child, 0);
+  usleep(20000);
+  AttachOptions opt;
+  opt.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto a = Attachment::attach(child, opt);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().value, static_cast<std::uint64_t>(ETIMEDOUT));
+  EXPECT_LT(took, std::chrono::milliseconds(100));
+  EXPECT_FALSE(traced(child));
+  kill_child(child);
+}
+
+TEST(Attachment, CancelFlagSetStopsAttaching) {
+  const pid_t child = fork_pausing_child();
+  ASSERT_GT(child, 0);
+  usleep(20000);
+  volatile std::sig_atomic_t cancel = 1;
+  AttachOptions opt;
+  opt.cancel = &cancel;
+  auto a = Attachment::attach(child, opt);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().value, static_cast<std::uint64_t>(EINTR));
+  EXPECT_FALSE(traced(child));
+  kill_child(child);
+}
+
+// A vfork parent waits for its child in an uninterruptible (killable) sleep:
+// PTRACE_INTERRUPT cannot stop it until the child execs or exits, so attach()
+// must give up at the deadline, and release it once it does stop.
+TEST(Attachment, DeadlineGivesUpOnAThreadThatCannotStop) {
+  const AppHandlers app;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setpgid(0, 0);
+    if (vfork() == 0) {
+      for (;;) syscall(SYS_pause);  // the parent waits in the kernel meanwhile
+    }
+    for (;;) pause();
+  }
+  setpgid(child, child);
+  // Wait until the child sleeps in vfork (state D).
+  std::string state;
+  for (int i = 0; i < 200; ++i) {
+    state = status_field(child, "State");
+    if (state.find('D') != std::string::npos) break;
+    usleep(10000);
+  }
+  ASSERT_NE(state.find('D'), std::string::npos) << "the vfork parent is not in state D: " << state;
+  AttachOptions opt;
+  opt.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto a = Attachment::attach(child, opt);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  if (!a && a.error().value == EPERM) {
+    kill(-child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    FAIL() << "ptrace not permitted here (CI runs as root, where it is)";
+  }
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().value, static_cast<std::uint64_t>(ETIMEDOUT));
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  AppHandlers::expect_installed("after the timeout");
+  EXPECT_EQ(Attachment::release_pending(), 1u);  // still in vfork: seized, not stopped
+  // End the vfork: the parent leaves its sleep, stops for the pending
+  // interrupt, and release_pending() lets it go.
+  std::string tasks;
+  {
+    std::ifstream children("/proc/" + std::to_string(child) + "/task/" + std::to_string(child) + "/children");
+    std::getline(children, tasks);
+  }
+  const pid_t grandchild = static_cast<pid_t>(std::atol(tasks.c_str()));
+  ASSERT_GT(grandchild, 0) << "no vfork child listed";
+  kill(grandchild, SIGKILL);
+  std::size_t pending = 1;
+  for (int i = 0; i < 200 && pending != 0; ++i) {
+    usleep(10000);
+    pending = Attachment::release_pending();
+  }
+  EXPECT_EQ(pending, 0u);
+  EXPECT_FALSE(traced(child));
+  usleep(50000);
+  const std::string after = status_field(child, "State");
+  EXPECT_EQ(after.find('t'), std::string::npos) << "left in a tracing stop: " << after;
+  kill(-child, SIGKILL);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
 }
