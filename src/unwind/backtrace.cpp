@@ -89,6 +89,19 @@ class TableGuard {
   const Table* table_;
 };
 
+/// Reads words inside [lo, lo + span + 8) only: the memo's run, which
+/// leaves anything else to the general loop.
+struct RangeReader {
+  std::uint64_t lo;
+  std::uint64_t span;  // a word at a is inside iff a - lo <= span
+  [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t a) const noexcept {
+    if (a - lo > span) return std::nullopt;
+    std::uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const void*>(a), sizeof v);
+    return v;
+  }
+};
+
 /// The registers a walk carries from frame to frame on its fast paths.
 struct WalkState {
   CodeAddress pc;
@@ -118,34 +131,29 @@ struct WalkState {
   std::uint64_t sp = ws.sp, fp = ws.fp, prev_cfa = ws.prev_cfa;
   bool fp_ok = ws.fp_ok, check = ws.have_prev && !ws.unchecked;
   const std::size_t start = n;
+  // The memo's run reads only [lo, hi): anything else (and any stop) is
+  // the general loop's to take again and report.
+  const RangeReader stack{lo, span};
   while (n < cap) {
     const CompactRule& rule = memo.rule[n];
-    const std::uint16_t flags = rule.flags;
-    if (!memo.holds(n, lpc) ||
-        (flags & (CompactRule::kValid | CompactRule::kRaUndefined | CompactRule::kNoSFrame)) != CompactRule::kValid)
+    if (!memo.holds(n, lpc) || !(rule.flags & CompactRule::kValid) || (rule.flags & CompactRule::kNoSFrame)) break;
+    detail::CompactFrame f;
+    f.sp = sp;
+    f.fp = fp;
+    f.fp_known = fp_ok;
+    f.check_cfa = check;
+    f.prev_cfa = prev_cfa;
+    detail::CompactStep st;
+    if (detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st) != detail::CompactStatus::kStepped || st.ra == 0)
       break;
-    const bool fp_based = (flags & CompactRule::kCfaBaseFp) != 0;
-    if (fp_based && !fp_ok) break;
-    const std::uint64_t cfa = (fp_based ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{rule.cfa_offset});
-    const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{rule.ra_offset_by_8} * 8);
-    if (ra_at - lo > span || (check && cfa <= prev_cfa)) break;
-    std::uint64_t ra;
-    std::memcpy(&ra, reinterpret_cast<const void*>(ra_at), sizeof ra);
-    std::uint64_t new_fp = fp;
-    if (flags & CompactRule::kFpOnStack) {
-      const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{rule.fp_offset_by_8} * 8);
-      if (fp_at - lo > span) break;
-      std::memcpy(&new_fp, reinterpret_cast<const void*>(fp_at), sizeof new_fp);
-    }
-    if (ra == 0) break;
     out[n++] = reinterpret_cast<void*>(pcv);
-    if (flags & CompactRule::kFpOnStack) fp_ok = true;
-    fp = new_fp;
-    sp = cfa;
-    prev_cfa = cfa;
+    fp_ok = st.fp_known;
+    fp = st.fp;
+    sp = st.cfa;
+    prev_cfa = st.cfa;
     check = true;
-    pcv = ra;
-    lpc = ra - 1;
+    pcv = st.ra;
+    lpc = st.ra - 1;
   }
   if (n != start) {
     ws.pc = CodeAddress::return_address(pcv);
@@ -302,41 +310,28 @@ struct WalkState {
           memo->set(depth, lpc, *c);
           c = &memo->rule[depth];
         }
-        if (c->flags & CompactRule::kRaUndefined) {
-          res.reason = BacktraceStop::kOutermost;
+        detail::CompactFrame f;
+        f.sp = cur_sp;
+        f.fp = cur_fp;
+        f.fp_known = fp_ok;
+        f.check_cfa = have_prev && !unchecked;
+        f.prev_cfa = prev_cfa;
+        detail::CompactStep step;
+        const detail::CompactStatus status = detail::apply_rule(*c, f, mem, Arch::kAmd64, nullptr, step);
+        if (status != detail::CompactStatus::kStepped) [[unlikely]] {
+          res.reason = stop_of(detail::stop_reason(status));
+          res.address = status == detail::CompactStatus::kOutermost ? 0 : step.address;
           break;
         }
-        const std::uint64_t cfa = (fp_based ? cur_fp : cur_sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
-        const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
-        const std::optional<std::uint64_t> ra = mem.read_word(ra_at);
-        if (!ra) {
-          res.reason = BacktraceStop::kUnreadableMemory;
-          res.address = ra_at;
-          break;
-        }
-        if (c->flags & CompactRule::kFpOnStack) {
-          const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
-          const std::optional<std::uint64_t> f = mem.read_word(fp_at);
-          if (!f) {
-            res.reason = BacktraceStop::kUnreadableMemory;
-            res.address = fp_at;
-            break;
-          }
-          cur_fp = *f;
-          fp_ok = true;
-        }
-        if (have_prev && !unchecked && cfa <= prev_cfa) {
-          res.reason = BacktraceStop::kCfaNotIncreasing;
-          res.address = cfa;
-          break;
-        }
-        prev_cfa = cfa;
+        cur_fp = step.fp;
+        fp_ok = step.fp_known;
+        prev_cfa = step.cfa;
         have_prev = true;
         unchecked = false;
-        cur_sp = cfa;
+        cur_sp = step.cfa;
         regs_stale = true;
-        pc = CodeAddress::return_address(*ra);
-        if (*ra == 0) {
+        pc = CodeAddress::return_address(step.ra);
+        if (step.ra == 0) {
           res.reason = BacktraceStop::kZeroPc;
           break;
         }
@@ -394,92 +389,6 @@ struct WalkState {
   return res;
 }
 
-/// Frames 0, 1, ... taken while each has the PC the memo holds for its
-/// depth and a straight rule (Memo::step); returns their count. The caller
-/// puts a stop (a zero code) where the run must end. `sp` must lie in the
-/// thread's stack, which ends at `hi`, and `fp` be known; `pcv`/`sp`/`fp`
-/// become those of the first frame not taken. A plain frame costs one code
-/// load and sign test, one range check, the RA load, the output store and
-/// one compare against the memo's key; the memo and the output are indexed
-/// by the depth alone, and the only chain from frame to frame is SP += code.
-/// The in-process entry runs the same steps in assembly (backtrace_entry.cpp):
-/// a change here must be made there too.
-[[gnu::no_sanitize_address]] inline std::size_t straight_run(const Memo& memo, void** out, std::uint64_t& pcv_io,
-                                                            std::uint64_t key0, std::uint64_t& sp_io,
-                                                            std::uint64_t& fp_io, std::uint64_t hi) noexcept {
-  std::uint64_t pcv = pcv_io, sp = sp_io, fp = fp_io;
-  std::size_t n = 0;
-  if (memo.key[0] == key0) {
-    for (;;) {
-      const std::int64_t code = memo.step[n];
-      std::uint64_t cfa;
-      if (code > 0) [[likely]] {
-        // code < 2^31 and SP <= hi: no wrap.
-        cfa = sp + static_cast<std::uint64_t>(code);
-        if (cfa > hi) break;
-      } else {
-        if (code == 0) break;
-        const std::uint64_t off = StraightCode::cfa_offset(code);
-        if (StraightCode::fp_based(code)) {
-          cfa = fp + off;
-          // In [SP + 16, hi]: a signed distance, which cannot overflow for
-          // user addresses (below 2^63) once CFA <= hi.
-          if (cfa > hi || static_cast<std::int64_t>(cfa - sp) < 16) break;
-        } else {
-          cfa = sp + off;
-          if (cfa > hi) break;
-        }
-        if (const std::int64_t slot = StraightCode::fp_slot(code); slot != 0)
-          std::memcpy(&fp, reinterpret_cast<const void*>(cfa + static_cast<std::uint64_t>(slot)), sizeof fp);
-      }
-      std::uint64_t ra;
-      std::memcpy(&ra, reinterpret_cast<const void*>(cfa - 8), sizeof ra);
-      out[n] = reinterpret_cast<void*>(pcv);
-      ++n;
-      sp = cfa;
-      pcv = ra;
-      // The next frame's key is its lookup PC + 1: the RA itself. A zero RA
-      // needs no test: its key, 0, is only that of entries never set, whose
-      // code stops the run, and the caller reports it.
-      if (memo.key[n] != ra) break;
-    }
-  }
-  pcv_io = pcv;
-  sp_io = sp;
-  fp_io = fp;
-  return n;
-}
-
-/// The straight prelude of a walk from frame 0 (PC value `pcv`, lookup PC
-/// `lpc`, `sp`, `fp`) into out[0, size): straight_run over the thread's memo
-/// when the memo belongs to the current module map and SP lies in the
-/// thread's stack, before any table is touched (it reads only [SP, stack
-/// end)). Returns the frames taken (0 if none or not possible); `pcv`/`sp`/
-/// `fp` become those of the first frame not taken.
-[[gnu::always_inline]] inline std::size_t straight_prelude(ThreadState* st, void** out, std::size_t size,
-                                                           std::uint64_t& pcv, std::uint64_t lpc, std::uint64_t& sp,
-                                                           std::uint64_t& fp) noexcept {
-  if (!st || st->busy) return 0;
-  // Before backtrace_init both generations are 0 and the memo is empty, so
-  // the run stops at once.
-  const std::uint64_t gen = g_generation.load(std::memory_order_acquire);
-  const std::uint64_t lo = st->lo, hi = st->hi;
-  if (st->memo_generation != gen || sp - lo >= hi - lo) return 0;
-  st->busy = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  // The output's end as a stop in the memo (saved and put back), so that
-  // the loop needs no count check; the extra last entry is always a stop.
-  std::int64_t& stop = st->memo.step[std::min(size, kMemoDepth)];
-  const std::int64_t stop_code = stop;
-  stop = 0;
-  const std::size_t n = straight_run(st->memo, out, pcv, Memo::key_of(lpc), sp, fp, hi);
-  stop = stop_code;
-  st->cache.hits += n;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  st->busy = 0;
-  return n;
-}
-
 inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reason, std::uint64_t address = 0) noexcept {
   // Field by field: a whole-struct copy put together from separate stores
   // stalls store forwarding, which cost a fifth of a short walk.
@@ -524,36 +433,17 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   st->busy = 0;
 }
 
-/// Whether a straight prelude that took `n` frames of out[0, size) ended
-/// the walk, with `r` set: the output is full, or the next frame's PC
-/// (`next_pc`) is zero.
-inline bool straight_ended(BacktraceResult& r, std::size_t n, std::size_t size, std::uint64_t next_pc) noexcept {
-  if (n == 0) return false;
-  if (n == size) {
-    set_result(r, n, BacktraceStop::kBufferFull);
-    return true;
-  }
-  if (next_pc == 0) {
-    set_result(r, n, BacktraceStop::kZeroPc);
-    return true;
-  }
-  return false;
-}
-
 /// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
 /// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
 inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
 }
 
-/// A whole walk from frame `pc` (exact or return address) with SP/FP: the
-/// straight prelude, then the general walk from where it stopped.
-[[gnu::always_inline]] inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp,
-                                        std::uint64_t fp) noexcept {
-  std::uint64_t pcv = pc.value();
-  const std::size_t n = straight_prelude(thread_state(), out.data(), out.size(), pcv, pc.lookup_pc(), sp, fp);
-  if (straight_ended(r, n, out.size(), pcv)) return;
-  walk(r, out, n, resume_state(n, n == 0 ? pc : CodeAddress::return_address(pcv), sp, fp));
+/// A whole walk from frame `pc` (exact or return address) with SP/FP (the
+/// ucontext_t and register entries). Warm frames go through the memo's run
+/// (memo_run, the one rule executor), not the assembly's straight run.
+inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  walk(r, out, 0, WalkState{pc, sp, fp});
 }
 
 // Lazy setup for the plain entry points before backtrace_init (documented

@@ -42,13 +42,18 @@ static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::B
 // sframepp_backtrace_here(out = rdi, size = rsi, result = rdx): frame 0 is
 // its caller's, with the registers as they are right after the call returns
 // (PC = the return address, SP = the address above it, RBP), whatever the
-// compiler does with the C++ around it. The warm path - the steps of
-// straight_prelude()/straight_run() in backtrace.cpp, in the same order
-// with the same checks - is written here rather than compiled:
-// its speed turned on code layout the compiler does not control (the same
-// C++ ran 7 to 9 ns at depth 8 depending on where the loop fell), and here
-// it needs only scratch registers and the red zone (it calls nothing). Any
-// other case jumps to the C++ rest of the walk with the registers intact.
+// compiler does with the C++ around it. The warm path - the memo's
+// straight rules (Memo::step, straight_code) applied as the one rule
+// executor, detail::apply_rule, applies the memo's rules: it takes a frame
+// only where the executor would step it, and leaves every other case
+// (and every stop) to the C++ rest of the walk, which then takes the frame
+// through the executor; the differential test (backtrace_entry_test.cpp,
+// AssemblyRunEqualsExecutor) pins the two together - is written here
+// rather than compiled: its speed turned on code layout the compiler does
+// not control (the same C++ ran 7 to 9 ns at depth 8 depending on where
+// the loop fell), and here it needs only scratch registers and the red
+// zone (it calls nothing). Any other case jumps to the C++ rest of the walk
+// with the registers intact.
 //
 // Registers: rax ThreadState, rdi out, rcx PC (value) of frame n, r8 its
 // SP, r9 FP, r10 n, rdx the stack's end, r11/rsi scratch. Red zone: -8

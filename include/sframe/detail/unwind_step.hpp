@@ -90,6 +90,116 @@ bool is_x86_64_sigreturn(const M& mem, std::uint64_t pc) noexcept {
   return b && (*b >> 56) == 0x05;
 }
 
+/// The frame a cached rule is applied to: what is known of its registers,
+/// and the CFA of the frame below it (the callee) for the check that CFAs
+/// increase.
+struct CompactFrame {
+  std::uint64_t sp = 0;
+  std::uint64_t fp = 0;
+  /// The RA register's value (AArch64 LR, s390x r14): used by kRaInRegister
+  /// rules, valid in the topmost frame and right after a signal frame only.
+  std::uint64_t ra_reg = 0;
+  bool sp_known = true;
+  bool fp_known = false;
+  bool ra_reg_known = false;
+  /// Check that the CFA lies above `prev_cfa` (false for frame 0 and right
+  /// after a signal frame).
+  bool check_cfa = false;
+  std::uint64_t prev_cfa = 0;
+};
+
+/// What applying a cached rule gave: the caller's PC (`ra`) and FP, and
+/// this frame's CFA; on failure `address` (kUnreadableMemory: the address
+/// read; kCfaNotIncreasing: the CFA).
+struct CompactStep {
+  std::uint64_t cfa = 0;
+  std::uint64_t ra = 0;
+  std::uint64_t fp = 0;
+  bool fp_known = false;
+  std::uint8_t caller_flags = 0;
+  std::uint64_t address = 0;
+};
+
+/// Outcome of apply_rule(). kBadRule: the rule's CFA base or RA register is
+/// not known in this frame.
+enum class CompactStatus : std::uint8_t { kStepped, kOutermost, kBadRule, kUnreadableMemory, kCfaNotIncreasing };
+
+/// THE rule executor: applies one cached DEFAULT rule (CompactRule) to
+/// `f`, reading the stack through `mem`. Every C++ unwind path (the
+/// Stepper, unwind()'s loop, the in-process walks) steps cached frames
+/// through it, so that the order of checks and the stop reasons are one:
+///  1. RA undefined: kOutermost (spec v2/v3 errata: the outermost frame);
+///  2. the CFA base (SP or FP) must be known: else kBadRule;
+///  3. CFA = base + offset (wrapping, as the hardware would);
+///  4. RA: read at CFA + offset (kUnreadableMemory), or the RA register;
+///  5. FP: read at CFA + offset if saved (kUnreadableMemory), else
+///     unchanged;
+///  6. the CFA must lie above the callee's when `f.check_cfa`
+///     (kCfaNotIncreasing);
+///  7. AArch64 PAuth: the RA stripped of its signature (kRaMangled).
+/// A zero RA is the caller's to judge (it ends the walk after this frame).
+/// Not handled here: kSignal and kNoSFrame entries (the Stepper's).
+template <MemoryReader M>
+[[gnu::always_inline]] inline CompactStatus apply_rule(const CompactRule& c, const CompactFrame& f, const M& mem,
+                                                       Arch arch, const UnwindOptions* pauth,
+                                                       CompactStep& out) noexcept {
+  if (c.flags & CompactRule::kRaUndefined) return CompactStatus::kOutermost;
+  const bool fp_based = (c.flags & CompactRule::kCfaBaseFp) != 0;
+  if (fp_based ? !f.fp_known : !f.sp_known) return CompactStatus::kBadRule;
+  const std::uint64_t cfa = (fp_based ? f.fp : f.sp) + static_cast<std::uint64_t>(std::int64_t{c.cfa_offset});
+  std::uint64_t ra;
+  if (c.flags & CompactRule::kRaOnStack) {
+    const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.ra_offset_by_8} * 8);
+    const std::optional<std::uint64_t> v = mem.read_word(at);
+    if (!v) {
+      out.address = at;
+      return CompactStatus::kUnreadableMemory;
+    }
+    ra = *v;
+  } else if ((c.flags & CompactRule::kRaInRegister) && f.ra_reg_known) {
+    ra = f.ra_reg;
+  } else {
+    return CompactStatus::kBadRule;
+  }
+  out.fp = f.fp;
+  out.fp_known = f.fp_known;
+  if (c.flags & CompactRule::kFpOnStack) {
+    const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.fp_offset_by_8} * 8);
+    const std::optional<std::uint64_t> v = mem.read_word(at);
+    if (!v) {
+      out.address = at;
+      return CompactStatus::kUnreadableMemory;
+    }
+    out.fp = *v;
+    out.fp_known = true;
+  }
+  if (f.check_cfa && cfa <= f.prev_cfa) {
+    out.address = cfa;
+    return CompactStatus::kCfaNotIncreasing;
+  }
+  out.caller_flags = 0;
+  if ((c.flags & CompactRule::kRaMangled) && arch == Arch::kAarch64 && pauth) {
+    const std::uint64_t stripped = strip_pauth(ra, *pauth);
+    if (stripped != ra) out.caller_flags = kFramePauthStripped;
+    ra = stripped;
+  }
+  out.cfa = cfa;
+  out.ra = ra;
+  return CompactStatus::kStepped;
+}
+
+/// The StopReason of a failed apply_rule().
+inline StopReason stop_reason(CompactStatus s) noexcept {
+  switch (s) {
+    case CompactStatus::kOutermost: return StopReason::kOutermost;
+    case CompactStatus::kUnreadableMemory: return StopReason::kUnreadableMemory;
+    case CompactStatus::kCfaNotIncreasing: return StopReason::kCfaNotIncreasing;
+    case CompactStatus::kBadRule:
+    case CompactStatus::kStepped: break;
+  }
+  return StopReason::kBadRule;
+}
+
 /// The cache entry for an outermost frame (RA undefined; v3 errata: also a
 /// DEFAULT FDE without FREs).
 inline constexpr CompactRule outermost_rule() noexcept {
@@ -193,42 +303,26 @@ class Stepper {
     pc = CodeAddress::return_address(ra);
   }
 
-  // The hot path: a cached DEFAULT rule, evaluated without expanding it.
+  // A cached DEFAULT rule, through the one executor (apply_rule). The
+  // CFA-increase check is the loop's (see unwind()), as for every step.
   StepOutcome apply_compact(Regs& regs, CodeAddress& pc, const CompactRule c, std::uint64_t lpc) noexcept {
-    if (c.flags & CompactRule::kRaUndefined) return stop(StopReason::kOutermost, 0);
     const ArchRegs ar = arch_regs(regs.arch);
-    const unsigned base = (c.flags & CompactRule::kCfaBaseFp) ? ar.fp : ar.sp;
-    if (!regs.has(base)) return stop(StopReason::kBadRule, lpc);
-    const std::uint64_t cfa = regs.dwarf[base] + static_cast<std::uint64_t>(std::int64_t{c.cfa_offset});
-    std::uint64_t ra;
-    if (c.flags & CompactRule::kRaOnStack) {
-      const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.ra_offset_by_8} * 8);
-      const std::optional<std::uint64_t> v = mem_.read_word(at);
-      if (!v) return stop(StopReason::kUnreadableMemory, at);
-      ra = *v;
-    } else if (regs.has(ar.ra)) {
-      ra = regs.dwarf[ar.ra];  // still in LR/r14: topmost or after a signal frame
-    } else {
-      return stop(StopReason::kBadRule, lpc);
-    }
-    bool fp_known = regs.has(ar.fp);
-    std::uint64_t fp = fp_known ? regs.dwarf[ar.fp] : 0;
-    if (c.flags & CompactRule::kFpOnStack) {
-      const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.fp_offset_by_8} * 8);
-      const std::optional<std::uint64_t> v = mem_.read_word(at);
-      if (!v) return stop(StopReason::kUnreadableMemory, at);
-      fp = *v;
-      fp_known = true;
-    }
+    CompactFrame f;
+    f.sp_known = regs.has(ar.sp);
+    f.sp = f.sp_known ? regs.dwarf[ar.sp] : 0;
+    f.fp_known = regs.has(ar.fp);
+    f.fp = f.fp_known ? regs.dwarf[ar.fp] : 0;
+    f.ra_reg_known = ar.ra != kNoRegister && regs.has(ar.ra);
+    f.ra_reg = f.ra_reg_known ? regs.dwarf[ar.ra] : 0;
+    CompactStep st;
+    const CompactStatus s = apply_rule(c, f, mem_, regs.arch, &opt_, st);
+    if (s != CompactStatus::kStepped)
+      return stop(stop_reason(s), s == CompactStatus::kOutermost ? 0 : s == CompactStatus::kBadRule ? lpc : st.address);
     StepOutcome out;
-    if ((c.flags & CompactRule::kRaMangled) && regs.arch == Arch::kAarch64) {
-      const std::uint64_t stripped = strip_pauth(ra, opt_);
-      if (stripped != ra) out.caller_flags = kFramePauthStripped;
-      ra = stripped;
-    }
     out.stepped = true;
-    out.cfa = cfa;
-    become_caller(regs, pc, cfa, ra, fp_known, fp);
+    out.cfa = st.cfa;
+    out.caller_flags = st.caller_flags;
+    become_caller(regs, pc, st.cfa, st.ra, st.fp_known, st.fp);
     return out;
   }
 
@@ -403,7 +497,6 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
   if (out.empty()) return finish(0, StopReason::kDepthLimit);
   if (cache) cache->sync(modules.generation());
   const ArchRegs ar = arch_regs(regs_in.arch);
-  const bool aarch64 = regs_in.arch == Arch::kAarch64;
   const std::uint64_t sp_from_cfa =
       regs_in.arch == Arch::kS390x ? static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : 0;
   // Rules the fast path below leaves to the Stepper.
@@ -442,32 +535,30 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
                                ? cache->lookup(pc.lookup_pc())
                                : nullptr;
     if (c && !(c->flags & kSlowRule)) {
-      // The hot path: a cached DEFAULT rule needing only SP/FP (the same
-      // semantics as Stepper::apply_compact).
+      // The hot path: a cached DEFAULT rule needing only SP/FP, through
+      // the one executor (detail::apply_rule).
       ++cache->hits;
-      const bool fp_base = c->flags & CompactRule::kCfaBaseFp;
-      if (!(fp_base ? fp_known : sp_known)) return finish(n, StopReason::kBadRule, pc.lookup_pc());
-      cfa = (fp_base ? fp : sp) + static_cast<std::uint64_t>(std::int64_t{c->cfa_offset});
-      const std::uint64_t ra_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->ra_offset_by_8} * 8);
-      const std::optional<std::uint64_t> ra = memory.read_word(ra_at);
-      if (!ra) return finish(n, StopReason::kUnreadableMemory, ra_at);
-      std::uint64_t next_pc = *ra;
-      if (c->flags & CompactRule::kFpOnStack) {
-        const std::uint64_t fp_at = cfa + static_cast<std::uint64_t>(std::int64_t{c->fp_offset_by_8} * 8);
-        const std::optional<std::uint64_t> f = memory.read_word(fp_at);
-        if (!f) return finish(n, StopReason::kUnreadableMemory, fp_at);
-        fp = *f;
-        fp_known = true;
-      }
-      if ((c->flags & CompactRule::kRaMangled) && aarch64) {
-        const std::uint64_t stripped = detail::strip_pauth(next_pc, options);
-        if (stripped != next_pc) caller_flags = kFramePauthStripped;
-        next_pc = stripped;
-      }
-      if (have_prev && !unchecked && cfa <= prev_cfa) return finish(n, StopReason::kCfaNotIncreasing, cfa);
+      detail::CompactFrame f;
+      f.sp = sp;
+      f.sp_known = sp_known;
+      f.fp = fp;
+      f.fp_known = fp_known;
+      f.check_cfa = have_prev && !unchecked;
+      f.prev_cfa = prev_cfa;
+      detail::CompactStep st;
+      const detail::CompactStatus status = detail::apply_rule(*c, f, memory, regs_in.arch, &options, st);
+      if (status != detail::CompactStatus::kStepped)
+        return finish(n, detail::stop_reason(status),
+                      status == detail::CompactStatus::kOutermost ? 0
+                      : status == detail::CompactStatus::kBadRule ? pc.lookup_pc()
+                                                                  : st.address);
+      cfa = st.cfa;
+      fp = st.fp;
+      fp_known = st.fp_known;
+      caller_flags = st.caller_flags;
       sp = cfa + sp_from_cfa;
       sp_known = true;
-      pc = CodeAddress::return_address(next_pc);
+      pc = CodeAddress::return_address(st.ra);
       regs_stale = true;
       unchecked = false;
     } else {
