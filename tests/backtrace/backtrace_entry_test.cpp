@@ -17,6 +17,16 @@ std::size_t sfpp_test_walk_with_fp(void** out, std::size_t size, sframe::Backtra
 // Stores the registers sframepp_backtrace_here takes of its caller: the
 // return address, the SP after the return, RBP.
 void sfpp_test_caller_regs(std::uint64_t regs[3]);
+// The differential pair: from one frame (CFA = RBP + 16, RBP set to `fp`
+// for both walks, 0: the frame's own), walks (a) with the assembly entry
+// sframepp_backtrace_here into out_a/res_a, then (b) with the C++ walk it
+// continues into, sframepp_backtrace_walk_on, from the very registers the
+// entry took (PC = the return address of (a)'s call, the same SP and RBP)
+// and no frame taken, into out_b/res_b: the same frames, the same memo,
+// the same stack, through the assembly's straight run or the C++ rule
+// executor.
+void sfpp_test_both(void** out_a, std::size_t size, sframe::BacktraceResult* res_a, std::uint64_t fp, void** out_b,
+                    sframe::BacktraceResult* res_b);
 }
 
 asm(R"(
@@ -56,6 +66,60 @@ sfpp_test_caller_regs:
   ret
   .cfi_endproc
   .size sfpp_test_caller_regs, .-sfpp_test_caller_regs
+
+  .p2align 4
+  .globl sfpp_test_both
+  .type sfpp_test_both,@function
+sfpp_test_both:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  movq %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  pushq %rbx
+  .cfi_offset %rbx, -24
+  pushq %r12
+  .cfi_offset %r12, -32
+  pushq %r13
+  .cfi_offset %r13, -40
+  pushq %r14
+  .cfi_offset %r14, -48
+  movq %r8, %rbx
+  movq %r9, %r12
+  movq %rsi, %r13
+  movq %rcx, %r14
+  testq %r14, %r14
+  jz 1f
+  movq %r14, %rbp
+1:
+  call sframepp_backtrace_here
+2:
+  leaq 32(%rsp), %rbp
+  movq %rbx, %rdi
+  movq %r13, %rsi
+  movq %r12, %rdx
+  leaq 2b(%rip), %rcx
+  movq %rsp, %r8
+  movq %rbp, %r9
+  testq %r14, %r14
+  cmovnzq %r14, %r9
+  movq $0, (%rdx)
+  testq %r14, %r14
+  jz 3f
+  movq %r14, %rbp
+3:
+  call sframepp_backtrace_walk_on
+  leaq 32(%rsp), %rbp
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size sfpp_test_both, .-sfpp_test_both
 )");
 
 namespace {
@@ -265,6 +329,120 @@ TEST_P(BacktraceEntryTest, ReasonsAreReported) {
                                         reinterpret_cast<std::uint64_t>(heap.data()), 0);
   EXPECT_EQ(r.size, 1u);
   EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory);
+}
+
+// --- the assembly's straight run against the C++ rule executor ---
+
+// Both walks of sfpp_test_both must give the same frames, stop reason and
+// address: on the real stack (the memo warm), with the stack's registered
+// end lowered into the chain, with hostile frame pointers, and with the
+// callers' frames overwritten by random words, real return addresses and
+// stack addresses (restored after each walk). Removing a bound from either
+// side makes them differ (the other still stops) or crashes.
+struct Differential {
+  bool ran = false;
+  int compared = 0;
+  int stopped_early = 0;  // walks that ended before the outermost frame
+  std::vector<std::string> diffs;
+};
+
+void compare_both(Differential& d, const char* what, std::uint64_t detail, std::uint64_t fp) {
+  static void* a[kMax];
+  static void* b[kMax];
+  sframe::BacktraceResult ra{}, rb{};
+  sfpp_test_both(a, kMax, &ra, fp, b, &rb);
+  ++d.compared;
+  if (ra.reason != sframe::BacktraceStop::kOutermost) ++d.stopped_early;
+  const bool same = ra.size == rb.size && ra.reason == rb.reason && ra.address == rb.address &&
+                    std::equal(a, a + ra.size, b);
+  if (!same && d.diffs.size() < 8) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s (0x%llx): asm %zu frames %s @0x%llx, C++ %zu frames %s @0x%llx", what,
+                  static_cast<unsigned long long>(detail), ra.size,
+                  std::string(sframe::backtrace_stop_name(ra.reason)).c_str(),
+                  static_cast<unsigned long long>(ra.address), rb.size,
+                  std::string(sframe::backtrace_stop_name(rb.reason)).c_str(),
+                  static_cast<unsigned long long>(rb.address));
+    d.diffs.push_back(std::string(buf) + "\nasm:\n" + dump(std::vector<void*>(a, a + ra.size)) + "C++:\n" +
+                      dump(std::vector<void*>(b, b + rb.size)));
+  }
+}
+
+[[gnu::noinline]] void differential_walks(void* arg) {
+  auto& d = *static_cast<Differential*>(arg);
+  std::vector<std::uint64_t> sps;
+  unw_context_t ctx;
+  unw_cursor_t cur;
+  unw_getcontext(&ctx);
+  unw_init_local(&cur, &ctx);
+  do {
+    unw_word_t v = 0;
+    unw_get_reg(&cur, UNW_REG_SP, &v);
+    sps.push_back(v);
+  } while (unw_step(&cur) > 0 && sps.size() < 64);
+  if (sps.size() < 20) return;
+  d.ran = true;
+  for (int i = 0; i < 3; ++i) compare_both(d, "warm", 0, 0);
+  // The registered end lowered to just above frame k's CFA.
+  sframe::bt::ThreadState* st = sframe::bt::t_state;
+  const std::uint64_t saved_hi = st->hi;
+  for (std::size_t k = 1; k + 1 < sps.size(); ++k) {
+    for (const std::uint64_t end : {sps[k], sps[k] + 8, sps[k] + 16}) {
+      st->hi = end;
+      compare_both(d, "stack end", end, 0);
+      st->hi = saved_hi;
+    }
+  }
+  // Hostile frame pointers at frame 0 (CFA = RBP + 16).
+  const std::uint64_t here = sps[0];
+  for (const std::uint64_t fp :
+       {std::uint64_t{0x10}, ~std::uint64_t{0} - 8, here + (std::uint64_t{1} << 40), std::uint64_t{1} << 46, here - 64,
+        here + 8, sps[3], sps[5] - 16, sps[8] + 24, saved_hi - 16, saved_hi - 8, saved_hi}) {
+    compare_both(d, "frame pointer", fp, fp);
+  }
+  // Random words in the callers' frames above this function's own: the
+  // 20 levels of callee_recurse, not the test's frames beyond (the
+  // restore would overwrite what the test stored there meanwhile).
+  const std::uint64_t lo = sps[1], hi = sps[20];
+  const std::size_t words = static_cast<std::size_t>((hi - lo) / 8);
+  auto* slots = reinterpret_cast<std::uint64_t*>(lo);
+  std::vector<std::uint64_t> saved(slots, slots + words);
+  std::vector<std::uint64_t> ras;  // real return addresses (the memo's keys)
+  for (std::size_t k = 1; k < sps.size(); ++k) ras.push_back(*reinterpret_cast<std::uint64_t*>(sps[k] - 8));
+  std::mt19937_64 rng(20261124);
+  for (int iter = 0; iter < 3000; ++iter) {
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int j = 0; j < n; ++j) {
+      const std::size_t at = rng() % words;
+      std::uint64_t v;
+      switch (rng() % 6) {
+        case 0: v = ras[rng() % ras.size()]; break;
+        case 1: v = lo + (rng() % (hi - lo + 4096)) - 2048; break;
+        case 2: v = rng(); break;
+        case 3: v = 0; break;
+        case 4: v = saved_hi - 8 * (rng() % 4); break;
+        default: v = slots[rng() % words]; break;
+      }
+      asm volatile("" ::: "memory");
+      slots[at] = v;
+    }
+    const bool lowered = rng() % 4 == 0;
+    if (lowered) st->hi = sps[1 + rng() % (sps.size() - 1)] + 8 * (rng() % 3);
+    compare_both(d, "random words", static_cast<std::uint64_t>(iter), 0);
+    st->hi = saved_hi;
+    std::copy(saved.begin(), saved.end(), slots);
+    asm volatile("" ::: "memory");
+  }
+}
+
+TEST_P(BacktraceEntryTest, AssemblyRunEqualsExecutor) {
+  Differential d;
+  callee_recurse(24, differential_walks, &d);
+  ASSERT_TRUE(d.ran) << "libunwind walked too few frames";
+  EXPECT_GT(d.compared, 3000);
+  // The hostile cases must have stopped walks, or they tested nothing.
+  EXPECT_GT(d.stopped_early, 1000);
+  for (const std::string& s : d.diffs) ADD_FAILURE() << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sections, BacktraceEntryTest, section_params(), param_name);
