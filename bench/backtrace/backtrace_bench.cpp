@@ -49,13 +49,34 @@ std::size_t fp_walk(void** out, std::size_t max);
 std::size_t fp_walk_to(void** out, std::size_t max, std::uintptr_t hi);
 }  // namespace fp_chains
 
+// The C++ rule executor's warm path for comparison with the assembly's:
+// enters the C++ walk the assembly entry continues into
+// (sframepp_backtrace_walk_on) with the registers that entry takes and no
+// frame taken, so the memo's frames go through memo_run/apply_rule.
+extern "C" std::size_t sfpp_bench_walk_cpp(void** out, std::size_t size, sframe::BacktraceResult* result);
+asm(R"(
+  .text
+  .p2align 6
+  .globl sfpp_bench_walk_cpp
+  .type sfpp_bench_walk_cpp,@function
+sfpp_bench_walk_cpp:
+  .cfi_startproc
+  movq (%rsp), %rcx
+  leaq 8(%rsp), %r8
+  movq %rbp, %r9
+  movq $0, (%rdx)
+  jmp sframepp_backtrace_walk_on
+  .cfi_endproc
+  .size sfpp_bench_walk_cpp, .-sfpp_bench_walk_cpp
+)");
+
 namespace {
 
 using sframe_test::BacktraceFn;
 using sframe_test::glibc_backtrace_fn;
 
-enum Method { kOurs, kFp, kGlibc, kLibunwind };
-const char* const kMethodNames[] = {"sframe", "fp_walk", "glibc", "libunwind"};
+enum Method { kOurs, kFp, kGlibc, kLibunwind, kOursCpp };
+const char* const kMethodNames[] = {"sframe", "fp_walk", "glibc", "libunwind", "sframe_cpp"};
 
 [[gnu::always_inline]] inline std::size_t walk(Method m, void** buf, int depth) {
   switch (m) {
@@ -63,6 +84,10 @@ const char* const kMethodNames[] = {"sframe", "fp_walk", "glibc", "libunwind"};
     case kFp: return fp_chains::fp_walk(buf, static_cast<std::size_t>(depth));
     case kGlibc: return static_cast<std::size_t>(glibc_backtrace_fn()(buf, depth));
     case kLibunwind: return static_cast<std::size_t>(unw_backtrace(buf, depth));
+    case kOursCpp: {
+      sframe::BacktraceResult r;
+      return sfpp_bench_walk_cpp(buf, static_cast<std::size_t>(depth), &r);
+    }
   }
   return 0;
 }
@@ -133,6 +158,7 @@ BENCHMARK(BM_Warm<kOurs>)->Name("warm/sframe")->DEPTHS;
 BENCHMARK(BM_Warm<kFp>)->Name("warm/fp_walk")->DEPTHS;
 BENCHMARK(BM_Warm<kGlibc>)->Name("warm/glibc")->DEPTHS;
 BENCHMARK(BM_Warm<kLibunwind>)->Name("warm/libunwind")->DEPTHS;
+BENCHMARK(BM_Warm<kOursCpp>)->Name("warm/sframe_cpp")->DEPTHS;
 BENCHMARK(BM_Cold<kOurs>)->Name("cold/sframe")->DEPTHS->UseManualTime();
 BENCHMARK(BM_Cold<kFp>)->Name("cold/fp_walk")->DEPTHS->UseManualTime();
 BENCHMARK(BM_Cold<kGlibc>)->Name("cold/glibc")->DEPTHS->UseManualTime();
@@ -174,6 +200,10 @@ std::size_t full_walk(Method m, void** buf) {
     case kFp: return fp_chains::fp_walk_to(buf, 256, g_stack_hi);
     case kGlibc: return static_cast<std::size_t>(glibc_backtrace_fn()(buf, 256));
     case kLibunwind: return static_cast<std::size_t>(unw_backtrace(buf, 256));
+    case kOursCpp: {
+      sframe::BacktraceResult r;
+      return sfpp_bench_walk_cpp(buf, 256, &r);
+    }
   }
   return 0;
 }
@@ -360,6 +390,15 @@ int main(int argc, char** argv) {
                   v[kGlibc], v[kLibunwind], r_fp, r_glibc, r_lu,
                   warm ? (r_fp <= 2 && r_glibc >= 3 && r_lu >= 3 ? "  goals met" : "  goals NOT met") : "");
     }
+  }
+  std::printf("\n== warm: the assembly straight run against the C++ rule executor (same entry registers, same "
+              "memo), ns per frame; keep the assembly only if >= 10%% faster\n");
+  for (int depth : {8, 32, 128}) {
+    const auto a = rec.ns.find("warm/sframe/" + std::to_string(depth));
+    const auto c = rec.ns.find("warm/sframe_cpp/" + std::to_string(depth));
+    if (a == rec.ns.end() || c == rec.ns.end()) continue;
+    std::printf("depth %3d: assembly %.2f, C++ %.2f, assembly %.0f%% lower\n", depth, a->second / depth,
+                c->second / depth, 100.0 * (1.0 - a->second / c->second));
   }
   if (full) full_walks(first, first_frames);
   benchmark::Shutdown();

@@ -94,10 +94,14 @@ class TableGuard {
 struct RangeReader {
   std::uint64_t lo;
   std::uint64_t span;  // a word at a is inside iff a - lo <= span
-  [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t a) const noexcept {
-    if (a - lo > span) return std::nullopt;
-    std::uint64_t v;
+  [[gnu::no_sanitize_address]] bool try_read_word(std::uint64_t a, std::uint64_t& v) const noexcept {
+    if (a - lo > span) return false;
     std::memcpy(&v, reinterpret_cast<const void*>(a), sizeof v);
+    return true;
+  }
+  std::optional<std::uint64_t> read_word(std::uint64_t a) const noexcept {
+    std::uint64_t v;
+    if (!try_read_word(a, v)) return std::nullopt;
     return v;
   }
 };
@@ -122,26 +126,30 @@ struct WalkState {
 /// A separate function so that its few live values stay in registers; the
 /// frame-to-frame chain is CFA = SP + offset, the offset being read from
 /// the memo at an address that depends only on the depth.
-[[gnu::no_sanitize_address]] std::size_t memo_run(const Memo& memo, void** out, std::size_t n, std::size_t cap,
+[[gnu::noinline, gnu::no_sanitize_address]] std::size_t memo_run(const Memo& memo, void** out, std::size_t n, std::size_t cap,
                                                  WalkState& ws, std::uint64_t lo, std::uint64_t hi) noexcept {
   if (hi - lo < 8) return n;
   const std::uint64_t span = hi - lo - 8;  // a word at a is readable iff a - lo <= span
   std::uint64_t pcv = ws.pc.value();
-  std::uint64_t lpc = ws.pc.lookup_pc();
-  std::uint64_t sp = ws.sp, fp = ws.fp, prev_cfa = ws.prev_cfa;
-  bool fp_ok = ws.fp_ok, check = ws.have_prev && !ws.unchecked;
+  // The memo's key for the frame: its lookup PC + 1 (then the RA itself).
+  std::uint64_t key = Memo::key_of(ws.pc.lookup_pc());
+  std::uint64_t sp = ws.sp, fp = ws.fp;
+  // No CFA below the first frame's to check against: 0, which no CFA the
+  // range check lets through is at or below.
+  std::uint64_t prev_cfa = ws.have_prev && !ws.unchecked ? ws.prev_cfa : 0;
+  bool fp_ok = ws.fp_ok;
   const std::size_t start = n;
   // The memo's run reads only [lo, hi): anything else (and any stop) is
   // the general loop's to take again and report.
   const RangeReader stack{lo, span};
   while (n < cap) {
     const CompactRule& rule = memo.rule[n];
-    if (!memo.holds(n, lpc) || !(rule.flags & CompactRule::kValid) || (rule.flags & CompactRule::kNoSFrame)) break;
+    if (memo.key[n] != key || !(rule.flags & CompactRule::kValid) || (rule.flags & CompactRule::kNoSFrame)) break;
     detail::CompactFrame f;
     f.sp = sp;
     f.fp = fp;
     f.fp_known = fp_ok;
-    f.check_cfa = check;
+    f.check_cfa = true;
     f.prev_cfa = prev_cfa;
     detail::CompactStep st;
     if (detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st) != detail::CompactStatus::kStepped || st.ra == 0)
@@ -151,9 +159,8 @@ struct WalkState {
     fp = st.fp;
     sp = st.cfa;
     prev_cfa = st.cfa;
-    check = true;
     pcv = st.ra;
-    lpc = st.ra - 1;
+    key = st.ra;
   }
   if (n != start) {
     ws.pc = CodeAddress::return_address(pcv);

@@ -19,6 +19,7 @@
 #define SFPP_TS_KEY 0x10068
 #define SFPP_TS_STEP 0x10870
 #define SFPP_MEMO_DEPTH 256
+#define SFPP_STOP_OUTERMOST 0
 #define SFPP_STOP_BUFFER_FULL 1
 #define SFPP_STOP_ZERO_PC 6
 #pragma GCC diagnostic push
@@ -33,6 +34,8 @@ static_assert(offsetof(sframe::bt::ThreadState, memo.step) == SFPP_TS_STEP);
 #pragma GCC diagnostic pop
 static_assert(sframe::bt::kMemoDepth == SFPP_MEMO_DEPTH);
 static_assert(static_cast<int>(sframe::BacktraceStop::kBufferFull) == SFPP_STOP_BUFFER_FULL);
+static_assert(static_cast<int>(sframe::BacktraceStop::kOutermost) == SFPP_STOP_OUTERMOST);
+static_assert(sframe::bt::StraightCode::kOutermostBit == (std::int64_t{1} << 49));
 static_assert(static_cast<int>(sframe::BacktraceStop::kZeroPc) == SFPP_STOP_ZERO_PC);
 static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::BacktraceResult, reason) == 8 &&
               offsetof(sframe::BacktraceResult, address) == 16 && sizeof(sframe::BacktraceStop) == 1);
@@ -108,6 +111,8 @@ sframepp_backtrace_here:
   # Any other straight code: r11 = code, flags from its test.
 .Lsfpp_special:
   je .Lsfpp_stop
+  btq $49, %r11
+  jc .Lsfpp_outermost
   movl %r11d, %esi
   sarq $32, %r11
   btq $16, %r11
@@ -174,6 +179,22 @@ sframepp_backtrace_here:
   ret
 .Lsfpp_zero_pc:
   movb $)" SFPP_STR(SFPP_STOP_ZERO_PC) R"(, 8(%rdx)
+  movq $0, 16(%rdx)
+  movq %r10, %rax
+  ret
+  # The outermost frame (StraightCode::kOutermost): its PC is the last
+  # (frame n < the stop at the output's end, so out[n] is inside).
+.Lsfpp_outermost:
+  movq %rcx, (%rdi,%r10,8)
+  addq $1, %r10
+  movq -24(%rsp), %rsi
+  movq -32(%rsp), %r11
+  movq %r11, (%rsi)
+  addq %r10, )" SFPP_STR(SFPP_TS_HITS) R"((%rax)
+  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+  movq -8(%rsp), %rdx
+  movq %r10, (%rdx)
+  movb $)" SFPP_STR(SFPP_STOP_OUTERMOST) R"(, 8(%rdx)
   movq $0, 16(%rdx)
   movq %r10, %rax
   ret

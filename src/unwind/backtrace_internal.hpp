@@ -91,7 +91,8 @@ inline constexpr std::size_t kMemoDepth = 256;
 ///  - > 0: a plain frame: CFA = SP + code (16 .. 2^31 - 1 bytes), RA at
 ///    CFA - 8, FP unchanged;
 ///  - 0: not straight (the run stops);
-///  - < 0: any other straight frame, its fields packed (see StraightCode).
+///  - < 0: any other straight frame, its fields packed (see StraightCode),
+///    or the outermost frame (StraightCode::kOutermost).
 /// Straight rules are those whose slots lie inside [SP, stack end) once the
 /// CFA lies in [SP + 16, stack end]: the RA at CFA - 8 and
 ///  - CFA = SP + 16 or more, the FP, if saved, below the CFA and at or
@@ -103,6 +104,9 @@ struct StraightCode {
   /// 2^31 - 1), bits 32-47 the FP slot relative to the CFA (int16, bytes;
   /// 0: not saved), bit 48 set for CFA = FP + offset, bit 63 set.
   static constexpr std::int64_t kFpBase = std::int64_t{1} << 48;
+  /// The outermost frame (RA undefined): the run writes its PC and ends
+  /// the walk there, with no table touched (bit 49; no other field).
+  static constexpr std::int64_t kOutermostBit = std::int64_t{1} << 49;
   static constexpr std::int64_t kSpecial = std::numeric_limits<std::int64_t>::min();
 
   static constexpr std::int64_t special(std::int32_t cfa_offset, std::int32_t fp_slot, bool fp_based) noexcept {
@@ -115,10 +119,13 @@ struct StraightCode {
     return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint64_t>(code) >> 32));
   }
   static constexpr bool fp_based(std::int64_t code) noexcept { return (code & kFpBase) != 0; }
+  static constexpr std::int64_t kOutermost = std::numeric_limits<std::int64_t>::min() | kOutermostBit;
 };
 
 /// The straight-run code of cache rule `r` (0 if it is not straight).
 inline std::int64_t straight_code(const CompactRule& r) noexcept {
+  if ((r.flags & (CompactRule::kRaUndefined | CompactRule::kNoSFrame | CompactRule::kSignal)) == CompactRule::kRaUndefined)
+    return StraightCode::kOutermost;
   constexpr std::uint16_t kNot = CompactRule::kRaInRegister | CompactRule::kRaUndefined | CompactRule::kRaMangled |
                                  CompactRule::kSignal | CompactRule::kNoSFrame;
   if ((r.flags & kNot) || !(r.flags & CompactRule::kRaOnStack)) return 0;

@@ -124,6 +124,21 @@ struct CompactStep {
 /// not known in this frame.
 enum class CompactStatus : std::uint8_t { kStepped, kOutermost, kBadRule, kUnreadableMemory, kCfaNotIncreasing };
 
+/// Reads a word through `m` into `v`: through the reader's optional
+/// `bool try_read_word(addr, uint64_t&)` when it has one (no std::optional
+/// in the executor's loop, which GCC keeps in memory), else read_word().
+template <MemoryReader M>
+[[gnu::always_inline]] inline bool read_into(const M& m, std::uint64_t at, std::uint64_t& v) noexcept {
+  if constexpr (requires { { m.try_read_word(at, v) } -> std::same_as<bool>; }) {
+    return m.try_read_word(at, v);
+  } else {
+    const std::optional<std::uint64_t> o = m.read_word(at);
+    if (!o) return false;
+    v = *o;
+    return true;
+  }
+}
+
 /// THE rule executor: applies one cached DEFAULT rule (CompactRule) to
 /// `f`, reading the stack through `mem`. Every C++ unwind path (the
 /// Stepper, unwind()'s loop, the in-process walks) steps cached frames
@@ -150,12 +165,10 @@ template <MemoryReader M>
   std::uint64_t ra;
   if (c.flags & CompactRule::kRaOnStack) {
     const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.ra_offset_by_8} * 8);
-    const std::optional<std::uint64_t> v = mem.read_word(at);
-    if (!v) {
+    if (!read_into(mem, at, ra)) {
       out.address = at;
       return CompactStatus::kUnreadableMemory;
     }
-    ra = *v;
   } else if ((c.flags & CompactRule::kRaInRegister) && f.ra_reg_known) {
     ra = f.ra_reg;
   } else {
@@ -165,12 +178,10 @@ template <MemoryReader M>
   out.fp_known = f.fp_known;
   if (c.flags & CompactRule::kFpOnStack) {
     const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.fp_offset_by_8} * 8);
-    const std::optional<std::uint64_t> v = mem.read_word(at);
-    if (!v) {
+    if (!read_into(mem, at, out.fp)) {
       out.address = at;
       return CompactStatus::kUnreadableMemory;
     }
-    out.fp = *v;
     out.fp_known = true;
   }
   if (f.check_cfa && cfa <= f.prev_cfa) {
