@@ -231,7 +231,7 @@ inline void check_lookup(const Section& s, const Walk& w, bool strict_ok) {
         SFRAME_FUZZ_CHECK(r.has_value() == a.has_value());
         if (a) {
           SFRAME_FUZZ_CHECK(r->fde_index == a->fde.index && r->fre_index == a->fre.index && r->row == a->row &&
-                            r->signal == a->fde.signal);
+                            r->signal == a->fde.signal && r->fde_type == a->fde.fde_type);
         } else {
           SFRAME_FUZZ_CHECK(r.error().code == a.error().code);
         }

@@ -65,6 +65,9 @@ struct RowMatch {
   FrameRow row;
   /// v3 signal-frame bit of the FDE.
   bool signal = false;
+  /// The FDE's type (v3 §2.4.1; always DEFAULT before v3): an unwinder
+  /// needs it to read the row, and a lookup then reads no FDE.
+  FdeType fde_type = FdeType::kDefault;
   friend bool operator==(const RowMatch&, const RowMatch&) = default;
 };
 
@@ -118,6 +121,7 @@ class RowIndex {
   struct RowInfo {
     FrameRow row;
     bool signal;
+    FdeType fde_type;
   };
   void add(std::uint32_t start, std::uint32_t fde, std::uint32_t fre, std::uint32_t row) {
     entries_.push_back({start, row});

@@ -11,6 +11,7 @@ namespace {
 struct RowKey {
   FrameRow row;
   bool signal;
+  FdeType fde_type;
   friend bool operator==(const RowKey&, const RowKey&) = default;
 };
 
@@ -30,7 +31,8 @@ struct RowKeyHash {
     std::uint64_t h = rule_bits(k.row.cfa);
     h = mix(h, rule_bits(k.row.ra));
     h = mix(h, rule_bits(k.row.fp));
-    h = mix(h, std::uint64_t{k.row.ra_mangled} | std::uint64_t{k.row.ra_undefined} << 1 | std::uint64_t{k.signal} << 2);
+    h = mix(h, std::uint64_t{k.row.ra_mangled} | std::uint64_t{k.row.ra_undefined} << 1 | std::uint64_t{k.signal} << 2 |
+                 std::uint64_t{static_cast<std::uint8_t>(k.fde_type)} << 3);
     return static_cast<std::size_t>(h);
   }
 };
@@ -71,9 +73,9 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   if (ix.span_ > UINT32_MAX) return make_error(Errc::kNotRepresentable, 0, ix.span_);
 
   std::unordered_map<RowKey, std::uint32_t, RowKeyHash> ids;
-  const auto row_id = [&](const FrameRow& row, bool signal) {
-    const auto [it, added] = ids.try_emplace(RowKey{row, signal}, static_cast<std::uint32_t>(ix.rows_.size()));
-    if (added) ix.rows_.push_back({row, signal});
+  const auto row_id = [&](const FrameRow& row, bool signal, FdeType type) {
+    const auto [it, added] = ids.try_emplace(RowKey{row, signal, type}, static_cast<std::uint32_t>(ix.rows_.size()));
+    if (added) ix.rows_.push_back({row, signal, type});
     return it->second;
   };
   // The header's FRE count is not trusted: an FRE takes at least two bytes.
@@ -99,7 +101,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
         if (first && fre->start_offset > 0) ix.add(at, sp.fde, 0, kBeforeFirstFre);
         Expected<FrameRow> row = s.row(*f, *fre);
         if (!row) return Unexpected{row.error()};
-        ix.add(at + fre->start_offset, sp.fde, fre->index, row_id(*row, f->signal));
+        ix.add(at + fre->start_offset, sp.fde, fre->index, row_id(*row, f->signal, f->fde_type));
         prev = fre->start_offset;
         first = false;
       }
@@ -153,14 +155,14 @@ Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
   if (hit.row < rows_.size()) {
     const RowInfo& r = rows_[hit.row];
     const Source& from = sources_[e];
-    return RowMatch{from.fde, from.fre, r.row, r.signal};
+    return RowMatch{from.fde, from.fre, r.row, r.signal, r.fde_type};
   }
   if (hit.row == kMaskFde) {
     Expected<Fde> f = s_.fde(sources_[e].fde);
     if (!f) return Unexpected{f.error()};
     Expected<Match> m = find_in_fde(s_, *f, pc);
     if (!m) return Unexpected{m.error()};
-    return RowMatch{f->index, m->fre.index, m->row, f->signal};
+    return RowMatch{f->index, m->fre.index, m->row, f->signal, f->fde_type};
   }
   if (hit.row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, sources_[e].fde);
   return make_error(Errc::kPcNotCovered, 0, pc);

@@ -104,13 +104,8 @@ LookedUpRules not_found(const Section& s, const Error& e) noexcept {
 LookedUpRules lookup_in_rows(const RowIndex& rows, const Section& s, Arch arch, std::uint64_t link_pc) noexcept {
   Expected<RowMatch> found = rows.find(link_pc);
   if (!found) return not_found(s, found.error());
-  // Only v3 has FLEX FDEs, whose rows never go into the cache.
-  FdeType type = FdeType::kDefault;
-  if (s.version() == Version::kV3) {
-    Expected<Fde> fde = s.fde(found->fde_index);
-    if (!fde) return not_found(s, fde.error());
-    type = fde->fde_type;
-  }
+  // FLEX FDEs' rows never go into the cache; the type comes with the row.
+  const FdeType type = found->fde_type;
   return found_rules(s, arch, found->row, found->signal, type);
 }
 
