@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sframe/elf.hpp"
+#include "sframe/output_file.hpp"
 
 namespace sframe::elf {
 namespace {
@@ -45,9 +46,12 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
   const char* image = elf_rawfile(ie.get(), &in_size);
   if (!image) return make_error(Errc::kElfError, 0);
 
-  Fd out{::open(out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)};
-  if (out.fd < 0) return make_error(Errc::kIoError, 0);
-  std::unique_ptr<Elf, ElfDeleter> oe(elf_begin(out.fd, ELF_C_WRITE, nullptr));
+  // Never written in place: `out_path` may be the input itself (mapped
+  // above: truncating it would fault on the mapping) or a file a failure
+  // must leave as it was. A new copy of an executable stays executable.
+  auto out = OutputFile::create(out_path, in_path);
+  if (!out) return Unexpected{out.error()};
+  std::unique_ptr<Elf, ElfDeleter> oe(elf_begin(out->fd(), ELF_C_WRITE, nullptr));
   if (!oe || !gelf_newehdr(oe.get(), gelf_getclass(ie.get()))) return make_error(Errc::kElfError, 0);
   // Every offset stays the input's (ELF_F_LAYOUT); what is new goes past
   // the old end of the file.
@@ -118,11 +122,12 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
   // header, so every loaded byte is the input's.
   const std::size_t from = eh.e_ehsize;
   for (std::size_t at = from; at < in_size;) {
-    const ssize_t w = ::pwrite(out.fd, image + at, in_size - at, static_cast<off_t>(at));
+    const ssize_t w = ::pwrite(out->fd(), image + at, in_size - at, static_cast<off_t>(at));
     if (w <= 0) return make_error(Errc::kIoError, at);
     at += static_cast<std::size_t>(w);
   }
-  return {};
+  oe.reset();
+  return out->commit();
 }
 
 }  // namespace sframe::elf
