@@ -12,6 +12,10 @@
 
 #include "sframe/error.hpp"
 
+namespace sframe {
+class OutputFile;
+}
+
 namespace sframe::elf {
 
 /// ELF section type of SFrame sections (SHT_GNU_SFRAME, errata 1).
@@ -139,6 +143,11 @@ class ElfFile {
 /// no section-name table, or a section called `name` exists already; offset:
 /// that section's file offset).
 Expected<void> write_with_section(const std::string& in_path, const std::string& out_path, std::string_view name,
+                                  std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
+
+/// The same, written to `out` and not committed: the caller commits it with
+/// its other outputs, so that a failure leaves all of them as they were.
+Expected<void> write_with_section(const std::string& in_path, OutputFile& out, std::string_view name,
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
 
 }  // namespace sframe::elf

@@ -437,7 +437,8 @@ struct CfiDeleter {
 
 }  // namespace
 
-Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn) {
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                                 std::uint64_t* unreadable) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
@@ -474,7 +475,10 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
       }
       work += cost;
       Dwarf_Frame* frame = nullptr;
-      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) break;
+      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) {
+        if (f.rows.empty() && unreadable) ++*unreadable;
+        break;
+      }
       Row row = translate(frame, *abi, fixed_ra);
       std::free(frame);
       if (row.end <= pc) break;
@@ -736,7 +740,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       if (!(normalized(a.ra, h.cfa_fixed_ra_offset) == normalized(b.ra, h.cfa_fixed_ra_offset))) differ("RA");
       if (!(normalized(a.fp, h.cfa_fixed_fp_offset) == normalized(b.fp, h.cfa_fixed_fp_offset))) differ("FP");
     }
-  });
+  }, &out.unreadable_fdes);
   if (!walked) return Unexpected{walked.error()};
   return out;
 }

@@ -118,21 +118,31 @@ int run_gen(const std::string& path, const GenOptions& in_opt) {
     fmt::print(stderr, "sframe: {}: {}\n", path, error_text(bytes.error()));
     return 1;
   }
+  // Both outputs are written in full before either replaces anything, so a
+  // failure of one leaves the other's destination as it was too.
+  std::optional<OutputFile> raw_out, elf_out;
+  const auto cannot = [](const std::string& where, const std::string& what, const Error& e) {
+    fmt::print(stderr, "sframe: {}: {}: {}\n", where, what, write_error_text(e));
+    return 1;
+  };
   if (!opt.output.empty()) {
     if (opt.output == "-") std::fflush(stdout);
-    if (auto ok = write_file(opt.output, *bytes); !ok) {
-      fmt::print(stderr, "sframe: {}: cannot write: {}\n", opt.output, write_error_text(ok.error()));
-      return 1;
-    }
+    auto out = OutputFile::create(opt.output);
+    if (!out) return cannot(opt.output, "cannot write", out.error());
+    if (auto ok = out->write(*bytes); !ok) return cannot(opt.output, "cannot write", ok.error());
+    raw_out.emplace(std::move(*out));
   }
   if (!opt.elf_output.empty()) {
-    auto ok = elf::write_with_section(path, opt.elf_output, ".sframe", elf::kShtGnuSframe, *bytes, address);
-    if (!ok) {
-      fmt::print(stderr, "sframe: {}: cannot write a copy with .sframe: {}\n", opt.elf_output,
-                 write_error_text(ok.error()));
-      return 1;
-    }
+    auto out = OutputFile::create(opt.elf_output, path);
+    if (!out) return cannot(opt.elf_output, "cannot write a copy with .sframe", out.error());
+    auto ok = elf::write_with_section(path, *out, ".sframe", elf::kShtGnuSframe, *bytes, address);
+    if (!ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
+    elf_out.emplace(std::move(*out));
   }
+  if (raw_out)
+    if (auto ok = raw_out->commit(); !ok) return cannot(opt.output, "cannot write", ok.error());
+  if (elf_out)
+    if (auto ok = elf_out->commit(); !ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
   if (opt.json) {
@@ -212,6 +222,11 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
   if (!cmp->mismatches.empty()) {
     v.failed = true;
     v.error = "SFrame and DWARF CFI disagree";
+  } else if (cmp->unreadable_fdes != 0) {
+    // Part of the CFI was never compared: not a verdict on the whole file.
+    v.failed = true;
+    v.error = fmt::format("libdw could not read {} FDEs of the DWARF CFI", cmp->unreadable_fdes);
+    v.details += "  " + v.error + "\n";
   } else if (cmp->pcs_checked == 0 && cmp->functions_checked > 0 && s.num_fdes() > 0) {
     // Both sides describe code, yet at no common PC: the section was read
     // at the wrong address (e.g. a raw section given @ another address).

@@ -55,6 +55,13 @@ same "$work/b2" "$prog" "gen into a link of the input"
 cp "$work/raw" "$work/raw.orig"
 fails "merge -o raw raw@0" "$bin" merge -o "$work/raw" "$work/raw@0"
 same "$work/raw" "$work/raw.orig" "merge -o raw raw@0"
+# 4b. Two outputs: when the second fails (FILE has .sframe already, so no
+#     --elf copy), the first is not written either.
+gcc -O2 -Wa,--gsframe -o "$work/has-sframe" "$src/basic.c" || bad "compile with --gsframe"
+echo old > "$work/keep"; cp "$work/keep" "$work/keep.orig"
+fails "gen -o keep --elf copy (copy fails)" "$bin" gen -o "$work/keep" --elf "$work/copy" "$work/has-sframe"
+same "$work/keep" "$work/keep.orig" "gen -o with a failing --elf"
+[ ! -e "$work/copy" ] && ok || bad "gen --elf on a file with .sframe wrote a copy"
 no_temp "$work" "refused outputs"
 
 # 5. --in-place: atomic replacement keeping mode, owner and xattrs
