@@ -9,13 +9,13 @@
 # Needs root for mount (CI runs as root); a failed mount FAILS the test.
 # Usage: run.sh SFRAME_BIN SHARED_DIR WORKDIR
 set -uo pipefail
-bin=$1 shared=$2 work=$3
+bin=$(readlink -f "$1") shared=$(readlink -f "$2") work=$(readlink -m "$3")
 src="$shared/corpus/src"
 mounts=()
 cleanup() { for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; }
 trap cleanup EXIT
 for m in "$work/full" "$work/ro"; do umount "$m" 2>/dev/null; done
-rm -rf "$work"; mkdir -p "$work"
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1  # stray outputs land here
 pass=0 fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
