@@ -80,8 +80,10 @@ struct Function {
 /// Reason::kCfiTooLong spanning [start, next FDE's start). The Function
 /// passed is reused between calls (no allocation per FDE). Errors: kElfError
 /// (no .eh_frame/.eh_frame_hdr or unreadable CFI), kNotRepresentable
-/// (machine without an SFrame ABI).
-Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn);
+/// (machine without an SFrame ABI). An FDE libdw cannot read at its start
+/// is not passed to `fn`; `unreadable`, when given, counts them.
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                                 std::uint64_t* unreadable = nullptr);
 
 /// All of them, collected.
 Expected<std::vector<Function>> read_functions(const elf::ElfFile& file);
@@ -147,6 +149,8 @@ struct Comparison {
   /// PCs compared (every row boundary of either side).
   std::uint64_t pcs_checked = 0;
   std::uint64_t functions_checked = 0;
+  /// FDEs of the CFI's table that libdw could not read (not compared).
+  std::uint64_t unreadable_fdes = 0;
 };
 
 /// Compares, at every PC where the SFrame rows or the CFI rows of `file`

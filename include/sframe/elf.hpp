@@ -12,6 +12,10 @@
 
 #include "sframe/error.hpp"
 
+namespace sframe {
+class OutputFile;
+}
+
 namespace sframe::elf {
 
 /// ELF section type of SFrame sections (SHT_GNU_SFRAME, errata 1).
@@ -82,6 +86,18 @@ class ElfFile {
 
   const ElfInfo& info() const noexcept;
 
+  /// For a relocatable object (ET_REL): a copy in memory laid out as a
+  /// linker would: executable sections at distinct addresses (the first at
+  /// 0, the rest after it in file order), and the RELA relocations of
+  /// .eh_frame and of the SFrame section applied (any SFrame version), so
+  /// that libdw reads the object's CFI at the same addresses as its SFrame
+  /// gives. Symbols and sections report those addresses. Errors: kElfError
+  /// (not ET_REL, unreadable headers), kBadRelocation.
+  Expected<ElfFile> relocated_copy() const;
+
+  /// True for the result of relocated_copy().
+  bool relocated() const noexcept;
+
   /// All section headers, in file order (empty when the file has none).
   std::vector<SectionHeader> sections() const;
 
@@ -120,10 +136,18 @@ class ElfFile {
 /// and no segment maps the new section (tools find it by its section header;
 /// a PT_GNU_SFRAME segment would need a free program header slot and a
 /// loadable segment, which linked files do not have to spare).
+/// The copy is written through an OutputFile (include/sframe/output_file.hpp):
+/// `out_path` is replaced only when complete, so it may even be `in_path`
+/// (an atomic in-place update); a new copy gets the input's permissions.
 /// Errors: kIoError (cannot copy, open or write), kElfError (not an ELF file,
 /// no section-name table, or a section called `name` exists already; offset:
 /// that section's file offset).
 Expected<void> write_with_section(const std::string& in_path, const std::string& out_path, std::string_view name,
+                                  std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
+
+/// The same, written to `out` and not committed: the caller commits it with
+/// its other outputs, so that a failure leaves all of them as they were.
+Expected<void> write_with_section(const std::string& in_path, OutputFile& out, std::string_view name,
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
 
 }  // namespace sframe::elf

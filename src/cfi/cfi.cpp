@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -286,9 +287,109 @@ struct FdeEntry {
   std::uint64_t cost = 0;
 };
 
-// The FDEs of .eh_frame_hdr's table, by start address (duplicates dropped).
+// Reads a ULEB128 at `at`; nullopt past the end or beyond 64 bits.
+std::optional<std::uint64_t> read_uleb(std::span<const std::byte> b, std::size_t& at) {
+  std::uint64_t v = 0;
+  for (unsigned shift = 0; at < b.size() && shift < 64; shift += 7) {
+    const auto byte = static_cast<std::uint8_t>(b[at++]);
+    v |= std::uint64_t{byte & 0x7fu} << shift;
+    if (!(byte & 0x80)) return v;
+  }
+  return std::nullopt;
+}
+
+// The pointer encoding of a CIE's FDEs (its 'R' augmentation; absolute when
+// absent), the CIE's record starting at `off`. nullopt for CIEs we cannot
+// read (the walk then stops: libdw would not read them either).
+std::optional<std::uint8_t> fde_encoding(std::span<const std::byte> eh, std::uint64_t off, unsigned length_field,
+                                         bool is64) {
+  std::size_t at = off + length_field + (length_field == 4 ? 4 : 8);  // past length and CIE id
+  if (at >= eh.size()) return std::nullopt;
+  const auto version = static_cast<std::uint8_t>(eh[at++]);
+  std::string aug;
+  while (at < eh.size() && eh[at] != std::byte{0}) aug += static_cast<char>(eh[at++]);
+  if (++at > eh.size() || aug.find("eh") != std::string::npos) return std::nullopt;
+  if (!read_uleb(eh, at) || !read_uleb(eh, at)) return std::nullopt;  // code and data alignment (sign unneeded)
+  if (version == 1) {
+    ++at;
+  } else if (!read_uleb(eh, at)) {
+    return std::nullopt;
+  }
+  if (aug.empty() || aug[0] != 'z') return std::uint8_t{0};
+  if (!read_uleb(eh, at)) return std::nullopt;  // augmentation data length
+  for (std::size_t i = 1; i < aug.size(); ++i) {
+    if (at >= eh.size()) return std::nullopt;
+    const auto enc = static_cast<std::uint8_t>(eh[at]);
+    switch (aug[i]) {
+      case 'R': return enc;
+      case 'L': ++at; break;
+      case 'P': {
+        // The personality pointer: skipped by its size.
+        ++at;
+        const unsigned sizes[16] = {0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8, 0, 0, 0};
+        const unsigned n = (enc & 0x0f) == 0 ? (is64 ? 8 : 4) : sizes[enc & 0x0f];
+        if (n == 0 || (enc & 0x70) == 0x50) return std::nullopt;
+        at += n;
+        break;
+      }
+      case 'S': case 'B': break;
+      default: return std::nullopt;
+    }
+  }
+  return std::uint8_t{0};
+}
+
+// The FDEs of .eh_frame itself, for files without .eh_frame_hdr (relocatable
+// objects, once relocated). nullopt if a record cannot be read.
+std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh, std::uint64_t eh_address, bool big,
+                                                   bool is64) {
+  std::vector<FdeEntry> out;
+  std::map<std::uint64_t, std::pair<std::uint8_t, std::uint64_t>> cies;  // offset -> encoding, size
+  for (std::uint64_t off = 0; off < eh.size();) {
+    const auto rec = read_record(eh, off, big);
+    if (!rec) return std::nullopt;
+    if (rec->size == 4) break;  // the zero terminator
+    const std::uint64_t id_at = off + rec->length_field;
+    const auto id = read_word(eh, id_at, rec->length_field == 4 ? 4 : 8, big);
+    if (!id) return std::nullopt;
+    if (*id != 0) {
+      // An FDE: the CIE pointer counts back from itself.
+      if (*id > id_at) return std::nullopt;
+      const std::uint64_t cie_off = id_at - *id;
+      auto it = cies.find(cie_off);
+      if (it == cies.end()) {
+        const auto cie = read_record(eh, cie_off, big);
+        const auto enc = cie ? fde_encoding(eh, cie_off, cie->length_field, is64) : std::nullopt;
+        if (!enc) return std::nullopt;
+        it = cies.emplace(cie_off, std::pair{*enc, cie->size}).first;
+      }
+      std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
+      const auto start = read_encoded(eh, at, it->second.first, eh_address, big);
+      if (!start) return std::nullopt;
+      out.push_back({*start, rec->size + it->second.second});
+    }
+    off += rec->size;
+  }
+  return out;
+}
+
+// The FDEs of .eh_frame_hdr's table (else of .eh_frame itself), by start
+// address (duplicates dropped).
 std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, std::uint64_t& eh_frame_size) {
   auto hdr = file.section_bytes(".eh_frame_hdr");
+  if (!hdr && file.info().type == ET_REL && file.relocated()) {
+    // Only once relocated: an object's FDE addresses are relocations.
+    const auto eh = file.section_bytes(".eh_frame");
+    if (!eh) return std::nullopt;
+    eh_frame_size = eh->bytes.size();
+    auto out = walk_eh_frame(eh->bytes, eh->header.address, file.info().big_endian, file.info().bits == 64);
+    if (!out) return std::nullopt;
+    std::sort(out->begin(), out->end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
+    out->erase(std::unique(out->begin(), out->end(),
+                           [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
+               out->end());
+    return out;
+  }
   if (!hdr || hdr->bytes.size() < 4) return std::nullopt;
   const auto eh = file.section_bytes(".eh_frame");
   const std::span<const std::byte> eh_bytes = eh ? std::span<const std::byte>(eh->bytes) : std::span<const std::byte>{};
@@ -336,7 +437,8 @@ struct CfiDeleter {
 
 }  // namespace
 
-Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn) {
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                                 std::uint64_t* unreadable) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
@@ -373,7 +475,10 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
       }
       work += cost;
       Dwarf_Frame* frame = nullptr;
-      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) break;
+      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) {
+        if (f.rows.empty() && unreadable) ++*unreadable;
+        break;
+      }
       Row row = translate(frame, *abi, fixed_ra);
       std::free(frame);
       if (row.end <= pc) break;
@@ -635,7 +740,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       if (!(normalized(a.ra, h.cfa_fixed_ra_offset) == normalized(b.ra, h.cfa_fixed_ra_offset))) differ("RA");
       if (!(normalized(a.fp, h.cfa_fixed_fp_offset) == normalized(b.fp, h.cfa_fixed_fp_offset))) differ("FP");
     }
-  });
+  }, &out.unreadable_fdes);
   if (!walked) return Unexpected{walked.error()};
   return out;
 }

@@ -12,10 +12,27 @@
 
 namespace sframe::elf {
 
+namespace {
+
+// In a relocatable object a symbol's value is an offset in its section; its
+// address adds the section's sh_addr, which is 0 in files as gas writes them
+// (the addresses objdump shows) and the layout of ElfFile::relocated_copy().
+std::uint64_t symbol_base(Elf* elf, const ElfInfo& info, const GElf_Sym& sym) {
+  if (info.type != ET_REL || sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE) return 0;
+  GElf_Shdr sh;
+  Elf_Scn* scn = elf_getscn(elf, sym.st_shndx);
+  return scn && gelf_getshdr(scn, &sh) ? sh.sh_addr : 0;
+}
+
+}  // namespace
+
 struct ElfFile::Impl {
   int fd = -1;
   Elf* elf = nullptr;
   ElfInfo info;
+  // relocated_copy(): the file's bytes, relocated, that `elf` reads.
+  std::vector<char> image;
+  bool relocated = false;
   ~Impl() {
     if (elf) elf_end(elf);
     if (fd >= 0) close(fd);
@@ -27,6 +44,7 @@ ElfFile::ElfFile(ElfFile&&) noexcept = default;
 ElfFile& ElfFile::operator=(ElfFile&&) noexcept = default;
 ElfFile::~ElfFile() = default;
 const ElfInfo& ElfFile::info() const noexcept { return impl_->info; }
+bool ElfFile::relocated() const noexcept { return impl_->relocated; }
 
 Expected<ElfFile> ElfFile::open(const std::string& path) {
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
@@ -99,7 +117,7 @@ std::vector<Symbol> ElfFile::function_symbols() const {
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
     if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
     const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
-    out.push_back({name ? name : "", sym.st_value, sym.st_size});
+    out.push_back({name ? name : "", sym.st_value + symbol_base(elf, impl_->info, sym), sym.st_size});
   }
   std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
   return out;
@@ -169,8 +187,11 @@ void store(std::byte* p, std::uint64_t v, unsigned n, bool big) {
 }
 
 // Applies every RELA section that targets section `target_index` to `out`.
+// `pcrel_from_section`: PC-relative values count from the section's start
+// rather than from the field (what ld makes of SFrame v1's start fields).
 Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size_t target_index,
-                                        std::uint64_t target_addr, std::vector<std::byte>& out) {
+                                        std::uint64_t target_addr, std::vector<std::byte>& out,
+                                        bool pcrel_from_section = false) {
   std::size_t applied = 0;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
@@ -191,10 +212,10 @@ Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size
       GElf_Sym sym;
       if (!gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym))
         return make_error(Errc::kBadRelocation, r.r_offset, GELF_R_SYM(r.r_info));
-      // Sections of a relocatable object sit at address 0, so a symbol's
-      // value is its offset in its section, as objdump sees it.
-      std::uint64_t v = sym.st_value + static_cast<std::uint64_t>(r.r_addend);
-      if (k.pcrel) v -= target_addr + r.r_offset;
+      // Sections of a relocatable object sit at address 0 (as objdump sees
+      // them) unless relocated_copy() placed them.
+      std::uint64_t v = sym.st_value + symbol_base(elf, info, sym) + static_cast<std::uint64_t>(r.r_addend);
+      if (k.pcrel) v -= target_addr + (pcrel_from_section ? 0 : r.r_offset);
       store(out.data() + r.r_offset, v, k.size, info.big_endian);
       ++applied;
     }
@@ -239,7 +260,7 @@ Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const
 
   // objdump 2.47 relocates v2/v3 sections of ET_REL files; 2.40 left v1 alone.
   const bool v2_or_later = out.bytes.size() > 2 && static_cast<std::uint8_t>(out.bytes[2]) >= 2;
-  if (impl_->info.type == ET_REL && v2_or_later) {
+  if (impl_->info.type == ET_REL && v2_or_later && !impl_->relocated) {
     out.owned.assign(out.bytes.begin(), out.bytes.end());
     auto applied = apply_relocations(elf, impl_->info, elf_ndxscn(found), sh.sh_addr, out.owned);
     if (!applied) return Unexpected{applied.error()};
@@ -247,6 +268,67 @@ Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const
     out.bytes = out.owned;
   }
   return out;
+}
+
+}  // namespace sframe::elf
+
+namespace sframe::elf {
+
+Expected<ElfFile> ElfFile::relocated_copy() const {
+  Elf* elf = impl_->elf;
+  const ElfInfo& info = impl_->info;
+  if (info.type != ET_REL) return make_error(Errc::kElfError, 0, info.type);
+  std::size_t size = 0;
+  const char* raw = elf_rawfile(elf, &size);
+  GElf_Ehdr eh;
+  std::size_t shnum = 0;
+  if (!raw || !gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &shnum) != 0) return make_error(Errc::kElfError, 0);
+  auto impl = std::make_unique<Impl>();
+  impl->info = info;
+  impl->relocated = true;
+  impl->image.assign(raw, raw + size);
+  // Code sections one after another, the first at 0, as a linker would
+  // place them: gas gives each (e.g. .text and .text.startup) address 0,
+  // and their FDEs would cover the same PCs.
+  const bool is64 = info.bits == 64;
+  const std::uint64_t addr_field = is64 ? 16 : 12;  // sh_addr in Elf64_Shdr / Elf32_Shdr
+  const unsigned addr_size = is64 ? 8 : 4;
+  std::uint64_t next = 0;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR)) continue;
+    const std::uint64_t align = sh.sh_addralign ? sh.sh_addralign : 1;
+    if (align > (std::uint64_t{1} << 32)) return make_error(Errc::kElfError, sh.sh_offset, align);
+    const std::uint64_t addr = (next + align - 1) / align * align;
+    next = addr + sh.sh_size;
+    const std::uint64_t at = eh.e_shoff + elf_ndxscn(scn) * std::uint64_t{eh.e_shentsize} + addr_field;
+    if (eh.e_shoff > size || at > size || size - at < addr_size) return make_error(Errc::kElfError, eh.e_shoff);
+    store(reinterpret_cast<std::byte*>(impl->image.data() + at), addr, addr_size, info.big_endian);
+  }
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  impl->elf = elf_memory(impl->image.data(), impl->image.size());
+  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(Errc::kElfError, 0);
+  // The relocations of the unwind sections, applied in the image before
+  // anything reads them (libdw reads .eh_frame from it).
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(impl->elf, &shstrndx) != 0) return make_error(Errc::kElfError, 0);
+  for (Elf_Scn* scn = elf_nextscn(impl->elf, nullptr); scn; scn = elf_nextscn(impl->elf, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS) continue;
+    const char* n = elf_strptr(impl->elf, shstrndx, sh.sh_name);
+    const std::string_view name = n ? n : "";
+    if (name != ".eh_frame" && name != ".sframe" && sh.sh_type != kShtGnuSframe) continue;
+    if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) return make_error(Errc::kElfError, sh.sh_offset);
+    const auto* from = reinterpret_cast<const std::byte*>(impl->image.data() + sh.sh_offset);
+    std::vector<std::byte> bytes(from, from + sh.sh_size);
+    // gas 2.40 relocates a v1 function start against the field, but v1
+    // counts it from the section's start; ld converts it, and so do we.
+    const bool sframe_v1 = name != ".eh_frame" && bytes.size() > 2 && bytes[2] == std::byte{1};
+    auto applied = apply_relocations(impl->elf, info, elf_ndxscn(scn), sh.sh_addr, bytes, sframe_v1);
+    if (!applied) return Unexpected{applied.error()};
+    std::memcpy(impl->image.data() + sh.sh_offset, bytes.data(), bytes.size());
+  }
+  return ElfFile(std::move(impl));
 }
 
 }  // namespace sframe::elf

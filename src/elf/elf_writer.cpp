@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sframe/elf.hpp"
+#include "sframe/output_file.hpp"
 
 namespace sframe::elf {
 namespace {
@@ -31,6 +32,17 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) noexcept { return (v + 
 
 Expected<void> write_with_section(const std::string& in_path, const std::string& out_path, std::string_view name,
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address) {
+  // Never written in place: `out_path` may be the input itself (mapped while
+  // the copy is made: truncating it would fault on the mapping) or a file a
+  // failure must leave as it was. A new copy of an executable stays one.
+  auto out = OutputFile::create(out_path, in_path);
+  if (!out) return Unexpected{out.error()};
+  if (auto ok = write_with_section(in_path, *out, name, type, bytes, address); !ok) return ok;
+  return out->commit();
+}
+
+Expected<void> write_with_section(const std::string& in_path, OutputFile& out, std::string_view name,
+                                  std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address) {
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
   Fd in{::open(in_path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (in.fd < 0) return make_error(Errc::kIoError, 0);
@@ -45,9 +57,7 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
   const char* image = elf_rawfile(ie.get(), &in_size);
   if (!image) return make_error(Errc::kElfError, 0);
 
-  Fd out{::open(out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)};
-  if (out.fd < 0) return make_error(Errc::kIoError, 0);
-  std::unique_ptr<Elf, ElfDeleter> oe(elf_begin(out.fd, ELF_C_WRITE, nullptr));
+  std::unique_ptr<Elf, ElfDeleter> oe(elf_begin(out.fd(), ELF_C_WRITE, nullptr));
   if (!oe || !gelf_newehdr(oe.get(), gelf_getclass(ie.get()))) return make_error(Errc::kElfError, 0);
   // Every offset stays the input's (ELF_F_LAYOUT); what is new goes past
   // the old end of the file.
@@ -118,7 +128,7 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
   // header, so every loaded byte is the input's.
   const std::size_t from = eh.e_ehsize;
   for (std::size_t at = from; at < in_size;) {
-    const ssize_t w = ::pwrite(out.fd, image + at, in_size - at, static_cast<off_t>(at));
+    const ssize_t w = ::pwrite(out.fd(), image + at, in_size - at, static_cast<off_t>(at));
     if (w <= 0) return make_error(Errc::kIoError, at);
     at += static_cast<std::size_t>(w);
   }

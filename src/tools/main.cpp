@@ -1,4 +1,5 @@
 // The `sframe` command-line tool: dump, verify, lookup, stat.
+#include <elf.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/output_file.hpp"
 #include "sframe/section.hpp"
 
 namespace {
@@ -36,12 +38,36 @@ struct Loaded {
 // Opens `path` and parses its SFrame section. On failure `out_error` says
 // what, and `text_prefix` gets what objdump would have printed before failing.
 std::optional<Loaded> load(const std::string& path, const std::string& section_name, Strictness strictness,
-                           std::string& why, std::string* text_prefix = nullptr) {
+                           std::string& why, std::string* text_prefix = nullptr, bool for_cfi = false);
+
+// Opens `path`; a relocatable object as its relocated copy, whose CFI and
+// SFrame sit at the same addresses (verify compares them).
+std::optional<elf::ElfFile> open_for_cfi(const std::string& path, std::string& why) {
   auto file = elf::ElfFile::open(path);
   if (!file) {
     why = tools::error_text(file.error());
     return std::nullopt;
   }
+  if (file->info().type != ET_REL) return std::move(*file);
+  auto copy = file->relocated_copy();
+  if (!copy) {
+    why = "cannot apply the relocations of .eh_frame and .sframe: " + tools::error_text(copy.error());
+    return std::nullopt;
+  }
+  return std::move(*copy);
+}
+
+std::optional<Loaded> load(const std::string& path, const std::string& section_name, Strictness strictness,
+                           std::string& why, std::string* text_prefix, bool for_cfi) {
+  auto file = for_cfi ? open_for_cfi(path, why) : std::optional<elf::ElfFile>();
+  if (!for_cfi) {
+    if (auto f = elf::ElfFile::open(path)) {
+      file.emplace(std::move(*f));
+    } else {
+      why = tools::error_text(f.error());
+    }
+  }
+  if (!file) return std::nullopt;
   if (text_prefix) tools::append_banner(*text_prefix, path, tools::bfd_target_name(file->info()));
   auto data = file->sframe_section(section_name);
   if (!data) {
@@ -129,10 +155,8 @@ int run_verify(const std::vector<std::string>& files, const std::string& section
     std::string why;
     std::optional<Loaded> l;
     if (raw.empty()) {
-      l = load(path, section, Strictness::kStrict, why);
-    } else if (auto file = elf::ElfFile::open(path); !file) {
-      why = tools::error_text(file.error());
-    } else {
+      l = load(path, section, Strictness::kStrict, why, nullptr, true);
+    } else if (auto file = open_for_cfi(path, why); file) {
       // The file need not have SFrame of its own (e.g. `gen` output for it).
       elf::SFrameSectionData none;
       if (auto own = file->sframe_section(section)) none.address = own->address;
@@ -146,20 +170,27 @@ int run_verify(const std::vector<std::string>& files, const std::string& section
       rc = 1;
       f["error"] = why;
       if (!json) complain(path, why);
-    } else {
-      f["version"] = static_cast<int>(l->section.version());
-      f["num_fdes"] = l->section.num_fdes();
-      f["num_fres"] = l->section.header().num_fres;
-      if (!json)
-        fmt::print("{}: {} ok: SFrame v{}, {} FDEs, {} FREs\n", path, l->data.name,
-                   static_cast<int>(l->section.version()), l->section.num_fdes(), l->section.header().num_fres);
-      // The semantic half: the same recovery rules as the file's DWARF CFI.
-      bool has_cfi = false;
-      if (!tools::verify_against_dwarf(l->file, l->section, json, f, has_cfi)) {
-        rc = 1;
-        f["ok"] = false;
-        f["error"] = "SFrame and DWARF CFI disagree";
-      }
+      doc["files"].push_back(std::move(f));
+      continue;
+    }
+    f["version"] = static_cast<int>(l->section.version());
+    f["num_fdes"] = l->section.num_fdes();
+    f["num_fres"] = l->section.header().num_fres;
+    // The semantic half: the same recovery rules as the file's DWARF CFI.
+    // Its verdict comes first on the verdict line, so that line never says
+    // "ok" about a file that fails.
+    const tools::DwarfVerdict d = tools::verify_against_dwarf(l->file, l->section, f);
+    if (d.failed) {
+      rc = 1;
+      f["ok"] = false;
+      f["error"] = d.error;
+    }
+    if (!json) {
+      fmt::print("{}: {}; {}\n", path, d.failed ? "FAILED: format valid" : "format ok", d.summary);
+      fmt::print("  {}: SFrame v{}, {} FDEs, {} FREs\n", l->data.name, static_cast<int>(l->section.version()),
+                 l->section.num_fdes(), l->section.header().num_fres);
+      print(d.details);
+      if (d.failed) complain(path, d.error);
     }
     doc["files"].push_back(std::move(f));
   }
@@ -375,6 +406,14 @@ bool use_raw(Loaded& l, const std::string& arg, std::string& why) {
 
 int run_merge(const std::vector<std::string>& inputs, const std::string& out_path, const std::string& address,
               int format_version, const std::string& section) {
+  // An input that is also the output would be lost if the merge is wrong.
+  for (const auto& in : inputs) {
+    const auto at = in.rfind('@');
+    if (same_file(in, out_path) || (at != std::string::npos && same_file(in.substr(0, at), out_path))) {
+      complain(out_path, fmt::format("the output is the input {}", in));
+      return 1;
+    }
+  }
   std::vector<SectionSpec> specs;
   for (const auto& in : inputs) {
     std::string why;
@@ -400,12 +439,12 @@ int run_merge(const std::vector<std::string>& inputs, const std::string& out_pat
     complain(out_path, tools::error_text(bytes.error()));
     return 1;
   }
-  std::FILE* f = std::fopen(out_path.c_str(), "wb");
-  if (!f || std::fwrite(bytes->data(), 1, bytes->size(), f) != bytes->size() || std::fclose(f) != 0) {
-    complain(out_path, "cannot write");
+  if (auto ok = write_file(out_path, *bytes); !ok) {
+    complain(out_path, "cannot write: " + tools::write_error_text(ok.error()));
     return 1;
   }
-  fmt::print("{}: SFrame v{} section for address 0x{:x}: {} functions, {} bytes\n", out_path, format_version, *addr,
+  // With the section on standard output, the summary goes to stderr.
+  fmt::print(out_path == "-" ? stderr : stdout, "{}: SFrame v{} section for address 0x{:x}: {} functions, {} bytes\n", out_path, format_version, *addr,
              merged->functions.size(), bytes->size());
   return 0;
 }
@@ -457,7 +496,7 @@ int main(int argc, char** argv) {
   int mversion = 3;
   auto* mergecmd = app.add_subcommand("merge", "Combine SFrame sections into one, as a linker does");
   mergecmd->add_option("inputs", minputs, "ELF files, or raw sections as FILE@ADDRESS")->required();
-  mergecmd->add_option("-o,--output", mout, "Raw section to write")->required();
+  mergecmd->add_option("-o,--output", mout, "Raw section to write (-: standard output)")->required();
   mergecmd->add_option("--address", maddr, "Address of the output section")->capture_default_str();
   mergecmd->add_option("--format-version", mversion, "SFrame version to write")
       ->check(CLI::IsMember({2, 3}))
@@ -471,9 +510,11 @@ int main(int argc, char** argv) {
   gen->add_option("--format-version", gopt.version, "SFrame version to write")
       ->check(CLI::IsMember({2, 3}))
       ->capture_default_str();
-  gen->add_option("-o,--output", gopt.output, "Write the raw section here");
+  gen->add_option("-o,--output", gopt.output, "Write the raw section here (-: standard output)");
   gen->add_option("--elf", gopt.elf_output,
                   "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
+  gen->add_flag("--in-place", gopt.in_place,
+                "Replace FILE by its copy with .sframe added (atomically: a failure leaves FILE as it was)");
   gen->add_option("--address", gopt.address, "Section address (default: the file's .sframe address, else 0)");
   gen->add_flag("--json", gopt.json, "Print the summary as JSON");
 

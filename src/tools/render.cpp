@@ -3,6 +3,8 @@
 #include <cxxabi.h>
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -99,6 +101,11 @@ std::string error_text(const Error& e) {
   if (e.fre != kNoIndex) s += fmt::format(", FRE {}", e.fre);
   if (e.value != 0) s += fmt::format(" (value {:#x})", e.value);
   return s;
+}
+
+std::string write_error_text(const Error& e) {
+  if (e.code == Errc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
+  return error_text(e);
 }
 
 Json error_json(const Error& e) {

@@ -62,6 +62,10 @@ Json stats_json(const Section& s, const Stats& st);
 Json error_json(const Error& e);
 /// One-line text of an Error.
 std::string error_text(const Error& e);
+
+/// An error from writing an output file: the system's words for errno
+/// (e.g. "No space left on device") when the error carries one.
+std::string write_error_text(const Error& e);
 /// "0x..." for addresses (64-bit values exceed JSON's exact integer range).
 std::string hex(std::uint64_t v);
 
