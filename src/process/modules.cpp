@@ -176,9 +176,15 @@ cfi::ModuleImage image_of(const elf::ElfFile& f, const Expected<elf::SFrameSecti
   if (!raw || elf_getphdrnum(e, &phnum) != 0) return img;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-    if (ph.p_offset > size || ph.p_filesz > size - ph.p_offset) continue;
-    img.code.push_back({ph.p_vaddr, std::span(reinterpret_cast<const std::byte*>(raw) + ph.p_offset, ph.p_filesz)});
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_offset > size || ph.p_filesz > size - ph.p_offset) continue;
+    const std::span bytes(reinterpret_cast<const std::byte*>(raw) + ph.p_offset, ph.p_filesz);
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+      img.code.push_back({ph.p_vaddr, bytes});
+    } else if (ph.p_type == PT_GNU_EH_FRAME && img.eh_frame_hdr.empty() && ph.p_filesz != 0) {
+      // No section headers (stripped): the segment is the same table.
+      img.eh_frame_hdr = bytes;
+      img.eh_frame_hdr_address = ph.p_vaddr;
+    }
   }
   return img;
 }
