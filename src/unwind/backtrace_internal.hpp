@@ -41,6 +41,9 @@ struct ModuleData {
   /// Why the module has no SFrame although it has unwind information (its
   /// file unreadable, .eh_frame unusable); kPcNotCovered when it did not fail.
   Error error{Errc::kPcNotCovered};
+  /// Words on a failure the builder's reason does not tell (its file could
+  /// not be opened), or "".
+  std::string failure;
   bool failed() const noexcept { return error.code != Errc::kPcNotCovered; }
 };
 

@@ -119,14 +119,24 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   // has an empty name; the vDSO a name that is no file.
   const std::string path = m.name.empty() ? std::string("/proc/self/exe") : m.name;
   const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
-  if (is_vdso(m) || (path.front() != '/' && access(path.c_str(), R_OK) != 0)) {
-    if (!native && !is_vdso(m)) d->error = Error{Errc::kIoError, 0, ENOENT};
+  if (is_vdso(m)) return d;
+  const auto words = [](const Error& e) {
+    return e.code == Errc::kIoError && e.value != 0 ? std::string(std::strerror(static_cast<int>(e.value)))
+                                                    : std::string(describe(e.code));
+  };
+  Expected<elf::ElfFile> file = path.front() != '/' && access(path.c_str(), R_OK) != 0
+                                    ? Expected<elf::ElfFile>(make_error(Errc::kIoError, 0, ENOENT))
+                                    : elf::ElfFile::open(path);
+  if (!file) {
+    // With its own section the module is walked whatever became of the
+    // functions that section lacks; without, by frame pointers only.
+    if (!native) {
+      d->error = file.error();
+      d->failure = "cannot open its file to read .eh_frame (" + words(file.error()) + ")";
+    }
     return d;
   }
-  Expected<elf::ElfFile> file = elf::ElfFile::open(path);
-  Expected<void> gen = file ? d->unwind.generate(*file, 0) : Expected<void>(Unexpected{file.error()});
-  // With its own section the module is walked whatever became of the
-  // functions that section lacks; without, it is walked by frame pointers.
+  Expected<void> gen = d->unwind.generate(*file, 0);
   if (!gen && !native) d->error = gen.error();
   return d;
 }
@@ -192,10 +202,7 @@ Error report_on(const Table& t, BacktraceInitReport* report) {
     if (d->failed()) {
       r.failed = true;
       r.error = d->error;
-      const std::string why = d->error.code == Errc::kIoError && d->error.value != 0
-                                  ? std::string(std::strerror(static_cast<int>(d->error.value)))
-                                  : std::string(describe(d->error.code));
-      r.reason += "; cannot read its .eh_frame: " + why;
+      if (!d->failure.empty()) r.reason += "; " + d->failure;
     } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == BacktraceModuleSource::kNone) {
       r.reason = "vDSO: no file to generate SFrame from (frame-pointer fallback)";
     }

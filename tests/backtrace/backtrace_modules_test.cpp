@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -55,11 +56,18 @@ const sframe::BacktraceModuleReport* find_module(const sframe::BacktraceInitRepo
   return nullptr;
 }
 
-// A scratch directory for libraries compiled by the tests.
+// A scratch directory for libraries compiled by the tests, removed at exit.
 std::string scratch() {
+  static std::vector<std::string>& dirs = *new std::vector<std::string>();
+  static const int registered = std::atexit([] {
+    for (const std::string& d : dirs) std::filesystem::remove_all(d);
+  });
+  (void)registered;
   char tmpl[] = "/tmp/sframepp-btmod-XXXXXX";
   const char* d = mkdtemp(tmpl);
-  return d ? std::string(d) : std::string("/tmp");
+  if (!d) return "/tmp";
+  dirs.push_back(d);
+  return d;
 }
 
 // Compiles `source` (C) into a shared library; "" when no compiler works.
@@ -164,6 +172,8 @@ TEST(BacktraceModules, FailureNamesTheModule) {
   EXPECT_EQ(r.error().code, sframe::Errc::kIoError);
   EXPECT_EQ(report.failures(), 1u) << report.message();
   EXPECT_NE(report.message().find(path + ": "), std::string::npos) << report.message();
+  EXPECT_NE(report.message().find("cannot open its file"), std::string::npos) << report.message();
+  std::printf("%s\n", report.message().c_str());
   bool listed = false;
   for (const auto& m : report.modules)
     if (m.name == path) {
