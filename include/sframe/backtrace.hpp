@@ -34,7 +34,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "sframe/error.hpp"
 #include "sframe/format.hpp"
@@ -87,29 +89,119 @@ struct BacktraceOptions {
   bool always_generate = false;
 };
 
+/// Where a module's SFrame comes from in the backtrace's module table.
+enum class BacktraceModuleSource : std::uint8_t {
+  /// Its PT_GNU_SFRAME section (copied), with SFrame generated from
+  /// .eh_frame only for the functions that section lacks (if any).
+  kNative,
+  /// SFrame generated from its .eh_frame (sframe::cfi::generate).
+  kGenerated,
+  /// None: walked by the frame-pointer fallback (the vDSO, data-only
+  /// libraries without code to unwind, and modules that failed).
+  kNone,
+};
+
+/// "native", "generated", "none".
+std::string_view to_string(BacktraceModuleSource s) noexcept;
+
+/// One module of the table, as backtrace_init()/backtrace_refresh() built it.
+struct BacktraceModuleReport {
+  /// The module's path as the dynamic linker gives it (the main program's
+  /// resolved from /proc/self/exe; the vDSO's "linux-vdso.so.1").
+  std::string name;
+  /// Load bias (runtime address = link-time address + bias).
+  std::uint64_t bias = 0;
+  BacktraceModuleSource source = BacktraceModuleSource::kNone;
+  /// kNative: functions generated from .eh_frame because PT_GNU_SFRAME
+  /// lacks them (0: it covers every FDE .eh_frame_hdr lists, nothing was
+  /// generated).
+  std::size_t extra_functions = 0;
+  /// The outcome in words, e.g. "own SFrame section covers every .eh_frame
+  /// FDE", "no SFrame section; generated from .eh_frame", "no SFrame
+  /// section; no .eh_frame FDEs (no code to unwind)".
+  std::string reason;
+  /// The module has unwind information (.eh_frame FDEs) but no SFrame could
+  /// be made from it (file unreadable, CFI unusable): `error` says why, and
+  /// `reason` ends with it in words. A module without any unwind
+  /// information (a data-only library) is not a failure.
+  bool failed = false;
+  Error error{Errc::kPcNotCovered};
+};
+
+/// Every module of the table built by backtrace_init()/backtrace_refresh().
+struct BacktraceInitReport {
+  std::vector<BacktraceModuleReport> modules;
+  /// Modules with `failed` set.
+  std::size_t failures() const noexcept;
+  /// One line "PATH: reason" per failed module ("" when none failed).
+  std::string message() const;
+};
+
 /// One-time initialisation: builds the module table (every module of
-/// dl_iterate_phdr, with its PT_GNU_SFRAME section copied, or an SFrame v3
-/// section generated from its .eh_frame; the vDSO has neither and is walked
-/// through by the frame-pointer fallback), compiles each section that
-/// passes validate(kStrict) into a RowIndex for the lookups of cold frames
-/// (about 16 bytes per FRE), finds glibc's signal trampoline, and registers
-/// the calling thread. Not async-signal-safe: call it before
-/// installing signal handlers that take backtraces. Idempotent (a second call
-/// is a backtrace_refresh()). Errors: kIoError/kElfError when a module's file
-/// cannot be read (that module is then left without SFrame and walked by the
-/// frame-pointer fallback; the error of the first such module is returned,
-/// the table is still published). Calling it again with other options
+/// dl_iterate_phdr with executable code; for each, the shared per-module
+/// builder of sframe/module_unwind.hpp: its PT_GNU_SFRAME section copied,
+/// or an SFrame section generated from its .eh_frame; for a module with
+/// PT_GNU_SFRAME, SFrame is generated only for the FDEs of .eh_frame_hdr
+/// that section lacks, so one covering every function generates nothing;
+/// the vDSO has no file and is walked through by the frame-pointer
+/// fallback), compiles each section that passes validate(kStrict) into a
+/// RowIndex for the lookups of cold frames (about 16 bytes per FRE), else
+/// an FdeIndex, finds glibc's signal trampoline (rt_sigreturn code), and
+/// registers the calling thread. Not async-signal-safe: call it before
+/// installing signal handlers that take backtraces. Idempotent (a second
+/// call is a backtrace_refresh()). Errors: when a module with unwind
+/// information ends without SFrame (kIoError with the errno as value when
+/// its file cannot be read, kElfError or a generation error when its CFI is
+/// unusable), the first such module's error; that module is walked by the
+/// frame-pointer fallback and the table is still published. The Error does
+/// not name the module: pass a `report` (or call backtrace_report()) for
+/// the path and reason of each. Calling it again with other options
 /// rebuilds every module's section.
 Expected<void> backtrace_init(const BacktraceOptions& options = {});
+/// Same, filling `*report` (when not null) with every module of the table.
+Expected<void> backtrace_init(const BacktraceOptions& options, BacktraceInitReport* report);
 
 /// Rebuilds the module table if modules were loaded or unloaded since the
 /// last build (dl_iterate_phdr's dlpi_adds/dlpi_subs), reusing the sections
 /// of modules still loaded. Call it after dlopen/dlclose; until then, frames
 /// in newly loaded modules end the walk (kNoSFrameForPc) or are walked by
 /// the frame-pointer fallback. The new table is published atomically; an old
-/// one is freed once no walk uses it. Not async-signal-safe. Same errors as
-/// backtrace_init().
+/// one is freed once no walk uses it. Not async-signal-safe. Errors as
+/// backtrace_init(), for the modules of the table (rebuilt or not).
 Expected<void> backtrace_refresh();
+/// Same, filling `*report` (when not null).
+Expected<void> backtrace_refresh(BacktraceInitReport* report);
+
+/// For safe points (an event loop, after a plugin load): clears the
+/// unknown-PC mark (backtrace_unknown_pc()), then rebuilds the table only
+/// if modules were loaded or unloaded since it was built (a
+/// dl_iterate_phdr call that stops at the first module, and a mutex: about
+/// a microsecond when nothing changed). Returns whether it rebuilt. Not
+/// async-signal-safe; does nothing (false) before backtrace_init(). Errors
+/// as backtrace_refresh().
+Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report = nullptr);
+
+/// The report of the current table (empty before backtrace_init()). Not
+/// async-signal-safe (allocates).
+BacktraceInitReport backtrace_report();
+
+/// Whether every module in the dynamic linker's list (_r_debug.r_map: the
+/// modules dl_iterate_phdr reports for the default namespace) is in the
+/// published table, with the same load bias and name, and that list is
+/// consistent (no dlopen/dlclose in progress). False before
+/// backtrace_init(). Allocation-free and lock-free, for crash reporters:
+/// async-signal-safe except that a dlclose running on another thread at
+/// the same moment may free list entries it reads (the answer is then
+/// meaningless; glibc gives no safe way). Modules of other link-map
+/// namespaces (dlmopen) are not checked.
+bool backtrace_modules_ready() noexcept;
+
+/// The lookup PC at which a walk last stopped for want of SFrame
+/// (kNoSFrameForPc) at an address in no module of the table (a module
+/// loaded after the table was built, or JIT code), or 0 when none did
+/// since backtrace_refresh_if_needed() last cleared it (1 stands for PC
+/// 0). Async-signal-safe.
+std::uint64_t backtrace_unknown_pc() noexcept;
 
 /// Optional, for speed: records the calling thread's stack bounds
 /// (pthread_getattr_np; for the main thread the mapping in /proc/self/maps,

@@ -25,6 +25,7 @@
 #include "sframe/elf.hpp"
 #include "sframe/error.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/module_unwind.hpp"
 #include "sframe/section.hpp"
 #include "sframe/unwind.hpp"
 
@@ -245,7 +246,9 @@ struct LoadedModule {
   std::string how_opened;
   /// SFrame may still be generated for it (ModuleOptions::on_demand) by
   /// LoadedModules::generate_for(): its whole section when `source` is
-  /// kFramePointer, the `extra` section when it is kSFrameSection.
+  /// kFramePointer, the `extra` section when it is kSFrameSection and its
+  /// .eh_frame_hdr lists FDEs its own section lacks (never for a module
+  /// whose own section covers every FDE).
   bool generation_pending = false;
   /// The SFrame section, parsed at its link-time address, and an index over
   /// it; set for kSFrameSection and kGenerated.
@@ -267,11 +270,14 @@ struct LoadedModule {
   std::vector<elf::Symbol> symbols;
   std::string symbols_from;
 
-  /// Owned bytes and files the views above point into.
+  /// The shared per-module builder (sframe/module_unwind.hpp), as the
+  /// in-process backtrace uses it: owns the bytes the views above point
+  /// into (a copy of the own section, the generated sections) and their
+  /// accelerators (the unwind map uses its RowIndex where the section
+  /// passes validate(kStrict)). Null when the file could not be opened.
+  std::shared_ptr<cfi::ModuleUnwind> unwind;
+  /// The module's file (or a copy of the vDSO image).
   std::shared_ptr<const elf::ElfFile> file;
-  std::shared_ptr<const elf::SFrameSectionData> section_data;
-  std::shared_ptr<const std::vector<std::byte>> generated;
-  std::shared_ptr<const std::vector<std::byte>> extra_generated;
 
   /// Runtime `pc` lies in one of its executable mappings.
   bool contains_exec(std::uint64_t pc) const noexcept;
@@ -386,7 +392,8 @@ class LoadedModules {
   WalkResult walk(const RemoteMemory& mem, const ThreadRegisters& regs, std::span<Frame> frames,
                   std::span<RuleSource> sources, const WalkOptions& opt = {});
 
-  /// Runtime ranges of the signal trampolines found by symbol
+  /// Runtime ranges of the signal trampolines, found in the modules' code
+  /// bytes by the shared builder (x86-64 rt_sigreturn) and by symbol
   /// (__restore_rt, __kernel_rt_sigreturn), for UnwindOptions.
   std::span<const AddressRange> signal_trampolines() const noexcept { return trampolines_; }
 

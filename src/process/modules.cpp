@@ -10,8 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sframe/cfi.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/module_unwind.hpp"
 #include "sframe/process.hpp"
 #include "symbols.hpp"
 
@@ -157,96 +156,81 @@ std::string error_words(const Error& e) {
   return std::string(describe(e.code));
 }
 
-// Uses the module's own SFrame section if it has a usable one; else records
-// why not in `why` and returns false.
-bool load_own_sframe(LoadedModule& mod, const ModuleOptions& opt) {
-  const elf::ElfFile& f = *mod.file;
-  if (opt.ignore_sframe_sections) {
-    mod.why = "SFrame section ignored";
-    return false;
+// The shared builder's input, read from the module's file (or the copy of
+// the vDSO image): its SFrame section, .eh_frame_hdr and executable
+// segments.
+cfi::ModuleImage image_of(const elf::ElfFile& f, const Expected<elf::SFrameSectionData>& own) {
+  cfi::ModuleImage img;
+  if (own) {
+    img.sframe = own->bytes;
+    img.sframe_address = own->address;
   }
-  auto data = f.sframe_section();
-  if (!data) {
-    mod.why = data.error().code == Errc::kNoSFrameSection ? "no SFrame section" : error_words(data.error());
-    return false;
+  if (auto hdr = f.section_bytes(".eh_frame_hdr")) {
+    img.eh_frame_hdr = hdr->bytes;
+    img.eh_frame_hdr_address = hdr->header.address;
   }
-  auto owned = std::make_shared<const elf::SFrameSectionData>(std::move(*data));
-  auto s = Section::parse(owned->bytes, owned->address);
-  if (s && validate(*s, Strictness::kLenient)) {
-    if (auto idx = FdeIndex::build(*s)) {
-      mod.section_data = std::move(owned);
-      mod.sframe = *s;
-      mod.index = std::move(*idx);
-      mod.source = UnwindSource::kSFrameSection;
-      mod.why.clear();
-      return true;
+  Elf* e = static_cast<Elf*>(f.native_handle());
+  std::size_t size = 0;
+  const char* raw = elf_rawfile(e, &size);
+  std::size_t phnum = 0;
+  if (!raw || elf_getphdrnum(e, &phnum) != 0) return img;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_offset > size || ph.p_filesz > size - ph.p_offset) continue;
+    const std::span bytes(reinterpret_cast<const std::byte*>(raw) + ph.p_offset, ph.p_filesz);
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+      img.code.push_back({ph.p_vaddr, bytes});
+    } else if (ph.p_type == PT_GNU_EH_FRAME && img.eh_frame_hdr.empty() && ph.p_filesz != 0) {
+      // No section headers (stripped): the segment is the same table.
+      img.eh_frame_hdr = bytes;
+      img.eh_frame_hdr_address = ph.p_vaddr;
     }
   }
-  mod.why = "SFrame section unusable";
-  return false;
+  return img;
 }
 
-// The function is covered from its first to its last byte by `own`.
-bool covered(const FdeIndex& own, std::uint64_t start, std::uint32_t size) {
-  const auto at = [&](std::uint64_t pc) {
-    auto m = own.find(pc);
-    return m || m.error().code != Errc::kPcNotCovered;
-  };
-  return at(start) && at(start + (size ? size - 1 : 0));
+// The views of LoadedModule from its builder's sections.
+void take_views(LoadedModule& mod) {
+  const cfi::ModuleUnwind& u = *mod.unwind;
+  mod.source = u.source() == cfi::ModuleSource::kNative      ? UnwindSource::kSFrameSection
+               : u.source() == cfi::ModuleSource::kGenerated ? UnwindSource::kGenerated
+                                                             : UnwindSource::kFramePointer;
+  if (u.primary().usable()) {
+    mod.sframe = *u.primary().section;
+    mod.index = *u.primary().index;
+  }
+  if (u.extra().usable()) {
+    mod.extra = *u.extra().section;
+    mod.extra_index = *u.extra().index;
+  }
+  mod.extra_functions = u.extra_functions();
+  mod.why = mod.source == UnwindSource::kSFrameSection && u.extra_functions() == 0 && !u.needs_generation()
+                ? std::string(u.missing_fdes() == 0 ? "" : u.reason())
+                : u.reason();
 }
 
-// SFrame from the module's .eh_frame; `why` says what happened. For a module
-// with its own section, only the functions that section lacks, as `extra`.
+// Builds the module's unwind information with the shared builder (no
+// generation yet: see generate_sframe).
+void build_unwind(LoadedModule& mod, const ModuleOptions& opt) {
+  const elf::ElfFile& f = *mod.file;
+  auto own = f.sframe_section();
+  std::string own_error;
+  if (!own && own.error().code != Errc::kNoSFrameSection) own_error = error_words(own.error());
+  cfi::ModuleUnwindOptions uo;
+  uo.version = Version::kV3;
+  uo.ignore_own = opt.ignore_sframe_sections;
+  mod.unwind = std::make_shared<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(image_of(f, own), uo));
+  take_views(mod);
+  if (!own_error.empty()) mod.why = own_error + "; " + mod.why;
+}
+
+// SFrame from the module's .eh_frame for the functions its own section
+// lacks (all of them without one), by the shared builder.
 void generate_sframe(LoadedModule& mod) {
-  const elf::ElfFile& f = *mod.file;
-  const bool has_own = mod.source == UnwindSource::kSFrameSection;
-  const std::string why_not = mod.why;
-  const std::string sep = why_not.empty() ? "" : "; ";
-  auto eh = f.section_bytes(".eh_frame");
-  const std::uint64_t address = eh ? eh->header.address : 0;
-  auto gen = cfi::generate(f, Version::kV3, address);
-  if (!gen) {
-    if (has_own) return;  // nothing to add: its own section is all there is
-    mod.why = why_not + sep + "no usable .eh_frame (" + error_words(gen.error()) + ")";
-    return;
-  }
-  if (has_own) {
-    std::erase_if(gen->spec.functions,
-                  [&](const FunctionSpec& fn) { return covered(*mod.index, fn.start_pc, fn.size); });
-    mod.extra_functions = gen->spec.functions.size();
-    if (gen->spec.functions.empty()) {
-      mod.why = "its section covers every .eh_frame function";
-      return;
-    }
-  }
-  auto bytes = encode(gen->spec);
-  if (!bytes) {
-    mod.why = why_not + sep + "generated SFrame does not encode";
-    return;
-  }
-  auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*bytes));
-  auto s = Section::parse(*owned, address);
-  if (!s) {
-    mod.why = why_not + sep + "generated SFrame does not parse";
-    return;
-  }
-  auto idx = FdeIndex::build(*s);
-  if (!idx) {
-    mod.why = why_not + sep + "generated SFrame does not index";
-    return;
-  }
-  if (has_own) {
-    mod.extra_generated = std::move(owned);
-    mod.extra = *s;
-    mod.extra_index = std::move(*idx);
-    mod.why = std::to_string(mod.extra_functions) + " .eh_frame functions it lacks generated";
-    return;
-  }
-  mod.generated = std::move(owned);
-  mod.sframe = *s;
-  mod.index = std::move(*idx);
-  mod.source = UnwindSource::kGenerated;
-  mod.why = why_not + sep + "generated from .eh_frame";
+  if (!mod.unwind || !mod.unwind->needs_generation()) return;
+  auto eh = mod.file->section_bytes(".eh_frame");
+  (void)mod.unwind->generate(*mod.file, eh ? eh->header.address : 0);
+  take_views(mod);
 }
 
 }  // namespace
@@ -295,9 +279,12 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     mod.bias = bias ? *bias : first.start - first.offset;
     mod.how_opened = how;
     load_symbols(mod, *mod.file);
-    const bool own = load_own_sframe(mod, opt);
-    if (!opt.generate) {
-      if (!own) mod.why += "; generation disabled";
+    build_unwind(mod, opt);
+    for (const AddressRange& t : mod.unwind->trampolines())
+      out.trampolines_.push_back({t.begin + mod.bias, t.end + mod.bias});
+    if (!mod.unwind->needs_generation()) {
+    } else if (!opt.generate) {
+      if (mod.source != UnwindSource::kSFrameSection) mod.why += "; generation disabled";
     } else if (opt.on_demand) {
       mod.generation_pending = true;
     } else {
@@ -307,6 +294,7 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
   }
   std::sort(out.modules_.begin(), out.modules_.end(),
             [](const LoadedModule& a, const LoadedModule& b) { return a.start < b.start; });
+  // Trampolines by code (above) and, from the file, by symbol.
   for (const LoadedModule& m : out.modules_) {
     for (const auto& sym : m.symbols)
       if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
@@ -344,8 +332,12 @@ void LoadedModules::rebuild_unwind_map() {
   std::vector<sframe::Module> mods, extra;
   for (const LoadedModule& m : modules_) {
     for (const auto& r : m.exec_ranges) {
-      if (m.sframe) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.sframe, &*m.index});
-      if (m.extra) extra.push_back(sframe::Module{{r.first, r.second}, m.bias, *m.extra, &*m.extra_index});
+      // The builder's accelerators: a RowIndex where validate(kStrict)
+      // passed, else the FdeIndex.
+      const cfi::UnwindSection* p = m.unwind && m.unwind->primary().usable() ? &m.unwind->primary() : nullptr;
+      const cfi::UnwindSection* x = m.unwind && m.unwind->extra().usable() ? &m.unwind->extra() : nullptr;
+      if (p) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *p->section, &*p->index, p->rows ? &*p->rows : nullptr});
+      if (x) extra.push_back(sframe::Module{{r.first, r.second}, m.bias, *x->section, &*x->index, x->rows ? &*x->rows : nullptr});
     }
   }
   fill_map(mods, unwind_storage_, unwind_map_);
@@ -357,7 +349,7 @@ bool LoadedModules::generate_for(std::uint64_t pc) {
   if (it == modules_.end() || !it->generation_pending) return false;
   it->generation_pending = false;
   generate_sframe(*it);
-  if (it->source != UnwindSource::kGenerated && !it->extra) return false;
+  if (!it->unwind->extra().usable() && it->source != UnwindSource::kGenerated) return false;
   rebuild_unwind_map();
   return true;
 }

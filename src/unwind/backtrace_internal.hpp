@@ -13,20 +13,14 @@
 
 #include "sframe/backtrace.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/module_unwind.hpp"
 #include "sframe/unwind.hpp"
 
 namespace sframe::bt {
 
-/// An SFrame section held in memory with its lookup accelerator.
-struct OwnedSection {
-  std::vector<std::byte> bytes;
-  std::optional<Section> section;
-  std::optional<FdeIndex> index;
-  /// Built when the section passes validate(kStrict): a cold frame's rule
-  /// lookup then reads one bucket and one row instead of searching FDEs
-  /// and decoding FREs (16 bytes per FRE).
-  std::optional<RowIndex> rows;
-};
+/// An SFrame section held in memory with its lookup accelerators (the
+/// shared per-module builder's, see sframe/module_unwind.hpp).
+using OwnedSection = cfi::UnwindSection;
 
 /// One loaded module's unwind data. Immutable once built; shared by every
 /// table that lists the module, so refreshes reuse it.
@@ -34,17 +28,31 @@ struct ModuleData {
   std::string name;
   std::uint64_t bias = 0;
   AddressRange range;
-  /// The SFrame bytes: a copy of PT_GNU_SFRAME or a generated section. Owned
-  /// here (never the module's own mapping) so that a walk through a stale
-  /// table after dlclose reads nothing unmapped.
-  OwnedSection primary;
-  /// For a module with PT_GNU_SFRAME: a section generated from its
-  /// .eh_frame, consulted for PCs the native one does not cover (objects
-  /// assembled without --gsframe, static libraries linked in).
-  OwnedSection extra;
-  bool generated = false;
-  /// Signal trampolines found in the module's code (glibc __restore_rt).
+  /// The module's sections, built by the shared builder: `primary()` a copy
+  /// of PT_GNU_SFRAME or a generated section, `extra()` for a module with
+  /// PT_GNU_SFRAME the .eh_frame functions it lacks (none when it covers
+  /// every FDE .eh_frame_hdr lists). Owned here (never the module's own
+  /// mapping) so that a walk through a stale table after dlclose reads
+  /// nothing unmapped.
+  cfi::ModuleUnwind unwind;
+  /// Signal trampolines found in the module's code (glibc __restore_rt),
+  /// runtime addresses.
   std::vector<AddressRange> trampolines;
+  /// Why the module has no SFrame although it has unwind information (its
+  /// file unreadable, .eh_frame unusable); kPcNotCovered when it did not fail.
+  Error error{Errc::kPcNotCovered};
+  /// Words on a failure the builder's reason does not tell (its file could
+  /// not be opened), or "".
+  std::string failure;
+  bool failed() const noexcept { return error.code != Errc::kPcNotCovered; }
+};
+
+/// A module dl_iterate_phdr listed (any, with code or not), for the
+/// readiness check against the dynamic linker's list.
+struct LoadedKey {
+  std::uint64_t bias = 0;
+  std::string name;
+  friend bool operator<(const LoadedKey& a, const LoadedKey& b) { return a.bias < b.bias; }
 };
 
 /// An immutable snapshot of the loaded modules, published through an atomic
@@ -61,11 +69,27 @@ struct Table {
   /// Every module's executable range (with or without SFrame, the vDSO
   /// too): a frame-pointer step must land in one.
   std::vector<AddressRange> code;
+  /// Every module dl_iterate_phdr listed, sorted by bias.
+  std::vector<LoadedKey> loaded;
   unsigned long long adds = 0;
   unsigned long long subs = 0;
   std::size_t generated = 0;
   BacktraceOptions options;
 };
+
+/// The lookup PC of the last walk that stopped (kNoSFrameForPc) at a PC in
+/// no module of its table (0: none since backtrace_refresh_if_needed()
+/// consumed it). Lock-free; set from signal handlers.
+extern std::atomic<std::uint64_t> g_unknown_pc;
+
+/// For the walk: records `pc` in g_unknown_pc when it lies in no module's
+/// code in `table` (a module loaded after the table was built).
+/// Async-signal-safe (a relaxed atomic store).
+inline void note_unknown_pc(const Table& table, std::uint64_t pc) noexcept {
+  for (const AddressRange& r : table.code)
+    if (r.contains(pc)) return;
+  g_unknown_pc.store(pc == 0 ? 1 : pc, std::memory_order_relaxed);
+}
 
 /// The current table (null before backtrace_init) and the number of walks
 /// running; a retired table is freed only when no walk runs.

@@ -17,9 +17,8 @@
 #include <string_view>
 
 #include "backtrace_internal.hpp"
-#include "sframe/cfi.hpp"
 #include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/module_unwind.hpp"
 
 namespace sframe::bt {
 
@@ -27,6 +26,7 @@ std::atomic<const Table*> g_table{nullptr};
 std::atomic<std::uint64_t> g_generation{0};
 std::atomic<int> g_walkers{0};
 std::atomic<bool> g_asymmetric{false};
+std::atomic<std::uint64_t> g_unknown_pc{0};
 
 namespace {
 
@@ -74,85 +74,70 @@ std::optional<AddressRange> exec_range(const RawModule& m) {
   return r;
 }
 
-// rt_sigreturn on x86-64 Linux (mov $15,%rax; syscall): glibc's
-// __restore_rt. Its CFI is a DWARF expression SFrame cannot hold, so the
-// walk recognises it by address instead.
-void find_trampolines(const RawModule& m, std::vector<AddressRange>& out) {
-  static constexpr unsigned char kSigreturn[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+// The bytes of a loaded segment, read in place.
+std::span<const std::byte> segment(const RawModule& m, const ElfW(Phdr)& p, std::uint64_t size) {
+  return {reinterpret_cast<const std::byte*>(m.bias + p.p_vaddr), static_cast<std::size_t>(size)};
+}
+
+// The builder's input, read from the loaded image (no file): PT_GNU_SFRAME,
+// PT_GNU_EH_FRAME (.eh_frame_hdr) and the readable executable segments.
+cfi::ModuleImage image_of(const RawModule& m) {
+  cfi::ModuleImage img;
   for (const ElfW(Phdr)& p : m.phdrs) {
-    if (p.p_type != PT_LOAD || !(p.p_flags & PF_X) || !(p.p_flags & PF_R)) continue;
-    const auto* begin = reinterpret_cast<const unsigned char*>(m.bias + p.p_vaddr);
-    const unsigned char* end = begin + p.p_filesz;
-    for (const unsigned char* at = begin; out.size() < 16;) {
-      at = std::search(at, end, std::begin(kSigreturn), std::end(kSigreturn));
-      if (at == end) break;
-      const auto a = reinterpret_cast<std::uint64_t>(at);
-      out.push_back({a, a + 1});
-      at += sizeof kSigreturn;
+    if (p.p_type == kPtGnuSframe && p.p_memsz != 0 && img.sframe.empty()) {
+      img.sframe = segment(m, p, p.p_memsz);
+      img.sframe_address = p.p_vaddr;
+    } else if (p.p_type == PT_GNU_EH_FRAME && p.p_memsz != 0 && img.eh_frame_hdr.empty()) {
+      img.eh_frame_hdr = segment(m, p, p.p_memsz);
+      img.eh_frame_hdr_address = p.p_vaddr;
+    } else if (p.p_type == PT_LOAD && (p.p_flags & PF_X) && (p.p_flags & PF_R) && p.p_filesz != 0) {
+      img.code.push_back({p.p_vaddr, segment(m, p, p.p_filesz)});
     }
   }
+  return img;
 }
 
-// Parses `o.bytes` as a section at `address` and indexes it; empties it when
-// it does not pass the lenient validation (the walk never sees bad data).
-void finish(OwnedSection& o, std::uint64_t address) {
-  Expected<Section> s = Section::parse(o.bytes, address);
-  if (!s || !validate(*s, Strictness::kLenient)) {
-    o.bytes.clear();
-    return;
-  }
-  o.section = *s;
-  Expected<FdeIndex> idx = FdeIndex::build(*o.section);
-  if (idx) o.index.emplace(std::move(*idx));
-  if (validate(*o.section, Strictness::kStrict)) {
-    Expected<RowIndex> rows = RowIndex::build(*o.section);
-    if (rows) o.rows.emplace(std::move(*rows));
-  }
-}
+// The vDSO: an image with no file behind it (the kernel's name for it).
+bool is_vdso(const RawModule& m) { return m.name.rfind("linux-vdso", 0) == 0 || m.name.rfind("linux-gate", 0) == 0; }
 
-// SFrame generated from the .eh_frame of the module's file, for a section at
-// address 0 (start PCs are then link-time addresses).
-Expected<std::vector<std::byte>> generate_for(const RawModule& m, Version version) {
-  // The main program has an empty name; the vDSO a name that is no file.
-  const std::string path = m.name.empty() ? std::string("/proc/self/exe") : m.name;
-  if (path.front() != '/' && access(path.c_str(), R_OK) != 0) return Unexpected(Error{Errc::kIoError});
-  Expected<elf::ElfFile> file = elf::ElfFile::open(path);
-  if (!file) return Unexpected(file.error());
-  Expected<cfi::Generated> gen = cfi::generate(*file, version, 0);
-  if (!gen) return Unexpected(gen.error());
-  return encode(gen->spec);
-}
-
-// Builds one module's data; errors leave it without a section (the walk
-// then uses the frame-pointer fallback there).
-std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange& range, const BacktraceOptions& opt,
-                                         Error* first_error) {
+// Builds one module's data with the shared builder; a module that has
+// unwind information but ends without SFrame records why in `error` (the
+// walk then uses the frame-pointer fallback there).
+std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange& range, const BacktraceOptions& opt) {
   auto d = std::make_shared<ModuleData>();
   d->name = m.name;
   d->bias = m.bias;
   d->range = range;
-  find_trampolines(m, d->trampolines);
-  for (const ElfW(Phdr)& p : m.phdrs) {
-    if (p.p_type != kPtGnuSframe || p.p_memsz == 0 || opt.always_generate) continue;
-    const auto* at = reinterpret_cast<const std::byte*>(m.bias + p.p_vaddr);
-    d->primary.bytes.assign(at, at + p.p_memsz);
-    finish(d->primary, p.p_vaddr);
-    Expected<std::vector<std::byte>> extra = generate_for(m, opt.generated_version);
-    if (extra) {
-      d->extra.bytes = std::move(*extra);
-      finish(d->extra, 0);
+  cfi::ModuleUnwindOptions uo;
+  uo.version = opt.generated_version;
+  uo.ignore_own = opt.always_generate;
+  d->unwind = cfi::ModuleUnwind::build(image_of(m), uo);
+  for (const AddressRange& t : d->unwind.trampolines()) d->trampolines.push_back({t.begin + m.bias, t.end + m.bias});
+  if (!d->unwind.needs_generation()) return d;
+  // SFrame generated from the .eh_frame of the module's file, for a section
+  // at address 0 (start PCs are then link-time addresses). The main program
+  // has an empty name; the vDSO a name that is no file.
+  const std::string path = m.name.empty() ? std::string("/proc/self/exe") : m.name;
+  const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
+  if (is_vdso(m)) return d;
+  const auto words = [](const Error& e) {
+    return e.code == Errc::kIoError && e.value != 0 ? std::string(std::strerror(static_cast<int>(e.value)))
+                                                    : std::string(describe(e.code));
+  };
+  Expected<elf::ElfFile> file = path.front() != '/' && access(path.c_str(), R_OK) != 0
+                                    ? Expected<elf::ElfFile>(make_error(Errc::kIoError, 0, ENOENT))
+                                    : elf::ElfFile::open(path);
+  if (!file) {
+    // With its own section the module is walked whatever became of the
+    // functions that section lacks; without, by frame pointers only.
+    if (!native) {
+      d->error = file.error();
+      d->failure = "cannot open its file to read .eh_frame (" + words(file.error()) + ")";
     }
     return d;
   }
-  Expected<std::vector<std::byte>> gen = generate_for(m, opt.generated_version);
-  if (!gen) {
-    if (gen.error().code != Errc::kIoError || !m.name.empty())
-      if (first_error->code == Errc::kPcNotCovered && m.name.rfind("linux-vdso", 0) != 0) *first_error = gen.error();
-    return d;
-  }
-  d->primary.bytes = std::move(*gen);
-  d->generated = true;
-  finish(d->primary, 0);
+  Expected<void> gen = d->unwind.generate(*file, 0);
+  if (!gen && !native) d->error = gen.error();
   return d;
 }
 
@@ -182,12 +167,62 @@ bool no_walkers() {
   return g_walkers.load() == 0;
 }
 
-Expected<void> rebuild(const BacktraceOptions* new_options) {
+// The path of the main program (dl_iterate_phdr names it "").
+std::string main_program_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("/proc/self/exe");
+}
+
+BacktraceModuleSource source_of(cfi::ModuleSource s) {
+  switch (s) {
+    case cfi::ModuleSource::kNative:
+      return BacktraceModuleSource::kNative;
+    case cfi::ModuleSource::kGenerated:
+      return BacktraceModuleSource::kGenerated;
+    case cfi::ModuleSource::kNone:
+      break;
+  }
+  return BacktraceModuleSource::kNone;
+}
+
+// The report on `t`'s modules; returns the first failure's error.
+Error report_on(const Table& t, BacktraceInitReport* report) {
+  Error first{Errc::kPcNotCovered};
+  if (report) report->modules.clear();
+  for (const auto& d : t.data) {
+    if (d->failed() && first.code == Errc::kPcNotCovered) first = d->error;
+    if (!report) continue;
+    BacktraceModuleReport r;
+    r.name = d->name.empty() ? main_program_path() : d->name;
+    r.bias = d->bias;
+    r.source = source_of(d->unwind.source());
+    r.extra_functions = d->unwind.extra_functions();
+    r.reason = d->unwind.reason();
+    if (d->failed()) {
+      r.failed = true;
+      r.error = d->error;
+      if (!d->failure.empty()) r.reason += "; " + d->failure;
+    } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == BacktraceModuleSource::kNone) {
+      r.reason = "vDSO: no file to generate SFrame from (frame-pointer fallback)";
+    }
+    report->modules.push_back(std::move(r));
+  }
+  return first;
+}
+
+Expected<void> result_of(const Table& t, BacktraceInitReport* report) {
+  const Error e = report_on(t, report);
+  if (e.code != Errc::kPcNotCovered) return Unexpected(e);
+  return {};
+}
+
+Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport* report) {
   std::lock_guard lock(g_refresh_mutex);
   Snapshot snap;
   dl_iterate_phdr(collect, &snap);
   const Table* old = g_table.load();
-  if (old && !new_options && old->adds == snap.adds && old->subs == snap.subs) return {};
+  if (old && !new_options && old->adds == snap.adds && old->subs == snap.subs) return result_of(*old, report);
   if (!old && !g_asymmetric.load()) {
     const long cmds = membarrier_call(MEMBARRIER_CMD_QUERY);
     if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
@@ -201,7 +236,8 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
   t->options = new_options ? *new_options : old ? old->options : BacktraceOptions{};
   const bool same_options = old && old->options.generated_version == t->options.generated_version &&
                             old->options.always_generate == t->options.always_generate;
-  Error first_error{Errc::kPcNotCovered};
+  for (const RawModule& m : snap.modules) t->loaded.push_back({m.bias, m.name});
+  std::sort(t->loaded.begin(), t->loaded.end());
   for (const RawModule& m : snap.modules) {
     const std::optional<AddressRange> range = exec_range(m);
     if (!range) continue;
@@ -209,7 +245,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
     if (same_options)
       for (const auto& od : old->data)
         if (od->name == m.name && od->bias == m.bias && od->range == *range) d = od;
-    if (!d) d = build_module(m, *range, t->options, &first_error);
+    if (!d) d = build_module(m, *range, t->options);
     t->trampolines.insert(t->trampolines.end(), d->trampolines.begin(), d->trampolines.end());
     t->code.push_back(d->range);
     t->data.push_back(std::move(d));
@@ -220,7 +256,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
   t->map = ModuleMap(t->storage);
   t->extra_map = ModuleMap(t->extra_storage);
   const auto add = [](ModuleMap& map, const ModuleData& d, const OwnedSection& o) {
-    if (!o.section) return false;
+    if (!o.usable()) return false;
     Module mod;
     mod.range = d.range;
     mod.bias = d.bias;
@@ -230,11 +266,13 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
     return static_cast<bool>(map.add(mod));
   };
   for (const auto& d : t->data) {
-    if (add(t->map, *d, d->primary)) t->generated += d->generated ? 1 : 0;
-    add(t->extra_map, *d, d->extra);
+    if (add(t->map, *d, d->unwind.primary()))
+      t->generated += d->unwind.source() == cfi::ModuleSource::kGenerated ? 1 : 0;
+    add(t->extra_map, *d, d->unwind.extra());
   }
 
   const std::uint64_t generation = t->map.generation();
+  const Table* published = t.get();
   const Table* prev = g_table.exchange(t.release());
   g_generation.store(generation, std::memory_order_release);
   if (prev) g_retired.push_back(prev);
@@ -244,8 +282,26 @@ Expected<void> rebuild(const BacktraceOptions* new_options) {
     for (const Table* r : g_retired) delete r;
     g_retired.clear();
   }
-  if (first_error.code != Errc::kPcNotCovered) return Unexpected(first_error);
-  return {};
+  return result_of(*published, report);
+}
+
+// dl_iterate_phdr's counters only (stops at the first module).
+int counters(dl_phdr_info* info, std::size_t size, void* arg) {
+  auto* snap = static_cast<Snapshot*>(arg);
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    snap->adds = info->dlpi_adds;
+    snap->subs = info->dlpi_subs;
+  }
+  return 1;
+}
+
+// Equal C strings, without libc (async-signal-safe by construction).
+bool same_name(const char* a, const std::string& b) noexcept {
+  if (!a) a = "";
+  std::size_t i = 0;
+  for (; a[i] != '\0' && i < b.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return a[i] == '\0' && i == b.size();
 }
 
 // ----- threads -------------------------------------------------------------
@@ -289,12 +345,90 @@ std::uint64_t mapping_start(std::uint64_t addr) {
 
 namespace sframe {
 
-Expected<void> backtrace_init(const BacktraceOptions& options) {
+Expected<void> backtrace_init(const BacktraceOptions& options) { return backtrace_init(options, nullptr); }
+
+Expected<void> backtrace_init(const BacktraceOptions& options, BacktraceInitReport* report) {
   backtrace_register_thread();
-  return bt::rebuild(&options);
+  return bt::rebuild(&options, report);
 }
 
-Expected<void> backtrace_refresh() { return bt::rebuild(nullptr); }
+Expected<void> backtrace_refresh() { return bt::rebuild(nullptr, nullptr); }
+
+Expected<void> backtrace_refresh(BacktraceInitReport* report) { return bt::rebuild(nullptr, report); }
+
+Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report) {
+  bt::g_unknown_pc.store(0, std::memory_order_relaxed);
+  bt::Snapshot now;
+  dl_iterate_phdr(bt::counters, &now);
+  {
+    std::lock_guard lock(bt::g_refresh_mutex);
+    const bt::Table* t = bt::g_table.load();
+    if (!t) return false;  // never initialised: nothing to refresh
+    if (t->adds == now.adds && t->subs == now.subs) {
+      if (report) (void)bt::report_on(*t, report);
+      return false;
+    }
+  }
+  Expected<void> r = bt::rebuild(nullptr, report);
+  if (!r) return Unexpected{r.error()};
+  return true;
+}
+
+BacktraceInitReport backtrace_report() {
+  BacktraceInitReport report;
+  std::lock_guard lock(bt::g_refresh_mutex);
+  if (const bt::Table* t = bt::g_table.load()) (void)bt::report_on(*t, &report);
+  return report;
+}
+
+bool backtrace_modules_ready() noexcept {
+  bt::g_walkers.fetch_add(1);
+  const bt::Table* t = bt::g_table.load();
+  bool ready = t != nullptr && _r_debug.r_state == r_debug::RT_CONSISTENT;
+  for (const link_map* l = ready ? _r_debug.r_map : nullptr; l && ready; l = l->l_next) {
+    // Binary search by bias (no allocation, no libc).
+    std::size_t lo = 0, hi = t->loaded.size();
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (t->loaded[mid].bias < l->l_addr) lo = mid + 1;
+      else hi = mid;
+    }
+    bool found = false;
+    for (std::size_t i = lo; i < t->loaded.size() && t->loaded[i].bias == l->l_addr && !found; ++i)
+      found = bt::same_name(l->l_name, t->loaded[i].name);
+    ready = found;
+  }
+  bt::g_walkers.fetch_sub(1);
+  return ready;
+}
+
+std::uint64_t backtrace_unknown_pc() noexcept { return bt::g_unknown_pc.load(std::memory_order_relaxed); }
+
+std::string_view to_string(BacktraceModuleSource s) noexcept {
+  switch (s) {
+    case BacktraceModuleSource::kNative:
+      return "native";
+    case BacktraceModuleSource::kGenerated:
+      return "generated";
+    case BacktraceModuleSource::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::size_t BacktraceInitReport::failures() const noexcept {
+  return static_cast<std::size_t>(std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m.failed; }));
+}
+
+std::string BacktraceInitReport::message() const {
+  std::string out;
+  for (const BacktraceModuleReport& m : modules) {
+    if (!m.failed) continue;
+    if (!out.empty()) out += '\n';
+    out += m.name + ": " + m.reason;
+  }
+  return out;
+}
 
 void backtrace_register_thread() {
   if (bt::t_state) return;

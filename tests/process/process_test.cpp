@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -133,6 +134,74 @@ TEST(Modules, SymbolizeAgreesWithDladdr) {
     }
     EXPECT_NE(s.module->source, UnwindSource::kFramePointer) << s.module->path << ": " << s.module->why;
     EXPECT_NE(mods.unwind_map().find(pc), nullptr);
+  }
+}
+
+// The shared per-module builder's trampoline detection, against the kernel:
+// the restorer glibc's sigaction() registered (read back with the raw
+// rt_sigaction system call, whose struct carries sa_restorer).
+TEST(Modules, SignalTrampolineIsTheKernelsRestorer) {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, nullptr), 0);
+  struct KernelSigaction {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    unsigned long mask;
+  } k{};
+  ASSERT_EQ(syscall(SYS_rt_sigaction, SIGUSR2, nullptr, &k, sizeof k.mask), 0);
+  signal(SIGUSR2, SIG_DFL);
+  ASSERT_NE(k.restorer, nullptr);
+  const auto restorer = reinterpret_cast<std::uint64_t>(k.restorer);
+  auto maps = read_maps(getpid());
+  ASSERT_TRUE(maps);
+  RemoteMemory mem(getpid());
+  ModuleOptions no_symbols_needed;
+  auto mods = LoadedModules::load(getpid(), *maps, mem, no_symbols_needed);
+  bool found = false;
+  for (const auto& t : mods.signal_trampolines()) found = found || t.contains(restorer);
+  EXPECT_TRUE(found);
+  // By code alone (the builder, no symbols): the module's own ranges.
+  const LoadedModule* libc = mods.find(restorer);
+  ASSERT_NE(libc, nullptr);
+  ASSERT_NE(libc->unwind, nullptr);
+  found = false;
+  for (const auto& t : libc->unwind->trampolines()) found = found || t.contains(restorer - libc->bias);
+  EXPECT_TRUE(found) << libc->path;
+}
+
+// The rule shared with the in-process backtrace: a module with its own
+// section generates only what that section lacks; with every .eh_frame FDE
+// covered, nothing is pending. Truth: binutils' FDE counts.
+TEST(Modules, GenerationOnlyForWhatTheOwnSectionLacks) {
+  auto maps = read_maps(getpid());
+  ASSERT_TRUE(maps);
+  RemoteMemory mem(getpid());
+  auto mods = LoadedModules::load(getpid(), *maps, mem);
+  const auto self = reinterpret_cast<std::uint64_t>(&local_function);
+  const LoadedModule* m = mods.find(self);
+  ASSERT_NE(m, nullptr);
+  if (m->source != UnwindSource::kSFrameSection) GTEST_SKIP() << "test program without SFrame";
+  const std::string count_eh = "readelf -wf '" + m->path + "' 2>/dev/null | grep -c 'FDE cie='";
+  const std::string count_sf = "objdump --sframe '" + m->path + "' 2>/dev/null | grep -c 'func idx'";
+  const auto count = [](const std::string& cmd) {
+    FILE* f = popen(cmd.c_str(), "r");
+    long n = 0;
+    if (f) {
+      if (std::fscanf(f, "%ld", &n) != 1) n = 0;
+      pclose(f);
+    }
+    return n;
+  };
+  const long eh = count(count_eh), sf = count(count_sf);
+  if (eh == 0 || sf == 0) GTEST_SKIP() << "no readelf/objdump";
+  EXPECT_EQ(m->generation_pending, eh > sf);
+  if (eh > sf) {
+    EXPECT_TRUE(mods.generate_for(self));
+    const LoadedModule* after = mods.find(self);
+    EXPECT_GE(static_cast<long>(after->extra_functions), eh - sf);
+    EXPECT_LE(static_cast<long>(after->extra_functions), eh - sf + 4);
   }
 }
 

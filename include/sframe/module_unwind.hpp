@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// sframepp: one module's unwind information, built the same way for the
+// in-process backtrace (sframe::backtrace_init) and for `sframe stack`
+// (sframe::process::LoadedModules).
+//
+// The core needs no file: the module's own SFrame section bytes, the bytes
+// of its .eh_frame_hdr and of its executable segments. From them it builds
+// the section with its accelerator (a RowIndex when validate(kStrict)
+// passes, else an FdeIndex), finds the signal trampolines (x86-64
+// rt_sigreturn code), and decides whether SFrame must be generated from
+// .eh_frame: only when .eh_frame_hdr lists an FDE whose start PC the own
+// section does not cover (a module whose own section covers every function
+// generates nothing). Generation itself reads the file through libdw
+// (ModuleUnwind::generate), keeping only the functions the own section
+// lacks. File-based extras (symbols, debug files) are layered on top by the
+// remote side.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sframe/elf.hpp"
+#include "sframe/format.hpp"
+#include "sframe/lookup.hpp"
+#include "sframe/section.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe::cfi {
+
+/// An SFrame section held in memory with its lookup accelerators. Moving it
+/// keeps the views valid (they point into the vector's heap buffer).
+struct UnwindSection {
+  std::vector<std::byte> bytes;
+  /// Set when `bytes` parse and pass validate(kLenient).
+  std::optional<Section> section;
+  /// Built for every usable section.
+  std::optional<FdeIndex> index;
+  /// Built when the section passes validate(kStrict) (16 bytes per FRE): a
+  /// lookup reads one bucket and one row.
+  std::optional<RowIndex> rows;
+
+  /// Takes `bytes` as a section at link-time `address` and builds the
+  /// accelerators. Errors: the parse, validate(kLenient) or FdeIndex error
+  /// (the object is then empty).
+  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address);
+  bool usable() const noexcept { return section.has_value() && index.has_value(); }
+};
+
+/// Bytes of one executable segment, at its link-time address.
+struct CodeBytes {
+  std::uint64_t address = 0;
+  std::span<const std::byte> bytes;
+};
+
+/// What the core reads; no file needed. Every span is copied or scanned
+/// during ModuleUnwind::build() and need not outlive it.
+struct ModuleImage {
+  /// The module's own SFrame section (PT_GNU_SFRAME, .sframe) and its
+  /// link-time address; empty when it has none.
+  std::span<const std::byte> sframe;
+  std::uint64_t sframe_address = 0;
+  /// The module's .eh_frame_hdr (PT_GNU_EH_FRAME) and its link-time
+  /// address; empty when it has none (then .eh_frame lists no FDE that
+  /// generation could read).
+  std::span<const std::byte> eh_frame_hdr;
+  std::uint64_t eh_frame_hdr_address = 0;
+  /// The executable segments, scanned for signal trampolines.
+  std::vector<CodeBytes> code;
+};
+
+/// How a module's unwind information is built.
+struct ModuleUnwindOptions {
+  /// Version of generated sections (kV2 or kV3).
+  Version version = Version::kV3;
+  /// Ignore the module's own section (generate everything; tests).
+  bool ignore_own = false;
+};
+
+/// Where a module's primary unwind information comes from.
+enum class ModuleSource : std::uint8_t {
+  /// Its own SFrame section (perhaps with a generated `extra` beside it).
+  kNative,
+  /// SFrame generated from its .eh_frame.
+  kGenerated,
+  /// None (frame-pointer fallback only).
+  kNone,
+};
+
+/// "native", "generated", "none".
+std::string_view to_string(ModuleSource s) noexcept;
+
+/// Start PCs (link-time) of the FDEs a .eh_frame_hdr lists, from its binary
+/// search table (encoding DW_EH_PE_datarel|sdata4, what linkers write).
+/// `address` is the link-time address of `hdr`. Errors: kElfError (too
+/// short, unknown version or encoding).
+Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address);
+
+/// Link-time ranges (1 byte each, at the `mov $15,%rax`) of x86-64
+/// rt_sigreturn sequences (`mov $15,%rax; syscall`, glibc's __restore_rt)
+/// in `code`, at most `limit` of them.
+std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, std::size_t limit = 16);
+
+/// One module's unwind information.
+class ModuleUnwind {
+ public:
+  /// The in-memory core: copies and indexes the own section (ignored when
+  /// it does not pass validate(kLenient); `reason` says so), finds the
+  /// trampolines, and lists the .eh_frame_hdr FDEs the own section lacks.
+  /// Never fails: see source(), reason(), needs_generation().
+  static ModuleUnwind build(const ModuleImage& image, const ModuleUnwindOptions& opt = {});
+
+  /// .eh_frame has FDEs the own section does not cover (all of them when
+  /// there is no usable own section) and generate() has not run yet.
+  bool needs_generation() const noexcept { return pending_ > 0 && !generated_once_; }
+  /// FDEs of .eh_frame_hdr whose start the own section lacks.
+  std::size_t missing_fdes() const noexcept { return pending_; }
+
+  /// Generates SFrame from the .eh_frame of `file` (the module's file, or a
+  /// copy of its image) for a section at link-time `section_address`. With
+  /// a usable own section, only the functions it lacks (start or last byte
+  /// not covered) are kept, as `extra()`; else the whole section becomes
+  /// primary(). Runs at most once (later calls return the first outcome).
+  /// Errors: those of cfi::generate() and encode(); kElfError when the
+  /// result does not parse or index.
+  Expected<void> generate(const elf::ElfFile& file, std::uint64_t section_address = 0);
+
+  ModuleSource source() const noexcept { return source_; }
+  /// The section walks use first: the own one (kNative) or the generated
+  /// one (kGenerated); not usable for kNone.
+  const UnwindSection& primary() const noexcept { return primary_; }
+  /// For kNative: SFrame generated for the .eh_frame functions the own
+  /// section lacks (empty when there are none).
+  const UnwindSection& extra() const noexcept { return extra_; }
+  /// Functions in extra().
+  std::size_t extra_functions() const noexcept { return extra_functions_; }
+  /// Link-time ranges of the signal trampolines found in the code bytes.
+  std::span<const AddressRange> trampolines() const noexcept { return trampolines_; }
+  /// Words on the outcome, e.g. "own section covers every .eh_frame FDE",
+  /// "generated from .eh_frame", "no .eh_frame FDEs (data only?)".
+  const std::string& reason() const noexcept { return reason_; }
+  /// The module has code with unwind information (own or listed in
+  /// .eh_frame_hdr): a module without is not an error when it ends up kNone.
+  bool has_unwind_info() const noexcept { return has_own_ || listed_ > 0; }
+
+ private:
+  UnwindSection primary_;
+  UnwindSection extra_;
+  ModuleSource source_ = ModuleSource::kNone;
+  std::size_t extra_functions_ = 0;
+  std::size_t pending_ = 0;
+  std::size_t listed_ = 0;
+  bool has_own_ = false;
+  bool generated_once_ = false;
+  std::optional<Error> generate_error_;
+  Version version_ = Version::kV3;
+  std::vector<AddressRange> trampolines_;
+  std::string reason_;
+};
+
+}  // namespace sframe::cfi

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+// sframepp: one module's unwind information (see sframe/module_unwind.hpp).
+#include "sframe/module_unwind.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+
+namespace sframe::cfi {
+
+Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address) {
+  bytes = std::move(b);
+  section.reset();
+  index.reset();
+  rows.reset();
+  const auto fail = [&](const Error& e) -> Expected<void> {
+    bytes.clear();
+    section.reset();
+    index.reset();
+    return Unexpected{e};
+  };
+  Expected<Section> s = Section::parse(bytes, address);
+  if (!s) return fail(s.error());
+  if (auto ok = validate(*s, Strictness::kLenient); !ok) return fail(ok.error());
+  Expected<FdeIndex> idx = FdeIndex::build(*s);
+  if (!idx) return fail(idx.error());
+  section = *s;
+  index.emplace(std::move(*idx));
+  if (validate(*section, Strictness::kStrict)) {
+    Expected<RowIndex> r = RowIndex::build(*section);
+    if (r) rows.emplace(std::move(*r));
+  }
+  return {};
+}
+
+std::string_view to_string(ModuleSource s) noexcept {
+  switch (s) {
+    case ModuleSource::kNative:
+      return "native";
+    case ModuleSource::kGenerated:
+      return "generated";
+    case ModuleSource::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+namespace {
+
+std::uint32_t load_u32(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The own section covers `pc` (an FDE covers it, or one exists but its
+// rows start later: the function is the section's).
+bool covers(const FdeIndex& own, std::uint64_t pc) {
+  auto m = own.find(pc);
+  return m || m.error().code != Errc::kPcNotCovered;
+}
+
+std::string error_words(const Error& e) { return std::string(describe(e.code)); }
+
+}  // namespace
+
+Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address) {
+  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
+  // eh_frame_ptr and fde_count, then the table.
+  constexpr unsigned kOmit = 0xff, kUdata4 = 0x03, kSdata4 = 0x0b, kPcrel = 0x10, kDatarel = 0x30;
+  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(Errc::kElfError, 0);
+  const unsigned ptr_enc = std::to_integer<unsigned>(hdr[1]);
+  const unsigned count_enc = std::to_integer<unsigned>(hdr[2]);
+  const unsigned table_enc = std::to_integer<unsigned>(hdr[3]);
+  std::vector<std::uint64_t> out;
+  if (count_enc == kOmit || table_enc == kOmit) return out;  // no table: nothing listed
+  std::size_t at = 4;
+  const auto size4 = [](unsigned enc) { return (enc & 0x0f) == kUdata4 || (enc & 0x0f) == kSdata4; };
+  if (!size4(ptr_enc) || (count_enc != kUdata4 && count_enc != (kUdata4 | kPcrel) && count_enc != kSdata4) ||
+      table_enc != (kDatarel | kSdata4))
+    return make_error(Errc::kElfError, 1);
+  at += 4;  // eh_frame_ptr
+  if (hdr.size() < at + 4) return make_error(Errc::kElfError, at);
+  const std::uint32_t count = load_u32(hdr.data() + at);
+  at += 4;
+  if ((hdr.size() - at) / 8 < count) return make_error(Errc::kElfError, at, count);
+  out.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i, at += 8) {
+    const auto rel = static_cast<std::int32_t>(load_u32(hdr.data() + at));
+    out.push_back(address + static_cast<std::uint64_t>(static_cast<std::int64_t>(rel)));
+  }
+  return out;
+}
+
+std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, std::size_t limit) {
+  // mov $15,%rax; syscall
+  static constexpr unsigned char kSigreturn[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  std::vector<AddressRange> out;
+  for (const CodeBytes& c : code) {
+    const auto* begin = reinterpret_cast<const unsigned char*>(c.bytes.data());
+    const unsigned char* end = begin + c.bytes.size();
+    for (const unsigned char* at = begin; out.size() < limit;) {
+      at = std::search(at, end, std::begin(kSigreturn), std::end(kSigreturn));
+      if (at == end) break;
+      const std::uint64_t a = c.address + static_cast<std::uint64_t>(at - begin);
+      out.push_back({a, a + 1});
+      at += sizeof kSigreturn;
+    }
+  }
+  return out;
+}
+
+ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOptions& opt) {
+  ModuleUnwind m;
+  m.version_ = opt.version;
+  m.trampolines_ = find_sigreturn_code(image.code);
+  std::string own_note;
+  if (!image.sframe.empty() && !opt.ignore_own) {
+    m.has_own_ = true;
+    auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address);
+    if (ok)
+      m.source_ = ModuleSource::kNative;
+    else
+      own_note = "own SFrame section unusable (" + error_words(ok.error()) + ")";
+  } else if (!image.sframe.empty()) {
+    own_note = "own SFrame section ignored";
+  } else {
+    own_note = "no SFrame section";
+  }
+  std::vector<std::uint64_t> starts;
+  bool hdr_known = true;
+  if (!image.eh_frame_hdr.empty()) {
+    auto s = eh_frame_hdr_starts(image.eh_frame_hdr, image.eh_frame_hdr_address);
+    if (s)
+      starts = std::move(*s);
+    else
+      hdr_known = false;
+  }
+  m.listed_ = hdr_known ? starts.size() : 1;
+  if (m.source_ == ModuleSource::kNative) {
+    if (!hdr_known) {
+      m.pending_ = 1;  // unreadable table: let generation decide
+    } else {
+      for (std::uint64_t pc : starts)
+        if (!covers(*m.primary_.index, pc)) ++m.pending_;
+    }
+    m.reason_ = m.pending_ == 0 ? "own SFrame section covers every .eh_frame FDE"
+                                : "own SFrame section; " + std::to_string(m.pending_) + " .eh_frame FDEs it lacks";
+  } else {
+    m.pending_ = m.listed_;
+    m.reason_ = m.listed_ == 0 ? own_note + "; no .eh_frame FDEs (no code to unwind)" : own_note;
+  }
+  return m;
+}
+
+Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+  if (generated_once_) {
+    if (generate_error_) return Unexpected{*generate_error_};
+    return {};
+  }
+  generated_once_ = true;
+  const bool has_native = source_ == ModuleSource::kNative;
+  const std::string before = reason_;
+  const auto fail = [&](const Error& e, std::string_view what) -> Expected<void> {
+    generate_error_ = e;
+    reason_ = before + "; " + std::string(what) + " (" + error_words(e) + ")";
+    return Unexpected{e};
+  };
+  Expected<Generated> gen = cfi::generate(file, version_, section_address);
+  if (!gen) return fail(gen.error(), "no usable .eh_frame");
+  if (has_native) {
+    const FdeIndex& own = *primary_.index;
+    std::erase_if(gen->spec.functions, [&](const FunctionSpec& fn) {
+      return covers(own, fn.start_pc) && covers(own, fn.start_pc + (fn.size ? fn.size - 1 : 0));
+    });
+    extra_functions_ = gen->spec.functions.size();
+    if (gen->spec.functions.empty()) {
+      reason_ = "own SFrame section covers every .eh_frame function it can";
+      return {};
+    }
+  }
+  Expected<std::vector<std::byte>> bytes = encode(gen->spec);
+  if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
+  UnwindSection& target = has_native ? extra_ : primary_;
+  if (auto ok = target.assign(std::move(*bytes), section_address); !ok)
+    return fail(ok.error(), "generated SFrame unusable");
+  if (has_native) {
+    reason_ = "own SFrame section; " + std::to_string(extra_functions_) + " .eh_frame functions it lacks generated";
+  } else {
+    source_ = ModuleSource::kGenerated;
+    reason_ = before + "; generated from .eh_frame";
+  }
+  return {};
+}
+
+}  // namespace sframe::cfi
