@@ -77,34 +77,6 @@ std::optional<SectionBytes> ElfFile::section_bytes(std::string_view name) const 
   return std::nullopt;
 }
 
-std::vector<Symbol> ElfFile::function_symbols() const {
-  std::vector<Symbol> out;
-  Elf* elf = impl_->elf;
-  Elf_Scn* symtab = nullptr;
-  Elf_Scn* dynsym = nullptr;
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) continue;
-    if (sh.sh_type == SHT_SYMTAB && !symtab) symtab = scn;
-    if (sh.sh_type == SHT_DYNSYM && !dynsym) dynsym = scn;
-  }
-  Elf_Scn* scn = symtab ? symtab : dynsym;
-  GElf_Shdr sh;
-  if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return out;
-  Elf_Data* data = elf_getdata(scn, nullptr);
-  if (!data) return out;
-  const std::size_t n = sh.sh_size / sh.sh_entsize;
-  for (std::size_t i = 0; i < n; ++i) {
-    GElf_Sym sym;
-    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
-    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
-    const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
-    out.push_back({name ? name : "", sym.st_value, sym.st_size});
-  }
-  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
-  return out;
-}
-
 namespace {
 
 // PT_GNU_SFRAME (errata 1): the segment holding .sframe in linked files.

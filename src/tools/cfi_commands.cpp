@@ -9,13 +9,14 @@
 
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
+#include "sframe/symbols.hpp"
 
 namespace sframe::tools {
 namespace {
 
-std::string where(const std::vector<elf::Symbol>& syms, std::uint64_t pc) {
-  const elf::Symbol* s = symbol_for(syms, pc);
-  return s ? fmt::format("{}+0x{:x}", demangle(s->name), pc - s->address) : std::string("?");
+std::string where(const elf::SymbolTable& syms, std::uint64_t pc) {
+  const auto s = syms.find(pc);
+  return s ? fmt::format("{}+0x{:x}", syms.display_name(*s->symbol), s->offset) : std::string("?");
 }
 
 std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
@@ -134,7 +135,7 @@ bool verify_against_dwarf(const elf::ElfFile& file, const Section& s, bool json,
   auto cmp = cfi::compare(file, s);
   if (!cmp) return true;
   has_cfi = true;
-  const auto syms = file.function_symbols();
+  const auto syms = elf::SymbolTable::read(file);
   Json mism = Json::array(), miss = Json::array();
   for (const auto& m : cmp->mismatches) {
     const std::string sf = rules_in_words(s, m.sframe), dw = rules_in_words(s, m.dwarf);
