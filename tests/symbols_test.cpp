@@ -173,38 +173,38 @@ TEST(Symbols, LibcDebugFileMatchesNmAndEuStack) {
     if (!nm.count(a)) nm[a] = v;
   EXPECT_GT(expect_matches_nm(t, nm, true), 2000u);
 
-  // What eu-stack printed for frames in these functions (see the top).
-  const auto dyn = nm_functions(path, true, false);
+  // What eu-stack printed for frames in these functions (see the top), and
+  // what perf script printed for samples in __memmove_avx512_unaligned_erms
+  // (perf 6.1 here); perf's qsort_r name follows from its rule (a LOCAL name
+  // over a WEAK one, as many leading underscores, the longer name).
   auto address_of = [&](const std::string& name) -> std::uint64_t {
-    for (const auto& [a, v] : dyn)
+    for (const auto& [a, v] : nm)
       for (const auto& s : v)
         if (s.name == name) return a;
     return 0;
   };
   struct Case {
     const char* any_alias;
-    const char* eu_stack;
-    const char* perf;
+    const char* eu_stack;  // "" when not observed
+    const char* perf;      // "" when not observed
   };
-  // perf: a LOCAL name over a WEAK one, then fewer leading underscores,
-  // then the longer name.
-  for (const Case& c : {Case{"qsort_r", "qsort_r", "__GI___qsort_r"}, Case{"openat", "openat64", ""}}) {
+  SymbolOptions perf;
+  perf.policy = NamingPolicy::kPerf;
+  const auto tp = SymbolTable::read(*f, perf);
+  for (const Case& c : {Case{"qsort_r", "qsort_r", "__GI___qsort_r"}, Case{"openat", "openat64", ""},
+                        Case{"__memcpy_avx512_unaligned_erms", "", "__memmove_avx512_unaligned_erms"}}) {
     const std::uint64_t a = address_of(c.any_alias);
     ASSERT_NE(a, 0u) << c.any_alias;
     const auto hit = t.find(a + 1);
     ASSERT_TRUE(hit) << c.any_alias;
-    EXPECT_EQ(hit->symbol->name, c.eu_stack);
     EXPECT_EQ(hit->offset, 1u);
-    SymbolOptions perf;
-    perf.policy = NamingPolicy::kPerf;
-    const auto tp = SymbolTable::read(*f, perf);
+    if (*c.eu_stack) EXPECT_EQ(hit->symbol->name, c.eu_stack);
     const auto hp = tp.find(a + 1);
     ASSERT_TRUE(hp);
-    // Only a name the debug file has at that address.
     bool listed = false;
     for (const auto& s : nm[a]) listed |= s.name == hp->symbol->name;
     EXPECT_TRUE(listed) << hp->symbol->name;
-    if (std::string(c.perf) == "__GI___qsort_r") EXPECT_EQ(hp->symbol->name, c.perf);
+    if (*c.perf) EXPECT_EQ(hp->symbol->name, c.perf);
   }
 }
 

@@ -80,7 +80,7 @@ compare() {  # compare LABEL DIR [sframe options]
   eu-stack -p "$target" > "$o.eu" 2>&1
   gdb -p "$target" -batch -ex 'set print frame-info location-and-address' -ex 'set print frame-arguments none' \
       -ex 'thread apply all bt' > "$o.gdb" 2>&1
-  python3 "$here/compare.py" "$o.json" "$o.eu" "$o.gdb" "$label" --expect-chains && ok || bad "$label comparison"
+  python3 "$here/compare.py" "$o.json" "$o.eu" "$o.gdb" "$label" --expect-chains --exact-names && ok || bad "$label comparison"
 }
 
 # --- A and A-g -------------------------------------------------------------
