@@ -198,13 +198,17 @@ TEST(Symbols, LibcDebugFileMatchesNmAndEuStack) {
     const auto hit = t.find(a + 1);
     ASSERT_TRUE(hit) << c.any_alias;
     EXPECT_EQ(hit->offset, 1u);
-    if (*c.eu_stack) EXPECT_EQ(hit->symbol->name, c.eu_stack);
+    if (*c.eu_stack) {
+      EXPECT_EQ(hit->symbol->name, c.eu_stack);
+    }
     const auto hp = tp.find(a + 1);
     ASSERT_TRUE(hp);
     bool listed = false;
     for (const auto& s : nm[a]) listed |= s.name == hp->symbol->name;
     EXPECT_TRUE(listed) << hp->symbol->name;
-    if (*c.perf) EXPECT_EQ(hp->symbol->name, c.perf);
+    if (*c.perf) {
+      EXPECT_EQ(hp->symbol->name, c.perf);
+    }
   }
 }
 
