@@ -12,6 +12,7 @@
 #include "check_section.hpp"
 #include "memfd.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/symbols.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string& path = sframe::fuzz::memfd_path(data, size);
@@ -23,8 +24,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const sframe::elf::ElfInfo& info = file->info();
   SFRAME_FUZZ_CHECK(info.bits == 32 || info.bits == 64);
   for (const auto& sh : file->sections()) sframe::fuzz::g_sink = sh.name.size() + sh.size;
-  const std::vector<sframe::elf::Symbol> syms = file->function_symbols();
-  for (std::size_t i = 1; i < syms.size(); ++i) SFRAME_FUZZ_CHECK(syms[i - 1].address <= syms[i].address);
+  for (const auto policy : {sframe::elf::NamingPolicy::kEuStack, sframe::elf::NamingPolicy::kPerf}) {
+    sframe::elf::SymbolOptions opt;
+    opt.policy = policy;
+    opt.use_debug_file = false;
+    const auto table = sframe::elf::SymbolTable::read(*file, opt);
+    const auto syms = table.symbols();
+    for (std::size_t i = 1; i < syms.size(); ++i) SFRAME_FUZZ_CHECK(syms[i - 1].address <= syms[i].address);
+    // Every symbol's own address is named, by a symbol that covers it.
+    for (std::size_t i = 0; i < syms.size() && i < 64; ++i) {
+      const auto hit = table.find(syms[i].address);
+      SFRAME_FUZZ_CHECK(hit && hit->symbol->address + hit->offset == syms[i].address);
+      sframe::fuzz::g_sink = table.display_name(*hit->symbol).size();
+    }
+  }
   std::string text;
   sframe::tools::append_banner(text, "fuzz.o", sframe::tools::bfd_target_name(info));
 

@@ -38,14 +38,6 @@ struct SFrameSectionData {
   bool from_segment = false;
 };
 
-/// A function symbol (STT_FUNC) of the file's symbol table.
-struct Symbol {
-  std::string name;
-  /// Address (st_value) and size in bytes.
-  std::uint64_t address = 0;
-  std::uint64_t size = 0;
-};
-
 /// Facts about the ELF file itself.
 struct ElfInfo {
   /// 32 or 64.
@@ -107,9 +99,7 @@ class ElfFile {
   /// The libelf handle (an `Elf*`), for layers that read through libdw.
   void* native_handle() const noexcept;
 
-  /// Function symbols from .symtab, or from .dynsym when there is no .symtab,
-  /// sorted by address.
-  std::vector<Symbol> function_symbols() const;
+  /// (Function symbols: elf::SymbolTable::read in sframe/symbols.hpp.)
 
   /// Finds the SFrame section called `name`; for the default name ".sframe",
   /// falls back to the first section of type SHT_GNU_SFRAME, then to the

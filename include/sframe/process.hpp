@@ -27,6 +27,7 @@
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
 #include "sframe/section.hpp"
+#include "sframe/symbols.hpp"
 #include "sframe/unwind.hpp"
 
 namespace sframe::process {
@@ -263,12 +264,11 @@ struct LoadedModule {
   std::optional<FdeIndex> extra_index;
   std::size_t extra_functions = 0;
 
-  /// Function symbols (link-time addresses, sorted), from .symtab, from the
+  /// Function symbols (link-time addresses), from .symtab, from the
   /// separate debug file found by build ID under /usr/lib/debug, or from
-  /// .dynsym; `symbols_from` says which (".symtab", "debug file", ".dynsym",
-  /// "" when none).
-  std::vector<elf::Symbol> symbols;
-  std::string symbols_from;
+  /// .dynsym (elf::SymbolTable, NamingPolicy::kEuStack); `symbols.source()`
+  /// says which.
+  elf::SymbolTable symbols;
 
   /// The shared per-module builder (sframe/module_unwind.hpp), as the
   /// in-process backtrace uses it: owns the bytes the views above point
@@ -413,7 +413,11 @@ class LoadedModules {
 /// A symbolized address.
 struct SymbolizedPc {
   const LoadedModule* module = nullptr;
-  /// Mangled name ("" when no symbol covers it) and offset from its start.
+  /// The symbol covering the address (nullptr when none does; see
+  /// elf::SymbolTable::find), its raw name ("" when none) and the offset of
+  /// the address from its start in bytes. Print the name with
+  /// `module->symbols.display_name(*symbol)`.
+  const elf::FunctionSymbol* symbol = nullptr;
   std::string_view name;
   std::uint64_t offset = 0;
 };

@@ -1,5 +1,6 @@
 // ELF access through elfutils libelf: section lookup and .rela.sframe.
 #include "sframe/elf.hpp"
+#include "symbol_base.hpp"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -14,15 +15,6 @@ namespace sframe::elf {
 
 namespace {
 
-// In a relocatable object a symbol's value is an offset in its section; its
-// address adds the section's sh_addr, which is 0 in files as gas writes them
-// (the addresses objdump shows) and the layout of ElfFile::relocated_copy().
-std::uint64_t symbol_base(Elf* elf, const ElfInfo& info, const GElf_Sym& sym) {
-  if (info.type != ET_REL || sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE) return 0;
-  GElf_Shdr sh;
-  Elf_Scn* scn = elf_getscn(elf, sym.st_shndx);
-  return scn && gelf_getshdr(scn, &sh) ? sh.sh_addr : 0;
-}
 
 }  // namespace
 
@@ -93,34 +85,6 @@ std::optional<SectionBytes> ElfFile::section_bytes(std::string_view name) const 
                         std::span(static_cast<const std::byte*>(d->d_buf), d->d_size)};
   }
   return std::nullopt;
-}
-
-std::vector<Symbol> ElfFile::function_symbols() const {
-  std::vector<Symbol> out;
-  Elf* elf = impl_->elf;
-  Elf_Scn* symtab = nullptr;
-  Elf_Scn* dynsym = nullptr;
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) continue;
-    if (sh.sh_type == SHT_SYMTAB && !symtab) symtab = scn;
-    if (sh.sh_type == SHT_DYNSYM && !dynsym) dynsym = scn;
-  }
-  Elf_Scn* scn = symtab ? symtab : dynsym;
-  GElf_Shdr sh;
-  if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return out;
-  Elf_Data* data = elf_getdata(scn, nullptr);
-  if (!data) return out;
-  const std::size_t n = sh.sh_size / sh.sh_entsize;
-  for (std::size_t i = 0; i < n; ++i) {
-    GElf_Sym sym;
-    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
-    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
-    const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
-    out.push_back({name ? name : "", sym.st_value + symbol_base(elf, impl_->info, sym), sym.st_size});
-  }
-  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) { return a.address < b.address; });
-  return out;
 }
 
 namespace {
@@ -214,7 +178,7 @@ Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size
         return make_error(Errc::kBadRelocation, r.r_offset, GELF_R_SYM(r.r_info));
       // Sections of a relocatable object sit at address 0 (as objdump sees
       // them) unless relocated_copy() placed them.
-      std::uint64_t v = sym.st_value + symbol_base(elf, info, sym) + static_cast<std::uint64_t>(r.r_addend);
+      std::uint64_t v = sym.st_value + detail::symbol_base(elf, sym) + static_cast<std::uint64_t>(r.r_addend);
       if (k.pcrel) v -= target_addr + (pcrel_from_section ? 0 : r.r_offset);
       store(out.data() + r.r_offset, v, k.size, info.big_endian);
       ++applied;

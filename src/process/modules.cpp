@@ -12,7 +12,6 @@
 
 #include "sframe/module_unwind.hpp"
 #include "sframe/process.hpp"
-#include "symbols.hpp"
 
 namespace sframe::process {
 namespace {
@@ -110,45 +109,6 @@ std::optional<std::uint64_t> load_bias(const elf::ElfFile& f, const Mapping& m, 
       return m.start - m.offset - (ph.p_vaddr - ph.p_offset);
   }
   return std::nullopt;
-}
-
-std::optional<std::string> build_id(const elf::ElfFile& f) {
-  auto note = f.section_bytes(".note.gnu.build-id");
-  if (!note || note->bytes.size() < 16) return std::nullopt;
-  const auto* p = reinterpret_cast<const unsigned char*>(note->bytes.data());
-  std::uint32_t namesz, descsz, type;
-  std::memcpy(&namesz, p, 4);
-  std::memcpy(&descsz, p + 4, 4);
-  std::memcpy(&type, p + 8, 4);
-  const std::uint64_t desc_at = 12 + ((std::uint64_t{namesz} + 3) & ~std::uint64_t{3});
-  if (type != NT_GNU_BUILD_ID || descsz == 0 || descsz > 64 || desc_at + descsz > note->bytes.size()) return std::nullopt;
-  std::string hex;
-  for (std::uint32_t i = 0; i < descsz; ++i) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", p[desc_at + i]);
-    hex += b;
-  }
-  return hex;
-}
-
-using detail::has_symtab;
-
-void load_symbols(LoadedModule& mod, const elf::ElfFile& f) {
-  if (has_symtab(f)) {
-    mod.symbols = detail::function_symbols(f);
-    mod.symbols_from = ".symtab";
-    return;
-  }
-  if (auto id = build_id(f); id && id->size() > 2) {
-    const std::string path = "/usr/lib/debug/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
-    if (auto dbg = elf::ElfFile::open(path); dbg && has_symtab(*dbg)) {
-      mod.symbols = detail::function_symbols(*dbg);
-      mod.symbols_from = "debug file";
-      return;
-    }
-  }
-  mod.symbols = detail::function_symbols(f);
-  mod.symbols_from = mod.symbols.empty() ? "" : ".dynsym";
 }
 
 std::string error_words(const Error& e) {
@@ -278,7 +238,7 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     auto bias = load_bias(*mod.file, vdso ? first : *exec, vdso);
     mod.bias = bias ? *bias : first.start - first.offset;
     mod.how_opened = how;
-    load_symbols(mod, *mod.file);
+    mod.symbols = elf::SymbolTable::read(*mod.file);
     build_unwind(mod, opt);
     for (const AddressRange& t : mod.unwind->trampolines())
       out.trampolines_.push_back({t.begin + mod.bias, t.end + mod.bias});
@@ -296,7 +256,7 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
             [](const LoadedModule& a, const LoadedModule& b) { return a.start < b.start; });
   // Trampolines by code (above) and, from the file, by symbol.
   for (const LoadedModule& m : out.modules_) {
-    for (const auto& sym : m.symbols)
+    for (const auto& sym : m.symbols.symbols())
       if (sym.name == "__restore_rt" || sym.name == "__kernel_rt_sigreturn")
         out.trampolines_.push_back({sym.address + m.bias, sym.address + m.bias + std::max<std::uint64_t>(sym.size, 1)});
   }
@@ -368,20 +328,10 @@ SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept 
   SymbolizedPc out;
   out.module = modules.find(pc);
   if (!out.module) return out;
-  const auto& syms = out.module->symbols;
-  const std::uint64_t link = pc - out.module->bias;
-  auto it = std::upper_bound(syms.begin(), syms.end(), link,
-                             [](std::uint64_t v, const elf::Symbol& s) { return v < s.address; });
-  // Among symbols at or below the address, the nearest one that covers it
-  // (zero-sized symbols cover only their own address).
-  while (it != syms.begin()) {
-    --it;
-    if (link - it->address < std::max<std::uint64_t>(it->size, 1)) {
-      out.name = it->name;
-      out.offset = link - it->address;
-      return out;
-    }
-    if (link - it->address > (1u << 24)) break;  // nothing that far covers it
+  if (auto hit = out.module->symbols.find(pc - out.module->bias)) {
+    out.symbol = hit->symbol;
+    out.name = hit->symbol->name;
+    out.offset = hit->offset;
   }
   return out;
 }

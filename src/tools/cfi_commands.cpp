@@ -10,13 +10,14 @@
 #include "sframe/cfi.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/output_file.hpp"
+#include "sframe/symbols.hpp"
 
 namespace sframe::tools {
 namespace {
 
-std::string where(const std::vector<elf::Symbol>& syms, std::uint64_t pc) {
-  const elf::Symbol* s = symbol_for(syms, pc);
-  return s ? fmt::format("{}+0x{:x}", demangle(s->name), pc - s->address) : std::string("?");
+std::string where(const elf::SymbolTable& syms, std::uint64_t pc) {
+  const auto s = syms.find(pc);
+  return s ? fmt::format("{}+0x{:x}", syms.display_name(*s->symbol), s->offset) : std::string("?");
 }
 
 std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
@@ -197,7 +198,7 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
         cmp.error().code == Errc::kElfError && !file.relocated() ? why_no_cfi(file) : std::string();
     return not_compared("cannot read the DWARF CFI: " + (why.empty() ? error_text(cmp.error()) : why), true);
   }
-  const auto syms = file.function_symbols();
+  const auto syms = elf::SymbolTable::read(file);
   Json mism = Json::array(), miss = Json::array();
   for (const auto& m : cmp->mismatches) {
     const std::string sf = rules_in_words(s, m.sframe), dw = rules_in_words(s, m.dwarf);

@@ -19,6 +19,7 @@
 #include "sframe/lookup.hpp"
 #include "sframe/output_file.hpp"
 #include "sframe/section.hpp"
+#include "sframe/symbols.hpp"
 
 namespace {
 
@@ -221,7 +222,7 @@ int run_lookup(const std::string& path, const std::vector<std::string>& pcs, con
     complain(path, tools::error_text(index.error()));
     return 1;
   }
-  const auto syms = l->file.function_symbols();
+  const auto syms = elf::SymbolTable::read(l->file);
   int rc = 0;
   Json doc = document("lookup");
   doc["file"] = path;
@@ -239,12 +240,12 @@ int run_lookup(const std::string& path, const std::vector<std::string>& pcs, con
       continue;
     }
     r["pc"] = tools::hex(*pc);
-    const elf::Symbol* sym = tools::symbol_for(syms, *pc);
-    const std::string where =
-        sym ? fmt::format(" <{}+0x{:x}>", tools::demangle(sym->name), *pc - sym->address) : std::string();
+    const auto sym = syms.find(*pc);
+    const std::string name = sym ? syms.display_name(*sym->symbol) : std::string();
+    const std::string where = sym ? fmt::format(" <{}+0x{:x}>", name, sym->offset) : std::string();
     auto m = index->find(*pc);
     r["found"] = m.has_value();
-    if (sym) r["symbol"] = tools::demangle(sym->name);
+    if (sym) r["symbol"] = name;
     if (!m) {
       rc = 1;
       r["reason"] = std::string(describe(m.error().code));

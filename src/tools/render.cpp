@@ -1,6 +1,5 @@
 #include "render.hpp"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <cstring>
@@ -274,30 +273,6 @@ Json stats_json(const Section& s, const Stats& st) {
                 {"eh_frame_hdr", st.eh_frame_hdr_bytes}};
   j["text"] = {{"bytes", st.text_bytes}, {"covered", st.text_covered}};
   return j;
-}
-
-const elf::Symbol* symbol_for(const std::vector<elf::Symbol>& syms, std::uint64_t pc) {
-  auto it = std::upper_bound(syms.begin(), syms.end(), pc,
-                             [](std::uint64_t v, const elf::Symbol& s) { return v < s.address; });
-  if (it == syms.begin()) return nullptr;
-  --it;
-  // Only a symbol that covers the PC names it (a zero-size one only its own
-  // address): PLT stubs and padding have no symbol.
-  for (auto jt = it;; --jt) {
-    if (jt->address != it->address) break;
-    if (pc - jt->address < std::max<std::uint64_t>(jt->size, 1)) return &*jt;
-    if (jt == syms.begin()) break;
-  }
-  return nullptr;
-}
-
-std::string demangle(const std::string& name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || !d) return name;
-  std::string out(d);
-  std::free(d);
-  return out;
 }
 
 }  // namespace sframe::tools

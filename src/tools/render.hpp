@@ -69,9 +69,5 @@ std::string write_error_text(const Error& e);
 /// "0x..." for addresses (64-bit values exceed JSON's exact integer range).
 std::string hex(std::uint64_t v);
 
-/// The symbol covering `pc` (or the nearest one below it), if any.
-const elf::Symbol* symbol_for(const std::vector<elf::Symbol>& syms, std::uint64_t pc);
-/// C++ demangled name, or the name itself.
-std::string demangle(const std::string& name);
 
 }  // namespace sframe::tools

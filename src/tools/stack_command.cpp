@@ -108,7 +108,8 @@ std::string module_words(const LoadedModule& m) {
   std::string s = fmt::format("0x{:x}-0x{:x} {}{}: {}", m.start, m.end, m.path, m.deleted ? " (deleted)" : "",
                               process::to_string(m.source));
   if (const std::string why = module_why(m); !why.empty()) s += fmt::format(" ({})", why);
-  s += m.symbols_from.empty() ? ", no symbols" : fmt::format(", symbols from {}", m.symbols_from);
+  const std::string_view from = elf::source_name(m.symbols.source());
+  s += from.empty() ? ", no symbols" : fmt::format(", symbols from {}", from);
   return s;
 }
 
@@ -159,7 +160,7 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
     jm["bias"] = hex(m.bias);
     jm["source"] = std::string(process::to_string(m.source));
     if (const std::string why = module_why(m); !why.empty()) jm["why"] = why;
-    jm["symbols_from"] = m.symbols_from;
+    jm["symbols_from"] = std::string(elf::source_name(m.symbols.source()));
     j["modules"].push_back(std::move(jm));
   }
   j["threads"] = Json::array();
@@ -264,8 +265,8 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     for (auto& line : t.frames) {
       const auto sym = process::symbolize(*mods, line.name_pc);
       line.module = sym.module;
-      if (!sym.name.empty()) {
-        line.symbol = demangle(std::string(sym.name));
+      if (sym.symbol) {
+        line.symbol = sym.module->symbols.display_name(*sym.symbol);
         line.offset = line.pc - (line.name_pc - sym.offset);
       }
     }

@@ -2,7 +2,7 @@
 """Compares `sframe stack --json PID` with `eu-stack -p PID` and gdb's
 `thread apply all bt` taken on the same stopped-in-place process.
 
-Usage: compare.py OURS.json EU.txt GDB.txt LABEL [--expect-chains]
+Usage: compare.py OURS.json EU.txt GDB.txt LABEL [--expect-chains] [--exact-names]
        compare.py OURS.json - - LABEL --expect-chains   (chains only)
 
 Frames are matched by address (both other unwinders print frame 0's PC and
@@ -20,6 +20,9 @@ import sys
 
 ours_path, eu_path, gdb_path, label = sys.argv[1:5]
 expect_chains = "--expect-chains" in sys.argv
+# Names must equal eu-stack's verbatim (sframe's NamingPolicy::kEuStack
+# chooses among aliases as libdwfl does), not only after normalisation.
+exact_names = "--exact-names" in sys.argv
 
 OWN = re.compile(r"^(f[123]|h[123]|k1|q[12]|s[12]|m[12]|main|run_\w+|lib_g[123])$")
 # The chains the test program parks its threads in (innermost first), ending
@@ -88,7 +91,7 @@ for line in ([] if only_chains else open(gdb_path)):
         gdb_threads[cur].append((int(m.group(1), 16), m.group(2)))
 
 problems = []
-st = dict(threads=0, eu_threads=0, eu_frames=0, eu_total=0, eu_names=0, gdb_threads=0, gdb_frames=0,
+st = dict(threads=0, eu_threads=0, eu_frames=0, eu_total=0, eu_names=0, eu_exact=0, gdb_threads=0, gdb_frames=0,
           gdb_total=0, gdb_names=0, gdb_extra=0, chains=0)
 for tid, frames in sorted(ours_threads.items()):
     st["threads"] += 1
@@ -110,6 +113,10 @@ for tid, frames in sorted(ours_threads.items()):
         for (p, n), (q, en) in zip(frames, eu):
             if p != q:
                 continue
+            if n == en:
+                st["eu_exact"] += 1
+            elif exact_names:
+                problems.append(f"TID {tid}: at {p:#x} eu-stack says {en}, sframe says {n} (--exact-names)")
             if norm(n) == norm(en):
                 st["eu_names"] += 1
             elif (n and OWN.match(n)) or (en and OWN.match(en)):
@@ -178,7 +185,7 @@ if only_chains:
     print(f"{label}: threads {st['threads']}; chains {st['chains']}/{st['threads']}")
 else:
     print(f"{label}: threads {st['threads']}; vs eu-stack: {st['eu_threads']}/{st['threads']} threads identical, "
-          f"{st['eu_frames']}/{st['eu_total']} frames same PC, {st['eu_names']} same name; "
+          f"{st['eu_frames']}/{st['eu_total']} frames same PC, {st['eu_names']} same name ({st['eu_exact']} verbatim); "
           f"vs gdb: {st['gdb_threads']}/{st['threads']} threads identical to its end, {st['gdb_frames']}/{st['gdb_total']} "
           f"frames same PC, {st['gdb_names']} same name ({st['gdb_extra']} gdb-only inline/tail-call frames)"
         + (f"; chains {st['chains']}/{st['threads']}" if expect_chains else ""))

@@ -80,12 +80,19 @@ compare() {  # compare LABEL DIR [sframe options]
   eu-stack -p "$target" > "$o.eu" 2>&1
   gdb -p "$target" -batch -ex 'set print frame-info location-and-address' -ex 'set print frame-arguments none' \
       -ex 'thread apply all bt' > "$o.gdb" 2>&1
-  python3 "$here/compare.py" "$o.json" "$o.eu" "$o.gdb" "$label" --expect-chains && ok || bad "$label comparison"
+  python3 "$here/compare.py" "$o.json" "$o.eu" "$o.gdb" "$label" --expect-chains --exact-names && ok || bad "$label comparison"
 }
 
 # --- A and A-g -------------------------------------------------------------
 if start "$work/A"; then
   compare A "$work/A"
+  # `sframe lookup` names each PC as `sframe stack` does (one symbol reader):
+  # the program, the library, and libc through a copy given SFrame by gen
+  # (same build ID, so the same debug file's symbols).
+  libc=$(python3 -c 'import json,sys; print(next(m["path"] for m in json.load(open(sys.argv[1]))["modules"] if m["path"].endswith("/libc.so.6")))' "$work/A.json")
+  "$bin" gen --elf "$work/libc-copy.so" "$libc" > /dev/null || bad "gen --elf $libc"
+  python3 "$here/lookup_names.py" "$bin" "$work/A.json" A stacktest libstacklib.so "libc.so.6=$work/libc-copy.so" && ok ||
+    bad "A: lookup and stack name PCs differently"
   # The program and library use their own (gas) SFrame; libc's is generated.
   grep -Eq "stacktest: sframe( \(|,)" "$work/A.txt" && ok || bad "A: stacktest module not using its SFrame section"
   grep -Eq "libstacklib.so: sframe( \(|,)" "$work/A.txt" && ok || bad "A: libstacklib.so not using its SFrame section"

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+// The one reader of ELF function symbols (see include/sframe/symbols.hpp).
+#include "sframe/symbols.hpp"
+
+#include "symbol_base.hpp"
+
+#include <cxxabi.h>
+#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+
+namespace sframe::elf {
+namespace {
+
+Elf_Scn* find_table(Elf* e, std::uint32_t type) {
+  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) && sh.sh_type == type) return scn;
+  }
+  return nullptr;
+}
+
+// Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`;
+// `order` counts on across tables.
+void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order) {
+  GElf_Shdr sh;
+  if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return;
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (!data) return;
+  const std::size_t n = sh.sh_size / sh.sh_entsize;
+  for (std::size_t i = 0; i < n; ++i) {
+    GElf_Sym sym;
+    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
+    const auto type = static_cast<std::uint8_t>(GELF_ST_TYPE(sym.st_info));
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF) continue;
+    const char* name = elf_strptr(e, sh.sh_link, sym.st_name);
+    if (!name || !*name) continue;
+    out.push_back({name, sym.st_value + detail::symbol_base(e, sym), sym.st_size, static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type,
+                   order++});
+  }
+}
+
+// eu-stack's binding preference (libdwfl's binding_value, negated: lower is
+// better).
+int eu_binding_rank(std::uint8_t binding) {
+  switch (binding) {
+    case STB_GLOBAL:
+      return 0;
+    case STB_WEAK:
+      return 1;
+    case STB_LOCAL:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+std::size_t leading_underscores(const std::string& s) {
+  std::size_t n = 0;
+  while (n < s.size() && s[n] == '_') ++n;
+  return n;
+}
+
+// True if `a` is preferred over `b` (both at one address) under `policy`.
+bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy policy) {
+  if (policy == NamingPolicy::kPerf) {
+    const auto key = [](const FunctionSymbol& s) {
+      return std::make_tuple(s.size == 0, s.binding == STB_WEAK, s.binding != STB_GLOBAL, leading_underscores(s.name),
+                             -static_cast<std::ptrdiff_t>(s.name.size()));
+    };
+    const auto ka = key(a), kb = key(b);
+    if (ka != kb) return ka < kb;
+    if (a.name != b.name) return a.name < b.name;
+    return a.order < b.order;
+  }
+  // eu-stack: sized symbols are candidates, zero-sized ones only a fallback;
+  // then binding, then the smaller size, then table order.
+  return std::make_tuple(a.size == 0, eu_binding_rank(a.binding), a.size, a.order) <
+         std::make_tuple(b.size == 0, eu_binding_rank(b.binding), b.size, b.order);
+}
+
+bool covers(const FunctionSymbol& s, std::uint64_t address) {
+  return address >= s.address && address - s.address < std::max<std::uint64_t>(s.size, 1);
+}
+
+}  // namespace
+
+std::string_view source_name(SymbolSource s) noexcept {
+  switch (s) {
+    case SymbolSource::kSymtab:
+      return ".symtab";
+    case SymbolSource::kDebugFile:
+      return "debug file";
+    case SymbolSource::kDynsym:
+      return ".dynsym";
+    case SymbolSource::kNone:
+      break;
+  }
+  return "";
+}
+
+std::optional<std::string> build_id(const ElfFile& file) {
+  auto note = file.section_bytes(".note.gnu.build-id");
+  if (!note || note->bytes.size() < 16) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(note->bytes.data());
+  std::uint32_t namesz, descsz, type;
+  std::memcpy(&namesz, p, 4);
+  std::memcpy(&descsz, p + 4, 4);
+  std::memcpy(&type, p + 8, 4);
+  const std::uint64_t desc_at = 12 + ((std::uint64_t{namesz} + 3) & ~std::uint64_t{3});
+  if (type != NT_GNU_BUILD_ID || descsz == 0 || descsz > 64 || desc_at + descsz > note->bytes.size())
+    return std::nullopt;
+  std::string hex;
+  for (std::uint32_t i = 0; i < descsz; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", p[desc_at + i]);
+    hex += b;
+  }
+  return hex;
+}
+
+SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options) {
+  SymbolTable t;
+  t.policy_ = options.policy;
+  Elf* e = static_cast<Elf*>(file.native_handle());
+  std::uint32_t order = 0;
+  if (Elf_Scn* symtab = find_table(e, SHT_SYMTAB)) {
+    read_table(e, symtab, t.symbols_, order);
+    t.source_ = SymbolSource::kSymtab;
+  } else if (auto id = build_id(file); options.use_debug_file && id && id->size() > 2) {
+    const std::string path = options.debug_root + "/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
+    if (auto dbg = ElfFile::open(path)) {
+      Elf* de = static_cast<Elf*>(dbg->native_handle());
+      if (Elf_Scn* dbg_symtab = find_table(de, SHT_SYMTAB)) {
+        read_table(de, dbg_symtab, t.symbols_, order);
+        t.source_ = SymbolSource::kDebugFile;
+      }
+    }
+  }
+  // .dynsym for the addresses the .symtab has no function at.
+  std::vector<FunctionSymbol> dyn;
+  read_table(e, find_table(e, SHT_DYNSYM), dyn, order);
+  if (!dyn.empty()) {
+    std::vector<std::uint64_t> have;
+    have.reserve(t.symbols_.size());
+    for (const auto& s : t.symbols_) have.push_back(s.address);
+    std::sort(have.begin(), have.end());
+    for (auto& s : dyn)
+      if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
+    if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
+  }
+  if (t.symbols_.empty()) t.source_ = SymbolSource::kNone;
+  const NamingPolicy policy = t.policy_;
+  std::sort(t.symbols_.begin(), t.symbols_.end(), [policy](const FunctionSymbol& a, const FunctionSymbol& b) {
+    if (a.address != b.address) return a.address < b.address;
+    return preferred(a, b, policy);
+  });
+  t.max_end_.reserve(t.symbols_.size());
+  std::uint64_t end = 0;
+  for (const auto& s : t.symbols_) {
+    const std::uint64_t size = std::max<std::uint64_t>(s.size, 1);
+    end = std::max(end, s.address + size < s.address ? ~std::uint64_t{0} : s.address + size);
+    t.max_end_.push_back(end);
+  }
+  return t;
+}
+
+std::optional<SymbolHit> SymbolTable::find(std::uint64_t address) const noexcept {
+  auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
+                             [](std::uint64_t v, const FunctionSymbol& s) { return v < s.address; });
+  std::size_t hi = static_cast<std::size_t>(it - symbols_.begin());
+  const FunctionSymbol* global = nullptr;
+  const FunctionSymbol* local = nullptr;
+  // Address groups from the nearest start down, while a symbol below could
+  // still reach the address.
+  while (hi > 0 && max_end_[hi - 1] > address) {
+    std::size_t lo = hi - 1;
+    while (lo > 0 && symbols_[lo - 1].address == symbols_[hi - 1].address) --lo;
+    for (std::size_t k = lo; k < hi; ++k) {
+      const FunctionSymbol& s = symbols_[k];
+      if (!covers(s, address)) continue;
+      if (policy_ == NamingPolicy::kPerf) return SymbolHit{&s, address - s.address};
+      if (s.binding != STB_LOCAL) {
+        global = &s;
+        break;
+      }
+      if (!local) local = &s;
+    }
+    if (global) break;
+    hi = lo;
+  }
+  const FunctionSymbol* s = global ? global : local;
+  if (!s) return std::nullopt;
+  return SymbolHit{s, address - s->address};
+}
+
+std::string SymbolTable::display_name(const FunctionSymbol& sym) const { return elf::display_name(sym.name, policy_); }
+
+std::string demangle(std::string_view name) {
+  // Only GNU v3 ABI names ("_Z..."), as eu-stack: __cxa_demangle also takes
+  // bare type encodings, and would turn a C function `f` into "float".
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return std::string(name);
+  const std::string z(name);
+  int status = 0;
+  char* d = abi::__cxa_demangle(z.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !d) {
+    std::free(d);
+    return z;
+  }
+  std::string out(d);
+  std::free(d);
+  return out;
+}
+
+std::string display_name(std::string_view name, NamingPolicy policy) {
+  if (policy == NamingPolicy::kPerf) {
+    const auto at = name.find('@');
+    if (at != std::string_view::npos && at > 0) return demangle(name.substr(0, at)) + std::string(name.substr(at));
+  }
+  return demangle(name);
+}
+
+}  // namespace sframe::elf

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+// elf::SymbolTable against binutils: for real files of this machine (libc,
+// this test program, a C++ program compiled now), every function symbol
+// address `nm` lists with a size resolves to a name nm lists at that address,
+// and the demangled names equal `nm -C`'s. The alias choice is checked
+// against readelf's binding/size/table order and against what eu-stack
+// printed for glibc's aliases (openat64 over openat, qsort_r over
+// __qsort_r/__GI___qsort_r: found by running eu-stack on a program blocked in
+// them).
+#include <dlfcn.h>
+#include <elf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sframe/elf.hpp"
+#include "sframe/symbols.hpp"
+
+namespace sframe::elf {
+namespace {
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+bool have(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
+
+// One function symbol as binutils prints it.
+struct NmSym {
+  std::string name;
+  std::uint64_t size = 0;
+};
+
+// `nm [-D] -S --defined-only [-C]`: address -> function symbols there
+// (types T t W w i: text, weak, indirect function). Versions nm appends to
+// .dynsym names ("qsort_r@@GLIBC_2.2.5") are removed.
+std::map<std::uint64_t, std::vector<NmSym>> nm_functions(const std::string& path, bool dynamic, bool demangle) {
+  std::map<std::uint64_t, std::vector<NmSym>> out;
+  const std::string cmd = std::string("nm ") + (dynamic ? "-D " : "") + (demangle ? "-C " : "") +
+                          "-S --defined-only '" + path + "' 2>/dev/null";
+  std::istringstream in(run(cmd));
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ADDR SIZE T NAME" (sized) or "ADDR T NAME".
+    std::istringstream ls(line);
+    std::string addr, second, third;
+    if (!(ls >> addr >> second)) continue;
+    std::string type, size = "0";
+    if (second.size() == 1) {
+      type = second;
+    } else {
+      size = second;
+      if (!(ls >> type)) continue;
+    }
+    if (type != "T" && type != "t" && type != "W" && type != "w" && type != "i") continue;
+    std::string name;
+    std::getline(ls >> std::ws, name);
+    if (dynamic) name = name.substr(0, name.find('@'));
+    out[std::stoull(addr, nullptr, 16)].push_back({name, std::stoull(size, nullptr, 16)});
+  }
+  return out;
+}
+
+std::string strip_version(const std::string& s) { return s.substr(0, s.find('@')); }
+
+// Every sized function address nm lists resolves, at offset 0, to one of the
+// names nm lists there; the table holds no function address nm lacks.
+// Returns the number of addresses checked.
+std::size_t expect_matches_nm(const SymbolTable& t, const std::map<std::uint64_t, std::vector<NmSym>>& nm,
+                              bool versioned_names_in_table) {
+  std::size_t checked = 0;
+  for (const auto& [addr, syms] : nm) {
+    bool sized = false;
+    for (const auto& s : syms) sized |= s.size > 0;
+    if (!sized) continue;
+    const auto hit = t.find(addr);
+    if (!hit) {
+      ADD_FAILURE() << "no symbol at 0x" << std::hex << addr << " (nm: " << syms.front().name << ")";
+      continue;
+    }
+    EXPECT_EQ(hit->offset, 0u) << std::hex << addr;
+    const std::string got = versioned_names_in_table ? hit->symbol->name : strip_version(hit->symbol->name);
+    bool listed = false;
+    for (const auto& s : syms) listed |= s.name == got;
+    EXPECT_TRUE(listed) << "0x" << std::hex << addr << ": " << got << " is not among nm's names there";
+    ++checked;
+  }
+  for (const auto& s : t.symbols())
+    EXPECT_TRUE(nm.count(s.address)) << s.name << " at 0x" << std::hex << s.address << " unknown to nm";
+  return checked;
+}
+
+std::string libc_path() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<const void*>(&::getpid), &info) || !info.dli_fname) return {};
+  char real[PATH_MAX];
+  return realpath(info.dli_fname, real) ? real : "";
+}
+
+std::string self_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+SymbolOptions no_debug_file(NamingPolicy p = NamingPolicy::kEuStack) {
+  SymbolOptions o;
+  o.policy = p;
+  o.use_debug_file = false;
+  return o;
+}
+
+TEST(Symbols, LibcDynsymMatchesNm) {
+  if (!have("nm")) GTEST_SKIP() << "nm not installed";
+  const std::string path = libc_path();
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f) << path;
+  for (const auto policy : {NamingPolicy::kEuStack, NamingPolicy::kPerf}) {
+    const auto t = SymbolTable::read(*f, no_debug_file(policy));
+    const auto nm = nm_functions(path, /*dynamic=*/true, false);
+    ASSERT_GT(nm.size(), 1000u);
+    if (t.source() == SymbolSource::kSymtab) GTEST_SKIP() << "this libc is not stripped";
+    EXPECT_EQ(t.source(), SymbolSource::kDynsym);
+    EXPECT_GT(expect_matches_nm(t, nm, false), 1000u);
+  }
+}
+
+// The file named by the build ID, as gdb and eu-stack find it.
+std::string debug_file_of(const ElfFile& f) {
+  const auto id = build_id(f);
+  if (!id) return {};
+  const std::string p = "/usr/lib/debug/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
+  return access(p.c_str(), R_OK) == 0 ? p : "";
+}
+
+TEST(Symbols, BuildIdMatchesReadelf) {
+  if (!have("readelf")) GTEST_SKIP() << "readelf not installed";
+  const std::string path = libc_path();
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f);
+  const auto id = build_id(*f);
+  ASSERT_TRUE(id);
+  EXPECT_NE(run("readelf -n '" + path + "'").find("Build ID: " + *id), std::string::npos) << *id;
+}
+
+TEST(Symbols, LibcDebugFileMatchesNmAndEuStack) {
+  if (!have("nm")) GTEST_SKIP() << "nm not installed";
+  const std::string path = libc_path();
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f);
+  const std::string dbg = debug_file_of(*f);
+  if (dbg.empty()) GTEST_SKIP() << "no debug file for " << path << " (libc6-dbg)";
+  const auto t = SymbolTable::read(*f);
+  ASSERT_EQ(t.source(), SymbolSource::kDebugFile);
+  // The debug file's .symtab, plus .dynsym where it has nothing.
+  auto nm = nm_functions(dbg, false, false);
+  for (auto& [a, v] : nm_functions(path, true, false))
+    if (!nm.count(a)) nm[a] = v;
+  EXPECT_GT(expect_matches_nm(t, nm, true), 2000u);
+
+  // What eu-stack printed for frames in these functions (see the top), and
+  // what perf script printed for samples in __memmove_avx512_unaligned_erms
+  // (perf 6.1 here); perf's qsort_r name follows from its rule (a LOCAL name
+  // over a WEAK one, as many leading underscores, the longer name).
+  auto address_of = [&](const std::string& name) -> std::uint64_t {
+    for (const auto& [a, v] : nm)
+      for (const auto& s : v)
+        if (s.name == name) return a;
+    return 0;
+  };
+  struct Case {
+    const char* any_alias;
+    const char* eu_stack;  // "" when not observed
+    const char* perf;      // "" when not observed
+  };
+  SymbolOptions perf;
+  perf.policy = NamingPolicy::kPerf;
+  const auto tp = SymbolTable::read(*f, perf);
+  for (const Case& c : {Case{"qsort_r", "qsort_r", "__GI___qsort_r"}, Case{"openat", "openat64", ""},
+                        Case{"__memcpy_avx512_unaligned_erms", "", "__memmove_avx512_unaligned_erms"}}) {
+    const std::uint64_t a = address_of(c.any_alias);
+    ASSERT_NE(a, 0u) << c.any_alias;
+    const auto hit = t.find(a + 1);
+    ASSERT_TRUE(hit) << c.any_alias;
+    EXPECT_EQ(hit->offset, 1u);
+    if (*c.eu_stack) {
+      EXPECT_EQ(hit->symbol->name, c.eu_stack);
+    }
+    const auto hp = tp.find(a + 1);
+    ASSERT_TRUE(hp);
+    bool listed = false;
+    for (const auto& s : nm[a]) listed |= s.name == hp->symbol->name;
+    EXPECT_TRUE(listed) << hp->symbol->name;
+    if (*c.perf) {
+      EXPECT_EQ(hp->symbol->name, c.perf);
+    }
+  }
+}
+
+TEST(Symbols, OwnProgramMatchesNm) {
+  if (!have("nm")) GTEST_SKIP() << "nm not installed";
+  const std::string path = self_path();
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f);
+  const auto t = SymbolTable::read(*f);
+  ASSERT_EQ(t.source(), SymbolSource::kSymtab);
+  auto nm = nm_functions(path, false, false);
+  for (auto& [a, v] : nm_functions(path, true, false))
+    if (!nm.count(a)) nm[a] = v;
+  EXPECT_GT(expect_matches_nm(t, nm, true), 500u);
+}
+
+// readelf -Ws, for the ranking: per address the function symbols of one
+// table in table order, with binding and size.
+struct ReadelfSym {
+  std::string name, bind;
+  std::uint64_t size = 0;
+};
+std::map<std::uint64_t, std::vector<ReadelfSym>> readelf_symtab(const std::string& path) {
+  std::map<std::uint64_t, std::vector<ReadelfSym>> out;
+  std::istringstream in(run("readelf -Ws '" + path + "' 2>/dev/null"));
+  std::string line;
+  bool in_symtab = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Symbol table", 0) == 0) {
+      in_symtab = line.find("'.symtab'") != std::string::npos;
+      continue;
+    }
+    if (!in_symtab) continue;
+    std::istringstream ls(line);
+    std::string num, value, size, type, bind, vis, ndx, name;
+    if (!(ls >> num >> value >> size >> type >> bind >> vis >> ndx >> name)) continue;
+    if ((type != "FUNC" && type != "IFUNC") || ndx == "UND") continue;
+    out[std::stoull(value, nullptr, 16)].push_back(
+        {name, bind, size.rfind("0x", 0) == 0 ? std::stoull(size, nullptr, 16) : std::stoull(size)});
+  }
+  return out;
+}
+
+TEST(Symbols, AliasRankMatchesEuStackRule) {
+  if (!have("readelf")) GTEST_SKIP() << "readelf not installed";
+  std::vector<std::string> files = {self_path()};
+  if (auto f = ElfFile::open(libc_path()); f)
+    if (std::string d = debug_file_of(*f); !d.empty()) files.push_back(d);
+  std::size_t groups = 0;
+  for (const auto& path : files) {
+    auto f = ElfFile::open(path);
+    ASSERT_TRUE(f) << path;
+    const auto t = SymbolTable::read(*f, no_debug_file());
+    const auto rows = readelf_symtab(path);
+    ASSERT_FALSE(rows.empty()) << path;
+    for (const auto& [addr, syms] : rows) {
+      // libdwfl: globals (GLOBAL, WEAK) searched first; among candidates at
+      // one address a stronger binding, then the smaller size, then the
+      // first in table order.
+      auto strength = [](const std::string& b) { return b == "GLOBAL" ? 3 : b == "WEAK" ? 2 : b == "LOCAL" ? 1 : 0; };
+      const ReadelfSym* best = nullptr;
+      for (const auto& s : syms) {
+        if (s.size == 0) continue;
+        if (!best || strength(s.bind) > strength(best->bind) ||
+            (strength(s.bind) == strength(best->bind) && s.size < best->size))
+          best = &s;
+      }
+      if (!best || syms.size() < 2) continue;
+      const auto hit = t.find(addr);
+      ASSERT_TRUE(hit) << std::hex << addr;
+      // A LOCAL symbol inside a GLOBAL one's range loses to it (globals
+      // searched first).
+      if (hit->symbol->address != addr && best->bind == "LOCAL") continue;
+      EXPECT_EQ(hit->symbol->name, best->name) << path << " 0x" << std::hex << addr;
+      ++groups;
+    }
+  }
+  EXPECT_GT(groups, 10u);
+}
+
+// A C++ program compiled now: names demangled as `nm -C` prints them, and a
+// C function called `f` stays "f" (a bare "f" is also the mangling of the
+// type float).
+TEST(Symbols, CompiledCxxProgramDemangledAsNm) {
+  if (!have("nm") || !have("c++")) GTEST_SKIP() << "nm or c++ not installed";
+  char dir[] = "/tmp/sframepp-symbols-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string src = std::string(dir) + "/prog.cpp", exe = std::string(dir) + "/prog";
+  {
+    FILE* out = fopen(src.c_str(), "w");
+    ASSERT_NE(out, nullptr);
+    fputs(
+        "#include <vector>\n"
+        "namespace demo { template <class T> struct Widget {\n"
+        "  __attribute__((noinline)) T frob(const std::vector<T>& v, int k) { return v.empty() ? T() : v[k]; } }; }\n"
+        "extern \"C\" __attribute__((noinline)) int f(int x) { return x * 3; }\n"
+        "extern \"C\" __attribute__((noinline)) int i(int x) { return x + 1; }\n"
+        "int main(int argc, char**) { demo::Widget<double> w; std::vector<double> v(3, 1.0);\n"
+        "  return static_cast<int>(w.frob(v, argc - 1)) + f(argc) + i(argc); }\n",
+        out);
+    fclose(out);
+  }
+  ASSERT_EQ(std::system(("c++ -O1 -o " + exe + " " + src).c_str()), 0);
+  auto file = ElfFile::open(exe);
+  ASSERT_TRUE(file);
+  for (const auto policy : {NamingPolicy::kEuStack, NamingPolicy::kPerf}) {
+    const auto t = SymbolTable::read(*file, no_debug_file(policy));
+    const auto raw = nm_functions(exe, false, false);
+    const auto demangled = nm_functions(exe, false, true);
+    std::size_t checked = 0;
+    bool saw_widget = false, saw_f = false, saw_i = false;
+    for (const auto& [addr, syms] : demangled) {
+      if (syms.front().size == 0) continue;
+      const auto hit = t.find(addr);
+      ASSERT_TRUE(hit);
+      const std::string shown = t.display_name(*hit->symbol);
+      bool listed = false;
+      for (const auto& s : syms) listed |= s.name == shown;
+      EXPECT_TRUE(listed) << shown << " (" << hit->symbol->name << ") not among nm -C's names at 0x" << std::hex
+                          << addr;
+      saw_widget |= shown == "demo::Widget<double>::frob(std::vector<double, std::allocator<double> > const&, int)";
+      saw_f |= shown == "f";
+      saw_i |= shown == "i";
+      ++checked;
+    }
+    EXPECT_EQ(raw.size(), demangled.size());
+    EXPECT_GT(checked, 3u);
+    EXPECT_TRUE(saw_widget);
+    EXPECT_TRUE(saw_f);
+    EXPECT_TRUE(saw_i);
+  }
+  EXPECT_EQ(display_name("f", NamingPolicy::kEuStack), "f");
+  EXPECT_EQ(demangle("_ZN4demo1gEv"), "demo::g()");
+  EXPECT_EQ(display_name("_ZN4demo1gEv@@V_1", NamingPolicy::kEuStack), "_ZN4demo1gEv@@V_1");
+  EXPECT_EQ(display_name("_ZN4demo1gEv@@V_1", NamingPolicy::kPerf), "demo::g()@@V_1");
+  std::system(("rm -rf " + std::string(dir)).c_str());
+}
+
+TEST(Symbols, NotCoveredAndEmpty) {
+  const std::string path = self_path();
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f);
+  const auto t = SymbolTable::read(*f);
+  ASSERT_FALSE(t.empty());
+  EXPECT_FALSE(t.find(0));
+  const auto& last = t.symbols().back();
+  EXPECT_FALSE(t.find(last.address + std::max<std::uint64_t>(last.size, 1) + 0x100000));
+  const SymbolTable none;
+  EXPECT_FALSE(none.find(0x1000));
+  EXPECT_EQ(none.source(), SymbolSource::kNone);
+  EXPECT_EQ(source_name(SymbolSource::kDebugFile), "debug file");
+}
+
+}  // namespace
+}  // namespace sframe::elf
