@@ -294,6 +294,9 @@ struct WalkState {
         // Outermost frames and PCs without SFrame are cached too, so that
         // a walk to the outermost frame costs no lookup once warm.
         const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
+        // A PC in no module's code: a module loaded since the table was
+        // built (backtrace_refresh_if_needed() rebuilds at a safe point).
+        if (r.status == detail::LookupStatus::kNoSFrame) note_unknown_pc(*table, lpc);
         const bool cacheable = (r.status == detail::LookupStatus::kFound && r.compactable) ||
                                r.status == detail::LookupStatus::kOutermost ||
                                r.status == detail::LookupStatus::kNoSFrame;
@@ -385,6 +388,7 @@ struct WalkState {
       break;
     }
   }
+  if (res.reason == BacktraceStop::kNoSFrameForPc) note_unknown_pc(*table, res.address);
   if (cache) cache->hits += hits;
   if (res.reason == BacktraceStop::kUnreadableMemory && mem.refused) res.reason = BacktraceStop::kReadCheckRefused;
   // The main thread's stack, found mapped below its registered bottom by the

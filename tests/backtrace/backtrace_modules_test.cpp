@@ -215,6 +215,36 @@ TEST(BacktraceModules, ReadyAfterRefreshIfNeeded) {
   EXPECT_TRUE(*rebuilt);
 }
 
+TEST(BacktraceModules, WalkIntoUnrefreshedModuleIsNoted) {
+  // dlopen without a refresh: a walk that meets the new module's code says
+  // so (backtrace_unknown_pc, a PC the dynamic linker places in the
+  // library), and the next safe point's refresh makes the walk whole.
+  ASSERT_TRUE(sframe::backtrace_init());
+  auto cleared = sframe::backtrace_refresh_if_needed();
+  ASSERT_TRUE(cleared);
+  ASSERT_EQ(sframe::backtrace_unknown_pc(), 0u);
+  void* h = dlopen(SFRAMEPP_BT_DL_PATH, RTLD_NOW);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto* fn = reinterpret_cast<int (*)(int, bt_callback, void*)>(dlsym(h, "dl_recurse"));
+  ASSERT_NE(fn, nullptr);
+  Traces before;
+  fn(5, store_capture, &before);
+  const std::uint64_t unknown = sframe::backtrace_unknown_pc();
+  ASSERT_NE(unknown, 0u);
+  Dl_info info{};
+  ASSERT_TRUE(dladdr(reinterpret_cast<void*>(unknown), &info) && info.dli_fname);
+  EXPECT_NE(std::string(info.dli_fname).find("bt_dl"), std::string::npos) << info.dli_fname;
+  auto rebuilt = sframe::backtrace_refresh_if_needed();
+  ASSERT_TRUE(rebuilt);
+  EXPECT_TRUE(*rebuilt);
+  EXPECT_EQ(sframe::backtrace_unknown_pc(), 0u);
+  Traces after;
+  fn(5, store_capture, &after);
+  expect_all_agree(after, 8);
+  dlclose(h);
+  EXPECT_TRUE(sframe::backtrace_refresh());
+}
+
 TEST(BacktraceModules, OwnSectionCoveringEveryFunctionGeneratesNothing) {
   ASSERT_TRUE(sframe::backtrace_init());
   // Without the crt objects every FDE of .eh_frame comes from this one
