@@ -415,6 +415,87 @@ TEST(BacktraceGen, PltGotRuleMatchesDwarf) {
   }
 }
 
+
+// --- threads being created and destroyed -----------------------------------
+
+// SIGPROF samples (ucontext_t entry) land on threads at every point of their
+// life, just out of clone3 (RBP still the parent's or garbage) and exiting;
+// none of the threads registered. Every address a sample returns must lie
+// in an executable mapping of /proc/self/maps: no invented frame.
+struct ChurnSamples {
+  static constexpr int kSamples = 4096;
+  static constexpr int kFrames = 64;
+  std::atomic<int> next{0};
+  void* frames[kSamples][kFrames];
+  int count[kSamples];
+};
+ChurnSamples* g_churn = nullptr;
+
+extern "C" void on_churn_prof(int, siginfo_t*, void* uc) {
+  ChurnSamples* c = g_churn;
+  if (!c) return;
+  const int i = c->next.fetch_add(1, std::memory_order_relaxed);
+  if (i >= ChurnSamples::kSamples) return;
+  c->count[i] = static_cast<int>(
+      sframe::backtrace(std::span<void*>(c->frames[i], ChurnSamples::kFrames), static_cast<const ucontext_t*>(uc)));
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> executable_mappings() {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  char line[512];
+  while (f && std::fgets(line, sizeof line, f)) {
+    unsigned long long b = 0, e = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%llx-%llx %7s", &b, &e, perms) == 3 && perms[2] == 'x') out.emplace_back(b, e);
+  }
+  if (f) std::fclose(f);
+  return out;
+}
+
+TEST_P(BacktraceTest, SamplesWhileThreadsAreCreatedHaveNoInventedFrames) {
+  auto samples = std::make_unique<ChurnSamples>();
+  g_churn = samples.get();
+  install(SIGPROF, on_churn_prof, false);
+  itimerval it{};
+  it.it_interval.tv_usec = 200;
+  it.it_value.tv_usec = 200;
+  setitimer(ITIMER_PROF, &it, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int created = 0;
+  while (samples->next.load() < 1500 && std::chrono::steady_clock::now() < deadline) {
+    std::thread ts[4];
+    for (auto& t : ts)
+      t = std::thread([] {
+        volatile unsigned x = 0;
+        for (unsigned k = 0; k < 2000; ++k) x = x + callee_mix(k);
+      });
+    for (auto& t : ts) t.join();
+    created += 4;
+  }
+  it = {};
+  setitimer(ITIMER_PROF, &it, nullptr);
+  signal(SIGPROF, SIG_DFL);
+  g_churn = nullptr;
+  const auto exec = executable_mappings();
+  const int n = std::min(samples->next.load(), ChurnSamples::kSamples);
+  int frames = 0, invented = 0;
+  std::string first;
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < samples->count[i]; ++k) {
+      ++frames;
+      const auto pc = reinterpret_cast<std::uint64_t>(samples->frames[i][k]);
+      const bool in = std::any_of(exec.begin(), exec.end(), [&](const auto& m) { return pc >= m.first && pc < m.second; });
+      if (!in && ++invented == 1) {
+        first = "sample " + std::to_string(i) + " frame " + std::to_string(k) + ":\n" +
+                dump(std::vector<void*>(samples->frames[i], samples->frames[i] + samples->count[i]));
+      }
+    }
+  std::printf("%d threads created, %d samples, %d frames, %d invented\n", created, n, frames, invented);
+  EXPECT_GT(n, 100);
+  EXPECT_EQ(invented, 0) << first;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sections, BacktraceTest, section_params(), param_name);
 
 }  // namespace
