@@ -150,6 +150,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Module mr = m;
     mr.rows = &**rows;
     same_through(mr);
+    // And through the rows compiled to cacheable rules (the in-process
+    // backtrace's and sframe stack's lookups).
+    const std::vector<CompactRule> compiled = detail::compile_rows(**rows, s, arch_of(s.abi()));
+    mr.compact_rows = compiled.data();
+    same_through(mr);
   }
   StaticRuleCache<64> cache;
   for (int pass = 0; pass < 2; ++pass) {

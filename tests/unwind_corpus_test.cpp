@@ -266,14 +266,20 @@ TEST_P(UnwindCorpus, GoldenChains) {
   ASSERT_FALSE(l->funcs.empty());
   std::array<Module, 2> storage;
   ModuleMap map(storage);
-  // Lookups by sframe::find(), by the FdeIndex, by the RowIndex.
-  enum Lookup { kFind, kFdeIndex, kRowIndex };
-  for (Lookup lookup : {kFind, kFdeIndex, kRowIndex}) {
-    if (lookup == kRowIndex && !l->rows) continue;
+  // Lookups by sframe::find(), by the FdeIndex, by the RowIndex, by the
+  // RowIndex's rows compiled to cacheable rules.
+  enum Lookup { kFind, kFdeIndex, kRowIndex, kCompiledRows };
+  std::vector<CompactRule> compiled;
+  for (Lookup lookup : {kFind, kFdeIndex, kRowIndex, kCompiledRows}) {
+    if ((lookup == kRowIndex || lookup == kCompiledRows) && !l->rows) continue;
     map.clear();
     Module mod{{l->range.begin + cc.bias, l->range.end + cc.bias}, cc.bias, l->section, nullptr};
     if (lookup == kFdeIndex && l->index) mod.index = &*l->index;
-    if (lookup == kRowIndex) mod.rows = &*l->rows;
+    if (lookup == kRowIndex || lookup == kCompiledRows) mod.rows = &*l->rows;
+    if (lookup == kCompiledRows) {
+      compiled = detail::compile_rows(*l->rows, l->section, l->arch);
+      mod.compact_rows = compiled.data();
+    }
     ASSERT_TRUE(map.add(mod));
     std::mt19937_64 rng(std::hash<std::string>()(cc.file));
     StaticRuleCache<256> cache;

@@ -98,6 +98,22 @@ class RowIndex {
   /// a decoding error of a PC-mask FDE's FREs.
   Expected<RowMatch> find(std::uint64_t pc) const noexcept;
 
+  /// find_row() for a PC in a PC-mask FDE: its row depends on the PC, so
+  /// only find() answers.
+  static constexpr std::uint32_t kUseFind = 0xffffffff;
+  /// The distinct row covering absolute `pc`, as an index below
+  /// num_rows() (row_at(), row_signal(), row_fde_type()), or kUseFind: the
+  /// lookup of find() without where the row came from (one bucket, one
+  /// cache line of boundaries). Same errors as find() (kPcNotCovered,
+  /// kPcBeforeFirstFre with the FDE index).
+  Expected<std::uint32_t> find_row(std::uint64_t pc) const noexcept;
+  /// Distinct row `id` (< num_rows()) as the section's decoder gives it.
+  const FrameRow& row_at(std::uint32_t id) const noexcept { return rows_[id].row; }
+  /// The v3 signal-frame bit and the FDE type of the FDEs row `id` comes
+  /// from (rows are distinct in both).
+  bool row_signal(std::uint32_t id) const noexcept { return rows_[id].signal; }
+  FdeType row_fde_type(std::uint32_t id) const noexcept { return rows_[id].fde_type; }
+
   const Section& section() const noexcept { return s_; }
   /// Number of boundaries and of distinct rows (for memory accounting).
   std::size_t num_boundaries() const noexcept { return entries_.size(); }
@@ -123,6 +139,8 @@ class RowIndex {
     bool signal;
     FdeType fde_type;
   };
+  /// The boundary entry covering offset `o` from lo_ (< span_).
+  std::size_t boundary(std::uint32_t o) const noexcept;
   void add(std::uint32_t start, std::uint32_t fde, std::uint32_t fre, std::uint32_t row) {
     entries_.push_back({start, row});
     sources_.push_back({fde, fre});

@@ -28,6 +28,7 @@
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 #include "sframe/unwind.hpp"
+#include "sframe/unwind.hpp"
 
 namespace sframe::cfi {
 
@@ -42,6 +43,9 @@ struct UnwindSection {
   /// Built when the section passes validate(kStrict) (16 bytes per FRE): a
   /// lookup reads one bucket and one row.
   std::optional<RowIndex> rows;
+  /// With `rows`: the cacheable form of each of its rows
+  /// (detail::compile_rows), for Module::compact_rows.
+  std::vector<CompactRule> compact_rows;
 
   /// Takes `bytes` as a section at link-time `address` and builds the
   /// accelerators. Errors: the parse, validate(kLenient) or FdeIndex error

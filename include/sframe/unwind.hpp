@@ -313,6 +313,12 @@ struct Module {
   /// only there); used instead of `index` when set. Must outlive every
   /// unwind that uses the module.
   const RowIndex* rows = nullptr;
+  /// Optional, with `rows`: rows->num_rows() cacheable forms of its
+  /// distinct rows (detail::compile_rows; an entry without
+  /// CompactRule::kValid has none), so that a cold frame's lookup reads
+  /// one bucket, one line of boundaries and one 8-byte rule. Must outlive
+  /// every unwind that uses the module.
+  const struct CompactRule* compact_rows = nullptr;
 };
 
 /// PC -> module map over caller-provided storage: sorted by address,

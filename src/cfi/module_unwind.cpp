@@ -15,6 +15,7 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
   section.reset();
   index.reset();
   rows.reset();
+  compact_rows.clear();
   const auto fail = [&](const Error& e) -> Expected<void> {
     bytes.clear();
     section.reset();
@@ -30,7 +31,10 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
   index.emplace(std::move(*idx));
   if (validate(*section, Strictness::kStrict)) {
     Expected<RowIndex> r = RowIndex::build(*section);
-    if (r) rows.emplace(std::move(*r));
+    if (r) {
+      rows.emplace(std::move(*r));
+      compact_rows = detail::compile_rows(*rows, *section, arch_of(section->abi()));
+    }
   }
   return {};
 }

@@ -133,24 +133,38 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   return ix;
 }
 
-Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
+Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
   const std::uint64_t off = pc - lo_;
   if (pc < lo_ || off >= span_) return make_error(Errc::kPcNotCovered, 0, pc);
-  const auto o = static_cast<std::uint32_t>(off);
-  const std::size_t b = off >> shift_;
+  const std::size_t e = boundary(static_cast<std::uint32_t>(off));
+  const std::uint32_t row = entries_[e].row;
+  if (row < rows_.size()) return row;
+  if (row == kMaskFde) return kUseFind;
+  if (row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, sources_[e].fde);
+  return make_error(Errc::kPcNotCovered, 0, pc);
+}
+
+std::size_t RowIndex::boundary(std::uint32_t o) const noexcept {
+  const std::size_t b = o >> shift_;
   std::size_t e = bucket_[b];
   const std::size_t last = bucket_[b + 1];
   if (last - e <= 2) [[likely]] {
     // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
     // both comparisons are safe (and the sentinels keep them in bounds).
-    e += std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
-  } else {
-    // Boundaries clustered in one bucket: binary search them.
-    const auto it = std::upper_bound(entries_.begin() + static_cast<std::ptrdiff_t>(e) + 1,
-                                     entries_.begin() + static_cast<std::ptrdiff_t>(last) + 1, o,
-                                     [](std::uint32_t v, const Entry& x) { return v < x.start; });
-    e = static_cast<std::size_t>(it - entries_.begin()) - 1;
+    return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
   }
+  // Boundaries clustered in one bucket: binary search them.
+  const auto it = std::upper_bound(entries_.begin() + static_cast<std::ptrdiff_t>(e) + 1,
+                                   entries_.begin() + static_cast<std::ptrdiff_t>(last) + 1, o,
+                                   [](std::uint32_t v, const Entry& x) { return v < x.start; });
+  return static_cast<std::size_t>(it - entries_.begin()) - 1;
+}
+
+Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
+  const std::uint64_t off = pc - lo_;
+  if (pc < lo_ || off >= span_) return make_error(Errc::kPcNotCovered, 0, pc);
+  const auto o = static_cast<std::uint32_t>(off);
+  const std::size_t e = boundary(o);
   const Entry& hit = entries_[e];
   if (hit.row < rows_.size()) {
     const RowInfo& r = rows_[hit.row];

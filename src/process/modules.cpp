@@ -296,8 +296,16 @@ void LoadedModules::rebuild_unwind_map() {
       // passed, else the FdeIndex.
       const cfi::UnwindSection* p = m.unwind && m.unwind->primary().usable() ? &m.unwind->primary() : nullptr;
       const cfi::UnwindSection* x = m.unwind && m.unwind->extra().usable() ? &m.unwind->extra() : nullptr;
-      if (p) mods.push_back(sframe::Module{{r.first, r.second}, m.bias, *p->section, &*p->index, p->rows ? &*p->rows : nullptr});
-      if (x) extra.push_back(sframe::Module{{r.first, r.second}, m.bias, *x->section, &*x->index, x->rows ? &*x->rows : nullptr});
+      const auto module_of = [&](const cfi::UnwindSection& u) {
+        return sframe::Module{{r.first, r.second},
+                              m.bias,
+                              *u.section,
+                              &*u.index,
+                              u.rows ? &*u.rows : nullptr,
+                              u.rows && !u.compact_rows.empty() ? u.compact_rows.data() : nullptr};
+      };
+      if (p) mods.push_back(module_of(*p));
+      if (x) extra.push_back(module_of(*x));
     }
   }
   fill_map(mods, unwind_storage_, unwind_map_);

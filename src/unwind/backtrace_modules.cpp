@@ -263,6 +263,7 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
     mod.section = *o.section;
     mod.index = o.index ? &*o.index : nullptr;
     mod.rows = o.rows ? &*o.rows : nullptr;
+    mod.compact_rows = o.rows && !o.compact_rows.empty() ? o.compact_rows.data() : nullptr;
     return static_cast<bool>(map.add(mod));
   };
   for (const auto& d : t->data) {

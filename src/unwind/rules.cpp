@@ -1,8 +1,10 @@
 // Rule lookup for the unwinder: PC -> module -> FDE/FRE -> resolved row, and
 // its compact (cacheable) form. Allocation-free and async-signal-safe.
 #include <limits>
+#include <vector>
 
 #include "sframe/unwind.hpp"
+#include "sframe/lookup.hpp"
 
 namespace sframe::detail {
 namespace {
@@ -109,7 +111,36 @@ LookedUpRules lookup_in_rows(const RowIndex& rows, const Section& s, Arch arch, 
   return found_rules(s, arch, found->row, found->signal, type);
 }
 
+// Through the module's compiled rows: one 8-byte rule for a compactable
+// row, the decoded row otherwise; PC-mask FDEs through RowIndex::find.
+LookedUpRules lookup_in_compiled(const Module& m, const Section& s, Arch arch, std::uint64_t link_pc) noexcept {
+  Expected<std::uint32_t> id = m.rows->find_row(link_pc);
+  if (!id) return not_found(s, id.error());
+  if (*id == RowIndex::kUseFind) return lookup_in_rows(*m.rows, s, arch, link_pc);
+  const CompactRule& c = m.compact_rows[*id];
+  if (!(c.flags & CompactRule::kValid))
+    return found_rules(s, arch, m.rows->row_at(*id), m.rows->row_signal(*id), m.rows->row_fde_type(*id));
+  LookedUpRules out;
+  out.status = LookupStatus::kFound;
+  out.signal = m.rows->row_signal(*id);
+  out.compactable = true;
+  out.compact = c;
+  out.compact.flags &= static_cast<std::uint16_t>(~CompactRule::kValid);
+  return out;
+}
+
 }  // namespace
+
+std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& s, Arch arch) {
+  std::vector<CompactRule> out(rows.num_rows());
+  for (std::uint32_t id = 0; id < rows.num_rows(); ++id) {
+    const LookedUpRules r = found_rules(s, arch, rows.row_at(id), rows.row_signal(id), rows.row_fde_type(id));
+    if (!r.compactable) continue;
+    out[id] = r.compact;
+    out[id].flags |= CompactRule::kValid;
+  }
+  return out;
+}
 
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept {
   LookedUpRules out;
@@ -122,6 +153,7 @@ LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lo
     return out;
   }
   const std::uint64_t link_pc = lookup_pc - m->bias;
+  if (m->rows && m->compact_rows) return lookup_in_compiled(*m, s, arch, link_pc);
   if (m->rows) return lookup_in_rows(*m->rows, s, arch, link_pc);
   Expected<Match> found = m->index ? m->index->find(link_pc) : find(s, link_pc);
   if (!found) return not_found(s, found.error());

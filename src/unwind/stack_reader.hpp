@@ -60,11 +60,25 @@ struct StackReader {
   mutable bool refused = false;
 
   [[gnu::no_sanitize_address]] std::optional<std::uint64_t> read_word(std::uint64_t addr) const noexcept {
+    std::uint64_t v;
+    if (!try_read_word(addr, v)) return std::nullopt;
+    return v;
+  }
+
+  /// read_word() without std::optional (which GCC passes through memory:
+  /// a store-forwarding stall per read); the rule executor uses it.
+  [[gnu::no_sanitize_address]] bool try_read_word(std::uint64_t addr, std::uint64_t& v) const noexcept {
     for (unsigned i = 0; i < count; ++i) {
       const AddressRange& r = ranges[i];
-      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) return load(addr);
+      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) {
+        v = load(addr);
+        return true;
+      }
     }
-    return checked_read(addr);
+    const std::optional<std::uint64_t> c = checked_read(addr);
+    if (!c) return false;
+    v = *c;
+    return true;
   }
 
  private:

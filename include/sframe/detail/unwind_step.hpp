@@ -5,6 +5,8 @@
 // to build their own loops: keep their shape stable.
 #pragma once
 
+#include <vector>
+
 #include "sframe/unwind.hpp"
 
 namespace sframe::detail {
@@ -32,8 +34,14 @@ struct LookedUpRules {
   CompactRule compact;
 };
 
+/// The cacheable form of every distinct row of `rows` (an index over `s`),
+/// for Module::compact_rows: CompactRule::kValid set where the row has one
+/// (DEFAULT FDEs; outermost rows of any type). Allocates; for setup.
+std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& s, Arch arch);
+
 /// Finds the module of runtime `lookup_pc`, then its FDE/FRE (at
-/// lookup_pc - bias), and resolves the row for `arch`. Allocation-free,
+/// lookup_pc - bias), and resolves the row for `arch`. `row` is set only
+/// when the rules are not `compactable` (else `compact` says everything). Allocation-free,
 /// async-signal-safe. Defined in src/unwind/rules.cpp.
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept;
 
@@ -279,7 +287,7 @@ class Stepper {
       case LookupStatus::kFound:
         if (cache_ && r.compactable) cache_->insert(lpc, r.compact);
         if (r.signal && amd64) return signal_step(regs, pc);
-        return apply(regs, pc, r.row, lpc);
+        return r.compactable ? apply_compact(regs, pc, r.compact, lpc) : apply(regs, pc, r.row, lpc);
       case LookupStatus::kOutermost:
         if (cache_) cache_->insert(lpc, outermost_rule());
         return stop(StopReason::kOutermost, 0);
