@@ -382,6 +382,12 @@ struct CompactRule {
   std::int8_t fp_offset_by_8 = 0;  // bytes / 8
   std::uint16_t flags = 0;
   friend bool operator==(const CompactRule&, const CompactRule&) = default;
+  /// This rule with kValid set, made as one 8-byte value (a 2-byte store
+  /// into a rule stalls the 8-byte loads of it that follow).
+  CompactRule with_valid() const noexcept {
+    constexpr std::uint64_t kValidBits = std::bit_cast<std::uint64_t>(CompactRule{0, 0, 0, kValid});
+    return std::bit_cast<CompactRule>(std::bit_cast<std::uint64_t>(*this) | kValidBits);
+  }
 };
 static_assert(sizeof(CompactRule) == 8 && std::is_trivially_copyable_v<CompactRule>);
 
@@ -428,8 +434,7 @@ class RuleCache {
     entries_[b + 1] = entries_[b];
     Entry& e = entries_[b];
     e.pc = pc;
-    e.rule = r;
-    e.rule.flags |= CompactRule::kValid;
+    e.rule = r.with_valid();
   }
   /// Drops every entry (keeps the generation and the counters).
   void clear() noexcept;

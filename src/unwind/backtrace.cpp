@@ -5,6 +5,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -305,8 +306,10 @@ struct WalkState {
           fresh = r.status == detail::LookupStatus::kFound     ? r.compact
                   : r.status == detail::LookupStatus::kOutermost ? detail::outermost_rule()
                                                                  : detail::no_sframe_rule();
+          // kValid set on the whole 8-byte value at once: a 2-byte store
+          // into it would stall the 8-byte loads of it that follow.
+          fresh = fresh.with_valid();
           cache->insert(lpc, fresh);
-          fresh.flags |= CompactRule::kValid;
           c = &fresh;
         }
       }

@@ -182,8 +182,7 @@ struct Memo {
 
   void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
     key[depth] = key_of(lookup_pc);
-    rule[depth] = r;
-    rule[depth].flags |= CompactRule::kValid;
+    rule[depth] = r.with_valid();
     step[depth] = straight_code(r);
   }
   void clear() noexcept {

@@ -124,8 +124,7 @@ LookedUpRules lookup_in_compiled(const Module& m, const Section& s, Arch arch, s
   out.status = LookupStatus::kFound;
   out.signal = m.rows->row_signal(*id);
   out.compactable = true;
-  out.compact = c;
-  out.compact.flags &= static_cast<std::uint16_t>(~CompactRule::kValid);
+  out.compact = c;  // kValid kept: whole-value copies only (no partial store to stall a load)
   return out;
 }
 
