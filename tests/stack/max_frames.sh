@@ -87,6 +87,10 @@ if park stacktest "$work/stacktest"; then
   "$bin" stack -n 2 --json "$target" > "$work/n2.json" 2>/dev/null; rc=$?
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if all(t["truncated"] and len(t["frames"])==2 for t in d["threads"]) else 1)' \
     "$work/n2.json" && [ $rc = 1 ] && ok || bad "-n 2 --json: not every thread truncated at 2 (exit $rc)"
+  python3 - "$here/../../docs/sframepp.schema.json" "$work/n2.json" <<'PY' && ok || bad "-n 2 --json does not validate against the schema"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
   run sf100 "$bin" stack -n 100 "$target"
   [ "$(cat "$work/sf100.rc")" = 0 ] && [ ! -s "$work/sf100.err" ] && ok || bad "-n 100: exit $(cat "$work/sf100.rc"), stderr: $(cat "$work/sf100.err")"
   run eu100 eu-stack -n 100 -p "$target"

@@ -82,5 +82,11 @@ for t in d["threads"]:
 sys.exit(0 if seen == set(want) else 1)
 PY
 
+# The JSON (file, line, column, function, inlined_into) against the schema.
+python3 - "$here/../../docs/sframepp.schema.json" "$o.json" <<'PY' && ok || bad "-s -i --json does not validate against docs/sframepp.schema.json"
+import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))
+PY
+
 echo "source: $pass passed, $fail failed"
 [ $fail -eq 0 ]
