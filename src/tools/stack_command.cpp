@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -88,8 +89,10 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     return tt;
   }
   // -n 0: unlimited. The walk stops with kDepthLimit only when a frame
-  // beyond the buffer exists (the thread stays stopped: walk again, larger).
-  std::size_t cap = opt.max_frames == 0 ? 256 : opt.max_frames;
+  // beyond the buffer exists (the thread stays stopped: walk again with a
+  // larger one, up to the limit; a huge -n allocates only what is walked).
+  const std::size_t limit = opt.max_frames == 0 ? std::numeric_limits<std::size_t>::max() : opt.max_frames;
+  std::size_t cap = std::min<std::size_t>(limit, 256);
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
   process::WalkOptions wo;
@@ -99,10 +102,10 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     frames.assign(cap, Frame{});
     sources.assign(cap, process::RuleSource::kNone);
     r = mods.walk(mem, t.regs, frames, sources, wo);
-    if (opt.max_frames != 0 || r.reason != StopReason::kDepthLimit) break;
-    cap *= 2;
+    if (cap == limit || r.reason != StopReason::kDepthLimit) break;
+    cap = cap > limit / 2 ? limit : cap * 2;
   }
-  tt.truncated = opt.max_frames != 0 && r.reason == StopReason::kDepthLimit;
+  tt.truncated = cap == limit && r.reason == StopReason::kDepthLimit;
   tt.reason = r.reason;
   tt.stop_address = r.address;
   if (r.fp_rejected_cfa) {
