@@ -410,6 +410,63 @@ class LoadedModules {
   std::vector<AddressRange> trampolines_;
 };
 
+// ---------------------------------------------------------------------------
+// Source lines and inline frames (DWARF, through elfutils libdwfl)
+
+/// One function activation at a PC as DWARF describes it: the function whose
+/// code holds the PC (possibly a function inlined there), or a function it
+/// was inlined into.
+struct SourceFrame {
+  /// The function's DWARF name (DW_AT_linkage_name demangled, else DW_AT_name,
+  /// following DW_AT_abstract_origin); "" when DWARF names none.
+  std::string function;
+  /// The source position in that function: for the innermost function, the
+  /// line-table row of the PC; for a function something was inlined into,
+  /// the inlined call's site (DW_AT_call_file, DW_AT_call_line,
+  /// DW_AT_call_column). "" / 0 when unknown.
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+/// DWARF line tables and inline scopes of a process's modules, read with
+/// libdwfl from each module's file or from its separate debug file, found
+/// (as eu-stack and gdb find it) by build ID under /usr/lib/debug or by
+/// .gnu_debuglink. Modules are reported offline at the load biases that
+/// LoadedModules::load() found, so the process need not be stopped (nor
+/// alive) any more. Modules without a readable file by their path (deleted
+/// files, the vDSO) have no source information. Move-only.
+class SourceLines {
+ public:
+  /// Reports every module of `modules` to libdwfl (DWARF itself is read
+  /// lazily, on the first lookup in a module).
+  explicit SourceLines(const LoadedModules& modules);
+  SourceLines(SourceLines&& o) noexcept;
+  SourceLines& operator=(SourceLines&& o) noexcept;
+  SourceLines(const SourceLines&) = delete;
+  SourceLines& operator=(const SourceLines&) = delete;
+  ~SourceLines();
+
+  /// The source position of absolute `pc` (pass the lookup PC: a return
+  /// address minus 1, the exact PC for frame 0 and after a signal frame):
+  /// one frame whose `function` is empty and whose file/line/column come
+  /// from the line table (dwfl_module_getsrc), as `eu-stack -s` shows it.
+  /// Empty file when no line table covers `pc`.
+  SourceFrame line(std::uint64_t pc) const;
+
+  /// The functions active at absolute `pc` (the lookup PC), innermost first,
+  /// as `eu-stack -i` shows them: the innermost function-like DIE with a
+  /// name among the scopes of `pc` (dwarf_getscopes on its CU DIE), with
+  /// the line-table position of `pc`, then each inlined subroutine's
+  /// caller with the call site, up to and including the out-of-line
+  /// function (DW_TAG_subprogram). Empty when no DWARF describes `pc`.
+  std::vector<SourceFrame> inline_frames(std::uint64_t pc) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// A symbolized address.
 struct SymbolizedPc {
   const LoadedModule* module = nullptr;

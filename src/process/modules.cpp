@@ -6,8 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <dwarf.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "sframe/module_unwind.hpp"
@@ -341,6 +346,148 @@ SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept 
     out.name = hit->symbol->name;
     out.offset = hit->offset;
   }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Source lines and inline frames (libdwfl, modules reported offline).
+
+namespace {
+
+// Where separate debug files are looked for: beside the file, in .debug/,
+// and under /usr/lib/debug (also by build ID: .build-id/xx/yyyy.debug).
+char g_debuginfo_dirs[] = ":.debug:/usr/lib/debug";
+char* g_debuginfo_path = g_debuginfo_dirs;
+
+const Dwfl_Callbacks g_dwfl_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &g_debuginfo_path,
+};
+
+// eu-stack's die_name(): the linkage name (demangled), else DW_AT_name, both
+// through DW_AT_abstract_origin / DW_AT_specification.
+std::string die_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  if (name == nullptr) name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (name == nullptr) name = dwarf_diename(die);
+  if (name == nullptr) return {};
+  return elf::demangle(name);
+}
+
+bool function_like(int tag) {
+  return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_entry_point;
+}
+
+// The line-table position of `pc` in `mod`.
+SourceFrame line_of(Dwfl_Module* mod, Dwarf_Addr pc) {
+  SourceFrame f;
+  if (Dwfl_Line* l = dwfl_module_getsrc(mod, pc)) {
+    int line = 0, col = 0;
+    if (const char* file = dwfl_lineinfo(l, nullptr, &line, &col, nullptr, nullptr)) {
+      f.file = file;
+      f.line = line > 0 ? line : 0;
+      f.column = f.line > 0 && col > 0 ? col : 0;
+    }
+  }
+  return f;
+}
+
+// The call site recorded in inlined subroutine `die` of the CU `cudie`.
+void call_site(Dwarf_Die* cudie, Dwarf_Die* die, SourceFrame& f) {
+  Dwarf_Files* files = nullptr;
+  if (dwarf_getsrcfiles(cudie, &files, nullptr) != 0) return;
+  Dwarf_Attribute attr;
+  Dwarf_Word val = 0;
+  if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) != 0) return;
+  const char* file = dwarf_filesrc(files, val, nullptr, nullptr);
+  if (file == nullptr) return;
+  f.file = file;
+  if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) != 0) return;
+  f.line = static_cast<int>(val);
+  if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &attr), &val) == 0 && f.line > 0)
+    f.column = static_cast<int>(val);
+}
+
+}  // namespace
+
+struct SourceLines::Impl {
+  Dwfl* dwfl = nullptr;
+  ~Impl() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+SourceLines::SourceLines(const LoadedModules& modules) : impl_(std::make_unique<Impl>()) {
+  impl_->dwfl = dwfl_begin(&g_dwfl_callbacks);
+  if (!impl_->dwfl) return;
+  dwfl_report_begin(impl_->dwfl);
+  for (const LoadedModule& m : modules.modules()) {
+    // Only files reachable by their path (libdwfl opens them itself).
+    if (m.path.empty() || m.path.front() != '/' || m.deleted || !m.how_opened.empty() || !m.file) continue;
+    // Address = link-time address + bias (add_p_vaddr: the first PT_LOAD's
+    // address is added to the base, as libdwfl's own process reporting does).
+    dwfl_report_elf(impl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.bias, true);
+  }
+  dwfl_report_end(impl_->dwfl, nullptr, nullptr);
+}
+
+SourceLines::SourceLines(SourceLines&& o) noexcept = default;
+SourceLines& SourceLines::operator=(SourceLines&& o) noexcept = default;
+SourceLines::~SourceLines() = default;
+
+SourceFrame SourceLines::line(std::uint64_t pc) const {
+  if (!impl_ || !impl_->dwfl) return {};
+  Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc);
+  return mod ? line_of(mod, pc) : SourceFrame{};
+}
+
+std::vector<SourceFrame> SourceLines::inline_frames(std::uint64_t pc) const {
+  std::vector<SourceFrame> out;
+  if (!impl_ || !impl_->dwfl) return out;
+  Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc);
+  if (!mod) return out;
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cudie = dwfl_module_addrdie(mod, pc, &bias);
+  if (!cudie) return out;
+  // The innermost function-like scope with a name (eu-stack -d).
+  Dwarf_Die* scopes = nullptr;
+  const int n = dwarf_getscopes(cudie, pc - bias, &scopes);
+  Dwarf_Die die{};
+  std::string name;
+  for (int i = 0; i < n && name.empty(); ++i) {
+    if (!function_like(dwarf_tag(&scopes[i]))) continue;
+    name = die_name(&scopes[i]);
+    if (!name.empty()) die = scopes[i];
+  }
+  std::free(scopes);
+  if (name.empty()) return out;
+  // From it outward (eu-stack -i): each inlined subroutine's caller, with
+  // the call site, up to the out-of-line function.
+  scopes = nullptr;
+  const int m = dwarf_getscopes_die(&die, &scopes);
+  if (m <= 0) {
+    std::free(scopes);
+    return out;
+  }
+  SourceFrame first = line_of(mod, pc);
+  first.function = std::move(name);
+  out.push_back(std::move(first));
+  Dwarf_Die* last = &scopes[0];
+  for (int i = 1; i < m; ++i) {
+    Dwarf_Die* scope = &scopes[i];
+    const int tag = dwarf_tag(scope);
+    if (!function_like(tag)) continue;
+    SourceFrame f;
+    f.function = die_name(scope);
+    call_site(cudie, last, f);
+    out.push_back(std::move(f));
+    if (tag == DW_TAG_subprogram) break;
+    last = scope;
+  }
+  std::free(scopes);
   return out;
 }
 

@@ -523,13 +523,7 @@ int main(int argc, char** argv) {
   tools::StackOptions sopt;
   auto* stack = app.add_subcommand("stack", "Print the stack of every thread of a running process (like eu-stack -p)");
   stack->add_option("pid", spid, "Process ID")->required()->check(CLI::PositiveNumber);
-  stack->add_flag("--json", sopt.json, "Print JSON (schema: docs/json.md)");
-  stack->add_flag("-v,--verbose", sopt.verbose, "Show each module's and frame's unwind source and why traces stop");
-  stack->add_flag("-m,--module", sopt.modules, "Show each frame's module");
-  stack->add_option("-n,--max-frames", sopt.max_frames, "Frames per thread at most")->capture_default_str();
-  stack->add_flag("!--no-generate", sopt.generate, "Do not generate SFrame from .eh_frame for modules without it");
-  stack->add_flag("--ignore-sframe", sopt.ignore_sframe, "Ignore the modules' own SFrame sections");
-  stack->add_flag("!--no-fp-fallback", sopt.fp_fallback, "Do not step by frame pointers where SFrame is missing");
+  tools::register_stack_options(*stack, sopt);
 
   CLI11_PARSE(app, argc, argv);
 

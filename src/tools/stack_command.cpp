@@ -5,12 +5,16 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +41,21 @@ struct FrameLine {
   // "signal frame"), or, for the last frame, the source whose rule failed
   // there ("none": no source covers it).
   std::string rule;
+  // -s: the source position of name_pc (line table); -i: the functions
+  // active there, innermost first (empty: no DWARF describes it).
+  process::SourceFrame source;
+  std::vector<process::SourceFrame> inlines;
+};
+
+// One printed frame: a physical frame, or (with -i) a function inlined at
+// its PC (a frame of its own, with the same PC, as eu-stack -i prints it).
+struct ShownFrame {
+  const FrameLine* frame = nullptr;
+  std::string name;
+  // The source position to print (-s), and whether this is the caller of an
+  // inlined function rather than the function at the PC itself.
+  const process::SourceFrame* source = nullptr;
+  bool inline_caller = false;
 };
 
 struct ThreadTrace {
@@ -48,6 +67,10 @@ struct ThreadTrace {
   std::uint64_t stop_address = 0;
   // Why the frame-pointer fallback was refused at the last frame ("" if not).
   std::string fp_rejected;
+  // Frames to print (with their inline frames under -i), and whether the
+  // trace was cut at StackOptions::max_frames.
+  std::vector<ShownFrame> shown;
+  bool truncated = false;
 };
 
 std::string errno_text(const Error& e) {
@@ -65,12 +88,24 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
     tt.error = errno_text(t.error);
     return tt;
   }
-  const std::size_t cap = std::max<std::size_t>(opt.max_frames, 1);
-  std::vector<Frame> frames(cap);
-  std::vector<process::RuleSource> sources(cap);
+  // -n 0: unlimited. The walk stops with kDepthLimit only when a frame
+  // beyond the buffer exists (the thread stays stopped: walk again with a
+  // larger one, up to the limit; a huge -n allocates only what is walked).
+  const std::size_t limit = opt.max_frames == 0 ? std::numeric_limits<std::size_t>::max() : opt.max_frames;
+  std::size_t cap = std::min<std::size_t>(limit, 256);
+  std::vector<Frame> frames;
+  std::vector<process::RuleSource> sources;
   process::WalkOptions wo;
   wo.fp_fallback = opt.fp_fallback;
-  const process::WalkResult r = mods.walk(mem, t.regs, frames, sources, wo);
+  process::WalkResult r;
+  for (;;) {
+    frames.assign(cap, Frame{});
+    sources.assign(cap, process::RuleSource::kNone);
+    r = mods.walk(mem, t.regs, frames, sources, wo);
+    if (cap == limit || r.reason != StopReason::kDepthLimit) break;
+    cap = cap > limit / 2 ? limit : cap * 2;
+  }
+  tt.truncated = cap == limit && r.reason == StopReason::kDepthLimit;
   tt.reason = r.reason;
   tt.stop_address = r.address;
   if (r.fp_rejected_cfa) {
@@ -113,6 +148,48 @@ std::string module_words(const LoadedModule& m) {
   return s;
 }
 
+// "FILE", "FILE:LINE" or "FILE:LINE:COLUMN", as eu-stack -s prints them.
+std::string source_words(const process::SourceFrame& s) {
+  std::string w = s.file;
+  if (s.line > 0) {
+    w += fmt::format(":{}", s.line);
+    if (s.column > 0) w += fmt::format(":{}", s.column);
+  }
+  return w;
+}
+
+void add_source(Json& j, const process::SourceFrame& s) {
+  if (s.file.empty()) return;
+  j["file"] = s.file;
+  if (s.line > 0) j["line"] = s.line;
+  if (s.column > 0) j["column"] = s.column;
+}
+
+// The frames to print, eu-stack's way: with -i, a frame that DWARF
+// describes is named as DWARF names the innermost function at its PC, and
+// each function that one was inlined into follows as a frame of its own
+// (same PC, the call site as its source); at most max_frames in all.
+void choose_shown(ThreadTrace& t, const StackOptions& opt) {
+  const std::size_t limit = opt.max_frames == 0 ? std::numeric_limits<std::size_t>::max() : opt.max_frames;
+  for (const FrameLine& f : t.frames) {
+    if (t.shown.size() >= limit) {
+      t.truncated = true;
+      break;
+    }
+    if (!opt.inlines || f.inlines.empty()) {
+      t.shown.push_back({&f, f.symbol, &f.source, false});
+      continue;
+    }
+    for (std::size_t k = 0; k < f.inlines.size(); ++k) {
+      if (t.shown.size() >= limit) {
+        t.truncated = true;
+        break;
+      }
+      t.shown.push_back({&f, f.inlines[k].function, &f.inlines[k], k > 0});
+    }
+  }
+}
+
 // eu-stack's layout: "PID N - process", then per thread "TID T:" and
 // "#N  0x%016x name" lines (the frame number left-aligned in 2 columns).
 void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector<ThreadTrace>& traces,
@@ -127,13 +204,16 @@ void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector
       out += fmt::format("  cannot read thread: {}\n", t.error);
       continue;
     }
-    for (std::size_t i = 0; i < t.frames.size(); ++i) {
-      const FrameLine& f = t.frames[i];
+    for (std::size_t i = 0; i < t.shown.size(); ++i) {
+      const ShownFrame& s = t.shown[i];
+      const FrameLine& f = *s.frame;
       std::string line = fmt::format("#{:<2} 0x{:016x}", i, f.pc);
-      if (!f.symbol.empty()) line += " " + f.symbol;
+      if (!s.name.empty()) line += " " + s.name;
       if (opt.modules && f.module) line += fmt::format(" - {}", f.module->path);
       if (opt.verbose) line += fmt::format("  [{}]", f.rule);
       out += line + "\n";
+      // eu-stack -s: "    FILE:LINE:COLUMN" under the frame.
+      if (opt.source && s.source && !s.source->file.empty()) out += "    " + source_words(*s.source) + "\n";
     }
     if (opt.verbose)
       out += fmt::format("stopped: {} ({}{}{})\n", stop_reason_name(t.reason), describe(t.reason),
@@ -144,7 +224,7 @@ void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector
 }
 
 void print_json(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
-                const std::vector<ThreadTrace>& traces) {
+                const std::vector<ThreadTrace>& traces, const StackOptions& opt) {
   Json j;
   j["sframepp_json"] = 1;
   j["command"] = "stack";
@@ -174,7 +254,11 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
       continue;
     }
     jt["frames"] = Json::array();
-    for (const auto& f : t.frames) {
+    // Physical frames, each with the inline frames shown at its PC.
+    for (std::size_t i = 0; i < t.shown.size(); ++i) {
+      const ShownFrame& s = t.shown[i];
+      const FrameLine& f = *s.frame;
+      if (s.inline_caller) continue;
       Json jf;
       jf["pc"] = hex(f.pc);
       jf["return_address"] = f.return_address;
@@ -184,8 +268,20 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
         jf["offset"] = f.offset;
       }
       jf["rule"] = f.rule;
+      if (opt.inlines && !f.inlines.empty()) jf["function"] = s.name;
+      if (opt.source && s.source) add_source(jf, *s.source);
+      if (opt.inlines && !f.inlines.empty()) {
+        jf["inlined_into"] = Json::array();
+        for (std::size_t k = i + 1; k < t.shown.size() && t.shown[k].inline_caller; ++k) {
+          Json ji;
+          ji["function"] = t.shown[k].name;
+          if (opt.source) add_source(ji, *t.shown[k].source);
+          jf["inlined_into"].push_back(std::move(ji));
+        }
+      }
       jt["frames"].push_back(std::move(jf));
     }
+    jt["truncated"] = t.truncated;
     jt["stop"] = {{"reason", std::string(stop_reason_name(t.reason))},
                   {"description", std::string(describe(t.reason))},
                   {"address", hex(t.stop_address)}};
@@ -260,7 +356,9 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
     return 130;
   }
-  // Symbols are looked up once the process runs again.
+  // Symbols and source lines are looked up once the process runs again.
+  std::optional<process::SourceLines> lines;
+  if (opt.source || opt.inlines) lines.emplace(*mods);
   for (auto& t : traces) {
     for (auto& line : t.frames) {
       const auto sym = process::symbolize(*mods, line.name_pc);
@@ -269,14 +367,41 @@ int run_stack(pid_t pid, const StackOptions& opt) {
         line.symbol = sym.module->symbols.display_name(*sym.symbol);
         line.offset = line.pc - (line.name_pc - sym.offset);
       }
+      if (opt.source) line.source = lines->line(line.name_pc);
+      if (opt.inlines) line.inlines = lines->inline_frames(line.name_pc);
     }
+    choose_shown(t, opt);
   }
   if (opt.json) {
-    print_json(pid, pname, *mods, traces);
+    print_json(pid, pname, *mods, traces, opt);
   } else {
     print_text(pid, *mods, traces, opt);
   }
-  return 0;
+  // As eu-stack: the cut is said on stderr, and the exit status is 1.
+  int status = 0;
+  for (const auto& t : traces) {
+    if (!t.truncated) continue;
+    std::fflush(stdout);
+    fmt::print(stderr, "sframe: stack: tid {}: shown max number of frames ({}, use -n 0 for unlimited)\n", t.tid,
+               opt.max_frames);
+    status = 1;
+  }
+  return status;
+}
+
+void register_stack_options(CLI::App& stack_cmd, StackOptions& opt) {
+  stack_cmd.add_flag("--json", opt.json, "Print JSON (schema: docs/json.md)");
+  stack_cmd.add_flag("-v,--verbose", opt.verbose, "Show each module's and frame's unwind source and why traces stop");
+  stack_cmd.add_flag("-m,--module", opt.modules, "Show each frame's module");
+  stack_cmd.add_option("-n,--max-frames", opt.max_frames,
+                       "Frames per thread at most (0: unlimited); more are announced on stderr, exit status 1")
+      ->capture_default_str();
+  stack_cmd.add_flag("-s,--source", opt.source, "Show each frame's source file:line:column (DWARF line tables)");
+  stack_cmd.add_flag("-i,--inlines", opt.inlines,
+                     "Show inlined functions as frames of their own and name frames from DWARF (as eu-stack -i)");
+  stack_cmd.add_flag("!--no-generate", opt.generate, "Do not generate SFrame from .eh_frame for modules without it");
+  stack_cmd.add_flag("--ignore-sframe", opt.ignore_sframe, "Ignore the modules' own SFrame sections");
+  stack_cmd.add_flag("!--no-fp-fallback", opt.fp_fallback, "Do not step by frame pointers where SFrame is missing");
 }
 
 }  // namespace sframe::tools

@@ -1,6 +1,6 @@
 /* The `sframe stack` test program: threads parked in known call chains.
      main:     m1 -> m2 -> pthread_join (futex wait in libc)
-     t-pause:  f1 -> f2 -> f3 -> pause()
+     t-pause:  f1 -> f2 -> f3 -> (park_in_pause, inlined) -> pause()
      t-futex:  h1 -> h2 -> h3 -> futex(FUTEX_WAIT)
      t-lib:    k1 -> lib_g1 -> lib_g2 -> lib_g3 (libstacklib.so) -> nanosleep()
      t-signal: q1 -> q2 -> raise(SIGUSR1) -> handler s1 -> s2 -> pause()
@@ -25,9 +25,14 @@ static volatile int arrived;
 
 static void arrive(void) { __atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST); }
 
+/* Inlined into f3: with -g, `sframe stack -i` shows it as a frame of its own. */
+static inline __attribute__((always_inline)) void park_in_pause(void) {
+  pause();
+  __asm__ volatile("");
+}
 __attribute__((noinline)) void f3(void) {
   arrive();
-  while (!stop) pause();
+  while (!stop) park_in_pause();
 }
 __attribute__((noinline)) void f2(void) {
   f3();
