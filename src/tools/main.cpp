@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
       return usage(nullptr, false, fmt::format("{}: unknown command (commands: {})", argv[1], names));
     }
     if (argc == 1) return usage(nullptr, false, "no command given");
+    if (!named) return usage(nullptr, false, fmt::format("{}: unknown option, or no command given", argv[1]));
     return usage(named, json, e.what());
   }
   for (auto& c : commands) {
