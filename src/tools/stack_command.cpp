@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "render.hpp"
 #include "sframe/process.hpp"
 #include "sframe/unwind.hpp"
@@ -319,6 +320,23 @@ struct TerminationHandlers {
 
 }  // namespace
 
+namespace {
+
+// A failure of the whole command: one line on stderr and, with --json, a
+// JSON document on stdout saying the same (docs/json.md).
+int fail(pid_t pid, const StackOptions& opt, int status, const std::string& why) {
+  fmt::print(stderr, "sframe: stack: {}\n", why);
+  if (opt.json) {
+    Json j = envelope("stack");
+    j["pid"] = pid;
+    j["error"] = why;
+    print(j.dump(2) + "\n");
+  }
+  return status;
+}
+
+}  // namespace
+
 int run_stack(pid_t pid, const StackOptions& opt) {
   const std::string pname = process::process_name(pid);
   std::vector<ThreadTrace> traces;
@@ -329,18 +347,12 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     ao.cancel = &g_interrupted;
     auto att = process::Attachment::attach(pid, ao);
     if (!att) {
-      if (g_interrupted) {
-        fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
-        return 130;
-      }
-      fmt::print(stderr, "sframe: stack: cannot attach to process {}: {}\n", pid, errno_text(att.error()));
-      return 1;
+      if (g_interrupted) return fail(pid, opt, 130, fmt::format("interrupted; process {} detached", pid));
+      return fail(pid, opt, 1, fmt::format("cannot attach to process {}: {}", pid, errno_text(att.error())));
     }
     auto maps = process::read_maps(pid);
-    if (!maps) {
-      fmt::print(stderr, "sframe: stack: cannot read /proc/{}/maps: {}\n", pid, errno_text(maps.error()));
-      return 1;  // `att` detaches
-    }
+    if (!maps)  // `att` detaches
+      return fail(pid, opt, 1, fmt::format("cannot read /proc/{}/maps: {}", pid, errno_text(maps.error())));
     process::RemoteMemory mem(pid);
     process::ModuleOptions mo;
     mo.generate = opt.generate;
@@ -352,10 +364,7 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     }
     // Leave the destructor to detach: the process runs again before printing.
   }
-  if (g_interrupted) {
-    fmt::print(stderr, "sframe: stack: interrupted; process {} detached\n", pid);
-    return 130;
-  }
+  if (g_interrupted) return fail(pid, opt, 130, fmt::format("interrupted; process {} detached", pid));
   // Symbols and source lines are looked up once the process runs again.
   std::optional<process::SourceLines> lines;
   if (opt.source || opt.inlines) lines.emplace(*mods);

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <ucontext.h>
@@ -98,8 +99,11 @@ void give_altstack() {
   // Per thread; large enough for the three walkers (libgcc's unwinder
   // needs a few KiB).
   const std::size_t size = 256 * 1024;
+  // mmap: kept for the thread's (and the process's) life, not a leak.
+  void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) std::abort();
   stack_t ss = {};
-  ss.ss_sp = std::malloc(size);
+  ss.ss_sp = mem;
   ss.ss_size = size;
   sigaltstack(&ss, nullptr);
 }

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+#include "cli.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "commands.hpp"
+#include "objdump_text.hpp"
+
+namespace sframe::tools {
+
+Json envelope(std::string_view command) {
+  Json j;
+  j["sframepp_json"] = kJsonVersion;
+  j["command"] = std::string(command);
+  return j;
+}
+
+std::optional<std::uint64_t> parse_number(std::string_view text, std::string& why) {
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  const auto hex_value = [&](char c) -> int {
+    if (is_digit(c)) return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const std::string t(text);
+  if (text.empty()) {
+    why = "empty number";
+    return std::nullopt;
+  }
+  if (text[0] == '-' || text[0] == '+') {
+    why = fmt::format("{}: signed numbers are refused (write 0x... or a decimal number)", t);
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  if (text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    const std::string_view digits = text.substr(2);
+    bool ok = !digits.empty();
+    for (char c : digits) ok = ok && hex_value(c) >= 0;
+    if (!ok) {
+      why = fmt::format("{}: not a hex number", t);
+      return std::nullopt;
+    }
+    for (char c : digits) {
+      if (v >> 60) {
+        why = fmt::format("{}: more than 64 bits", t);
+        return std::nullopt;
+      }
+      v = v << 4 | static_cast<std::uint64_t>(hex_value(c));
+    }
+    return v;
+  }
+  bool decimal = true, hexish = true;
+  for (char c : text) {
+    decimal = decimal && is_digit(c);
+    hexish = hexish && hex_value(c) >= 0;
+  }
+  if (!decimal) {
+    why = hexish ? fmt::format("{}: hex digits without 0x; write 0x{}", t, t) : fmt::format("{}: not a number", t);
+    return std::nullopt;
+  }
+  if (text.size() > 1 && text[0] == '0') {
+    const std::string_view rest = text.substr(std::min(text.find_first_not_of('0'), text.size() - 1));
+    why = fmt::format("{}: a leading 0 is refused (octal or decimal?); write 0x{} or {}", t, rest, rest);
+    return std::nullopt;
+  }
+  for (char c : text) {
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) {
+      why = fmt::format("{}: more than 64 bits", t);
+      return std::nullopt;
+    }
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what) {
+  std::string why;
+  const auto v = parse_number(text, why);
+  if (!v) throw UsageError(fmt::format("{} {}", what, why));
+  return *v;
+}
+
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+void complain(const std::string& where, const std::string& why) {
+  std::fflush(stdout);
+  fmt::print(stderr, "sframe: {}: {}\n", where, why);
+}
+
+InputName split_input(const std::string& arg) {
+  const auto at = arg.rfind('@');
+  struct stat st {};
+  if (at == std::string::npos || ::stat(arg.c_str(), &st) == 0) return {arg, std::nullopt};
+  return {arg.substr(0, at), parse_number_or_throw(arg.substr(at + 1), fmt::format("{}: address after @:", arg))};
+}
+
+namespace {
+
+std::uint64_t get(const unsigned char* p, int n, bool big) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= std::uint64_t{p[big ? n - 1 - i : i]} << (8 * i);
+  return v;
+}
+
+// ELF headers that point past the end of the file: "file truncated".
+bool elf_truncated(const unsigned char* h, std::size_t n, std::uint64_t size) {
+  const bool is64 = h[EI_CLASS] == ELFCLASS64, big = h[EI_DATA] == ELFDATA2MSB;
+  const std::size_t ehsize = is64 ? sizeof(Elf64_Ehdr) : sizeof(Elf32_Ehdr);
+  if (n < ehsize) return true;
+  const std::uint64_t phoff = is64 ? get(h + 32, 8, big) : get(h + 28, 4, big);
+  const std::uint64_t shoff = is64 ? get(h + 40, 8, big) : get(h + 32, 4, big);
+  const std::uint64_t phent = get(h + (is64 ? 54 : 42), 2, big), phnum = get(h + (is64 ? 56 : 44), 2, big);
+  const std::uint64_t shent = get(h + (is64 ? 58 : 46), 2, big), shnum = get(h + (is64 ? 60 : 48), 2, big);
+  const auto past = [&](std::uint64_t off, std::uint64_t len) { return off > size || len > size - off; };
+  return (phnum && past(phoff, phent * phnum)) || (shnum && past(shoff, shent * shnum));
+}
+
+}  // namespace
+
+std::optional<FileKind> identify(const std::string& path, std::string& why) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    why = "is a directory";
+    return std::nullopt;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  unsigned char h[sizeof(Elf64_Ehdr)] = {};
+  ssize_t n = 0;
+  while (n < static_cast<ssize_t>(sizeof h)) {
+    const ssize_t r = ::read(fd, h + n, sizeof h - static_cast<std::size_t>(n));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (r == 0) break;
+    n += r;
+  }
+  ::close(fd);
+  const auto got = static_cast<std::size_t>(n);
+  if (got >= 4 && ((h[0] == 0xe2 && h[1] == 0xde) || (h[0] == 0xde && h[1] == 0xe2))) return FileKind::kRaw;
+  if (got >= SELFMAG && std::memcmp(h, ELFMAG, SELFMAG) == 0) {
+    if (got <= EI_DATA || elf_truncated(h, got, static_cast<std::uint64_t>(st.st_size))) {
+      why = "file truncated";
+      return std::nullopt;
+    }
+    return FileKind::kElf;
+  }
+  why = "file format not recognized";
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::byte>> read_all(const std::string& path, std::string& why) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  std::vector<std::byte> out;
+  std::byte buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  const bool ok = !std::ferror(f);
+  if (!ok) why = std::strerror(errno);
+  std::fclose(f);
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+std::optional<elf::ElfFile> open_elf(const std::string& path, bool for_cfi, std::string& why) {
+  if (!identify(path, why)) return std::nullopt;
+  auto file = elf::ElfFile::open(path);
+  if (!file) {
+    why = write_error_text(file.error());
+    return std::nullopt;
+  }
+  if (!for_cfi || file->info().type != ET_REL) return std::move(*file);
+  auto copy = file->relocated_copy();
+  if (!copy) {
+    why = "cannot apply the relocations of .eh_frame and .sframe: " + error_text(copy.error());
+    return std::nullopt;
+  }
+  return std::move(*copy);
+}
+
+std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why) {
+  const InputName in = split_input(arg);
+  const auto kind = identify(in.path, why);
+  if (!kind) return std::nullopt;
+  Loaded l;
+  l.path = in.path;
+  l.address_given = in.address.has_value();
+  if (*kind == FileKind::kRaw) {
+    auto bytes = read_all(in.path, why);
+    if (!bytes) return std::nullopt;
+    l.raw = true;
+    l.data.owned = std::move(*bytes);
+    l.data.bytes = l.data.owned;
+    l.data.address = in.address.value_or(0);
+    l.data.name = in.path;
+    if (opt.text_prefix)
+      *opt.text_prefix += fmt::format("\n{}:     {}\n\n", in.path, raw_note(l));
+  } else {
+    auto file = open_elf(in.path, opt.for_cfi, why);
+    if (!file) return std::nullopt;
+    l.file.emplace(std::move(*file));
+    if (opt.text_prefix) append_banner(*opt.text_prefix, in.path, bfd_target_name(l.file->info()));
+    auto data = l.file->sframe_section(opt.section);
+    if (!data) {
+      if (data.error().code == Errc::kNoSFrameSection) {
+        if (opt.text_prefix) *opt.text_prefix += fmt::format("No {} section present\n\n", opt.section);
+        why = l.file->info().machine == EM_386 ? fmt::format("no section {}: 32-bit x86 has no SFrame ABI", opt.section)
+                                               : fmt::format("no section {}", opt.section);
+      } else {
+        why = error_text(data.error());
+      }
+      return std::nullopt;
+    }
+    l.data = std::move(*data);
+    if (in.address) l.data.address = *in.address;
+  }
+  const std::string where = l.raw ? std::string("raw section") : fmt::format("section {}", opt.section);
+  auto sec = Section::parse(l.data.bytes, l.data.address);
+  if (!sec) {
+    why = fmt::format("{}: {}", where, error_text(sec.error()));
+    return std::nullopt;
+  }
+  if (auto ok = validate(*sec, opt.strictness); !ok) {
+    why = fmt::format("{}: {}", where, error_text(ok.error()));
+    return std::nullopt;
+  }
+  l.section = *sec;
+  return l;
+}
+
+std::string raw_note(const Loaded& l) {
+  return fmt::format("raw SFrame section at 0x{:x}{}", l.data.address,
+                     l.address_given ? "" : " (no @ADDRESS given: address 0 assumed)");
+}
+
+Json raw_json(const Loaded& l) { return {{"address", hex(l.data.address)}, {"address_given", l.address_given}}; }
+
+}  // namespace sframe::tools
+
+namespace sframe::tools {
+Command::~Command() = default;
+}  // namespace sframe::tools

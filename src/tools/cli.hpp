@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// What every subcommand of the `sframe` tool shares: the JSON envelope, the
+// one number parser, opening an input (an ELF file, or a raw section written
+// by `gen -o`/`merge -o`, as FILE[@ADDRESS]), and the one-line complaints.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "render.hpp"
+#include "sframe/elf.hpp"
+#include "sframe/section.hpp"
+
+namespace sframe::tools {
+
+/// JSON documents carry this version; docs/json.md describes the schema.
+inline constexpr int kJsonVersion = 1;
+
+/// `{"sframepp_json": 1, "command": COMMAND}`: every JSON document starts so.
+Json envelope(std::string_view command);
+
+/// Bad usage (a bad number, a bad option value): `main` prints "sframe:
+/// COMMAND: what" (and the JSON error document with --json), exit status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The one parser of PCs, addresses and other numbers given on the command
+/// line: hex as 0x..., or decimal. Refused, with the reason in `why`: a
+/// sign ("-5"), a leading 0 ("010": octal or decimal?), hex digits without
+/// 0x ("148f2", as perf prints them: "write 0x148f2"), more than 64 bits.
+std::optional<std::uint64_t> parse_number(std::string_view text, std::string& why);
+/// parse_number, throwing UsageError("WHAT TEXT: why") on refusal.
+std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what);
+
+/// Prints `text` on stdout as it is.
+void print(const std::string& text);
+/// "sframe: WHERE: WHY" on stderr (stdout flushed first, to keep the order).
+void complain(const std::string& where, const std::string& why);
+
+/// An input as given on the command line: PATH or PATH@ADDRESS.
+struct InputName {
+  std::string path;
+  std::optional<std::uint64_t> address;  // given after '@'
+};
+/// Splits ARG at its last '@' unless ARG names an existing file; a bad
+/// address throws UsageError.
+InputName split_input(const std::string& arg);
+
+/// What a file's first bytes say it is.
+enum class FileKind { kElf, kRaw };
+/// Checks `path` as objdump does before reading it: "is a directory", the
+/// system's words for an errno ("No such file or directory"), "file format
+/// not recognized" (empty, or neither ELF nor SFrame magic), "file
+/// truncated" (ELF headers past its end), "32-bit x86 has no SFrame ABI".
+std::optional<FileKind> identify(const std::string& path, std::string& why);
+
+/// Reads a whole file; nullopt on failure (`why`: the system's words).
+std::optional<std::vector<std::byte>> read_all(const std::string& path, std::string& why);
+
+/// An input with its SFrame section parsed (and checked to the level asked).
+struct Loaded {
+  std::string path;
+  std::optional<elf::ElfFile> file;  // none for a raw section
+  elf::SFrameSectionData data;
+  Section section;
+  bool raw = false;
+  bool address_given = false;  // @ADDRESS given (a raw section is at 0 otherwise)
+};
+
+struct LoadOptions {
+  std::string section = ".sframe";
+  Strictness strictness = Strictness::kLenient;
+  /// A relocatable object is opened as its relocated copy (verify).
+  bool for_cfi = false;
+  /// Receives what objdump prints before the section (or before failing).
+  std::string* text_prefix = nullptr;
+};
+
+/// Opens ARG (PATH[@ADDRESS]; ELF or raw, told apart by their magic) and
+/// parses its SFrame section, placed at ADDRESS when given.
+std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why);
+
+/// Opens an ELF file; a relocatable object as its relocated copy (whose CFI
+/// and SFrame sit at the same addresses) when `for_cfi`.
+std::optional<elf::ElfFile> open_elf(const std::string& path, bool for_cfi, std::string& why);
+
+/// "raw SFrame section at 0x0 (no @ADDRESS given: address 0 assumed)".
+std::string raw_note(const Loaded& l);
+/// {"address": "0x...", "address_given": bool} for the "raw" JSON field.
+Json raw_json(const Loaded& l);
+
+}  // namespace sframe::tools

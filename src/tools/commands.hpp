@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// The subcommands of the `sframe` tool, one file each (dump_command.cpp,
+// ...): an options struct, register_on() adds the subcommand and its options
+// to the CLI11 app, run() runs it and returns the exit status. main.cpp only
+// wires them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "render.hpp"
+#include "sframe/elf.hpp"
+#include "sframe/section.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace sframe::tools {
+
+class Command {
+ public:
+  virtual ~Command();
+  virtual std::string_view name() const = 0;
+  /// Adds the subcommand to `parent`.
+  virtual void register_on(CLI::App& parent) = 0;
+  /// Runs it (after parsing); the exit status. Bad usage throws UsageError.
+  virtual int run() = 0;
+  /// --json was given.
+  virtual bool json() const = 0;
+  /// The subcommand registered (null before register_on).
+  CLI::App* app() const { return app_; }
+
+ protected:
+  CLI::App* app_ = nullptr;
+};
+
+/// Every subcommand, in the order `sframe --help` lists them.
+std::vector<std::unique_ptr<Command>> all_commands();
+
+struct DumpOptions {
+  std::vector<std::string> files;  // none: the sframe binary itself
+  std::string section = ".sframe";
+  bool json = false;
+};
+struct VerifyOptions {
+  std::vector<std::string> files;
+  std::string section = ".sframe";
+  std::string raw;  // RAW[@ADDRESS] checked against each file's DWARF
+  bool json = false;
+};
+struct LookupOptions {
+  std::string file;
+  std::vector<std::string> pcs;
+  std::string section = ".sframe";
+  bool json = false;
+};
+struct StatOptions {
+  std::vector<std::string> files;
+  std::string section = ".sframe";
+  bool json = false;
+};
+struct MergeOptions {
+  std::vector<std::string> inputs;  // ELF[@ADDRESS] or RAW[@ADDRESS]
+  std::string output;
+  std::string address = "0";
+  int version = 3;
+  std::string section = ".sframe";
+  bool json = false;
+};
+struct GenOptions {
+  std::string file;
+  int version = 3;
+  std::string output;      // raw section file; empty: none
+  std::string elf_output;  // copy of the input with .sframe added; empty: none
+  bool in_place = false;   // the --elf copy replaces FILE (atomically)
+  std::string address;     // section address; empty: the file's .sframe address, else 0
+  bool json = false;
+};
+
+/// The DWARF half of `sframe verify` for one file.
+struct DwarfVerdict {
+  /// The comparison failed: rules disagree, the CFI could not be read on a
+  /// file that has it, or no PC was compared where both sides have some.
+  bool failed = false;
+  /// "DWARF: N functions, M PCs, K mismatches" or "DWARF: not compared: REASON".
+  std::string summary;
+  /// Text lines for after the verdict line: mismatches, missing ranges.
+  std::string details;
+  /// Why it failed, in words (empty unless `failed`).
+  std::string error;
+};
+
+/// Compares `s` with the DWARF CFI of `file` (for a relocatable object: its
+/// ElfFile::relocated_copy()) and fills j["dwarf"].
+DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Json& j);
+
+/// Why a file has no CFI gen can read, in words; empty if none of these.
+std::string why_no_cfi(const elf::ElfFile& f);
+
+std::unique_ptr<Command> make_dump_command();
+std::unique_ptr<Command> make_verify_command();
+std::unique_ptr<Command> make_lookup_command();
+std::unique_ptr<Command> make_stat_command();
+std::unique_ptr<Command> make_gen_command();
+std::unique_ptr<Command> make_merge_command();
+std::unique_ptr<Command> make_stack_command();
+
+}  // namespace sframe::tools

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// `sframe gen FILE`: SFrame from the file's DWARF CFI (.eh_frame).
+#include <elf.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "sframe/cfi.hpp"
+#include "sframe/encode.hpp"
+#include "sframe/output_file.hpp"
+
+namespace sframe::tools {
+namespace {
+
+std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
+  for (const auto& sh : f.sections())
+    if (sh.name == name) return sh.size;
+  return 0;
+}
+
+class GenCommand final : public Command {
+ public:
+  std::string_view name() const override { return "gen"; }
+  bool json() const override { return opt_.json; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand("gen", "Generate SFrame from the DWARF CFI (.eh_frame) of a linked ELF file");
+    app_->add_option("file", opt_.file, "ELF file")->required();
+    app_->add_option("--format-version", opt_.version, "SFrame version to write")
+        ->check(CLI::IsMember({2, 3}))
+        ->capture_default_str();
+    app_->add_option("-o,--output", opt_.output, "Write the raw section here (-: standard output)");
+    app_->add_option("--elf", opt_.elf_output,
+                     "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
+    app_->add_flag("--in-place", opt_.in_place,
+                   "Replace FILE by its copy with .sframe added (atomically: a failure leaves FILE as it was)");
+    app_->add_option("--address", opt_.address,
+                     "Section address, 0x... or decimal (default: the file's .sframe address, else 0)");
+    app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+  }
+
+  int run() override {
+    const int rc = generate();
+    if (rc != 0 && opt_.json) {
+      // A JSON document on stdout also on failure (`-o -` has the section there).
+      Json j = envelope("gen");
+      j["file"] = opt_.file;
+      j["error"] = error_;
+      if (opt_.output != "-") print(j.dump(2) + "\n");
+    }
+    return rc;
+  }
+
+ private:
+  int generate();
+  // Says why on stderr ("sframe: WHERE: WHAT"), keeps it for the JSON; 1.
+  int fail(const std::string& where, const std::string& what) {
+    complain(where, what);
+    error_ = where == opt_.file ? what : fmt::format("{}: {}", where, what);
+    return 1;
+  }
+
+  GenOptions opt_;
+  std::string error_;
+};
+
+int GenCommand::generate() {
+  GenOptions& opt = opt_;
+  const std::string& path = opt.file;
+  // Outputs are checked before any work: an output that is the input would
+  // destroy it (a raw section over the ELF file), unless --in-place asks for
+  // the ELF copy to replace it.
+  if (opt.in_place) {
+    if (opt.elf_output.empty()) opt.elf_output = path;
+    if (!same_file(opt.elf_output, path)) {
+      return fail(opt.elf_output, "--in-place writes the --elf copy over FILE; --elf names another file");
+    }
+  } else if (!opt.elf_output.empty() && same_file(opt.elf_output, path)) {
+    return fail(opt.elf_output, "--elf output is the input file; use --in-place to replace it");
+  }
+  if (!opt.output.empty() && same_file(opt.output, path)) {
+    return fail(opt.output, "-o output is the input file (it would be replaced by a raw section)");
+  }
+  if (!opt.output.empty() && !opt.elf_output.empty() &&
+      (opt.output == opt.elf_output || same_file(opt.output, opt.elf_output))) {
+    return fail(opt.output, "-o and --elf name the same file");
+  }
+  if (opt.elf_output == "-") {
+    // libelf writes with seeks, which a pipe cannot take.
+    return fail("--elf -", "an ELF copy cannot go to standard output; use -o - for the raw section");
+  }
+  // With the raw section on standard output, the summary goes to stderr.
+  std::FILE* const report = opt.output == "-" ? stderr : stdout;
+  std::uint64_t address = 0;
+  if (!opt.address.empty()) address = parse_number_or_throw(opt.address, "--address");
+  std::string why_not;
+  auto file = open_elf(path, false, why_not);
+  if (!file) return fail(path, why_not);
+  if (file->info().machine == EM_386) return fail(path, "32-bit x86 has no SFrame ABI");
+  auto existing = file->sframe_section();
+  if (!opt.elf_output.empty() && existing && !existing->from_segment)
+    return fail(path, fmt::format("already has a {} section (gen --elf adds one; dump or verify it instead)",
+                                  existing->name));
+  if (opt.address.empty() && existing) address = existing->address;
+  const Version version = opt.version == 2 ? Version::kV2 : Version::kV3;
+  auto header = cfi::section_header(*file, version, address);
+  if (!header) {
+    return fail(path, fmt::format("cannot read DWARF CFI: {}", error_text(header.error())));
+  }
+  // Streamed into the encoder: one function's rows in memory at a time.
+  SectionEncoder enc(*header);
+  const std::uint64_t eh = section_size(*file, ".eh_frame");
+  // Address space only: pages of the buffer never written are never touched.
+  enc.reserve(section_size(*file, ".eh_frame_hdr") / 8 + 64, 2 * eh + 4096);
+  std::optional<Error> enc_error;
+  auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
+    if (enc_error) return;
+    if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+  });
+  if (!g) {
+    const std::string why = g.error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
+    return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g.error()) : why));
+  }
+  const std::uint64_t functions_out = enc.size();
+  auto bytes = enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish();
+  if (!bytes) {
+    return fail(path, error_text(bytes.error()));
+  }
+  // Both outputs are written in full before either replaces anything, so a
+  // failure of one leaves the other's destination as it was too.
+  std::optional<OutputFile> raw_out, elf_out;
+  const auto cannot = [this](const std::string& where, const std::string& what, const Error& e) {
+    return fail(where, fmt::format("{}: {}", what, write_error_text(e)));
+  };
+  if (!opt.output.empty()) {
+    if (opt.output == "-") std::fflush(stdout);
+    auto out = OutputFile::create(opt.output);
+    if (!out) return cannot(opt.output, "cannot write", out.error());
+    if (auto ok = out->write(*bytes); !ok) return cannot(opt.output, "cannot write", ok.error());
+    raw_out.emplace(std::move(*out));
+  }
+  if (!opt.elf_output.empty()) {
+    auto out = OutputFile::create(opt.elf_output, path);
+    if (!out) return cannot(opt.elf_output, "cannot write a copy with .sframe", out.error());
+    auto ok = elf::write_with_section(path, *out, ".sframe", elf::kShtGnuSframe, *bytes, address);
+    if (!ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
+    elf_out.emplace(std::move(*out));
+  }
+  if (raw_out)
+    if (auto ok = raw_out->commit(); !ok) return cannot(opt.output, "cannot write", ok.error());
+  if (elf_out)
+    if (auto ok = elf_out->commit(); !ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
+  std::map<cfi::Reason, std::uint64_t> by_reason;
+  for (const auto& s : g->skipped) ++by_reason[s.reason];
+  if (opt.json) {
+    Json j = envelope("gen");
+    j["file"] = path;
+    j["version"] = opt.version;
+    j["address"] = hex(address);
+    j["functions_in"] = g->functions_in;
+    j["functions_out"] = functions_out;
+    j["flex_functions"] = g->flex_functions;
+    j["plt_functions"] = g->plt_functions;
+    Json left = Json::object();
+    for (const auto& [r, n] : by_reason) left[std::string(cfi::describe(r))] = n;
+    j["left_out"] = left;
+    j["bytes"] = {{"eh_frame", eh}, {"sframe", bytes->size()}};
+    const std::string text = j.dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), report);
+    return 0;
+  }
+  fmt::print(report, "{}: SFrame v{} for address 0x{:x}{}\n", path, opt.version, address,
+             opt.output.empty() ? "" : fmt::format(", written to {}", opt.output));
+  fmt::print(report, "  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
+             functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
+  for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
+  fmt::print(report, "  bytes: .eh_frame {} in, .sframe {} out\n", eh, bytes->size());
+  return 0;
+}
+
+}  // namespace
+
+std::string why_no_cfi(const elf::ElfFile& f) {
+  bool eh = false, hdr = false, debug = false;
+  for (const auto& sh : f.sections()) {
+    eh |= sh.name == ".eh_frame" && sh.size > 4;  // 4 bytes: only the terminator
+    hdr |= sh.name == ".eh_frame_hdr";
+    debug |= sh.name == ".debug_frame";
+  }
+  if (f.info().type == ET_REL) return "relocatable object (gen reads linked executables and shared objects)";
+  if (!eh) return debug ? "no .eh_frame (only .debug_frame)" : "no .eh_frame FDEs";
+  if (!hdr) return ".eh_frame without .eh_frame_hdr";
+  return "";
+}
+
+
+std::unique_ptr<Command> make_gen_command() { return std::make_unique<GenCommand>(); }
+
+}  // namespace sframe::tools

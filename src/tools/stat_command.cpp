@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+// `sframe stat`: counts, encodings, sizes beside .eh_frame, .text coverage.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli.hpp"
+#include "commands.hpp"
+
+namespace sframe::tools {
+namespace {
+
+void print_stats(const std::string& path, const Loaded& l, const Stats& st) {
+  const Section& s = l.section;
+  const auto pct = [](std::uint64_t a, std::uint64_t b) { return b ? 100.0 * double(a) / double(b) : 0.0; };
+  std::string flags;
+  for (const auto& f : flag_names(s.header().flags, s.version())) flags += (flags.empty() ? "" : ", ") + f;
+  if (l.raw) {
+    fmt::print("{}: {}\n", path, raw_note(l));
+  } else {
+    fmt::print("{}: section {} at 0x{:x}{}\n", path, l.data.name, l.data.address,
+               l.data.from_segment ? " (from PT_GNU_SFRAME)" : "");
+  }
+  fmt::print("  version {}, {}, {} byte order, flags: {}\n", static_cast<int>(s.version()), abi_name(s.abi()),
+             s.big_endian() ? "big" : "little", flags.empty() ? "none" : flags);
+  fmt::print("  FDEs: {} (PC type inc {}, mask {}; FDE type default {}, flex {}; signal {})\n", s.num_fdes(),
+             st.pc_types[0], st.pc_types[1], st.fde_types[0], st.fde_types[1], st.signal_fdes);
+  fmt::print("  FREs: {} ({:.2f} per FDE)\n", st.fres, s.num_fdes() ? double(st.fres) / s.num_fdes() : 0.0);
+  fmt::print("  FRE types (FDEs): addr1 {}, addr2 {}, addr4 {}\n", st.fre_types[0], st.fre_types[1], st.fre_types[2]);
+  fmt::print("  data-word sizes (FREs): 1B {}, 2B {}, 4B {}\n", st.dataword_sizes[0], st.dataword_sizes[1],
+             st.dataword_sizes[2]);
+  std::string counts;
+  for (std::size_t n = 0; n < st.dataword_counts.size(); ++n)
+    if (st.dataword_counts[n]) counts += fmt::format("{}{}: {}", counts.empty() ? "" : ", ", n, st.dataword_counts[n]);
+  fmt::print("  data-word counts (FREs): {}{}\n", counts,
+             st.mangled_ra_fres ? fmt::format("; signed RA in {} FREs", st.mangled_ra_fres) : "");
+  const std::uint64_t eh = st.eh_frame_bytes + st.eh_frame_hdr_bytes;
+  fmt::print("  bytes: .sframe {} (header accounts for {}); .eh_frame {} + .eh_frame_hdr {} = {}{}\n",
+             st.sframe_bytes, st.used_bytes, st.eh_frame_bytes, st.eh_frame_hdr_bytes, eh,
+             eh ? fmt::format(" (.sframe is {:.1f}% of that)", pct(st.sframe_bytes, eh)) : "");
+  fmt::print("  .text coverage: {} of {} bytes ({:.1f}%)\n", st.text_covered, st.text_bytes,
+             pct(st.text_covered, st.text_bytes));
+}
+
+class StatCommand final : public Command {
+ public:
+  std::string_view name() const override { return "stat"; }
+  bool json() const override { return opt_.json; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand("stat", "Summarize SFrame sections: counts, encodings, sizes, coverage");
+    app_->add_option("files", opt_.files, "ELF files, or raw sections as RAW[@ADDRESS]")->required();
+    app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
+    app_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
+  }
+
+  int run() override {
+    int rc = 0;
+    Json doc = envelope("stat");
+    doc["files"] = Json::array();
+    for (const auto& path : opt_.files) {
+      std::string why;
+      LoadOptions lo;
+      lo.section = opt_.section;
+      auto l = load(path, lo, why);
+      Json f;
+      f["file"] = path;
+      std::optional<Stats> st;
+      if (l) {
+        auto r = compute_stats(l->section, l->file ? l->file->sections() : std::vector<elf::SectionHeader>(),
+                               l->data.bytes.size());
+        if (r) st = *r; else why = error_text(r.error());
+      }
+      if (!st) {
+        rc = 1;
+        complain(path, why);
+        f["error"] = why;
+      } else if (opt_.json) {
+        f["section"] = l->raw ? std::string(".sframe") : l->data.name;
+        f["address"] = hex(l->data.address);
+        f["from_segment"] = l->data.from_segment;
+        if (l->raw) f["raw"] = raw_json(*l);
+        f["stats"] = stats_json(l->section, *st);
+      } else {
+        print_stats(path, *l, *st);
+      }
+      doc["files"].push_back(std::move(f));
+    }
+    if (opt_.json) print(doc.dump(2) + "\n");
+    return rc;
+  }
+
+ private:
+  StatOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_stat_command() { return std::make_unique<StatCommand>(); }
+
+}  // namespace sframe::tools

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A command line people can trust (issue 13, items 3-8), on files compiled
+# now with gcc: each PART checks exit codes, text and JSON (validated
+# against docs/sframepp.schema.json).
+#   raw          raw sections (gen -o, merge -o) as RAW[@ADDRESS] for dump,
+#                stat, lookup and verify; without @ADDRESS: at 0, and said
+#   merge        merge errors name the inputs; ELF@ADDRESS; merge --json
+#   json-errors  --json prints a JSON document on stdout also on failure
+#   usage        --version; unknown commands and bad usage: one line, exit 2
+#   numbers      one number parser: 0x... or decimal; 010, -5, 148f2 refused
+#   file-errors  directory, empty, non-ELF, truncated ELF, errno as text,
+#                gen --elf on a file with .sframe, 32-bit x86
+# Usage: run.sh SFRAME_BIN SOURCE_DIR WORKDIR PART
+set -uo pipefail
+bin=$1 srcdir=$2 work=$3 part=$4
+schema="$srcdir/docs/sframepp.schema.json"
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
+pass=0 fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL [$part] $*"; }
+
+# t WANT_STATUS REGEX ARGS...: runs the tool; the exit status must be
+# WANT_STATUS and stdout+stderr must match the (grep -E) REGEX. Sets $out, $err.
+t() {
+  local want=$1 re=$2; shift 2
+  "$bin" "$@" >out.txt 2>err.txt; local rc=$?
+  out=$(cat out.txt) err=$(cat err.txt)
+  [ "$rc" -eq "$want" ] && ok || bad "sframe $*: exit $rc, want $want: $(head -c 300 err.txt)"
+  if [ -n "$re" ]; then
+    cat out.txt err.txt | grep -Eq -- "$re" && ok || bad "sframe $*: no match for /$re/ in: $(head -c 400 out.txt) $(head -c 300 err.txt)"
+  fi
+}
+# j WANT_STATUS PYTHON_CONDITION ARGS...: runs the tool (ARGS hold --json);
+# the exit status must be WANT_STATUS, stdout one JSON document valid
+# against the schema, and the condition (on `doc`) true.
+j() {
+  local want=$1 cond=$2; shift 2
+  "$bin" "$@" >out.json 2>err.txt; local rc=$?
+  [ "$rc" -eq "$want" ] && ok || bad "sframe $*: exit $rc, want $want: $(head -c 300 err.txt)"
+  python3 - "$schema" out.json "$cond" <<'PY' && ok || bad "sframe $*: JSON invalid or condition false: $cond: $(head -c 400 out.json)"
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+try:
+    doc = json.load(open(sys.argv[2]))
+except ValueError as e:
+    print("   not JSON:", e); sys.exit(1)
+errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+for e in errors[:3]: print("  ", list(e.path), e.message[:200])
+sys.exit(1 if errors or not eval(sys.argv[3]) else 0)
+PY
+}
+# The first line on stderr only, and it starts with "sframe: ".
+one_line() {
+  [ "$(wc -l < err.txt)" -eq 1 ] && grep -q '^sframe: ' err.txt && ok || bad "$1: stderr is not one line: $(head -c 400 err.txt)"
+}
+
+cat > prog.c <<'C'
+#include <stdio.h>
+__attribute__((noinline)) int leaf(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int mid(int x) { return leaf(x) + printf("%d\n", x); }
+int main(int argc, char** argv) { (void)argv; return mid(argc) & 1; }
+C
+cat > lib.c <<'C'
+__attribute__((noinline)) int lib_leaf(int x) { return x * 5 + 2; }
+int lib_api(int x) { return lib_leaf(x) + lib_leaf(x + 1); }
+C
+gcc -O2 prog.c -o prog || { echo "cannot compile"; exit 1; }             # no .sframe: gen makes it
+gcc -O2 -Wa,--gsframe prog.c -o prog-sf || exit 1                         # its own .sframe
+gcc -O2 -shared -fPIC -Wa,--gsframe lib.c -o liba.so || exit 1
+cp liba.so libb.so
+main=$(nm prog | awk '$3 == "main" { print "0x" $1 }')
+
+case "$part" in
+raw)
+  t 0 "" gen -o prog.sframe prog
+  t 0 "" gen --elf prog-copy prog          # the same section, at 0, in an ELF copy
+  t 0 "prog.sframe: +raw SFrame section at 0x0 \(no @ADDRESS given: address 0 assumed\)" dump prog.sframe
+  grep -q "Contents of the SFrame section" out.txt && ok || bad "dump raw: no section dumped"
+  sed -n '/Contents of the SFrame/,$p' out.txt > raw-dump.txt
+  "$bin" dump prog-copy | sed -n '/Contents of the SFrame/,$p' > elf-dump.txt
+  cmp -s raw-dump.txt elf-dump.txt && ok || bad "dump of the raw section differs from the dump of the ELF copy's"
+  t 0 "raw SFrame section at 0x1000$" dump prog.sframe@0x1000
+  t 0 "prog.sframe: raw SFrame section at 0x0 \(no @ADDRESS given" stat prog.sframe
+  t 0 "raw SFrame section at 0x4000$" stat prog.sframe@0x4000
+  t 0 "no @ADDRESS given" lookup prog.sframe "$main"
+  want=$("$bin" lookup prog-copy "$main" | grep -o 'function 0x[0-9a-f]*, size [0-9]*')
+  [ -n "$want" ] && grep -q "$want" out.txt && ok || bad "lookup raw: not the ELF copy's function ($want): $out"
+  t 0 "format ok; DWARF: not compared: a raw section" verify prog.sframe
+  t 0 "format ok; DWARF: [0-9]+ functions" verify prog --raw prog.sframe
+  j 0 'doc["files"][0]["raw"] == {"address": "0x0", "address_given": False} and "section" in doc["files"][0]' dump --json prog.sframe
+  j 0 'doc["files"][0]["raw"]["address"] == "0x2000" and doc["files"][0]["raw"]["address_given"]' dump --json prog.sframe@0x2000
+  j 0 'doc["files"][0]["raw"]["address_given"] is False and doc["files"][0]["stats"]["num_fdes"] > 0' stat --json prog.sframe
+  j 0 'doc["raw"]["address_given"] is False and doc["results"][0]["found"]' lookup --json prog.sframe "$main"
+  j 0 'doc["files"][0]["ok"] and doc["files"][0]["dwarf"]["compared"] is False' verify --json prog.sframe
+  ;;
+merge)
+  t 0 "" gen -o prog.sframe prog
+  t 1 "liba.so FDE [0-9]+ overlaps libb.so FDE [0-9]+ at 0x[0-9a-f]+" merge liba.so libb.so -o m.sframe
+  one_line "merge overlap"
+  t 1 "(prog.sframe@0x0|liba.so) FDE [0-9]+ overlaps (liba.so|prog.sframe@0x0) FDE [0-9]+ at 0x" merge prog.sframe@0x0 liba.so -o m.sframe
+  [ ! -e m.sframe ] && ok || bad "a failed merge wrote its output"
+  t 0 "m.sframe: SFrame v3 section for address 0x0" merge liba.so libb.so@0x100000 -o m.sframe
+  nfdes=$("$bin" stat --json liba.so | python3 -c 'import json,sys; print(json.load(sys.stdin)["files"][0]["stats"]["num_fdes"])')
+  j 0 "doc['files'][0]['section']['header']['num_fdes'] == 2 * $nfdes" dump --json m.sframe
+  j 0 "doc['command'] == 'merge' and doc['functions'] == 2 * $nfdes and doc['inputs'][1]['address'] == '0x100000' and doc['bytes'] > 0" \
+    merge --json liba.so libb.so@0x100000 -o m2.sframe
+  cmp -s m.sframe m2.sframe && ok || bad "merge --json wrote another section than merge"
+  t 0 "format ok" verify m.sframe
+  j 1 "'liba.so FDE' in doc['error'] and 'overlaps libb.so FDE' in doc['error'] and doc['output'] == 'm3.sframe'" \
+    merge --json liba.so libb.so -o m3.sframe
+  t 0 "for address 0x200000" merge --address 0x200000 m.sframe@0x0 prog.sframe@0x300000 -o m4.sframe
+  ;;
+json-errors)
+  j 1 "doc['command'] == 'lookup' and 'No such file or directory' in doc['error']" lookup --json nonexistent 0x10
+  j 1 "doc['command'] == 'lookup' and 'no section .sframe' in doc['error']" lookup --json prog 0x10
+  j 1 "doc['command'] == 'gen' and doc['file'] == 'nonexistent' and 'No such file' in doc['error']" gen --json nonexistent
+  j 1 "doc['command'] == 'gen' and 'relocatable object' in doc['error']" gen --json "$(gcc -O2 -c lib.c -o lib.o && echo lib.o)"
+  j 1 "doc['command'] == 'merge' and 'No such file' in doc['error']" merge --json nonexistent.so -o m.sframe
+  true & dead=$!; wait $dead
+  j 1 "doc['command'] == 'stack' and doc['pid'] == $dead and len(doc['error']) > 0" stack --json "$dead"
+  j 2 "doc['command'] == 'stack' and 'not a process ID' in doc['error']" stack --json 0
+  j 1 "doc['files'][0]['error'] == 'is a directory'" dump --json .
+  ;;
+usage)
+  t 0 "^sframe \(sframepp\) [0-9]+\.[0-9]+" --version
+  t 2 "sframe: nosuch: unknown command" nosuch
+  one_line "unknown command"
+  t 2 "^sframe: " ; one_line "no command"
+  t 2 "sframe: lookup: .*required" lookup prog-sf
+  one_line "lookup without PCs"
+  t 2 "sframe: dump: .*--frobnicate" dump --frobnicate
+  one_line "unknown option"
+  t 2 "sframe: gen: .*format-version" gen --format-version 7 prog
+  one_line "bad --format-version"
+  t 2 "sframe: stack: 0: not a process ID" stack 0
+  one_line "stack 0"
+  grep -q 1797693 err.txt && bad "stack 0 prints a double's range" || ok
+  t 2 "sframe: stack: abc: not a process ID" stack abc
+  one_line "stack abc"
+  j 2 "doc['command'] == 'lookup' and 'required' in doc['error']" lookup --json prog-sf
+  ;;
+numbers)
+  j 1 "doc['results'][0]['reason'] == '010: a leading 0 is refused (octal or decimal?); write 0x10 or 10'" lookup --json prog-sf 010
+  t 1 "^-5: signed numbers are refused" lookup prog-sf -5
+  grep -q fffffffffffffffb out.txt && bad "-5 read as 2^64-5" || ok
+  t 1 "^148f2: hex digits without 0x; write 0x148f2$" lookup prog-sf 148f2
+  t 0 "<main\+0x0>: function" lookup prog-sf "$main"
+  t 0 "<main\+0x0>: function" lookup prog-sf "$((main))"        # decimal
+  t 2 "sframe: gen: --address 010: a leading 0" gen --address 010 -o x.sframe prog
+  [ ! -e x.sframe ] && ok || bad "gen --address 010 wrote its output"
+  t 2 "sframe: gen: --address -5: signed" gen --address -5 -o x.sframe prog
+  t 2 "sframe: merge: --address 148f2: hex digits without 0x; write 0x148f2" merge --address 148f2 -o x.sframe liba.so
+  t 0 "" gen -o prog.sframe prog
+  t 2 "prog.sframe@010: address after @: 010: a leading 0" dump prog.sframe@010
+  t 2 "prog.sframe@-5: address after @: -5: signed" lookup prog.sframe@-5 0x10
+  t 2 "address after @: abc: hex digits without 0x; write 0xabc" verify prog --raw prog.sframe@abc
+  ;;
+file-errors)
+  mkdir adir; : > empty; echo "hello" > text
+  head -c 40 prog > trunc-header; head -c 2000 prog > trunc-body
+  t 1 "^sframe: adir: is a directory$" dump adir
+  t 1 "^sframe: empty: file format not recognized$" stat empty
+  t 1 "^sframe: text: file format not recognized$" lookup text 0x10
+  t 1 "^sframe: trunc-header: file truncated$" verify trunc-header
+  t 1 "^sframe: trunc-body: file truncated$" dump trunc-body
+  t 1 "^sframe: nonexistent: No such file or directory$" stat nonexistent
+  grep -q "value 0x" err.txt && bad "errno given as a value" || ok
+  t 1 "^sframe: adir: is a directory$" gen adir
+  t 1 "^sframe: empty: file format not recognized$" gen -o x.sframe empty
+  t 1 "^sframe: prog-sf: already has a .sframe section" gen --elf copy prog-sf
+  [ ! -e copy ] && ok || bad "gen --elf wrote a copy of a file with .sframe"
+  cp prog-sf inplace; t 1 "already has a .sframe section" gen --in-place inplace
+  cmp -s prog-sf inplace && ok || bad "gen --in-place changed a file with .sframe"
+  # 32-bit x86: gcc -m32 where it can compile, else a copy of a 64-bit
+  # object with its ELF class and machine patched (ELFCLASS32, EM_386).
+  if ! gcc -m32 -O2 -c lib.c -o i386.o 2>/dev/null; then
+    echo "note: no gcc -m32: an ELF32 i386 header crafted with python"
+    python3 - <<'PY'
+import struct
+# A minimal ELF32 i386 relocatable: the header and an empty section table.
+eh = b"\x7fELF" + bytes([1, 1, 1, 0]) + bytes(8)
+eh += struct.pack("<HHIIIIIHHHHHH", 1, 3, 1, 0, 0, 52, 0, 52, 0, 0, 40, 2, 1)
+shdr0 = bytes(40)
+shstr = b"\x00.shstrtab\x00"
+sh1 = struct.pack("<IIIIIIIIII", 1, 3, 0, 0, 52 + 80, len(shstr), 0, 0, 1, 0)
+open("i386.o", "wb").write(eh + shdr0 + sh1 + shstr)
+PY
+  fi
+  t 1 "^sframe: i386.o: .*32-bit x86 has no SFrame ABI$" dump i386.o
+  t 1 "^sframe: i386.o: 32-bit x86 has no SFrame ABI$" gen -o x.sframe i386.o
+  j 1 "doc['files'][0]['error'] == 'is a directory'" stat --json adir
+  j 1 "doc['files'][0]['error'] == 'file truncated'" dump --json trunc-body
+  j 1 "'32-bit x86 has no SFrame ABI' in doc['error']" gen --json i386.o
+  ;;
+*) echo "unknown part $part"; exit 2 ;;
+esac
+echo "cli $part: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
