@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `sframe gen` against `readelf --debug-dump=frames-interp` on one file, in one
 # run: both read the file's .eh_frame and compute the same row table (readelf
 # prints it, gen encodes it as SFrame). Runs each RUNS times, alternating,

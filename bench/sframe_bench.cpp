@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Benchmarks against GNU libsframe (the machine's libsframe.so.0, binutils
 // 2.40, loaded with dlopen) on ../shared/bench/many-20k-v1 (20,003 FDEs), and
 // sframepp alone on many-20k-v3 (libsframe 2.40 cannot read v3).

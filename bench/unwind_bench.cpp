@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The offline unwinder against a frame-pointer walk over the same stack
 // image and the same memory reader, per frame: SFrame with a warm rule cache,
 // with a cold cache (cleared before every walk), and without a cache; over a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # `cmake --install`: headers, libsframepp.a and libsframepp.so (codec, ELF,
 # unwinder), libsframepp-cfi.a (SFrame from DWARF CFI), libsframepp-process.a
 # (live processes: ptrace, remote memory, modules), libsframepp-backtrace.a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Encoder properties shared by fuzz_encode, fuzz_cfi and fuzz_section:
 //  - encode() either fails with a documented error (kBadVersion, kBadAbi,
 //    kNotRepresentable) or returns bytes that parse and pass

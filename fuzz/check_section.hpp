@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared body of the fuzz targets: decodes one SFrame section every way the
 // library offers and traps when a documented invariant breaks.
 //

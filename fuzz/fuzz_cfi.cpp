@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: DWARF CFI -> SFrame (sframe::cfi) on an ELF file image.
 // Reading the CFI fails only with its documented errors; every row lies in
 // its FDE, in order; and what generate() emits (v3 for inputs of even size,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The invariant check of the fuzz harnesses: a broken invariant prints what
 // and where, then traps (libFuzzer reports a crash and keeps the input).
 #pragma once

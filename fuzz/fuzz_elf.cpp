@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: an ELF file image (section headers, PT_GNU_SFRAME
 // discovery, .rela.sframe relocation of .o files), then its SFrame section
 // through every check of check_section.hpp.

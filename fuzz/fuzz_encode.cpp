@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: encoder properties (check_encode.hpp). The input is read
 // as a recipe for a model: header fields, then functions with their rows;
 // every enum and size may come out of range, so invalid models reach the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: one raw SFrame section.
 // Input: 8 bytes of section address (little-endian), then the section bytes.
 #include <cstddef>

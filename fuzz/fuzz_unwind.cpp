@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: the unwinder (include/sframe/unwind.hpp) over a fuzzed
 // SFrame section, register set and stack image.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The fuzz input as a file: ElfFile::open takes a path, so each input is
 // written to one in-memory file (memfd) opened as /proc/self/fd/N.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reads typed values off the fuzz input, front to back; past its end every
 // value is 0 (so a short input still makes a whole, small model).
 #pragma once

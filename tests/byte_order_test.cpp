@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every corpus section re-encoded in the other byte order (by a flipper
 // written in the test from the spec) must decode to the identical model.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gen and verify against the truth of the files' own DWARF CFI and of the
 // SFrame sections GNU as/ld made from the same code.
 #include <gtest/gtest.h>

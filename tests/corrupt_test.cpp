@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Table-driven corruption tests: every row takes a known-good SFrame section
 // (hand-written from the specification, one comment per field, in
 // support/sframe_bases.hpp), breaks

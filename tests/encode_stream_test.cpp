@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The streaming encoder (SectionEncoder) and streaming gen
 // (cfi::for_each_generated): the same sections as the whole-model paths,
 // checked against the rows of GNU's own sections and the files' DWARF CFI.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The encoder against GNU as/ld 2.47's own sections (byte-identical in
 // layout-preserving mode) and against the decoder (round trips).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Replays every input kept under tests/fuzz_regressions/TARGET/ (inputs that
 // once broke an invariant or a sanitizer, or hand-made worst cases) through
 // the fuzz target's own harness, fuzz/TARGET.cpp, built here with the normal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `sframe dump` text against GNU objdump's golden output for every corpus file.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // find(pc) against two independent truths: the rows GNU objdump printed for
 // the corpus files, and GNU libsframe's sframe_find_fre (binutils 2.40, via
 // dlopen) on v1 sections.

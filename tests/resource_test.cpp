@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Resource bounds of parse() and validate() on hostile sections:
 //  - counts of 2^32-1 FDEs or FREs are rejected from the extents, before
 //    anything proportional to the claim is allocated (a counting global

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The unwinder on AArch64 (with and without PAuth, both section byte orders)
 // and s390x, on sections encoded from hand-written rules and stack images
 // built by simulating each ABI's calls and prologues:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The unwinder on real sections made by GNU as/ld (the corpus). Stack images
 // are built from the rows GNU objdump printed for each file (its golden text,
 // never our decoder): for every frame of a random call chain, the return

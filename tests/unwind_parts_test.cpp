@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The unwinder's building blocks: memory readers, the module map, the rule
 // cache, code addresses; and robustness: random garbage stacks and registers
 // over every corpus section never crash and always end with a reason (run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The unwinder on sections encoded from rules written here by hand, walking
 // stack images that the tests build the way each ABI's calls and prologues
 // would (x86-64 `call`/`push %rbp`/`mov %rsp,%rbp`; AArch64 `bl`/`stp x29,

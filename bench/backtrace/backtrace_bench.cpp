@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Nanoseconds per frame of sframe::backtrace beside, in the same run, a
 // frame-pointer walk (the physical limit), glibc backtrace() and libunwind's
 // unw_backtrace, at depths 8, 32 and 128 (the buffer full before the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Call chains for the backtrace benchmark: kChains distinct chains of
 // kLevels distinct non-inlined functions each, recursing through their chain
 // (wrapping around) to any depth and then calling a callback. Included by two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The frame-pointer baseline: chains built with -fno-omit-frame-pointer and
 // the simplest possible walk of their frame records {saved RBP, RA} - the
 // physical limit of any unwinder. It checks only that the chain moves up the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The chains walked by sframe::backtrace, glibc backtrace() and libunwind:
 // built with -fomit-frame-pointer (and -Wa,--gsframe under gcc).
 #define CHAINS_NS sf_chains

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: in-process, async-signal-safe stack traces from SFrame.
 //
 // sframe::backtrace() walks the calling thread's stack with the SFrame

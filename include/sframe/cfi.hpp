@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: DWARF CFI (.eh_frame) as SFrame rows, through elfutils libdw.
 //
 // Each FDE's rows are read with dwarf_cfi_addrframe/dwarf_frame_info and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: finding SFrame sections in ELF files (elfutils libelf).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: encoding SFrame sections (versions 2 and 3) from a model.
 #pragma once
 

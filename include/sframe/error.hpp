@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: errors and the Expected<T> result type.
 //
 // Every fallible call returns Expected<T>: either a value or an Error. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: constants of the SFrame format (spec v1, v2 with errata 1-2, v3).
 //
 // Wire sizes, codes and bit layouts, declared once. No I/O, no allocation.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: finding the FDE, FRE and rules that cover a PC.
 #pragma once
 

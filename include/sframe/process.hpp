@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: a live process seen from outside - its threads (stopped with
 // ptrace), its memory (process_vm_readv, /proc/PID/mem), its mappings
 // (/proc/PID/maps) and the ELF modules mapped in it, each with the unwind

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: zero-copy decoder of SFrame sections, versions 1, 2 and 3.
 //
 // A Section is a cheap view over the caller's bytes (which must outlive it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the SFrame unwinder (layer `unwind`, depends only on `format`).
 //
 // Walks a stack from the registers of its topmost frame using the rules of

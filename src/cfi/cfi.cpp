@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DWARF CFI -> SFrame rows. libdw interprets the CFA programs; this file
 // recognizes the location descriptions it returns and maps them to rules.
 #include "sframe/cfi.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ELF access through elfutils libelf: section lookup and .rela.sframe.
 #include "sframe/elf.hpp"
 #include "symbol_base.hpp"

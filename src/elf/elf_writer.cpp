@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Adding a section to a copy of an ELF file, leaving everything the loader
 // reads byte for byte as it was.
 #include <elf.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PC lookup: FDE by binary search or bucket index, then FRE by a short scan.
 #include "sframe/lookup.hpp"
 

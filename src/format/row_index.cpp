@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RowIndex: a section compiled into one boundary table for O(1) lookups.
 #include <algorithm>
 #include <unordered_map>

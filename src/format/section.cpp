@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Zero-copy SFrame decoder: header, FDEs, FREs and their interpretation.
 #include "sframe/section.hpp"
 

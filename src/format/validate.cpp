@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One pass over every FDE and FRE, checking the rules of the specification.
 #include <algorithm>
 #include <array>

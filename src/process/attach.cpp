@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Stopping and resuming the threads of another process with ptrace. No
 // signal handlers, no alarms: waits poll waitpid(WNOHANG) against a deadline.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // /proc/PID/maps parsing and remote memory reads.
 #include <fcntl.h>
 #include <sys/uio.h>

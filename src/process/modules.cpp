@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The ELF modules of a process: files, load biases, unwind sources, symbols.
 #include <elf.h>
 #include <gelf.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // objdump-compatible text. Column widths, signs and markers follow GNU
 // objdump's output exactly, including its quirks (see notes inline).
 #include "objdump_text.hpp"

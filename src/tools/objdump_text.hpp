@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Text rendering of a decoded SFrame section, byte-identical to
 // `objdump --sframe`: GNU binutils 2.47 for v2/v3, 2.40 for v1.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Renderings of the decoded model shared by the text and JSON printers:
 // rules in words, names of codes, and the `stat` and `lookup` models.
 #pragma once

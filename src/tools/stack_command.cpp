@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `sframe stack PID`: the process layer stops the threads and loads the
 // modules, the unwind layer walks each stack, and this file only turns the
 // frames into eu-stack-like text or JSON (after the process runs again).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `sframe stack PID`: the stacks of every thread of a live process.
 #pragma once
 

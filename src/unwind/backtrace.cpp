@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the in-process walk behind sframe::backtrace(). Async-signal-safe:
 // no allocation, no locks, no exceptions; reads only the thread's stack and
 // its alternate signal stack.

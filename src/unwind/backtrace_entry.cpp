@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the in-process entry behind sframe::backtrace(),
 // sframepp_backtrace_here: the warm straight run in x86-64 assembly, which
 // jumps to the C++ rest of the walk (sframepp_backtrace_walk_on in

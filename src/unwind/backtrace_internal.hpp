@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: state shared by the in-process backtrace's setup
 // (backtrace_modules.cpp, not async-signal-safe) and its walk (backtrace.cpp,
 // async-signal-safe).

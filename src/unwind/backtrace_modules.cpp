@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the in-process backtrace's setup: the module table (from
 // dl_iterate_phdr; PT_GNU_SFRAME copied, or SFrame generated from .eh_frame)
 // and per-thread stack bounds. Nothing here is async-signal-safe; the walk

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The module map and the rule cache: the unwinder's setup-time state.
 #include <atomic>
 #include <bit>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rule lookup for the unwinder: PC -> module -> FDE/FRE -> resolved row, and
 // its compact (cacheable) form. Allocation-free and async-signal-safe.
 #include <limits>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Checks the x86-64 signal-frame layout in sframe/unwind.hpp against the C
 // library's own definition when built on x86-64 Linux. The unwinder itself
 // uses the constants, so it also works offline on other hosts.

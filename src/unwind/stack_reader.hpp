@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the in-process walk's memory reader. Words inside the ranges
 // known to be mapped (the thread's registered stack, the alternate signal
 // stack the walk runs on) are loaded directly; any other address is first

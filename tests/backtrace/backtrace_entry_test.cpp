@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The entry points' own cases, against the same references as
 // backtrace_test.cpp (libunwind, glibc backtrace()): walks from given
 // registers, hostile stacks and frame pointers, the stack's end bounding

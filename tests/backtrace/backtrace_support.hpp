@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared by the in-process backtrace tests (backtrace_test.cpp,
 // backtrace_entry_test.cpp): the three traces taken at one call site
 // (ours, glibc backtrace(), libunwind's unw_backtrace) and their comparison,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframe::backtrace against two independent unwinders working from DWARF CFI:
 // libunwind's unw_backtrace and glibc's backtrace() (libgcc's unwinder):
 // call chains, threads, signals, dlopen and module tables swapped under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A shared library for the backtrace tests, called through the PLT. Built
    with -O2 -fomit-frame-pointer (and -Wa,--gsframe under gcc). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Loaded with dlopen after backtrace_init(): its frames are found only after
    backtrace_refresh(). */
 typedef void (*bt_callback)(void*);

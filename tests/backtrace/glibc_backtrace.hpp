@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // glibc's own backtrace(), for comparisons in the tests and the benchmark.
 #pragma once
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # gen and verify on programs compiled now and on a fixed sample of the
 # machine's binaries.
 #  1. The corpus sources, built with the machine's gcc -Wa,--gsframe (gas 2.40:

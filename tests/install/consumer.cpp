@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A program outside the project, built against the installed sframepp: prints
 // the FDE count of a file's SFrame section and the function covering a PC.
 #include <cstdio>

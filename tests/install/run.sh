@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the build tree into a scratch prefix, then builds a consumer
 # outside the project against it, four ways: CMake find_package (shared and
 # static targets) and pkg-config (shared and static). Each consumer reads a

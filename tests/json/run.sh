@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Validates every --json output of the sframe tool against
 # docs/sframepp.schema.json (python3-jsonschema), on the whole corpus, on
 # error cases, and checks that JSON and text come from the same model (FRE

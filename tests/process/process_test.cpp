@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The process layer against the kernel's and the dynamic loader's own view:
 // /proc/self/exe, dladdr(), unmapped pages, /proc/PID/status.
 #include <dlfcn.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Compares `sframe stack --json PID` with `eu-stack -p PID` and gdb's
 `thread apply all bt` taken on the same stopped-in-place process.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `sframe stack PID` against two independent unwinders, eu-stack (elfutils)
 # and gdb, on a program compiled now and parked in known call chains
 # (stacktest.c, stacklib.c), then robustness checks.

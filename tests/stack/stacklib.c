@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shared-library half of the `sframe stack` test program: a call chain that
    parks its thread in nanosleep() (through two inlined functions). */
 #include <time.h>

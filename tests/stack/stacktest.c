@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The `sframe stack` test program: threads parked in known call chains.
      main:     m1 -> m2 -> pthread_join (futex wait in libc)
      t-pause:  f1 -> f2 -> f3 -> (park_in_pause, inlined) -> pause()

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/corpus.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Access to ../shared/corpus: the GNU-made files and their golden dumps.
 #pragma once
 

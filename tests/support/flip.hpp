@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helper: re-encode an SFrame section in the opposite byte order.
 //
 // Written from the SFrame specification (versions 1, 2 and 3) only, so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The rows GNU objdump printed for a corpus file, parsed into rules the
 // unwinder tests build stack images from. This is the tests' independent
 // truth: it comes from GNU's text, never from sframepp's decoder.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helper shared by the encoder tests.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The known-good SFrame sections of the corruption tests, hand-written from
 // the specification with one comment per field (v1 and v2 AMD64, v3 AMD64,
 // AArch64 and big-endian s390x), and the field encoders that write them.

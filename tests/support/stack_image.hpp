@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test memories for the unwinder: a stack image the tests fill word by word
 // (as the ABI's calls and prologues would), and a FakeMemory that only
 // answers at planted addresses and counts reads.

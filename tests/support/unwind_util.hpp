@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the unwinder tests: rules written by hand for the
 // encoder, and a one-module map over an encoded section.
 #pragma once

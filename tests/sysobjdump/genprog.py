@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes C and C++ sources with many functions of varied frame shapes, for
 comparing `sframe dump` with the machine's `objdump --sframe` on code that gas
 assembles now. Deterministic for a given seed.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `sframe dump` against the machine's own `objdump --sframe` (binutils 2.40,
 # SFrame v1) on programs generated and compiled now with gcc -Wa,--gsframe:
 # objects, executables and a shared object, C and C++, -O2 and -O0, a few

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sframepp: the unwind loop (templated over the memory reader so that the
 // in-process reader inlines). Included by sframe/unwind.hpp; not a public
 // header on its own. Stepper, StepOutcome, in_ranges, strip_pauth and
