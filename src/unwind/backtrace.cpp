@@ -147,12 +147,7 @@ struct WalkState {
   while (n < cap) {
     const CompactRule& rule = memo.rule[n];
     if (memo.key[n] != key || !(rule.flags & CompactRule::kValid) || (rule.flags & CompactRule::kNoSFrame)) break;
-    detail::CompactFrame f;
-    f.sp = sp;
-    f.fp = fp;
-    f.fp_known = fp_ok;
-    f.check_cfa = true;
-    f.prev_cfa = prev_cfa;
+    const detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_ok, true, prev_cfa);
     detail::CompactStep st;
     if (detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st) != detail::CompactStatus::kStepped || st.ra == 0)
       break;
@@ -324,12 +319,7 @@ struct WalkState {
           memo->set(depth, lpc, *c);
           c = &memo->rule[depth];
         }
-        detail::CompactFrame f;
-        f.sp = cur_sp;
-        f.fp = cur_fp;
-        f.fp_known = fp_ok;
-        f.check_cfa = have_prev && !unchecked;
-        f.prev_cfa = prev_cfa;
+        const detail::CompactFrame f = detail::CompactFrame::of(cur_sp, cur_fp, fp_ok, have_prev && !unchecked, prev_cfa);
         detail::CompactStep step;
         const detail::CompactStatus status = detail::apply_rule(*c, f, mem, Arch::kAmd64, nullptr, step);
         if (status != detail::CompactStatus::kStepped) [[unlikely]] {

@@ -263,8 +263,9 @@ struct BoundedRun {
   bool prefix[kBounded] = {};
 };
 
-[[gnu::noinline]] void bounded_walks(void* arg) {
-  auto& b = *static_cast<BoundedRun*>(arg);
+// The SP libunwind gives each frame from the caller's outward (frame k's
+// CFA is the SP of frame k + 1), up to 64. Inline: frame 0 is the caller.
+[[gnu::always_inline]] inline std::vector<std::uint64_t> libunwind_sps() {
   std::vector<std::uint64_t> sps;
   unw_context_t ctx;
   unw_cursor_t cur;
@@ -275,6 +276,12 @@ struct BoundedRun {
     unw_get_reg(&cur, UNW_REG_SP, &v);
     sps.push_back(v);
   } while (unw_step(&cur) > 0 && sps.size() < 64);
+  return sps;
+}
+
+[[gnu::noinline]] void bounded_walks(void* arg) {
+  auto& b = *static_cast<BoundedRun*>(arg);
+  const std::vector<std::uint64_t> sps = libunwind_sps();
   if (sps.size() < 12) return;
   sframe::bt::ThreadState* st = sframe::bt::t_state;
   const std::uint64_t saved = st->hi;
@@ -371,16 +378,7 @@ void compare_both(Differential& d, const char* what, std::uint64_t detail, std::
 
 [[gnu::noinline]] void differential_walks(void* arg) {
   auto& d = *static_cast<Differential*>(arg);
-  std::vector<std::uint64_t> sps;
-  unw_context_t ctx;
-  unw_cursor_t cur;
-  unw_getcontext(&ctx);
-  unw_init_local(&cur, &ctx);
-  do {
-    unw_word_t v = 0;
-    unw_get_reg(&cur, UNW_REG_SP, &v);
-    sps.push_back(v);
-  } while (unw_step(&cur) > 0 && sps.size() < 64);
+  const std::vector<std::uint64_t> sps = libunwind_sps();
   if (sps.size() < 20) return;
   d.ran = true;
   for (int i = 0; i < 3; ++i) compare_both(d, "warm", 0, 0);

@@ -115,6 +115,19 @@ struct CompactFrame {
   /// after a signal frame).
   bool check_cfa = false;
   std::uint64_t prev_cfa = 0;
+
+  /// A frame of a walk's fast path: SP known, FP known or not, the CFA
+  /// checked against `prev` when `check`.
+  static constexpr CompactFrame of(std::uint64_t sp, std::uint64_t fp, bool fp_known, bool check,
+                                   std::uint64_t prev) noexcept {
+    CompactFrame f;
+    f.sp = sp;
+    f.fp = fp;
+    f.fp_known = fp_known;
+    f.check_cfa = check;
+    f.prev_cfa = prev;
+    return f;
+  }
 };
 
 /// What applying a cached rule gave: the caller's PC (`ra`) and FP, and
@@ -558,13 +571,8 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
       // The hot path: a cached DEFAULT rule needing only SP/FP, through
       // the one executor (detail::apply_rule).
       ++cache->hits;
-      detail::CompactFrame f;
-      f.sp = sp;
+      detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_known, have_prev && !unchecked, prev_cfa);
       f.sp_known = sp_known;
-      f.fp = fp;
-      f.fp_known = fp_known;
-      f.check_cfa = have_prev && !unchecked;
-      f.prev_cfa = prev_cfa;
       detail::CompactStep st;
       const detail::CompactStatus status = detail::apply_rule(*c, f, memory, regs_in.arch, &options, st);
       if (status != detail::CompactStatus::kStepped)
