@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -264,4 +265,10 @@ Json raw_json(const Loaded& l) { return {{"address", hex(l.data.address)}, {"add
 
 namespace sframe::tools {
 Command::~Command() = default;
+std::string self_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("/proc/self/exe");
+}
+
 }  // namespace sframe::tools

@@ -38,6 +38,10 @@ std::optional<std::uint64_t> parse_number(std::string_view text, std::string& wh
 /// parse_number, throwing UsageError("WHAT TEXT: why") on refusal.
 std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what);
 
+/// The sframe binary itself (/proc/self/exe resolved): what dump, stat and
+/// lookup read when given no FILE.
+std::string self_path();
+
 /// Prints `text` on stdout as it is.
 void print(const std::string& text);
 /// "sframe: WHERE: WHY" on stderr (stdout flushed first, to keep the order).

@@ -13,12 +13,6 @@
 namespace sframe::tools {
 namespace {
 
-std::string self_path() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("/proc/self/exe");
-}
-
 class DumpCommand final : public Command {
  public:
   std::string_view name() const override { return "dump"; }

@@ -49,12 +49,14 @@ class StatCommand final : public Command {
 
   void register_on(CLI::App& parent) override {
     app_ = parent.add_subcommand("stat", "Summarize SFrame sections: counts, encodings, sizes, coverage");
-    app_->add_option("files", opt_.files, "ELF files, or raw sections as RAW[@ADDRESS]")->required();
+    app_->add_option("files", opt_.files,
+                     "ELF files, or raw sections as RAW[@ADDRESS] (default: this program itself)");
     app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
     app_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
   }
 
   int run() override {
+    if (opt_.files.empty()) opt_.files.push_back(self_path());
     int rc = 0;
     Json doc = envelope("stat");
     doc["files"] = Json::array();

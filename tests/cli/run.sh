@@ -11,6 +11,9 @@
 #   numbers      one number parser: 0x... or decimal; 010, -5, 148f2 refused
 #   file-errors  directory, empty, non-ELF, truncated ELF, errno as text,
 #                gen --elf on a file with .sframe, 32-bit x86
+#   no-file      dump, stat and lookup PC... with no FILE read the tool itself
+#   lookup-pid   lookup --pid PID ADDRESS... in a live process; FILE+OFFSET;
+#                relocatable objects with several FDEs at 0
 # Usage: run.sh SFRAME_BIN SOURCE_DIR WORKDIR PART
 set -uo pipefail
 bin=$1 srcdir=$2 work=$3 part=$4
@@ -192,6 +195,59 @@ PY
   j 1 "doc['files'][0]['error'] == 'is a directory'" stat --json adir
   j 1 "doc['files'][0]['error'] == 'file truncated'" dump --json trunc-body
   j 1 "'32-bit x86 has no SFrame ABI' in doc['error']" gen --json i386.o
+  ;;
+no-file)
+  t 0 "" dump
+  grep -q "Contents of the SFrame section" out.txt && ok || bad "dump with no FILE: no section dumped"
+  t 0 "^/.*: section \.sframe at 0x[0-9a-f]+" stat
+  t 0 "FDEs: [1-9]" stat
+  j 0 "doc['files'][0]['stats']['num_fdes'] > 0" stat --json
+  self=$(readlink -f "$bin")
+  smain=$(printf '0x%x' "0x$(nm "$self" | awk '$3 == "main" && ($2 == "T" || $2 == "t") { print $1; exit }')")
+  t 0 "^$smain <main\+0x0>: function $smain, size [0-9]+ \(FDE [0-9]+\)" lookup "$smain"
+  j 0 "doc['file'] == '$self' and doc['results'][0]['found'] and doc['results'][0]['symbol'] == 'main'" lookup --json "$smain"
+  t 1 "^0x1: no FDE covers the PC" lookup 0x1
+  t 2 "sframe: lookup: .*required" lookup
+  one_line "lookup without arguments"
+  ;;
+lookup-pid)
+  cat > parked.c <<'C'
+#include <unistd.h>
+__attribute__((noinline)) int parked_leaf(int x) { return x * 7 + 3; }
+__attribute__((noinline)) int parked_mid(int x) { return parked_leaf(x) + 1; }
+int main(void) { for (;;) pause(); return parked_mid(1); }
+C
+  gcc -O2 -fPIE -pie -Wa,--gsframe parked.c -o parked || exit 1
+  ./parked & ppid=$!
+  trap 'kill $ppid 2>/dev/null' EXIT
+  sleep 0.3
+  # Independent truth: nm's offset of parked_mid + the mapping's start
+  # (the first mapping of the file is at file offset 0, link-time 0).
+  path=$(readlink -f parked)
+  base=$(awk -v p="$path" '$6 == p && $3 == "00000000" { split($1, a, "-"); print a[1]; exit }' /proc/$ppid/maps)
+  off=$(printf '%x' "0x$(nm parked | awk '$3 == "parked_mid" { print $1 }')")
+  addr=$(printf '0x%x' $((0x$base + 0x$off + 2)))
+  t 0 "^$addr in $path at $(printf '0x%x' $((0x$off + 2))) <parked_mid\\+0x2>: function 0x$off, size" lookup --pid "$ppid" "$addr"
+  j 0 "(r := doc['results'][0]) and doc['pid'] == $ppid and r['found'] and r['symbol'] == 'parked_mid' and r['module'] == '$path' and r['address'] == '$addr' and int(r['pc'], 16) == 0x$off + 2" \
+    lookup --json --pid "$ppid" "$addr"
+  t 1 "^0x10: in no executable mapping of process $ppid" lookup --pid "$ppid" 0x10
+  j 1 "doc['results'][0]['found'] is False and 'no executable mapping' in doc['results'][0]['reason']" lookup --json --pid "$ppid" 0x10
+  true & dead=$!; wait $dead
+  t 1 "^sframe: process $dead: " lookup --pid "$dead" 0x10
+  one_line "lookup --pid of a dead process"
+  j 1 "doc['pid'] == $dead and len(doc['error']) > 0" lookup --json --pid "$dead" 0x10
+  t 2 "sframe: lookup: --pid abc: not a process ID" lookup --pid abc 0x10
+  kill $ppid
+  # FILE+OFFSET: the address relative to the load base (0 for a PIE).
+  t 0 "" lookup parked "0x$off"
+  want=$(grep -o 'function .*' out.txt)
+  t 0 "^parked\\+0x$off = 0x$off <parked_mid\\+0x0>: function 0x$off" lookup "parked+0x$off"
+  grep -qF "$want" out.txt && ok || bad "parked+0x$off: not what lookup parked 0x$off says ($want)"
+  j 0 "doc['results'][0]['as_given'] == 'parked+0x$off' and doc['results'][0]['symbol'] == 'parked_mid'" lookup --json "parked+0x$off"
+  # A relocatable object: two functions in their own sections, both at 0.
+  gcc -O2 -ffunction-sections -Wa,--gsframe -c lib.c -o lib.o || exit 1
+  t 0 "^0x0 in \.text\.lib_(leaf|api): function 0x0, size [0-9]+ \(FDE [01] of 2 covering 0x0; also FDE [01] in \.text\.lib_(leaf|api)\)" lookup lib.o 0x0
+  j 0 "(r := doc['results'][0]) and r['covering_fdes'] == 2 and r['section'].startswith('.text.lib_') and len(r['also']) == 1 and r['also'][0]['section'] != r['section']" lookup --json lib.o 0x0
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
