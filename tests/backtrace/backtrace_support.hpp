@@ -161,7 +161,7 @@ void expect_all_agree(const Traces& t, std::size_t min_frames) {
 
 // ----- call chains ---------------------------------------------------------
 
-[[gnu::noinline]] int recurse(int depth, Traces& out) {
+[[gnu::noinline, maybe_unused]] int recurse(int depth, Traces& out) {
   if (depth == 0) {
     out = capture();
     return 1;
