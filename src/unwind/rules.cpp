@@ -82,8 +82,10 @@ LookedUpRules found_rules(const Section& s, Arch arch, const FrameRow& row, bool
   if (!out.compactable && (out.row.ra_undefined || out.row.ra.kind == Rule::Kind::kUndefined)) {
     // An outermost frame, whatever its FDE type (gen writes _start's as
     // FLEX): nothing of the rule but "stop" is used, so it is cached.
+    // A signal FDE's keeps kSignal: the x86-64 walk takes its signal frame
+    // first, cached or not.
     out.compact = CompactRule{};
-    out.compact.flags = CompactRule::kRaUndefined;
+    out.compact.flags = static_cast<std::uint16_t>(CompactRule::kRaUndefined | (signal ? CompactRule::kSignal : 0));
     out.compactable = true;
   }
   return out;
