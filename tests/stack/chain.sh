@@ -16,27 +16,8 @@
 #                 traced 20 times: every PC in an executable mapping.
 # Usage: chain.sh SFRAME_BIN WORKDIR. A missing tool or ptrace permission is
 # a failure (CI runs as root, where all of it works).
-set -uo pipefail
-bin=$1 work=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-for tool in gcc eu-stack python3 objdump; do
-  command -v $tool >/dev/null || { echo "FAIL: $tool not installed (the oracle is missing)"; exit 1; }
-done
-sleep 30 & probe=$!; pids+=($probe)
-if ! out=$("$bin" stack "$probe" 2>&1); then
-  echo "FAIL: cannot ptrace a child process here: $out"
-  exit 1
-fi
-kill $probe 2>/dev/null
+source "$(dirname "$0")/preamble.sh"
+require_oracles gcc eu-stack python3 objdump
 
 cflags="-O2 -fomit-frame-pointer"
 gcc $cflags -Wa,--gsframe -c -o "$work/main.o" "$here/mixed_main.c" &&

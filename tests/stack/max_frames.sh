@@ -14,27 +14,8 @@
 #             further and announces only real cuts)
 # Usage: max_frames.sh SFRAME_BIN WORKDIR. A missing tool or ptrace permission
 # is a failure.
-set -uo pipefail
-bin=$1 work=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-for tool in gcc eu-stack python3; do
-  command -v $tool >/dev/null || { echo "FAIL: $tool not installed (the oracle is missing)"; exit 1; }
-done
-sleep 30 & probe=$!; pids+=($probe)
-if ! out=$("$bin" stack "$probe" 2>&1); then
-  echo "FAIL: cannot ptrace a child process here: $out"
-  exit 1
-fi
-kill $probe 2>/dev/null
+source "$(dirname "$0")/preamble.sh"
+require_oracles gcc eu-stack python3
 
 park() {  # park LABEL PROGRAM -> $target
   "$2" > "$work/$1.ready" 2>&1 &

@@ -10,27 +10,8 @@
 #   -s -i, -s, -i text output identical to eu-stack's with the same flags
 # Usage: source.sh SFRAME_BIN WORKDIR. A missing tool, debug file or ptrace
 # permission is a failure (CI runs as root, where all of it works).
-set -uo pipefail
-bin=$1 work=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-for tool in gcc eu-stack python3; do
-  command -v $tool >/dev/null || { echo "FAIL: $tool not installed (the oracle is missing)"; exit 1; }
-done
-sleep 30 & probe=$!; pids+=($probe)
-if ! out=$("$bin" stack "$probe" 2>&1); then
-  echo "FAIL: cannot ptrace a child process here: $out"
-  exit 1
-fi
-kill $probe 2>/dev/null
+source "$(dirname "$0")/preamble.sh"
+require_oracles gcc eu-stack python3
 ls /usr/lib/debug/.build-id/*/*.debug > /dev/null 2>&1 || { echo "FAIL: no debug files under /usr/lib/debug (libc6-dbg)"; exit 1; }
 
 cflags="-g -O2 -fomit-frame-pointer"
