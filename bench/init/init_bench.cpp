@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// backtrace_init's cost as a program sees it: wall and CPU time of the call,
+// the RSS it adds, and the first backtrace after it, beside libunwind's first
+// unw_backtrace in the same process set-up. Each measurement runs in a fresh
+// process (this program re-executed), so nothing is warm but the page cache.
+//
+// Cases:
+//   c++   this program as linked: libstdc++, libm, libgcc_s, libc (and
+//         whatever the backtrace library itself pulls in);
+//   llvm  the same with libLLVM-14 dlopen'ed before the measurement.
+// libunwind is dlopen'ed only in its own children, so the sframepp children
+// do not carry its modules.
+//
+// Usage: init_bench [RUNS] [--case c++|llvm]...   (RUNS defaults to 7)
+// Prints medians (min-max) per case and the ratios. Never asserts a speed.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sframe/backtrace.hpp"
+
+namespace {
+
+constexpr const char* kLlvm = "libLLVM-14.so.1";
+
+double now_ns(clockid_t c) {
+  timespec ts{};
+  clock_gettime(c, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+// Resident set size in KiB (VmRSS of /proc/self/status).
+long rss_kib() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtol(line + 6, nullptr, 10);
+  std::fclose(f);
+  return kib;
+}
+
+struct Sample {
+  double init_wall_us = 0, init_cpu_us = 0, ready_wall_us = 0, first_walk_us = 0;
+  long rss_kib = 0;
+  std::size_t frames = 0;
+};
+
+[[gnu::noinline]] Sample measure_sframepp() {
+  Sample s;
+  const long rss0 = rss_kib();
+  const double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  auto ok = sframe::backtrace_init();
+  const double w1 = now_ns(CLOCK_MONOTONIC);
+  if (!ok) std::fprintf(stderr, "backtrace_init: %s\n", sframe::backtrace_report().message().c_str());
+  // Work left to a background generator, if any, is waited for and counted.
+  const double w2 = now_ns(CLOCK_MONOTONIC), c2 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  s.init_wall_us = (w1 - w0) / 1e3;
+  s.ready_wall_us = (w2 - w0) / 1e3;
+  s.init_cpu_us = (c2 - c0) / 1e3;
+  void* out[256];
+  const double b0 = now_ns(CLOCK_MONOTONIC);
+  s.frames = sframe::backtrace(out);
+  s.first_walk_us = (now_ns(CLOCK_MONOTONIC) - b0) / 1e3;
+  s.rss_kib = rss_kib() - rss0;
+  return s;
+}
+
+[[gnu::noinline]] Sample measure_libunwind() {
+  Sample s;
+  void* lib = dlopen("libunwind.so.8", RTLD_NOW);
+  if (!lib) {
+    std::fprintf(stderr, "dlopen libunwind.so.8: %s\n", dlerror());
+    std::exit(3);
+  }
+  using Fn = int (*)(void**, int);
+  auto fn = reinterpret_cast<Fn>(dlsym(lib, "unw_backtrace"));
+  if (!fn) std::exit(3);
+  void* out[256];
+  const long rss0 = rss_kib();
+  const double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  const int n = fn(out, 256);
+  const double w1 = now_ns(CLOCK_MONOTONIC), c1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  s.init_wall_us = s.ready_wall_us = s.first_walk_us = (w1 - w0) / 1e3;
+  s.init_cpu_us = (c1 - c0) / 1e3;
+  s.rss_kib = rss_kib() - rss0;
+  s.frames = n > 0 ? static_cast<std::size_t>(n) : 0;
+  return s;
+}
+
+int child(const char* who, const char* kase) {
+  if (std::strcmp(kase, "llvm") == 0 && !dlopen(kLlvm, RTLD_NOW | RTLD_GLOBAL)) {
+    std::fprintf(stderr, "dlopen %s: %s\n", kLlvm, dlerror());
+    return 3;
+  }
+  const Sample s = std::strcmp(who, "sframepp") == 0 ? measure_sframepp() : measure_libunwind();
+  std::printf("%.1f %.1f %.1f %.1f %ld %zu\n", s.init_wall_us, s.init_cpu_us, s.ready_wall_us, s.first_walk_us,
+              s.rss_kib, s.frames);
+  return 0;
+}
+
+bool run_child(const char* self, const char* who, const char* kase, Sample& s) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl(self, self, "--child", who, kase, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[256] = {};
+  std::size_t got = 0;
+  for (ssize_t n; (n = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0;) got += static_cast<std::size_t>(n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
+  return std::sscanf(buf, "%lf %lf %lf %lf %ld %zu", &s.init_wall_us, &s.init_cpu_us, &s.ready_wall_us,
+                     &s.first_walk_us, &s.rss_kib, &s.frames) == 6;
+}
+
+struct Stat {
+  double med, lo, hi;
+};
+
+Stat stat_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+void print_row(const char* name, const std::vector<Sample>& v) {
+  const auto col = [&](auto field) {
+    std::vector<double> x;
+    for (const Sample& s : v) x.push_back(static_cast<double>(field(s)));
+    return stat_of(x);
+  };
+  const Stat w = col([](const Sample& s) { return s.ready_wall_us; });
+  const Stat c = col([](const Sample& s) { return s.init_cpu_us; });
+  const Stat f = col([](const Sample& s) { return s.first_walk_us; });
+  const Stat r = col([](const Sample& s) { return s.rss_kib; });
+  std::printf("  %-10s wall %9.1f us (%.1f-%.1f)  cpu %9.1f us  first walk %7.1f us  RSS +%6.0f KiB (%.0f-%.0f)  frames %zu\n",
+              name, w.med, w.lo, w.hi, c.med, f.med, r.med, r.lo, r.hi, v.front().frames);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--child") == 0) return child(argv[2], argv[3]);
+  int runs = 7;
+  std::vector<std::string> cases;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+      cases.push_back(argv[++i]);
+    } else {
+      runs = std::max(1, std::atoi(argv[i]));
+    }
+  }
+  if (cases.empty()) cases = {"c++", "llvm"};
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 2;
+  self[n] = '\0';
+  for (const std::string& k : cases) {
+    std::vector<Sample> ours, theirs;
+    for (int i = 0; i < runs; ++i) {
+      Sample a, b;
+      // Alternating, so that drift on the machine hits both alike.
+      if (!run_child(self, "sframepp", k.c_str(), a) || !run_child(self, "libunwind", k.c_str(), b)) {
+        std::fprintf(stderr, "case %s: a child failed\n", k.c_str());
+        return 1;
+      }
+      ours.push_back(a);
+      theirs.push_back(b);
+    }
+    std::printf("case %s (%d runs, median (min-max)):\n", k.c_str(), runs);
+    print_row("sframepp", ours);
+    print_row("libunwind", theirs);
+    const auto med = [](const std::vector<Sample>& v, auto f) {
+      std::vector<double> x;
+      for (const Sample& s : v) x.push_back(f(s));
+      return stat_of(x).med;
+    };
+    const double ow = med(ours, [](const Sample& s) { return s.ready_wall_us; });
+    const double tw = med(theirs, [](const Sample& s) { return s.ready_wall_us; });
+    std::printf("  init+ready / libunwind first unw_backtrace: %.2fx\n", ow / tw);
+  }
+  return 0;
+}
