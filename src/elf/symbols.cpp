@@ -26,9 +26,18 @@ Elf_Scn* find_table(Elf* e, std::uint32_t type) {
   return nullptr;
 }
 
-// Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`;
+// True if section `ndx` of `e` holds code (SHF_EXECINSTR).
+bool exec_section(Elf* e, std::size_t ndx) {
+  GElf_Shdr sh;
+  Elf_Scn* scn = elf_getscn(e, ndx);
+  return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
+// Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`, and
+// with `labels` the named STT_NOTYPE symbols of code sections (perf keeps
+// such asm labels, e.g. ld.so's _start: util/symbol-elf.c, elf_sym__is_label);
 // `order` counts on across tables.
-void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order) {
+void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order, bool labels = false) {
   GElf_Shdr sh;
   if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return;
   Elf_Data* data = elf_getdata(scn, nullptr);
@@ -38,7 +47,10 @@ void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uin
     GElf_Sym sym;
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
     const auto type = static_cast<std::uint8_t>(GELF_ST_TYPE(sym.st_info));
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF) continue;
+    if (sym.st_shndx == SHN_UNDEF) continue;
+    const bool label = labels && type == STT_NOTYPE && sym.st_shndx != SHN_ABS && sym.st_shndx < SHN_LORESERVE &&
+                       exec_section(e, sym.st_shndx);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC && !label) continue;
     const char* name = elf_strptr(e, sh.sh_link, sym.st_name);
     if (!name || !*name) continue;
     out.push_back({name, sym.st_value + detail::symbol_base(e, sym), sym.st_size, static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type,
@@ -130,15 +142,16 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
   t.policy_ = options.policy;
   Elf* e = static_cast<Elf*>(file.native_handle());
   std::uint32_t order = 0;
+  const bool labels = options.policy == NamingPolicy::kPerf;
   if (Elf_Scn* symtab = find_table(e, SHT_SYMTAB)) {
-    read_table(e, symtab, t.symbols_, order);
+    read_table(e, symtab, t.symbols_, order, labels);
     t.source_ = SymbolSource::kSymtab;
   } else if (auto id = build_id(file); options.use_debug_file && id && id->size() > 2) {
     const std::string path = options.debug_root + "/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
     if (auto dbg = ElfFile::open(path)) {
       Elf* de = static_cast<Elf*>(dbg->native_handle());
       if (Elf_Scn* dbg_symtab = find_table(de, SHT_SYMTAB)) {
-        read_table(de, dbg_symtab, t.symbols_, order);
+        read_table(de, dbg_symtab, t.symbols_, order, labels);
         t.source_ = SymbolSource::kDebugFile;
       }
     }
@@ -156,11 +169,36 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
   }
   if (t.symbols_.empty()) t.source_ = SymbolSource::kNone;
+  t.finish();
+  return t;
+}
+
+SymbolTable SymbolTable::from_symbols(std::vector<FunctionSymbol> symbols, NamingPolicy policy, SymbolSource source) {
+  SymbolTable t;
+  t.policy_ = policy;
+  t.symbols_ = std::move(symbols);
+  t.source_ = t.symbols_.empty() ? SymbolSource::kNone : source;
+  t.finish();
+  return t;
+}
+
+void SymbolTable::finish() {
+  SymbolTable& t = *this;
   const NamingPolicy policy = t.policy_;
   std::sort(t.symbols_.begin(), t.symbols_.end(), [policy](const FunctionSymbol& a, const FunctionSymbol& b) {
     if (a.address != b.address) return a.address < b.address;
     return preferred(a, b, policy);
   });
+  if (policy == NamingPolicy::kPerf) {
+    // perf (util/symbol.c, symbols__fixup_end): a zero-sized symbol
+    // reaches the start of the next symbol (asm labels such as _start).
+    for (std::size_t i = 0; i < t.symbols_.size(); ++i) {
+      if (t.symbols_[i].size != 0) continue;
+      std::size_t j = i + 1;
+      while (j < t.symbols_.size() && t.symbols_[j].address == t.symbols_[i].address) ++j;
+      if (j < t.symbols_.size()) t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
+    }
+  }
   t.max_end_.reserve(t.symbols_.size());
   std::uint64_t end = 0;
   for (const auto& s : t.symbols_) {
@@ -168,7 +206,6 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     end = std::max(end, s.address + size < s.address ? ~std::uint64_t{0} : s.address + size);
     t.max_end_.push_back(end);
   }
-  return t;
 }
 
 std::optional<SymbolHit> SymbolTable::find(std::uint64_t address) const noexcept {
