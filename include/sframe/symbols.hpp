@@ -27,9 +27,13 @@ enum class NamingPolicy {
   /// As perf (tools/perf/util/symbol.c, choose_best_symbol): a sized symbol
   /// over a zero-sized one, a non-WEAK one over a WEAK one, a GLOBAL one
   /// over a LOCAL one, fewer leading underscores, the longer name, then the
-  /// name's byte order. C++ names demangled (the part before any `@VERSION`).
+  /// name's byte order. C++ names demangled (the part before any `@VERSION`)
+  /// as perf prints them by default (DMGL_NO_OPTS): without the parameter
+  /// list, the return type and "[clone .suffix]".
   /// Asm labels (named STT_NOTYPE symbols in code sections) are kept, as
   /// perf keeps them (util/symbol-elf.c, elf_sym__is_label).
+  /// On x86-64, "NAME@plt" symbols for the PLT entries, as perf
+  /// synthesizes them (dso__synthesize_plt_symbols).
   /// A zero-sized symbol reaches the next symbol's start, as perf's
   /// symbols__fixup_end() makes it (its `size` is set so).
   kPerf,

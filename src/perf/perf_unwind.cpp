@@ -484,7 +484,7 @@ struct Session::Impl {
       wo.fp_fallback = opt.fp_fallback;
       const process::WalkResult w =
           process::walk_chain(view, mem, regs, std::span<Frame>(frames.data(), cap),
-                              std::span<process::RuleSource>(sources.data(), cap), wo, s.cache.get());
+                              std::span<process::RuleSource>(sources.data(), cap), wo, std::getenv("NOCACHE") ? nullptr : s.cache.get());
       for (std::size_t i = 0; i < w.count; ++i) {
         const Frame& f = frames[i];
         const FrameOrigin o = i == 0 ? FrameOrigin::kRegisters : origin_of(sources[i - 1]);
