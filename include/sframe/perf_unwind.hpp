@@ -9,7 +9,8 @@
 // (the old mappings are dropped). For each sample it gives the frames perf
 // script would print (with --no-inline):
 //  - kernel frames: the sample's callchain up to the first non-kernel
-//    context marker, symbolized from /proc/kallsyms;
+//    context marker, symbolized from kallsyms (perf's cached copy of the
+//    recorded kernel's, else /proc/kallsyms);
 //  - user frames: sframe::process::walk_chain() from the sample's user
 //    registers over its copied stack (memory outside the copy is
 //    unreadable), each module's unwind information built once per file
@@ -89,7 +90,9 @@ struct UnwoundSample {
 
 /// Options of a Session.
 struct SessionOptions {
-  /// /proc/kallsyms, read when readable (else kernel frames are "[unknown]").
+  /// /proc/kallsyms, read when readable and perf's build-id cache holds no
+  /// copy for the recorded kernel (~/.debug/[kernel.kallsyms]/ID/kallsyms;
+  /// else kernel frames are "[unknown]").
   std::string kallsyms = "/proc/kallsyms";
   /// perf's build-id cache; empty: $HOME/.debug.
   std::string buildid_dir;

@@ -7,11 +7,12 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 
@@ -360,40 +361,58 @@ struct Session::Impl {
 
   // --- kernel frames ----------------------------------------------------------
 
+  // The kernel's symbols: perf's copy in its build-id cache when the
+  // recording names the kernel's build-id (the symbols of the recorded
+  // kernel, and a plain file: reading /proc/kallsyms makes the kernel
+  // format every line), else /proc/kallsyms.
   void read_kallsyms() {
     kallsyms_read = true;
-    std::ifstream in(opt.kallsyms);
-    if (!in) return;
+    std::string path = opt.kallsyms;
+    for (const BuildIdEntry& b : info.build_ids) {
+      if (b.filename != "[kernel.kallsyms]" || b.build_id.empty()) continue;
+      const std::string cached = opt.buildid_dir + "/[kernel.kallsyms]/" + b.build_id + "/kallsyms";
+      if (::access(cached.c_str(), R_OK) == 0) path = cached;
+    }
+    std::string text;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[1 << 16];
+      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+      std::fclose(f);
+    }
     std::vector<elf::FunctionSymbol> syms;
-    std::string line;
     std::uint32_t order = 0;
-    while (std::getline(in, line)) {
-      // "ADDRESS TYPE NAME [MODULE]"
-      const auto sp1 = line.find(' ');
-      if (sp1 == std::string::npos || sp1 + 3 > line.size()) continue;
-      const char type = line[sp1 + 1];
-      if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
-      std::string name = line.substr(sp1 + 3);
-      if (auto tab = name.find('\t'); tab != std::string::npos) name.resize(tab);
-      elf::FunctionSymbol s;
-      s.address = std::strtoull(line.c_str(), nullptr, 16);
-      if (s.address == 0) continue;  // kptr_restrict: addresses hidden
-      s.name = std::move(name);
-      s.binding = type == 'T' ? STB_GLOBAL : (type == 'W' || type == 'w') ? STB_WEAK : STB_LOCAL;
-      s.type = STT_FUNC;
-      s.order = order++;
-      syms.push_back(std::move(s));
+    const char* p = text.data();
+    const char* const end = p + text.size();
+    while (p < end) {
+      // "ADDRESS TYPE NAME[\tMODULE]\n"
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      if (!nl) nl = end;
+      std::uint64_t addr = 0;
+      const char* q = p;
+      for (; q < nl; ++q) {
+        const char c = *q;
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) break;
+        addr = addr << 4 | static_cast<unsigned>(d);
+      }
+      if (nl - q > 3 && q[0] == ' ' && q[2] == ' ' && addr != 0) {  // addr 0: kptr_restrict hides them
+        const char type = q[1];
+        if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
+          const char* name = q + 3;
+          const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
+          elf::FunctionSymbol s;
+          s.name.assign(name, tab ? tab : nl);
+          s.address = addr;
+          s.binding = type == 'T' ? STB_GLOBAL : (type == 'W' || type == 'w') ? STB_WEAK : STB_LOCAL;
+          s.type = STT_FUNC;
+          s.order = order++;
+          syms.push_back(std::move(s));
+        }
+      }
+      p = nl + 1;
     }
-    // No sizes in kallsyms: each symbol ends where the next starts (perf's
-    // symbols__fixup_end).
-    std::sort(syms.begin(), syms.end(),
-              [](const elf::FunctionSymbol& a, const elf::FunctionSymbol& b) { return a.address < b.address; });
-    for (std::size_t i = 0; i + 1 < syms.size(); ++i) {
-      std::size_t j = i + 1;
-      while (j < syms.size() && syms[j].address == syms[i].address) ++j;
-      if (j < syms.size()) syms[i].size = syms[j].address - syms[i].address;
-    }
-    if (!syms.empty() && syms.back().size == 0) syms.back().size = 4096;
+    // No sizes in kallsyms: under kPerf each zero-sized symbol reaches the
+    // next one, as perf's symbols__fixup_end() makes it.
     kallsyms = elf::SymbolTable::from_symbols(std::move(syms), elf::NamingPolicy::kPerf);
   }
 
@@ -484,7 +503,7 @@ struct Session::Impl {
       wo.fp_fallback = opt.fp_fallback;
       const process::WalkResult w =
           process::walk_chain(view, mem, regs, std::span<Frame>(frames.data(), cap),
-                              std::span<process::RuleSource>(sources.data(), cap), wo, std::getenv("NOCACHE") ? nullptr : s.cache.get());
+                              std::span<process::RuleSource>(sources.data(), cap), wo, s.cache.get());
       for (std::size_t i = 0; i < w.count; ++i) {
         const Frame& f = frames[i];
         const FrameOrigin o = i == 0 ? FrameOrigin::kRegisters : origin_of(sources[i - 1]);
