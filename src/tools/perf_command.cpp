@@ -171,7 +171,7 @@ class PerfCommand final : public Command {
       return fail(error_text(r.error()), &r.error());
     }
     if (opt_.folded) {
-      for (const auto& [s, n] : folded) fmt::format_to(std::back_inserter(out.buf), "{} {}\n", s, n), out.flush_if_full();
+      for (const auto& [s, n] : folded) fmt::format_to(fmt::appender(out.buf), "{} {}\n", s, n), out.flush_if_full();
     }
     out.flush();
     const perf::SessionStats& st = session.stats();
@@ -207,7 +207,7 @@ class PerfCommand final : public Command {
   // and a blank line after the sample.
   static void print_sample(fmt::memory_buffer& b, const perf::Record& rec, const perf::UnwoundSample& u,
                            std::string_view comm, unsigned f, std::size_t name_width) {
-    auto o = std::back_inserter(b);
+    auto o = fmt::appender(b);
     if (f & kComm) {
       if (f & kIp)
         fmt::format_to(o, "{} ", comm);

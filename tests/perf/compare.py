@@ -56,8 +56,11 @@ def reason(p, o, js):
     pip, oip = pf[k].split(" ", 1)[0], of[k].split(" ", 1)[0]
     if pip == oip:
         return "same address, other name at frame %d: perf %r, ours %r" % (k, pf[k], of[k])
-    return "frames part at frame %d: perf %r, ours %r (our frame %d from %s; walk ended: %s)" % (
+    why = "frames part at frame %d: perf %r, ours %r (our frame %d from %s; walk ended: %s)" % (
         k, pf[k], of[k], k, srcs[k] if k < len(srcs) else "?", stop)
+    if "([stack])" in pf[k]:
+        why += "; perf's frame lies in [stack]: its libunwind state of the process before exec"
+    return why
 
 
 def compare(perf_path, ours_path, json_path, quiet):

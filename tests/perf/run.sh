@@ -33,13 +33,13 @@ case $part in
     gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
     # The exec'd child: another file (built with frame pointers).
     gcc -O1 -g -fno-omit-frame-pointer -o child "$here/work.c" -lpthread
-    # The child runs a 50th of the parent's loops: perf 6.1 keeps a
+    # The child runs a 200th of the parent's loops: perf 6.1 keeps a
     # process's libunwind state across exec, so its own unwinding of an
     # exec'd child stops early in libc or runs into the parent's [stack]
     # (seen here: ~25% of the samples when the child works as long as the
     # parent; with setarch -R, every process exec'd after a sample). The
     # child's few samples are listed by compare.py with that reason.
-    cmd=(./prog 1500 fork "$work/child") ;;
+    cmd=(./prog 3000 fork "$work/child") ;;
   dlopen)
     gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/dl_main.c" -ldl
     gcc "${cflags[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"

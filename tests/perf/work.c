@@ -2,7 +2,7 @@
 // perf script test program: a call chain burning CPU, built with
 // -O2 -fomit-frame-pointer -Wa,--gsframe (its own .sframe). `work N`
 // loops N times; `work N fork PROGRAM` also runs two threads and a
-// fork+exec of PROGRAM (given N / 50 + 1).
+// fork+exec of PROGRAM (given N / 200 + 1).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       char n[32];
-      snprintf(n, sizeof n, "%ld", loops / 50 + 1);
+      snprintf(n, sizeof n, "%ld", loops / 200 + 1);
       const char* prog = argc > 3 ? argv[3] : "/proc/self/exe";
       execl(prog, prog, n, (char*)NULL);
       _exit(127);
