@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "sframe/elf.hpp"
@@ -145,9 +146,17 @@ struct Session::Impl {
   UnwoundSample out;
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
-  elf::SymbolTable kallsyms;
+  // kallsyms as read: its text and, per function symbol, where its name
+  // is; names are resolved per symbol start on first use (kgroups).
+  struct KSym {
+    std::uint64_t address;
+    std::uint32_t name_at, name_len;
+    char type;
+  };
+  std::string ktext;
+  std::vector<KSym> ksyms;
   bool kallsyms_read = false;
-  std::unordered_map<const elf::FunctionSymbol*, std::string> knames;
+  std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
   const std::string kernel_dso = "[kernel.kallsyms]";
   std::string why_buf;
   std::string comm_buf;
@@ -379,10 +388,11 @@ struct Session::Impl {
       for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
       std::fclose(f);
     }
-    std::vector<elf::FunctionSymbol> syms;
-    std::uint32_t order = 0;
-    const char* p = text.data();
-    const char* const end = p + text.size();
+    ktext = std::move(text);
+    ksyms.reserve(ktext.size() / 40);
+    const char* const base = ktext.data();
+    const char* p = base;
+    const char* const end = p + ktext.size();
     while (p < end) {
       // "ADDRESS TYPE NAME[\tMODULE]\n"
       const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
@@ -400,20 +410,40 @@ struct Session::Impl {
         if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
           const char* name = q + 3;
           const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
-          elf::FunctionSymbol s;
-          s.name.assign(name, tab ? tab : nl);
-          s.address = addr;
-          s.binding = type == 'T' ? STB_GLOBAL : (type == 'W' || type == 'w') ? STB_WEAK : STB_LOCAL;
-          s.type = STT_FUNC;
-          s.order = order++;
-          syms.push_back(std::move(s));
+          ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
+                           static_cast<std::uint32_t>((tab ? tab : nl) - name), type});
         }
       }
       p = nl + 1;
     }
-    // No sizes in kallsyms: under kPerf each zero-sized symbol reaches the
-    // next one, as perf's symbols__fixup_end() makes it.
-    kallsyms = elf::SymbolTable::from_symbols(std::move(syms), elf::NamingPolicy::kPerf);
+    const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
+    if (!std::is_sorted(ksyms.begin(), ksyms.end(), by_address))
+      std::stable_sort(ksyms.begin(), ksyms.end(), by_address);
+  }
+
+  // The name of the kernel symbol starting at ksyms[lo].address (the group
+  // [lo, hi) of aliases there), chosen by the shared symbol reader's perf
+  // policy over that group; each reaches the next symbol's start, as
+  // perf's symbols__fixup_end() makes kallsyms symbols.
+  const std::optional<std::string>& kernel_name(std::size_t lo, std::size_t hi) {
+    auto [it, fresh] = kgroups.try_emplace(ksyms[lo].address);
+    if (!fresh) return it->second;
+    std::vector<elf::FunctionSymbol> group;
+    const std::uint64_t size = hi < ksyms.size() ? ksyms[hi].address - ksyms[lo].address : 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const KSym& k = ksyms[i];
+      elf::FunctionSymbol f;
+      f.name.assign(ktext, k.name_at, k.name_len);
+      f.address = k.address;
+      f.size = size;
+      f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
+      f.type = STT_FUNC;
+      f.order = static_cast<std::uint32_t>(i);
+      group.push_back(std::move(f));
+    }
+    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(group), elf::NamingPolicy::kPerf);
+    if (auto hit = t.find(ksyms[lo].address)) it->second = t.display_name(*hit->symbol);
+    return it->second;
   }
 
   void kernel_frame(std::uint64_t addr) {
@@ -422,11 +452,20 @@ struct Session::Impl {
     f.address = f.ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
-    if (auto hit = kallsyms.find(addr)) {
-      auto [it, fresh] = knames.try_emplace(hit->symbol);
-      if (fresh) it->second = kallsyms.display_name(*hit->symbol);
-      f.symbol = &it->second;
-      f.symoff = hit->offset;
+    auto up = std::upper_bound(ksyms.begin(), ksyms.end(), addr,
+                               [](std::uint64_t v, const KSym& k) { return v < k.address; });
+    if (up != ksyms.begin()) {
+      const std::size_t hi = static_cast<std::size_t>(up - ksyms.begin());
+      std::size_t lo = hi - 1;
+      while (lo > 0 && ksyms[lo - 1].address == ksyms[hi - 1].address) --lo;
+      // The last symbol holds only its own address (no next start).
+      const bool covered = hi < ksyms.size() || addr == ksyms[lo].address;
+      if (covered) {
+        if (const std::optional<std::string>& name = kernel_name(lo, hi)) {
+          f.symbol = &*name;
+          f.symoff = addr - ksyms[lo].address;
+        }
+      }
     }
     out.frames.push_back(f);
   }

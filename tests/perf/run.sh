@@ -46,7 +46,7 @@ case $part in
     cmd=(./prog "$work/libburn.so" 4000) ;;
   cxx)
     g++ "${cflags[@]}" "${gsframe[@]}" -o prog "$here/cxx.cpp"
-    cmd=(./prog 25) ;;
+    cmd=(./prog 60) ;;
   *) echo "run.sh: unknown part $part" >&2; exit 2 ;;
 esac
 
