@@ -9,8 +9,9 @@
 # (C++ with libstdc++). Compares `-F tid,ip,sym,dso` sample by sample: at
 # least 99% of the samples must have identical frame lists, and every
 # difference is listed with its reason (compare.py). Also checks the
-# default layout, --folded against `perf script report stackcollapse`, and
-# that pipe mode and -z (zstd) recordings give the same frames.
+# default layout, --folded against `perf script report stackcollapse`, that
+# pipe mode and -z (zstd) recordings give the same frames, and (c) that a
+# binary gone since the recording is found in perf's build-id cache.
 # perf_event_open refused (or perf missing) is a FAILURE, never a skip.
 set -euo pipefail
 sframe=$(readlink -f "$1")
@@ -100,6 +101,22 @@ if [ "$part" = c ]; then
     echo "== $mode mode"
     python3 "$here/compare.py" "perf-$mode.txt" "ours-$mode.txt" "ours-$mode.json" || fail=1
   done
+fi
+if [ "$part" = c ]; then
+  # A binary gone since the recording (deleted, or rebuilt): both tools find
+  # it by build-id in perf's cache (~/.debug/.build-id/, filled by perf
+  # record), where perf keeps a copy.
+  mv prog prog.moved
+  perf script -i perf.data -F tid,ip,sym,dso --no-inline >perf-gone.txt 2>/dev/null
+  "$sframe" perf script -i perf.data -F tid,ip,sym,dso >ours-gone.txt 2>/dev/null
+  "$sframe" perf script -i perf.data --json >ours-gone.json 2>/dev/null
+  echo "== binary gone (build-id cache)"
+  if ! grep -q "leaf (.*/prog)" perf-gone.txt; then
+    echo "FAIL: perf itself does not name the gone binary's frames (no build-id cache copy?)"
+    fail=1
+  fi
+  python3 "$here/compare.py" perf-gone.txt ours-gone.txt ours-gone.json || fail=1
+  mv prog.moved prog
 fi
 [ $fail = 0 ] && echo "PASS: $part"
 exit $fail
