@@ -142,7 +142,9 @@ struct Session::Impl {
   std::unordered_map<std::uint32_t, std::string> comms;              // by tid
   std::uint64_t epoch = 1;  // bumped when a module's unwind information grows
   SessionStats stats;
-  std::map<std::string, std::uint64_t> stops;
+  // Why walks ended: why() returns string literals, so views are stable
+  // (no allocation per sample).
+  std::map<std::string_view, std::uint64_t> stops;
   UnwoundSample out;
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
@@ -558,7 +560,7 @@ struct Session::Impl {
     }
     stats.frames += out.frames.size();
     for (const ResolvedFrame& f : out.frames) ++stats.by_origin[static_cast<std::size_t>(f.origin)];
-    if (out.walked) ++stops[std::string(out.why)];
+    if (out.walked) ++stops[out.why];
     return out;
   }
 
@@ -588,7 +590,8 @@ void Session::process(const Record& r) { impl_->process(r); }
 const UnwoundSample& Session::unwind(const Record& r) { return impl_->unwind(r); }
 std::string_view Session::comm(std::uint32_t tid) const { return impl_->comm(tid); }
 const SessionStats& Session::stats() const {
-  impl_->stats.stops.assign(impl_->stops.begin(), impl_->stops.end());
+  impl_->stats.stops.clear();
+  for (const auto& [why, n] : impl_->stops) impl_->stats.stops.emplace_back(std::string(why), n);
   return impl_->stats;
 }
 
