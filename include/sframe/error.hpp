@@ -56,7 +56,12 @@ namespace sframe {
   X(kNotRepresentable, "the model holds something this SFrame version or ABI cannot encode") \
   X(kModuleMapFull, "the module map has no storage left")                                 \
   X(kBadModuleRange, "module address range is empty")                                     \
-  X(kModulesOverlap, "module address range overlaps a module already in the map")
+  X(kModulesOverlap, "module address range overlaps a module already in the map")           \
+  X(kPerfBadHeader, "not a perf.data file, or its header is malformed")                   \
+  X(kPerfTruncated, "perf.data section or record runs past the end of the file")          \
+  X(kPerfBadRecord, "perf.data record is malformed")                                      \
+  X(kPerfUnsupported, "perf.data uses a feature this reader refuses (32-bit, big-endian)") \
+  X(kPerfDecompress, "a perf.data COMPRESSED record does not decompress (zstd)")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {
@@ -95,7 +100,8 @@ inline constexpr std::uint32_t kNoIndex = 0xffffffffu;
 /// A decoding or validation failure. Trivially copyable, 24 bytes.
 struct Error {
   Errc code{};
-  /// Byte offset from the start of the SFrame section where the rule is broken.
+  /// Byte offset from the start of the SFrame section where the rule is broken
+  /// (kPerf* codes: from the start of the perf.data file or stream).
   std::uint64_t offset = 0;
   /// The offending value read from the input (a count, a code, an address), if any.
   std::uint64_t value = 0;

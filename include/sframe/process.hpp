@@ -335,6 +335,14 @@ struct ModuleOptions {
   bool ignore_sframe_sections = false;
 };
 
+/// The shared builder's input (sframe/module_unwind.hpp) read from an ELF
+/// file (a module's file, or a copy of the vDSO image): `own` (its SFrame
+/// section, from ElfFile::sframe_section(); an error means none), its
+/// .eh_frame_hdr (the section, else the PT_GNU_EH_FRAME segment of a
+/// stripped file) and its executable PT_LOAD segments. The spans point into
+/// `f` and `own`.
+cfi::ModuleImage module_image(const elf::ElfFile& f, const Expected<elf::SFrameSectionData>& own);
+
 /// The modules of a process, and the sframe::ModuleMap the unwinder uses
 /// over them (one unwind module per executable mapping with SFrame).
 /// Move-only; the unwind map stays valid across moves.

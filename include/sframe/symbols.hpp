@@ -27,11 +27,20 @@ enum class NamingPolicy {
   /// As perf (tools/perf/util/symbol.c, choose_best_symbol): a sized symbol
   /// over a zero-sized one, a non-WEAK one over a WEAK one, a GLOBAL one
   /// over a LOCAL one, fewer leading underscores, the longer name, then the
-  /// name's byte order. C++ names demangled (the part before any `@VERSION`).
+  /// name's byte order. C++ names demangled (the part before any `@VERSION`)
+  /// as perf prints them by default (DMGL_NO_OPTS): without the parameter
+  /// list, the return type and "[clone .suffix]".
+  /// Asm labels (named STT_NOTYPE symbols in code sections) are kept, as
+  /// perf keeps them (util/symbol-elf.c, elf_sym__is_label).
+  /// On x86-64, "NAME@plt" symbols for the PLT entries, as perf
+  /// synthesizes them (dso__synthesize_plt_symbols).
+  /// A zero-sized symbol reaches the next symbol's start, as perf's
+  /// symbols__fixup_end() makes it (its `size` is set so).
   kPerf,
 };
 
-/// One function symbol (STT_FUNC or STT_GNU_IFUNC, defined, named).
+/// One function symbol (STT_FUNC or STT_GNU_IFUNC, defined, named; under
+/// NamingPolicy::kPerf also STT_NOTYPE labels in code sections).
 struct FunctionSymbol {
   /// The name as the string table spells it (mangled; may end in
   /// `@VERSION` or `@@VERSION` in a .symtab).
@@ -41,7 +50,7 @@ struct FunctionSymbol {
   std::uint64_t size = 0;
   /// STB_GLOBAL, STB_WEAK, STB_LOCAL (or another ELF binding).
   std::uint8_t binding = 0;
-  /// STT_FUNC or STT_GNU_IFUNC.
+  /// STT_FUNC, STT_GNU_IFUNC (or STT_NOTYPE for a kPerf label).
   std::uint8_t type = 0;
   /// Position in the table it came from, .symtab entries before .dynsym ones
   /// (the order eu-stack breaks remaining ties by).
@@ -90,6 +99,12 @@ class SymbolTable {
   /// Reads the symbols of `file`. Never fails: a file without usable symbol
   /// tables (or with unreadable ones) gives an empty table (kNone).
   static SymbolTable read(const ElfFile& file, const SymbolOptions& options = {});
+  /// A table over symbols from another source (e.g. /proc/kallsyms, whose
+  /// entries have no size: give each the distance to the next, as perf
+  /// does), sorted and searched as read() does, with aliases ordered by
+  /// `policy`; `source` is reported by source() (kNone when empty).
+  static SymbolTable from_symbols(std::vector<FunctionSymbol> symbols, NamingPolicy policy,
+                                  SymbolSource source = SymbolSource::kSymtab);
 
   /// Symbols sorted by address, and at one address in the policy's order of
   /// preference (the preferred alias first).
@@ -112,6 +127,8 @@ class SymbolTable {
   std::string display_name(const FunctionSymbol& sym) const;
 
  private:
+  // Sorts symbols_ (address, then policy order) and fills max_end_.
+  void finish();
   std::vector<FunctionSymbol> symbols_;
   // max_end_[i]: the largest address + max(size, 1) among symbols_[0..i].
   std::vector<std::uint64_t> max_end_;

@@ -26,9 +26,18 @@ Elf_Scn* find_table(Elf* e, std::uint32_t type) {
   return nullptr;
 }
 
-// Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`;
+// True if section `ndx` of `e` holds code (SHF_EXECINSTR).
+bool exec_section(Elf* e, std::size_t ndx) {
+  GElf_Shdr sh;
+  Elf_Scn* scn = elf_getscn(e, ndx);
+  return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
+// Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`, and
+// with `labels` the named STT_NOTYPE symbols of code sections (perf keeps
+// such asm labels, e.g. ld.so's _start: util/symbol-elf.c, elf_sym__is_label);
 // `order` counts on across tables.
-void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order) {
+void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order, bool labels = false) {
   GElf_Shdr sh;
   if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return;
   Elf_Data* data = elf_getdata(scn, nullptr);
@@ -38,11 +47,62 @@ void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uin
     GElf_Sym sym;
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
     const auto type = static_cast<std::uint8_t>(GELF_ST_TYPE(sym.st_info));
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF) continue;
+    if (sym.st_shndx == SHN_UNDEF) continue;
+    const bool label = labels && type == STT_NOTYPE && sym.st_shndx != SHN_ABS && sym.st_shndx < SHN_LORESERVE &&
+                       exec_section(e, sym.st_shndx);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC && !label) continue;
     const char* name = elf_strptr(e, sh.sh_link, sym.st_name);
     if (!name || !*name) continue;
     out.push_back({name, sym.st_value + detail::symbol_base(e, sym), sym.st_size, static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type,
                    order++});
+  }
+}
+
+Elf_Scn* find_named(Elf* e, const char* name) {
+  std::size_t shstrndx = 0;
+  if (elf_getshdrstrndx(e, &shstrndx) != 0) return nullptr;
+  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    const char* n = elf_strptr(e, shstrndx, sh.sh_name);
+    if (n && std::strcmp(n, name) == 0) return scn;
+  }
+  return nullptr;
+}
+
+// perf's PLT symbols (util/symbol-elf.c, dso__synthesize_plt_symbols, x86-64
+// layout): one "NAME@plt" of 16 bytes per .rela.plt entry, in .plt.sec
+// when the file has one (IBT), else in .plt after its 16-byte header.
+void add_plt_symbols(Elf* e, std::vector<FunctionSymbol>& out, std::uint32_t& order) {
+  GElf_Ehdr eh;
+  if (!gelf_getehdr(e, &eh) || eh.e_machine != EM_X86_64) return;
+  Elf_Scn* rela = find_named(e, ".rela.plt");
+  Elf_Scn* plt = find_named(e, ".plt.sec");
+  std::uint64_t header = 0;
+  if (!plt) {
+    plt = find_named(e, ".plt");
+    header = 16;
+  }
+  GElf_Shdr rsh, psh, ssh;
+  if (!rela || !plt || !gelf_getshdr(rela, &rsh) || !gelf_getshdr(plt, &psh) || rsh.sh_type != SHT_RELA ||
+      rsh.sh_entsize == 0)
+    return;
+  Elf_Scn* dynsym = elf_getscn(e, rsh.sh_link);
+  if (!dynsym || !gelf_getshdr(dynsym, &ssh)) return;
+  Elf_Data* rdata = elf_getdata(rela, nullptr);
+  Elf_Data* sdata = elf_getdata(dynsym, nullptr);
+  if (!rdata || !sdata) return;
+  const std::size_t n = rsh.sh_size / rsh.sh_entsize;
+  for (std::size_t i = 0; i < n; ++i) {
+    GElf_Rela r;
+    GElf_Sym sym;
+    if (!gelf_getrela(rdata, static_cast<int>(i), &r)) break;
+    const std::uint64_t at = psh.sh_addr + header + 16 * i;
+    if (at + 16 > psh.sh_addr + psh.sh_size) break;
+    if (!gelf_getsym(sdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym)) continue;
+    const char* name = elf_strptr(e, ssh.sh_link, sym.st_name);
+    if (!name || !*name) continue;
+    out.push_back({std::string(name) + "@plt", at, 16, STB_GLOBAL, STT_FUNC, order++});
   }
 }
 
@@ -130,15 +190,16 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
   t.policy_ = options.policy;
   Elf* e = static_cast<Elf*>(file.native_handle());
   std::uint32_t order = 0;
+  const bool labels = options.policy == NamingPolicy::kPerf;
   if (Elf_Scn* symtab = find_table(e, SHT_SYMTAB)) {
-    read_table(e, symtab, t.symbols_, order);
+    read_table(e, symtab, t.symbols_, order, labels);
     t.source_ = SymbolSource::kSymtab;
   } else if (auto id = build_id(file); options.use_debug_file && id && id->size() > 2) {
     const std::string path = options.debug_root + "/.build-id/" + id->substr(0, 2) + "/" + id->substr(2) + ".debug";
     if (auto dbg = ElfFile::open(path)) {
       Elf* de = static_cast<Elf*>(dbg->native_handle());
       if (Elf_Scn* dbg_symtab = find_table(de, SHT_SYMTAB)) {
-        read_table(de, dbg_symtab, t.symbols_, order);
+        read_table(de, dbg_symtab, t.symbols_, order, labels);
         t.source_ = SymbolSource::kDebugFile;
       }
     }
@@ -155,12 +216,38 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
       if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
     if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
   }
+  if (labels) add_plt_symbols(e, t.symbols_, order);
   if (t.symbols_.empty()) t.source_ = SymbolSource::kNone;
+  t.finish();
+  return t;
+}
+
+SymbolTable SymbolTable::from_symbols(std::vector<FunctionSymbol> symbols, NamingPolicy policy, SymbolSource source) {
+  SymbolTable t;
+  t.policy_ = policy;
+  t.symbols_ = std::move(symbols);
+  t.source_ = t.symbols_.empty() ? SymbolSource::kNone : source;
+  t.finish();
+  return t;
+}
+
+void SymbolTable::finish() {
+  SymbolTable& t = *this;
   const NamingPolicy policy = t.policy_;
   std::sort(t.symbols_.begin(), t.symbols_.end(), [policy](const FunctionSymbol& a, const FunctionSymbol& b) {
     if (a.address != b.address) return a.address < b.address;
     return preferred(a, b, policy);
   });
+  if (policy == NamingPolicy::kPerf) {
+    // perf (util/symbol.c, symbols__fixup_end): a zero-sized symbol
+    // reaches the start of the next symbol (asm labels such as _start).
+    for (std::size_t i = 0; i < t.symbols_.size(); ++i) {
+      if (t.symbols_[i].size != 0) continue;
+      std::size_t j = i + 1;
+      while (j < t.symbols_.size() && t.symbols_[j].address == t.symbols_[i].address) ++j;
+      if (j < t.symbols_.size()) t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
+    }
+  }
   t.max_end_.reserve(t.symbols_.size());
   std::uint64_t end = 0;
   for (const auto& s : t.symbols_) {
@@ -168,7 +255,6 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     end = std::max(end, s.address + size < s.address ? ~std::uint64_t{0} : s.address + size);
     t.max_end_.push_back(end);
   }
-  return t;
 }
 
 std::optional<SymbolHit> SymbolTable::find(std::uint64_t address) const noexcept {
@@ -218,10 +304,62 @@ std::string demangle(std::string_view name) {
   return out;
 }
 
+namespace {
+
+// perf demangles without options (util/symbol-elf.c: DMGL_NO_OPTS unless
+// verbose): no parameter list, no return type, no "[clone .suffix]". From
+// the full demangled form, that is: drop the clone suffixes, the trailing
+// qualifiers and the parameter list after the name, then a return type
+// before it (text up to the last space outside brackets, except the
+// space of "operator new", "operator delete", conversion operators).
+std::string perf_short_name(std::string d) {
+  while (d.size() > 2 && d.back() == ']') {
+    const auto open = d.rfind(" [clone ");
+    if (open == std::string::npos) break;
+    d.resize(open);
+  }
+  // The parameter list: the ')' closing the name's arguments, qualifiers
+  // (" const", " &", " noexcept") after it.
+  std::size_t close = d.rfind(')');
+  if (close == std::string::npos) return d;
+  int depth = 0;
+  std::size_t open = std::string::npos;
+  for (std::size_t i = close + 1; i-- > 0;) {
+    if (d[i] == ')') ++depth;
+    if (d[i] == '(' && --depth == 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open == std::string::npos || open == 0) return d;
+  d.resize(open);
+  // The return type: the last space outside <> and () before the name.
+  int angle = 0, paren = 0;
+  for (std::size_t i = d.size(); i-- > 0;) {
+    const char c = d[i];
+    if (c == '>') ++angle;
+    if (c == '<') --angle;
+    if (c == ')') ++paren;
+    if (c == '(') --paren;
+    if (c == ' ' && angle == 0 && paren == 0) {
+      // "operator new", "operator delete[]", "operator bool": part of the name.
+      if (i >= 8 && d.compare(i - 8, 8, "operator") == 0) continue;
+      return d.substr(i + 1);
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
 std::string display_name(std::string_view name, NamingPolicy policy) {
   if (policy == NamingPolicy::kPerf) {
     const auto at = name.find('@');
-    if (at != std::string_view::npos && at > 0) return demangle(name.substr(0, at)) + std::string(name.substr(at));
+    const std::string_view base = at != std::string_view::npos && at > 0 ? name.substr(0, at) : name;
+    std::string d = demangle(base);
+    if (base.size() > 2 && base[0] == '_' && base[1] == 'Z' && d != base) d = perf_short_name(std::move(d));
+    if (at != std::string_view::npos && at > 0) d += name.substr(at);
+    return d;
   }
   return demangle(name);
 }

@@ -122,10 +122,9 @@ std::string error_words(const Error& e) {
   return std::string(describe(e.code));
 }
 
-// The shared builder's input, read from the module's file (or the copy of
-// the vDSO image): its SFrame section, .eh_frame_hdr and executable
-// segments.
-cfi::ModuleImage image_of(const elf::ElfFile& f, const Expected<elf::SFrameSectionData>& own) {
+}  // namespace
+
+cfi::ModuleImage module_image(const elf::ElfFile& f, const Expected<elf::SFrameSectionData>& own) {
   cfi::ModuleImage img;
   if (own) {
     img.sframe = own->bytes;
@@ -154,6 +153,8 @@ cfi::ModuleImage image_of(const elf::ElfFile& f, const Expected<elf::SFrameSecti
   }
   return img;
 }
+
+namespace {
 
 // The views of LoadedModule from its builder's sections.
 void take_views(LoadedModule& mod) {
@@ -185,7 +186,7 @@ void build_unwind(LoadedModule& mod, const ModuleOptions& opt) {
   cfi::ModuleUnwindOptions uo;
   uo.version = Version::kV3;
   uo.ignore_own = opt.ignore_sframe_sections;
-  mod.unwind = std::make_shared<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(image_of(f, own), uo));
+  mod.unwind = std::make_shared<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(module_image(f, own), uo));
   take_views(mod);
   if (!own_error.empty()) mod.why = own_error + "; " + mod.why;
 }

@@ -108,5 +108,7 @@ std::unique_ptr<Command> make_stat_command();
 std::unique_ptr<Command> make_gen_command();
 std::unique_ptr<Command> make_merge_command();
 std::unique_ptr<Command> make_stack_command();
+/// `sframe perf script` (perf_command.cpp).
+std::unique_ptr<Command> make_perf_command();
 
 }  // namespace sframe::tools

@@ -49,6 +49,12 @@ else
   echo "note: stack JSON not checked (cannot ptrace here)"
 fi
 kill $sleeper 2>/dev/null
+# sframe perf script on the committed recording (its programs are gone:
+# frames are [unknown], the document is complete) and on a missing file.
+"$bin" perf script --json -i "$src/tests/perf/data/small.data" > "$work/perf.json" 2>/dev/null; check perf-script "$work/perf.json"
+"$bin" perf script --json -i /nonexistent > "$work/perf-err.json" 2>/dev/null; check perf-script-error "$work/perf-err.json"
+head -c 300 "$src/tests/perf/data/small.data" > "$work/cut.data"
+"$bin" perf script --json -i "$work/cut.data" > "$work/perf-cut.json" 2>/dev/null; check perf-script-truncated "$work/perf-cut.json"
 # One model, two printers: the FRE rows of the JSON dump equal the text dump's.
 python3 - "$work/dump.json" "$bin" <<'PY' && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL json/text agreement"; }
 import json, subprocess, sys

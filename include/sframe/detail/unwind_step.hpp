@@ -199,12 +199,13 @@ template <MemoryReader M>
   out.fp = f.fp;
   out.fp_known = f.fp_known;
   if (c.flags & CompactRule::kFpOnStack) {
+    // An unreadable FP slot leaves the caller's FP unknown rather than
+    // ending the walk (a rule that needs it later stops with kBadRule):
+    // in a stack copy (perf's PERF_SAMPLE_STACK_USER starts at the SP) the
+    // slot of a function stopped in its epilogue, after `pop %rbp`, lies
+    // below the SP, outside the copy; the RA is all the step needs.
     const std::uint64_t at = cfa + static_cast<std::uint64_t>(std::int64_t{c.fp_offset_by_8} * 8);
-    if (!read_into(mem, at, out.fp)) {
-      out.address = at;
-      return CompactStatus::kUnreadableMemory;
-    }
-    out.fp_known = true;
+    out.fp_known = read_into(mem, at, out.fp);
   }
   if (f.check_cfa && cfa <= f.prev_cfa) {
     out.address = cfa;
@@ -403,8 +404,10 @@ class Stepper {
 
     std::optional<std::uint64_t> fp;
     if (row.fp.kind == Rule::Kind::kExpr) {
-      fp = eval(row.fp, *cfa, regs, out, lpc);
-      if (!fp) return out;
+      // An unreadable FP slot: the caller's FP is unknown (see apply_rule).
+      StepOutcome fp_fail;
+      fp = eval(row.fp, *cfa, regs, fp_fail, lpc);
+      if (!fp && fp_fail.reason != StopReason::kUnreadableMemory) return fp_fail;
     } else {
       fp = regs.get(ar.fp);
     }

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// sframepp: unwinding the samples of a `perf record --call-graph=dwarf`
+// recording with SFrame (layer `perf`, over the perf.data reader, the
+// shared per-module builder and the unwind source chain of `sframe stack`).
+//
+// A Session follows the recorded processes in time order: address spaces
+// per pid from MMAP/MMAP2 (executable mappings), FORK (a new process copies
+// its parent's mappings; a new thread shares them) and exec COMM records
+// (the old mappings are dropped). For each sample it gives the frames perf
+// script would print (with --no-inline):
+//  - kernel frames: the sample's callchain up to the first non-kernel
+//    context marker, symbolized from kallsyms (perf's cached copy of the
+//    recorded kernel's, else /proc/kallsyms);
+//  - user frames: sframe::process::walk_chain() from the sample's user
+//    registers over its copied stack (memory outside the copy is
+//    unreadable), each module's unwind information built once per file
+//    (own .sframe, else generated from .eh_frame on first need, else
+//    checked frame pointers); symbols from the shared ELF symbol reader with
+//    NamingPolicy::kPerf.
+// Files are opened by the mapped path when their build-id matches the
+// recorded one (or none is recorded), else from perf's build-id cache
+// (~/.debug/.build-id/xx/yyyy/elf), which holds deleted or replaced files.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sframe/perf_data.hpp"
+#include "sframe/unwind.hpp"
+
+namespace sframe::perf {
+
+/// How a frame was found.
+enum class FrameOrigin : std::uint8_t {
+  /// From the sample's kernel callchain.
+  kKernel,
+  /// Frame 0 of the user stack: the sampled user registers.
+  kRegisters,
+  /// Stepped to with the module's own SFrame section.
+  kSFrame,
+  /// Stepped to with SFrame generated from the module's .eh_frame.
+  kGenerated,
+  /// Stepped to with the frame-pointer convention (checked).
+  kFramePointer,
+  /// Restored from a signal frame.
+  kSignalFrame,
+};
+inline constexpr std::size_t kFrameOrigins = 6;
+/// "kernel", "registers", "sframe", "generated", "frame-pointer", "signal-frame".
+std::string_view to_string(FrameOrigin o) noexcept;
+
+/// One printed frame.
+struct ResolvedFrame {
+  /// Runtime address: the kernel callchain entry; the user PC (frame 0,
+  /// after a signal frame) or the return address (callers).
+  std::uint64_t address = 0;
+  /// The address perf script prints: kernel frames as recorded; user
+  /// frames map-relative (address - map start + map offset; absolute in an
+  /// ET_EXEC file or without a map), callers at return address - 1 as
+  /// perf's libunwind unwinder records them (not a signal trampoline).
+  std::uint64_t ip = 0;
+  /// The symbol (demangled), or null for perf's "[unknown]".
+  const std::string* symbol = nullptr;
+  std::uint64_t symoff = 0;
+  /// The file name perf prints (the mapped path, "[kernel.kallsyms]",
+  /// "[vdso]"), or null for "[unknown]".
+  const std::string* dso = nullptr;
+  FrameOrigin origin = FrameOrigin::kKernel;
+};
+
+/// The frames of one sample and why its user walk ended.
+struct UnwoundSample {
+  std::vector<ResolvedFrame> frames;
+  /// The sample had user registers and a stack copy to walk.
+  bool walked = false;
+  StopReason stop = StopReason::kOutermost;
+  /// Why the walk ended, in words, e.g. "outermost frame", "no module at
+  /// 0x7f.. (JIT or anonymous code)", "stack copy ends (8192 bytes)".
+  std::string_view why;
+  /// The address involved in the stop (as sframe::UnwindResult::address).
+  std::uint64_t stop_address = 0;
+  /// The copied user stack: its first address (the sampled SP) and size.
+  std::uint64_t stack_base = 0;
+  std::uint64_t stack_size = 0;
+};
+
+/// Options of a Session.
+struct SessionOptions {
+  /// /proc/kallsyms, read when readable and perf's build-id cache holds no
+  /// copy for the recorded kernel (~/.debug/[kernel.kallsyms]/ID/kallsyms;
+  /// else kernel frames are "[unknown]").
+  std::string kallsyms = "/proc/kallsyms";
+  /// perf's build-id cache; empty: $HOME/.debug.
+  std::string buildid_dir;
+  /// Frames per sample, kernel and user together (perf's default 127).
+  std::size_t max_stack = 127;
+  /// Step by checked frame pointers where no SFrame covers a PC.
+  bool fp_fallback = true;
+};
+
+/// Totals over the processed samples.
+struct SessionStats {
+  std::uint64_t samples = 0;
+  std::uint64_t frames = 0;
+  std::array<std::uint64_t, kFrameOrigins> by_origin{};
+  /// Why user walks ended, by reason text.
+  std::vector<std::pair<std::string, std::uint64_t>> stops;
+  /// Files opened, and those SFrame was generated for.
+  std::uint64_t dsos = 0;
+  std::uint64_t generated_dsos = 0;
+};
+
+/// A recording being replayed.
+class Session {
+ public:
+  Session(const FileInfo& info, const SessionOptions& opt = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Feeds one record (in the reader's time order): MMAP/MMAP2, COMM,
+  /// FORK and EXIT update the processes; SAMPLE records are unwound by
+  /// unwind(), not here.
+  void process(const Record& r);
+  /// The frames of SAMPLE record `r` (callee first). The result is reused
+  /// by the next call.
+  const UnwoundSample& unwind(const Record& r);
+  /// The command name of thread `tid` at this point of the recording (perf:
+  /// ":TID" when unknown).
+  std::string_view comm(std::uint32_t tid) const;
+  const SessionStats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sframe::perf

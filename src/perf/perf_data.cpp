@@ -1,0 +1,839 @@
+// SPDX-License-Identifier: MIT
+// The perf.data reader: header, attributes, feature sections, records
+// (tools/perf/Documentation/perf.data-file-format.txt; record and sample
+// layouts from include/uapi/linux/perf_event.h).
+#include "sframe/perf_data.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <unordered_map>
+
+namespace sframe::perf {
+namespace {
+
+// "PERFILE2" read as a little-endian u64; the byte-swapped value marks a
+// file written on a big-endian host.
+constexpr std::uint64_t kMagic = 0x32454c4946524550ull;
+constexpr std::uint64_t kMagicSwapped = 0x50455246494c4532ull;
+// perf_file_header: magic, size, attr_size, attrs, data, event_types
+// (perf_file_section = u64 offset, u64 size each), adds_features[256 bits].
+constexpr std::uint64_t kFileHeaderSize = 104;
+constexpr std::uint64_t kPipeHeaderSize = 16;
+constexpr std::uint64_t kAttrSizeVer0 = 64;
+constexpr unsigned kFeatureBits = 256;
+// Feature numbers (perf's HEADER_* of util/header.h).
+constexpr unsigned kFeatBuildId = 2;
+constexpr unsigned kFeatArch = 6;
+constexpr unsigned kFeatCmdline = 11;
+constexpr unsigned kFeatEventDesc = 12;
+// EVENT_UPDATE record subtype carrying the event's name.
+constexpr std::uint64_t kEventUpdateName = 2;
+// perf_event_header: u32 type, u16 misc, u16 size.
+constexpr std::uint64_t kHeaderSize = 8;
+// Build-id records: misc bit saying the size byte after the 20 id bytes is valid.
+constexpr std::uint16_t kMiscBuildIdSize = 1u << 15;
+// MMAP (not MMAP2): the mapping is not executable.
+constexpr std::uint16_t kMiscMmapData = 1u << 13;
+
+Unexpected bad(Errc c, std::uint64_t off, std::uint64_t value = 0) { return make_error(c, off, value); }
+
+// A bounds-checked cursor over a byte range whose position is reported as a
+// file offset (`base` = offset of bytes[0]).
+struct Cursor {
+  std::span<const std::byte> bytes;
+  std::uint64_t base = 0;
+  std::size_t pos = 0;
+  // For records decompressed out of a COMPRESSED record: every error points
+  // at that record (`base` is then the stream offset, reported as value).
+  std::optional<std::uint64_t> outer;
+
+  std::size_t left() const noexcept { return bytes.size() - pos; }
+  Unexpected fail(Errc c) const {
+    if (outer) return bad(c, *outer, base + pos);
+    return bad(c, base + pos);
+  }
+  bool can(std::uint64_t n) const noexcept { return n <= left(); }
+  template <class T>
+  T get() {
+    T v = load_le<T>(bytes.data() + pos);
+    pos += sizeof(T);
+    return v;
+  }
+};
+
+std::string hex(std::span<const std::byte> b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  s.reserve(b.size() * 2);
+  for (std::byte x : b) {
+    s += d[std::to_integer<unsigned>(x) >> 4];
+    s += d[std::to_integer<unsigned>(x) & 15];
+  }
+  return s;
+}
+
+// A NUL-terminated string inside `b` (the whole span when no NUL).
+std::string_view cstr(std::span<const std::byte> b) {
+  const char* p = reinterpret_cast<const char*>(b.data());
+  return std::string_view(p, strnlen(p, b.size()));
+}
+
+// Decodes a perf_event_attr of `size` bytes at `p` (sizes below 64 refused
+// by the caller; fields past `size` stay 0, as the kernel zero-extends).
+EventAttr decode_attr(const std::byte* p, std::uint64_t size) {
+  EventAttr a;
+  const auto u64at = [&](std::uint64_t off) { return off + 8 <= size ? load_le<std::uint64_t>(p + off) : 0; };
+  const auto u32at = [&](std::uint64_t off) { return off + 4 <= size ? load_le<std::uint32_t>(p + off) : 0; };
+  a.type = u32at(0);
+  a.config = u64at(8);
+  a.sample_period = u64at(16);
+  a.sample_type = u64at(24);
+  a.read_format = u64at(32);
+  a.flags = u64at(40);
+  a.branch_sample_type = u64at(72);
+  a.sample_regs_user = u64at(80);
+  a.sample_stack_user = u32at(88);
+  a.sample_regs_intr = u64at(96);
+  return a;
+}
+
+// Bytes of a PERF_SAMPLE_READ block for `read_format`
+// (PERF_FORMAT_TOTAL_TIME_ENABLED 1, _RUNNING 2, _ID 4, _GROUP 8, _LOST 16).
+struct ReadShape {
+  std::uint64_t fixed = 0;     // words before the per-member values
+  std::uint64_t per_value = 0; // words per value
+  bool group = false;
+};
+ReadShape read_shape(std::uint64_t rf) {
+  ReadShape s;
+  s.group = rf & 8;
+  const std::uint64_t times = ((rf & 1) ? 1 : 0) + ((rf & 2) ? 1 : 0);
+  s.per_value = 1 + ((rf & 4) ? 1 : 0) + ((rf & 16) ? 1 : 0);
+  s.fixed = s.group ? 1 + times : times;  // group: nr, times; single: times after value
+  return s;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> Sample::user_reg(unsigned r) const noexcept {
+  if (!attr || !regs_data || regs_abi == RegsAbi::kNone || r >= 64) return std::nullopt;
+  const std::uint64_t mask = attr->sample_regs_user;
+  if (!((mask >> r) & 1)) return std::nullopt;
+  const unsigned idx = static_cast<unsigned>(std::popcount(mask & ((std::uint64_t{1} << r) - 1)));
+  return load_le<std::uint64_t>(regs_data + 8 * idx);
+}
+
+std::string default_event_name(std::uint32_t type, std::uint64_t config) {
+  static const char* const kSoftware[] = {"cpu-clock",    "task-clock",   "page-faults", "context-switches",
+                                          "cpu-migrations", "minor-faults", "major-faults", "alignment-faults",
+                                          "emulation-faults", "dummy",     "bpf-output",  "cgroup-switches"};
+  static const char* const kHardware[] = {"cycles",         "instructions",  "cache-references",
+                                          "cache-misses",   "branches",      "branch-misses",
+                                          "bus-cycles",     "stalled-cycles-frontend", "stalled-cycles-backend",
+                                          "ref-cycles"};
+  if (type == 1 && config < std::size(kSoftware)) return kSoftware[config];
+  if (type == 0 && config < std::size(kHardware)) return kHardware[config];
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%u:0x%llx", type, static_cast<unsigned long long>(config));
+  return buf;
+}
+
+struct PerfData::Impl {
+  ReadLimits limits;
+  // The file: mapped (map/map_size) or owned bytes (stdin, from_bytes).
+  void* map = nullptr;
+  std::size_t map_size = 0;
+  std::vector<std::byte> owned;
+  std::span<const std::byte> file;
+
+  FileInfo info;
+  ReadStats stats;
+  // Sample ID -> attribute index.
+  std::unordered_map<std::uint64_t, std::size_t> by_id;
+  // Decompressed data of COMPRESSED records (stable addresses).
+  std::deque<std::vector<std::byte>> decompressed;
+
+  ~Impl() {
+    if (map) ::munmap(map, map_size);
+  }
+
+  // --- header ------------------------------------------------------------
+
+  Expected<void> read_header() {
+    if (file.size() < kPipeHeaderSize) return bad(Errc::kPerfBadHeader, 0, file.size());
+    const auto magic = load_le<std::uint64_t>(file.data());
+    if (magic == kMagicSwapped)
+      return bad(Errc::kPerfUnsupported, 0, magic);  // written on a big-endian host
+    if (magic != kMagic) return bad(Errc::kPerfBadHeader, 0, magic);
+    const auto hsize = load_le<std::uint64_t>(file.data() + 8);
+    if (hsize == kPipeHeaderSize) {
+      info.pipe = true;
+      info.data_offset = kPipeHeaderSize;
+      info.data_size = file.size() - kPipeHeaderSize;
+      return {};
+    }
+    if (hsize < kFileHeaderSize) return bad(Errc::kPerfBadHeader, 8, hsize);
+    if (file.size() < kFileHeaderSize) return bad(Errc::kPerfTruncated, 0, file.size());
+    const auto u64 = [&](std::uint64_t off) { return load_le<std::uint64_t>(file.data() + off); };
+    std::uint64_t attr_size = u64(16);
+    const std::uint64_t attrs_off = u64(24), attrs_size = u64(32);
+    info.data_offset = u64(40);
+    info.data_size = u64(48);
+    if (!fits(attrs_off, attrs_size)) return bad(Errc::kPerfTruncated, 24, attrs_off);
+    if (!fits(info.data_offset, info.data_size)) return bad(Errc::kPerfTruncated, 40, info.data_offset);
+    // Each entry (perf_file_attr, `attr_size` bytes in all): the
+    // attribute, then a perf_file_section locating its IDs.
+    if (attr_size < kAttrSizeVer0 + 16 || attr_size > 4096) return bad(Errc::kPerfBadHeader, 16, attr_size);
+    const std::uint64_t entry = attr_size;
+    attr_size -= 16;
+    if (attrs_size % entry != 0) return bad(Errc::kPerfBadHeader, 32, attrs_size);
+    if (attrs_size / entry > limits.max_attrs) return bad(Errc::kPerfBadHeader, 32, attrs_size / entry);
+    for (std::uint64_t off = attrs_off; off < attrs_off + attrs_size; off += entry) {
+      EventAttr a = decode_attr(file.data() + off, attr_size);
+      const std::uint64_t ids_off = u64(off + attr_size), ids_size = u64(off + attr_size + 8);
+      if (!fits(ids_off, ids_size) || ids_size % 8 != 0) return bad(Errc::kPerfTruncated, off + attr_size, ids_off);
+      for (std::uint64_t i = 0; i < ids_size; i += 8) a.ids.push_back(u64(ids_off + i));
+      info.attrs.push_back(std::move(a));
+    }
+    if (info.attrs.empty()) return bad(Errc::kPerfBadHeader, 32, 0);
+    // Feature sections: one perf_file_section per set bit of adds_features,
+    // in bit order, right after the data section.
+    std::uint64_t at = info.data_offset + info.data_size;
+    for (unsigned bit = 0; bit < kFeatureBits; ++bit) {
+      const std::uint64_t word = u64(72 + 8 * (bit / 64));
+      if (!((word >> (bit % 64)) & 1)) continue;
+      if (!fits(at, 16)) return bad(Errc::kPerfTruncated, at, bit);
+      const std::uint64_t off = u64(at), size = u64(at + 8);
+      if (!fits(off, size)) return bad(Errc::kPerfTruncated, at, off);
+      if (auto r = feature(bit, file.subspan(off, size), off); !r) return r;
+      at += 16;
+    }
+    return finish_attrs();
+  }
+
+  bool fits(std::uint64_t off, std::uint64_t size) const noexcept {
+    return off <= file.size() && size <= file.size() - off;
+  }
+
+  // A perf string: u32 len, then len bytes (NUL-padded).
+  static Expected<std::string> perf_string(Cursor& c) {
+    if (!c.can(4)) return c.fail(Errc::kPerfTruncated);
+    const auto len = c.get<std::uint32_t>();
+    if (!c.can(len)) return c.fail(Errc::kPerfTruncated);
+    std::string s(cstr(c.bytes.subspan(c.pos, len)));
+    c.pos += len;
+    return s;
+  }
+
+  Expected<void> feature(unsigned bit, std::span<const std::byte> b, std::uint64_t off) {
+    Cursor c{b, off, 0, std::nullopt};
+    switch (bit) {
+      case kFeatArch: {
+        auto s = perf_string(c);
+        if (!s) return Unexpected{s.error()};
+        info.arch = *s;
+        // 32-bit recordings are refused (the samples' registers and
+        // addresses are 32-bit; the unwinder reads x86-64 frames).
+        if (info.arch == "i386" || info.arch == "i686" || info.arch == "x86" || info.arch == "arm" ||
+            info.arch == "powerpc" || info.arch == "s390")
+          return bad(Errc::kPerfUnsupported, off, 32);
+        return {};
+      }
+      case kFeatCmdline: {
+        if (!c.can(4)) return c.fail(Errc::kPerfTruncated);
+        const auto n = c.get<std::uint32_t>();
+        for (std::uint32_t i = 0; i < n; ++i) {
+          auto s = perf_string(c);
+          if (!s) return Unexpected{s.error()};
+          info.cmdline.push_back(std::move(*s));
+        }
+        return {};
+      }
+      case kFeatEventDesc: {
+        if (!c.can(8)) return c.fail(Errc::kPerfTruncated);
+        const auto n = c.get<std::uint32_t>();
+        const auto asz = c.get<std::uint32_t>();
+        if (asz < kAttrSizeVer0) return c.fail(Errc::kPerfBadRecord);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          if (!c.can(asz + 4ull)) return c.fail(Errc::kPerfTruncated);
+          c.pos += asz;
+          const auto nr_ids = c.get<std::uint32_t>();
+          auto name = perf_string(c);
+          if (!name) return Unexpected{name.error()};
+          if (!c.can(8ull * nr_ids)) return c.fail(Errc::kPerfTruncated);
+          // The i-th description belongs to the i-th attribute.
+          if (i < info.attrs.size()) info.attrs[i].name = *name;
+          c.pos += 8ull * nr_ids;
+        }
+        return {};
+      }
+      case kFeatBuildId: {
+        while (c.left() > 0) {
+          const std::size_t start = c.pos;
+          if (!c.can(kHeaderSize)) return c.fail(Errc::kPerfTruncated);
+          c.pos += 6;
+          const auto size = c.get<std::uint16_t>();
+          c.pos = start;
+          if (size < kHeaderSize + 4 + 24 || !c.can(size)) return c.fail(Errc::kPerfBadRecord);
+          if (auto r = build_id_record(b.subspan(start, size)); !r) return bad(r.error().code, off + start);
+          c.pos = start + size;
+        }
+        return {};
+      }
+      default:
+        return {};
+    }
+  }
+
+  // A build_id_event: header, i32 pid, u8 build_id[24] (20 bytes, size byte
+  // when kMiscBuildIdSize), filename.
+  Expected<void> build_id_record(std::span<const std::byte> r) {
+    if (r.size() < kHeaderSize + 4 + 24) return bad(Errc::kPerfBadRecord, 0);
+    const auto misc = load_le<std::uint16_t>(r.data() + 4);
+    BuildIdEntry e;
+    e.pid = load_le<std::int32_t>(r.data() + 8);
+    e.cpumode = misc & kMiscCpumodeMask;
+    std::size_t n = 20;
+    if (misc & kMiscBuildIdSize) n = std::min<std::size_t>(20, std::to_integer<std::size_t>(r[12 + 20]));
+    e.build_id = hex(r.subspan(12, n));
+    e.filename = std::string(cstr(r.subspan(12 + 24)));
+    info.build_ids.push_back(std::move(e));
+    return {};
+  }
+
+  Expected<void> finish_attrs() {
+    by_id.clear();
+    for (std::size_t i = 0; i < info.attrs.size(); ++i) {
+      EventAttr& a = info.attrs[i];
+      if (a.name.empty()) a.name = default_event_name(a.type, a.config);
+      for (std::uint64_t id : a.ids) by_id.emplace(id, i);
+    }
+    return {};
+  }
+
+  // --- records ------------------------------------------------------------
+
+  // The attribute of a record: the only one, else found by its sample ID.
+  // `id_of` decodes the ID the way the first attribute's sample_type puts it.
+  const EventAttr* attr_of(std::uint64_t id, bool have_id) const {
+    if (info.attrs.size() == 1) return &info.attrs[0];
+    if (!have_id) return info.attrs.empty() ? nullptr : &info.attrs[0];
+    auto it = by_id.find(id);
+    return it == by_id.end() ? nullptr : &info.attrs[it->second];
+  }
+
+  // The sample ID of a SAMPLE record body `c` (after the header), per the
+  // first attribute's layout (perf requires every event to put it at the
+  // same place).
+  std::pair<std::uint64_t, bool> sample_id_of(std::span<const std::byte> body) const {
+    if (info.attrs.empty()) return {0, false};
+    const std::uint64_t st = info.attrs[0].sample_type;
+    std::uint64_t off = 0;
+    if (st & kSampleIdentifier) {
+      if (body.size() < 8) return {0, false};
+      return {load_le<std::uint64_t>(body.data()), true};
+    }
+    if (!(st & kSampleId)) return {0, false};
+    for (std::uint64_t b : {kSampleIp, kSampleTid, kSampleTime, kSampleAddr})
+      if (st & b) off += 8;
+    if (off + 8 > body.size()) return {0, false};
+    return {load_le<std::uint64_t>(body.data() + off), true};
+  }
+
+  // The sample_id trailer of a non-sample record body (its last words).
+  Expected<SampleId> trailer(const Cursor& rec, std::span<const std::byte> body, const EventAttr* attr,
+                             std::size_t fixed) const {
+    SampleId s;
+    if (!attr || !attr->sample_id_all()) return s;
+    const std::uint64_t st = attr->sample_type;
+    std::uint64_t words = 0;
+    for (std::uint64_t b : {kSampleTid, kSampleTime, kSampleId, kSampleStreamId, kSampleCpu, kSampleIdentifier})
+      if (st & b) ++words;
+    if (words * 8 > body.size() - std::min(body.size(), fixed)) return rec.fail(Errc::kPerfBadRecord);
+    const std::byte* p = body.data() + body.size() - words * 8;
+    if (st & kSampleTid) {
+      s.pid = load_le<std::uint32_t>(p);
+      s.tid = load_le<std::uint32_t>(p + 4);
+      p += 8;
+    }
+    if (st & kSampleTime) s.time = load_le<std::uint64_t>(p), p += 8;
+    if (st & kSampleId) s.id = load_le<std::uint64_t>(p), p += 8;
+    if (st & kSampleStreamId) s.stream_id = load_le<std::uint64_t>(p), p += 8;
+    if (st & kSampleCpu) s.cpu = load_le<std::uint32_t>(p), p += 8;
+    if (st & kSampleIdentifier) s.id = load_le<std::uint64_t>(p);
+    s.has = st & (kSampleTid | kSampleTime | kSampleId | kSampleStreamId | kSampleCpu | kSampleIdentifier);
+    return s;
+  }
+
+  // The attribute of a non-sample record with a sample_id trailer.
+  const EventAttr* trailer_attr(std::span<const std::byte> body) const {
+    if (info.attrs.size() <= 1) return info.attrs.empty() ? nullptr : &info.attrs[0];
+    const std::uint64_t st = info.attrs[0].sample_type;
+    if (!info.attrs[0].sample_id_all()) return &info.attrs[0];
+    if (st & kSampleIdentifier) {
+      if (body.size() < 8) return nullptr;
+      return attr_of(load_le<std::uint64_t>(body.data() + body.size() - 8), true);
+    }
+    if (!(st & kSampleId)) return &info.attrs[0];
+    std::uint64_t after = 1;  // the ID itself
+    for (std::uint64_t b : {kSampleStreamId, kSampleCpu})
+      if (st & b) ++after;
+    if (body.size() < after * 8) return nullptr;
+    return attr_of(load_le<std::uint64_t>(body.data() + body.size() - after * 8), true);
+  }
+
+  // Decodes a SAMPLE body per sample_type, in the kernel's output order
+  // (perf_output_sample()).
+  Expected<void> decode_sample(Cursor c, Record& r) const {
+    auto [id, have] = sample_id_of(c.bytes.subspan(c.pos));
+    const EventAttr* a = attr_of(id, have);
+    if (!a) return c.fail(Errc::kPerfBadRecord);
+    r.attr = a;
+    Sample& s = r.sample;
+    s.attr = a;
+    const std::uint64_t st = a->sample_type;
+    const auto need = [&](std::uint64_t n) { return c.can(n); };
+    const auto u64 = [&]() { return c.get<std::uint64_t>(); };
+#define SFRAME_NEED(n) \
+  if (!need(n)) return c.fail(Errc::kPerfBadRecord)
+    SampleId& sid = r.id;
+    if (st & kSampleIdentifier) { SFRAME_NEED(8); sid.id = u64(); }
+    if (st & kSampleIp) { SFRAME_NEED(8); s.ip = u64(); }
+    if (st & kSampleTid) {
+      SFRAME_NEED(8);
+      sid.pid = c.get<std::uint32_t>();
+      sid.tid = c.get<std::uint32_t>();
+    }
+    if (st & kSampleTime) { SFRAME_NEED(8); sid.time = u64(); }
+    if (st & kSampleAddr) { SFRAME_NEED(8); s.addr = u64(); }
+    if (st & kSampleId) { SFRAME_NEED(8); sid.id = u64(); }
+    if (st & kSampleStreamId) { SFRAME_NEED(8); sid.stream_id = u64(); }
+    if (st & kSampleCpu) {
+      SFRAME_NEED(8);
+      sid.cpu = c.get<std::uint32_t>();
+      c.pos += 4;
+    }
+    if (st & kSamplePeriod) { SFRAME_NEED(8); s.period = u64(); }
+    sid.has = st & (kSampleTid | kSampleTime | kSampleId | kSampleStreamId | kSampleCpu | kSampleIdentifier);
+    if (st & kSampleRead) {
+      const ReadShape rs = read_shape(a->read_format);
+      if (rs.group) {
+        SFRAME_NEED(8);
+        const std::uint64_t nr = load_le<std::uint64_t>(c.bytes.data() + c.pos);
+        if (nr > c.left() / 8) return c.fail(Errc::kPerfBadRecord);
+        SFRAME_NEED(8 * (rs.fixed + nr * rs.per_value));
+        c.pos += 8 * (rs.fixed + nr * rs.per_value);
+      } else {
+        SFRAME_NEED(8 * (rs.fixed + rs.per_value));
+        c.pos += 8 * (rs.fixed + rs.per_value);
+      }
+    }
+    if (st & kSampleCallchain) {
+      SFRAME_NEED(8);
+      const std::uint64_t nr = u64();
+      if (nr > c.left() / 8) return c.fail(Errc::kPerfBadRecord);
+      s.callchain_nr = nr;
+      s.callchain_data = c.bytes.data() + c.pos;
+      c.pos += 8 * nr;
+    }
+    if (st & kSampleRaw) {
+      SFRAME_NEED(4);
+      const auto size = c.get<std::uint32_t>();
+      SFRAME_NEED(size);
+      c.pos += size;
+    }
+    if (st & kSampleBranchStack) {
+      SFRAME_NEED(8);
+      const std::uint64_t nr = u64();
+      // PERF_SAMPLE_BRANCH_HW_INDEX (1 << 17): a hw_idx word before the entries.
+      if (a->branch_sample_type & (1u << 17)) { SFRAME_NEED(8); c.pos += 8; }
+      if (nr > c.left() / 24) return c.fail(Errc::kPerfBadRecord);
+      c.pos += 24 * nr;
+    }
+    if (st & kSampleRegsUser) {
+      SFRAME_NEED(8);
+      const std::uint64_t abi = u64();
+      if (abi == 1) return c.fail(Errc::kPerfUnsupported);  // PERF_SAMPLE_REGS_ABI_32
+      if (abi > 2) return c.fail(Errc::kPerfBadRecord);
+      s.regs_abi = static_cast<RegsAbi>(abi);
+      if (abi != 0) {
+        const std::uint64_t n = static_cast<std::uint64_t>(std::popcount(a->sample_regs_user));
+        SFRAME_NEED(8 * n);
+        s.regs_data = c.bytes.data() + c.pos;
+        c.pos += 8 * n;
+      }
+    }
+    if (st & kSampleStackUser) {
+      SFRAME_NEED(8);
+      const std::uint64_t size = u64();
+      if (size > c.left()) return c.fail(Errc::kPerfBadRecord);
+      const std::byte* data = c.bytes.data() + c.pos;
+      c.pos += size;
+      s.stack_size = size;
+      if (size != 0) {
+        SFRAME_NEED(8);
+        const std::uint64_t dyn = u64();
+        if (dyn > size) return c.fail(Errc::kPerfBadRecord);
+        s.stack = {data, static_cast<std::size_t>(dyn)};
+      }
+    }
+    // The fields after these (weight, data_src, ...) are not used.
+#undef SFRAME_NEED
+    return {};
+  }
+
+  // Decodes one record at `rec` (its header included) into `r`.
+  Expected<void> decode(const Cursor& rec, Record& r) const {
+    const std::span<const std::byte> b = rec.bytes;
+    r.type = load_le<std::uint32_t>(b.data());
+    r.misc = load_le<std::uint16_t>(b.data() + 4);
+    Cursor c{b, rec.base, kHeaderSize, rec.outer};
+    const std::span<const std::byte> body = b.subspan(kHeaderSize);
+    const auto with_trailer = [&](std::size_t fixed) -> Expected<void> {
+      r.attr = trailer_attr(body);
+      auto t = trailer(c, body, r.attr, fixed);
+      if (!t) return Unexpected{t.error()};
+      r.id = *t;
+      return {};
+    };
+    switch (r.type) {
+      case kRecordSample:
+        return decode_sample(c, r);
+      case kRecordMmap:
+      case kRecordMmap2: {
+        const bool two = r.type == kRecordMmap2;
+        const std::size_t fixed = two ? 8 + 24 + 24 + 8 : 8 + 24;
+        if (body.size() < fixed + 1) return c.fail(Errc::kPerfBadRecord);
+        Mmap& m = r.mmap;
+        m.mmap2 = two;
+        m.pid = c.get<std::uint32_t>();
+        m.tid = c.get<std::uint32_t>();
+        m.start = c.get<std::uint64_t>();
+        m.len = c.get<std::uint64_t>();
+        m.pgoff = c.get<std::uint64_t>();
+        if (two) {
+          if (r.misc & kMiscMmapBuildId) {
+            const std::size_t n = std::min<std::size_t>(20, std::to_integer<std::size_t>(b[c.pos]));
+            m.build_id = b.subspan(c.pos + 4, n);
+          } else {
+            m.maj = load_le<std::uint32_t>(b.data() + c.pos);
+            m.min = load_le<std::uint32_t>(b.data() + c.pos + 4);
+            m.ino = load_le<std::uint64_t>(b.data() + c.pos + 8);
+          }
+          c.pos += 24;
+          m.prot = c.get<std::uint32_t>();
+          m.flags = c.get<std::uint32_t>();
+          m.exec = m.prot & 4;  // PROT_EXEC
+        } else {
+          m.exec = !(r.misc & kMiscMmapData);
+        }
+        m.filename = cstr(b.subspan(c.pos));
+        return with_trailer(fixed + m.filename.size() + 1);
+      }
+      case kRecordComm: {
+        if (body.size() < 9) return c.fail(Errc::kPerfBadRecord);
+        r.comm.pid = c.get<std::uint32_t>();
+        r.comm.tid = c.get<std::uint32_t>();
+        r.comm.comm = cstr(b.subspan(c.pos));
+        r.comm.exec = r.misc & kMiscCommExec;
+        return with_trailer(8 + r.comm.comm.size() + 1);
+      }
+      case kRecordFork:
+      case kRecordExit: {
+        if (body.size() < 24) return c.fail(Errc::kPerfBadRecord);
+        r.task.pid = c.get<std::uint32_t>();
+        r.task.ppid = c.get<std::uint32_t>();
+        r.task.tid = c.get<std::uint32_t>();
+        r.task.ptid = c.get<std::uint32_t>();
+        r.task.time = c.get<std::uint64_t>();
+        return with_trailer(24);
+      }
+      case kRecordLost: {
+        if (body.size() < 16) return c.fail(Errc::kPerfBadRecord);
+        r.lost.id = c.get<std::uint64_t>();
+        r.lost.lost = c.get<std::uint64_t>();
+        return with_trailer(16);
+      }
+      default:
+        if (r.type < kRecordHeaderAttr) return with_trailer(0);
+        return {};
+    }
+  }
+
+  // --- the data section ------------------------------------------------
+
+  // One record located: its bytes, where it is, its time for ordering.
+  struct Located {
+    std::uint64_t time;
+    std::uint64_t seq;
+    const std::byte* data;
+    std::uint32_t size;
+    std::uint64_t base;
+    std::optional<std::uint64_t> outer;
+  };
+
+  // The time of a kernel record, for ordering (0 when it has none).
+  std::uint64_t time_of(const Cursor& rec) const {
+    const std::span<const std::byte> body = rec.bytes.subspan(kHeaderSize);
+    const auto type = load_le<std::uint32_t>(rec.bytes.data());
+    if (type == kRecordSample) {
+      auto [id, have] = sample_id_of(body);
+      const EventAttr* a = attr_of(id, have);
+      if (!a || !(a->sample_type & kSampleTime)) return 0;
+      std::uint64_t off = 0;
+      for (std::uint64_t b : {kSampleIdentifier, kSampleIp, kSampleTid})
+        if (a->sample_type & b) off += 8;
+      return off + 8 <= body.size() ? load_le<std::uint64_t>(body.data() + off) : 0;
+    }
+    const EventAttr* a = trailer_attr(body);
+    auto t = trailer(rec, body, a, 0);
+    return t && (t->has & kSampleTime) ? t->time : 0;
+  }
+
+  // Walks the records of `bytes` (file offset `base`), consuming user
+  // records and locating kernel ones. Returns how many bytes were whole
+  // records (the rest is an incomplete record carried over, only allowed
+  // inside decompressed data: `partial_ok`).
+  Expected<std::size_t> scan(std::span<const std::byte> bytes, std::uint64_t base, std::optional<std::uint64_t> outer,
+                             bool partial_ok, std::vector<Located>& out, ZSTD_DCtx* dctx,
+                             std::vector<std::byte>& carry) {
+    std::size_t pos = 0;
+    while (pos < bytes.size()) {
+      Cursor here{bytes, base, pos, outer};
+      if (bytes.size() - pos < kHeaderSize) {
+        if (partial_ok) return pos;
+        return here.fail(Errc::kPerfTruncated);
+      }
+      const auto type = load_le<std::uint32_t>(bytes.data() + pos);
+      const auto size = load_le<std::uint16_t>(bytes.data() + pos + 6);
+      if (size < kHeaderSize) return here.fail(Errc::kPerfBadRecord);
+      if (size > bytes.size() - pos) {
+        if (partial_ok) return pos;
+        return here.fail(Errc::kPerfTruncated);
+      }
+      const std::span<const std::byte> rec = bytes.subspan(pos, size);
+      ++stats.records;
+      if (type < kRecordHeaderAttr) {
+        Cursor rc{rec, base + pos, 0, outer};
+        out.push_back({time_of(rc), out.size(), rec.data(), size, base + pos, outer});
+      } else if (auto r = user_record(type, rec, base + pos, outer, out, dctx, carry); !r) {
+        return Unexpected{r.error()};
+      }
+      pos += size;
+    }
+    return pos;
+  }
+
+  Expected<void> user_record(std::uint32_t type, std::span<const std::byte> rec, std::uint64_t off,
+                             std::optional<std::uint64_t> outer, std::vector<Located>& out, ZSTD_DCtx* dctx,
+                             std::vector<std::byte>& carry) {
+    const auto fail = [&](Errc c) { return outer ? bad(c, *outer, off) : bad(c, off); };
+    const std::span<const std::byte> body = rec.subspan(kHeaderSize);
+    switch (type) {
+      case kRecordFinishedRound:
+        ++stats.finished_rounds;
+        return {};
+      case kRecordHeaderAttr: {
+        // The attribute (its own `size` field, offset 4), then its IDs.
+        if (body.size() < kAttrSizeVer0) return fail(Errc::kPerfBadRecord);
+        std::uint64_t asz = load_le<std::uint32_t>(body.data() + 4);
+        if (asz == 0) asz = kAttrSizeVer0;
+        if (asz < kAttrSizeVer0 || asz > body.size() || (body.size() - asz) % 8 != 0) return fail(Errc::kPerfBadRecord);
+        if (info.attrs.size() >= limits.max_attrs) return fail(Errc::kPerfBadRecord);
+        EventAttr a = decode_attr(body.data(), asz);
+        for (std::uint64_t i = asz; i < body.size(); i += 8) a.ids.push_back(load_le<std::uint64_t>(body.data() + i));
+        info.attrs.push_back(std::move(a));
+        return finish_attrs();
+      }
+      case kRecordHeaderBuildId:
+        if (auto r = build_id_record(rec); !r) return fail(Errc::kPerfBadRecord);
+        return {};
+      case kRecordEventUpdate: {
+        if (body.size() < 16) return fail(Errc::kPerfBadRecord);
+        const auto kind = load_le<std::uint64_t>(body.data());
+        const auto id = load_le<std::uint64_t>(body.data() + 8);
+        if (kind == kEventUpdateName) {
+          auto it = by_id.find(id);
+          if (it != by_id.end()) info.attrs[it->second].name = std::string(cstr(body.subspan(16)));
+        }
+        return {};
+      }
+      case kRecordHeaderFeature: {
+        if (body.size() < 8) return fail(Errc::kPerfBadRecord);
+        const auto feat = load_le<std::uint64_t>(body.data());
+        if (feat >= kFeatureBits) return {};
+        auto r = feature(static_cast<unsigned>(feat), body.subspan(8), off + kHeaderSize + 8);
+        if (!r) return fail(r.error().code);
+        // Names may come after the attributes they name.
+        return finish_attrs();
+      }
+      case kRecordCompressed: {
+        ++stats.compressed_records;
+        const std::uint64_t outer_off = outer ? *outer : off;
+        if (outer) return fail(Errc::kPerfBadRecord);  // nested compression
+        std::vector<std::byte> buf = std::move(carry);
+        carry.clear();
+        const std::size_t kept = buf.size();
+        ZSTD_inBuffer in{body.data(), body.size(), 0};
+        for (;;) {
+          const std::size_t chunk = ZSTD_DStreamOutSize();
+          if (buf.size() - kept + chunk > limits.max_decompressed_record ||
+              stats.decompressed_bytes + buf.size() - kept + chunk > limits.max_decompressed_total)
+            return bad(Errc::kPerfDecompress, outer_off, buf.size() - kept);
+          const std::size_t at = buf.size();
+          buf.resize(at + chunk);
+          ZSTD_outBuffer o{buf.data() + at, chunk, 0};
+          const std::size_t in_before = in.pos;
+          const std::size_t rc = ZSTD_decompressStream(dctx, &o, &in);
+          buf.resize(at + o.pos);
+          if (ZSTD_isError(rc)) return bad(Errc::kPerfDecompress, outer_off, in.pos);
+          const bool full = o.pos == chunk;
+          if (in.pos == in.size && !full) break;
+          // Output room left, input left, nothing produced: no progress.
+          if (!full && o.pos == 0 && in_before == in.pos) return bad(Errc::kPerfDecompress, outer_off, in.pos);
+        }
+        stats.decompressed_bytes += buf.size() - kept;
+        decompressed.push_back(std::move(buf));
+        const std::vector<std::byte>& d = decompressed.back();
+        // Records inside are located in `d`; an incomplete last one is
+        // carried over to the next COMPRESSED record (perf splits freely).
+        std::vector<std::byte> unused;
+        auto whole = scan(d, 0, outer_off, true, out, dctx, unused);
+        if (!whole) return Unexpected{whole.error()};
+        carry.assign(d.begin() + static_cast<std::ptrdiff_t>(*whole), d.end());
+        return {};
+      }
+      default:
+        ++stats.other_records;
+        return {};
+    }
+  }
+
+  std::vector<Located> located;
+  bool scanned = false;
+
+  Expected<void> scan_all() {
+    if (scanned) return {};
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    if (!dctx) return bad(Errc::kPerfDecompress, 0);
+    std::vector<std::byte> carry;
+    auto r = scan(file.subspan(info.data_offset, info.data_size), info.data_offset, std::nullopt, false, located,
+                  dctx, carry);
+    ZSTD_freeDCtx(dctx);
+    if (!r) return Unexpected{r.error()};
+    if (!carry.empty()) return bad(Errc::kPerfTruncated, info.data_offset + info.data_size, carry.size());
+    if (info.attrs.empty()) return bad(Errc::kPerfBadHeader, 0);
+    std::stable_sort(located.begin(), located.end(),
+                     [](const Located& a, const Located& b) { return a.time < b.time; });
+    scanned = true;
+    return {};
+  }
+
+  Expected<void> for_each(const std::function<void(const Record&)>& fn) {
+    if (auto r = scan_all(); !r) return r;
+    // Decode everything first: a malformed record stops before any delivery.
+    const bool first = stats.samples == 0 && stats.lost_records == 0;
+    Record rec;
+    for (const Located& l : located) {
+      rec = Record{};
+      Cursor c{{l.data, l.size}, l.base, 0, l.outer};
+      if (auto r = decode(c, rec); !r) return r;
+      rec.offset = l.outer ? *l.outer : l.base;
+    }
+    for (const Located& l : located) {
+      rec = Record{};
+      Cursor c{{l.data, l.size}, l.base, 0, l.outer};
+      (void)decode(c, rec);
+      rec.offset = l.outer ? *l.outer : l.base;
+      if (first) {
+        if (rec.type == kRecordSample) ++stats.samples;
+        if (rec.type == kRecordLost) {
+          ++stats.lost_records;
+          stats.lost_samples += rec.lost.lost;
+        }
+      }
+      fn(rec);
+    }
+    return {};
+  }
+};
+
+PerfData::PerfData(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+PerfData::PerfData(PerfData&&) noexcept = default;
+PerfData& PerfData::operator=(PerfData&&) noexcept = default;
+PerfData::~PerfData() = default;
+
+const FileInfo& PerfData::info() const noexcept { return impl_->info; }
+const ReadStats& PerfData::stats() const noexcept { return impl_->stats; }
+Expected<void> PerfData::for_each(const std::function<void(const Record&)>& fn) { return impl_->for_each(fn); }
+
+Expected<PerfData> PerfData::from_bytes(std::span<const std::byte> bytes, const ReadLimits& limits) {
+  auto im = std::make_unique<Impl>();
+  im->limits = limits;
+  im->owned.assign(bytes.begin(), bytes.end());
+  im->file = im->owned;
+  if (auto r = im->read_header(); !r) return Unexpected{r.error()};
+  // Pipe mode: the attributes come as records; scan now so info() is
+  // complete after open().
+  if (im->info.pipe)
+    if (auto r = im->scan_all(); !r) return Unexpected{r.error()};
+  return PerfData(std::move(im));
+}
+
+Expected<PerfData> PerfData::open(const std::string& path, const ReadLimits& limits) {
+  auto im = std::make_unique<Impl>();
+  im->limits = limits;
+  if (path == "-") {
+    std::byte buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(0, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return bad(Errc::kIoError, im->owned.size(), static_cast<std::uint64_t>(errno));
+      if (n == 0) break;
+      im->owned.insert(im->owned.end(), buf, buf + n);
+    }
+    im->file = im->owned;
+  } else {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return bad(Errc::kIoError, 0, EISDIR);
+    }
+    if (st.st_size > 0) {
+      void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (m == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
+      }
+      im->map = m;
+      im->map_size = static_cast<std::size_t>(st.st_size);
+      im->file = {static_cast<const std::byte*>(m), im->map_size};
+    }
+    ::close(fd);
+  }
+  if (auto r = im->read_header(); !r) return Unexpected{r.error()};
+  // Pipe mode: the attributes come as records; scan now so info() is
+  // complete after open().
+  if (im->info.pipe)
+    if (auto r = im->scan_all(); !r) return Unexpected{r.error()};
+  return PerfData(std::move(im));
+}
+
+}  // namespace sframe::perf

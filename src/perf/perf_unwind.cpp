@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: MIT
+// Replaying a perf.data recording: processes, modules, and each sample's
+// kernel and user frames (see sframe/perf_unwind.hpp).
+#include "sframe/perf_unwind.hpp"
+
+#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "sframe/elf.hpp"
+#include "sframe/module_unwind.hpp"
+#include "sframe/process.hpp"
+#include "sframe/symbols.hpp"
+#include "sframe/walk_chain.hpp"
+
+namespace sframe::perf {
+
+std::string_view to_string(FrameOrigin o) noexcept {
+  switch (o) {
+    case FrameOrigin::kKernel: return "kernel";
+    case FrameOrigin::kRegisters: return "registers";
+    case FrameOrigin::kSFrame: return "sframe";
+    case FrameOrigin::kGenerated: return "generated";
+    case FrameOrigin::kFramePointer: return "frame-pointer";
+    case FrameOrigin::kSignalFrame: return "signal-frame";
+  }
+  return "?";
+}
+
+namespace {
+
+// One file as mapped by the recorded processes (one per path + build-id).
+struct Dso {
+  std::string name;
+  std::string build_id;
+  std::shared_ptr<const elf::ElfFile> file;
+  bool et_exec = false;
+  struct Load {
+    std::uint64_t vaddr, offset, filesz;
+  };
+  std::vector<Load> loads;
+  std::unique_ptr<cfi::ModuleUnwind> unwind;
+  bool unwind_built = false;
+  std::unique_ptr<elf::SymbolTable> symbols;
+  std::unordered_map<const elf::FunctionSymbol*, std::string> names;
+  std::vector<AddressRange> trampolines;  // link-time
+
+  // runtime - link-time for a mapping of this file at `start` from file
+  // offset `pgoff` (the PT_LOAD holding that offset).
+  std::uint64_t bias(std::uint64_t start, std::uint64_t pgoff) const {
+    for (const Load& l : loads) {
+      const std::uint64_t page_lo = l.offset & ~std::uint64_t{4095};
+      if (pgoff >= page_lo && pgoff < l.offset + std::max<std::uint64_t>(l.filesz, 1))
+        return start - pgoff - (l.vaddr - l.offset);
+    }
+    return start - pgoff;
+  }
+};
+
+struct MapEntry {
+  std::uint64_t start = 0, end = 0, pgoff = 0;
+  Dso* dso = nullptr;  // null: anonymous or unreadable file
+  std::uint64_t bias = 0;
+};
+
+// One process's executable mappings and the unwinder's maps over them.
+struct Space {
+  std::map<std::uint64_t, MapEntry> maps;  // by start, disjoint
+  bool dirty = true;
+  std::uint64_t built_epoch = 0;
+  std::vector<Module> prim_storage, extra_storage;
+  std::unique_ptr<ModuleMap> prim, extra;
+  std::vector<AddressRange> trampolines;
+  std::unique_ptr<StaticRuleCache<1024>> cache;
+
+  const MapEntry* find(std::uint64_t addr) const {
+    auto it = maps.upper_bound(addr);
+    if (it == maps.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
+  }
+  // Inserts [start, end), cutting what it overlaps (a new mapping replaces
+  // the old pages, as mmap(MAP_FIXED) does). `exec` false: only cuts.
+  void insert(const MapEntry& e, bool exec) {
+    std::vector<MapEntry> keep;
+    auto it = maps.upper_bound(e.start);
+    if (it != maps.begin()) --it;
+    while (it != maps.end() && it->second.start < e.end) {
+      const MapEntry old = it->second;
+      if (old.end <= e.start) {
+        ++it;
+        continue;
+      }
+      it = maps.erase(it);
+      if (old.start < e.start) {
+        MapEntry l = old;
+        l.end = e.start;
+        keep.push_back(l);
+      }
+      if (old.end > e.end) {
+        MapEntry r = old;
+        r.pgoff += e.end - old.start;
+        r.start = e.end;
+        keep.push_back(r);
+      }
+    }
+    for (const MapEntry& k : keep) maps[k.start] = k;
+    if (exec) maps[e.start] = e;
+    dirty = true;
+  }
+};
+
+void fill(const std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map) {
+  storage.assign(mods.size(), Module{});
+  map = std::make_unique<ModuleMap>(std::span<Module>(storage));
+  for (const Module& m : mods) (void)map->add(m);
+}
+
+std::string home_debug() {
+  const char* h = std::getenv("HOME");
+  return std::string(h && *h ? h : "/root") + "/.debug";
+}
+
+}  // namespace
+
+struct Session::Impl {
+  SessionOptions opt;
+  FileInfo info;
+  std::unordered_map<std::string, std::string> build_id_of;  // path -> hex (BUILD_ID feature)
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Dso>> dsos;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Space>> spaces;  // by pid
+  std::unordered_map<std::uint32_t, std::string> comms;              // by tid
+  std::uint64_t epoch = 1;  // bumped when a module's unwind information grows
+  SessionStats stats;
+  // Why walks ended: why() returns string literals, so views are stable
+  // (no allocation per sample).
+  std::map<std::string_view, std::uint64_t> stops;
+  UnwoundSample out;
+  std::vector<Frame> frames;
+  std::vector<process::RuleSource> sources;
+  // kallsyms as read: its text and, per function symbol, where its name
+  // is; names are resolved per symbol start on first use (kgroups).
+  struct KSym {
+    std::uint64_t address;
+    std::uint32_t name_at, name_len;
+    char type;
+  };
+  std::string ktext;
+  std::vector<KSym> ksyms;
+  bool kallsyms_read = false;
+  std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
+  const std::string kernel_dso = "[kernel.kallsyms]";
+  std::string why_buf;
+  std::string comm_buf;
+
+  Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
+    if (opt.buildid_dir.empty()) opt.buildid_dir = home_debug();
+    for (const BuildIdEntry& b : info.build_ids) build_id_of.emplace(b.filename, b.build_id);
+    frames.resize(std::max<std::size_t>(opt.max_stack, 1));
+    sources.resize(frames.size());
+  }
+
+  // --- files -------------------------------------------------------------
+
+  Dso* dso_for(std::string_view path, std::string build_id) {
+    std::string p(path);
+    if (build_id.empty()) {
+      auto it = build_id_of.find(p);
+      if (it != build_id_of.end()) build_id = it->second;
+    }
+    auto key = std::make_pair(p, build_id);
+    auto it = dsos.find(key);
+    if (it != dsos.end()) return it->second.get();
+    auto d = std::make_unique<Dso>();
+    d->name = p;
+    d->build_id = build_id;
+    open_file(*d);
+    Dso* raw = d.get();
+    dsos.emplace(std::move(key), std::move(d));
+    return raw;
+  }
+
+  void open_file(Dso& d) {
+    std::vector<std::string> tries;
+    if (!d.name.empty() && d.name.front() == '/') tries.push_back(d.name);
+    if (d.build_id.size() > 2)
+      tries.push_back(opt.buildid_dir + "/.build-id/" + d.build_id.substr(0, 2) + "/" + d.build_id.substr(2) + "/elf");
+    for (const std::string& t : tries) {
+      auto f = elf::ElfFile::open(t);
+      if (!f) continue;
+      // A file whose build-id differs from the recorded one was replaced
+      // since: try the cache.
+      if (!d.build_id.empty()) {
+        auto id = elf::build_id(*f);
+        if (id && *id != d.build_id) continue;
+      }
+      d.file = std::make_shared<const elf::ElfFile>(std::move(*f));
+      break;
+    }
+    if (!d.file) return;
+    ++stats.dsos;
+    Elf* e = static_cast<Elf*>(d.file->native_handle());
+    GElf_Ehdr eh;
+    if (gelf_getehdr(e, &eh)) d.et_exec = eh.e_type == ET_EXEC;
+    std::size_t phnum = 0;
+    if (elf_getphdrnum(e, &phnum) == 0) {
+      for (std::size_t i = 0; i < phnum; ++i) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
+          d.loads.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
+      }
+    }
+  }
+
+  // The unwind information of `d`, built on first use (generation waits
+  // for a PC that needs it).
+  const cfi::ModuleUnwind* unwind_of(Dso& d) {
+    if (!d.file) return nullptr;
+    if (!d.unwind_built) {
+      d.unwind_built = true;
+      auto own = d.file->sframe_section();
+      d.unwind = std::make_unique<cfi::ModuleUnwind>(
+          cfi::ModuleUnwind::build(process::module_image(*d.file, own), cfi::ModuleUnwindOptions{}));
+      d.trampolines.assign(d.unwind->trampolines().begin(), d.unwind->trampolines().end());
+      for (const auto& s : symbols_of(d).symbols())
+        if (s.name == "__restore_rt" || s.name == "__kernel_rt_sigreturn")
+          d.trampolines.push_back({s.address, s.address + std::max<std::uint64_t>(s.size, 1)});
+    }
+    return d.unwind.get();
+  }
+
+  const elf::SymbolTable& symbols_of(Dso& d) {
+    if (!d.symbols) {
+      d.symbols = std::make_unique<elf::SymbolTable>();
+      if (d.file) {
+        elf::SymbolOptions so;
+        so.policy = elf::NamingPolicy::kPerf;
+        *d.symbols = elf::SymbolTable::read(*d.file, so);
+      }
+    }
+    return *d.symbols;
+  }
+
+  // --- address spaces -------------------------------------------------------
+
+  Space& space(std::uint32_t pid) {
+    auto& s = spaces[pid];
+    if (!s) s = std::make_unique<Space>();
+    return *s;
+  }
+
+  void rebuild(Space& s) {
+    std::vector<Module> prim, extra;
+    s.trampolines.clear();
+    for (const auto& [start, m] : s.maps) {
+      if (!m.dso) continue;
+      const cfi::ModuleUnwind* u = unwind_of(*m.dso);
+      if (!u) continue;
+      const auto module_of = [&](const cfi::UnwindSection& us) {
+        return Module{{m.start, m.end}, m.bias, *us.section, &*us.index, us.rows ? &*us.rows : nullptr,
+                      us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
+      };
+      if (u->primary().usable()) prim.push_back(module_of(u->primary()));
+      if (u->extra().usable()) extra.push_back(module_of(u->extra()));
+      for (const AddressRange& t : m.dso->trampolines)
+        if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end)
+          s.trampolines.push_back({t.begin + m.bias, t.end + m.bias});
+    }
+    fill(prim, s.prim_storage, s.prim);
+    fill(extra, s.extra_storage, s.extra);
+    s.dirty = false;
+    s.built_epoch = epoch;
+  }
+
+  // walk_chain()'s view of one process.
+  struct View {
+    Impl& im;
+    Space& s;
+    const ModuleMap& unwind_map() const { return *s.prim; }
+    const ModuleMap& extra_map() const { return *s.extra; }
+    bool generated(std::uint64_t lpc) const {
+      const MapEntry* m = s.find(lpc);
+      return m && m->dso && m->dso->unwind && m->dso->unwind->source() == cfi::ModuleSource::kGenerated;
+    }
+    bool generate_for(std::uint64_t lpc) {
+      const MapEntry* m = s.find(lpc);
+      if (!m || !m->dso || !m->dso->unwind || !m->dso->unwind->needs_generation()) return false;
+      Dso& d = *m->dso;
+      auto eh = d.file->section_bytes(".eh_frame");
+      (void)d.unwind->generate(*d.file, eh ? eh->header.address : 0);
+      ++im.stats.generated_dsos;
+      ++im.epoch;
+      im.rebuild(s);
+      return d.unwind->extra().usable() || d.unwind->source() == cfi::ModuleSource::kGenerated;
+    }
+    bool executable(std::uint64_t addr) const { return s.find(addr) != nullptr; }
+    std::span<const AddressRange> signal_trampolines() const { return s.trampolines; }
+  };
+
+  // --- records --------------------------------------------------------------
+
+  void process(const Record& r) {
+    switch (r.type) {
+      case kRecordMmap:
+      case kRecordMmap2: {
+        const Mmap& m = r.mmap;
+        if (m.pid == static_cast<std::uint32_t>(-1)) return;  // kernel maps: kallsyms instead
+        if (m.len == 0 || m.start + m.len < m.start) return;
+        MapEntry e;
+        e.start = m.start;
+        e.end = m.start + m.len;
+        e.pgoff = m.pgoff;
+        const bool named = !m.filename.empty() && (m.filename.front() == '/' || m.filename == "[vdso]");
+        if (m.exec && named && m.filename != "[vdso]") {
+          std::string id;
+          static const char* d = "0123456789abcdef";
+          for (std::byte b : m.build_id) {
+            id += d[std::to_integer<unsigned>(b) >> 4];
+            id += d[std::to_integer<unsigned>(b) & 15];
+          }
+          e.dso = dso_for(m.filename, id);
+          e.bias = e.dso->bias(e.start, e.pgoff);
+        } else if (m.exec && m.filename == "[vdso]") {
+          e.dso = dso_for("[vdso]", "");
+          e.bias = e.start - e.pgoff;
+        }
+        space(m.pid).insert(e, m.exec);
+        return;
+      }
+      case kRecordComm:
+        comms[r.comm.tid] = std::string(r.comm.comm);
+        if (r.comm.exec && r.comm.pid == r.comm.tid) {
+          Space& s = space(r.comm.pid);
+          s.maps.clear();
+          s.dirty = true;
+        }
+        return;
+      case kRecordFork: {
+        const Task& t = r.task;
+        auto c = comms.find(t.ptid);
+        if (c != comms.end()) comms[t.tid] = c->second;
+        if (t.pid != t.ppid) {
+          // A new process: a copy of its parent's mappings.
+          auto p = spaces.find(t.ppid);
+          Space& s = space(t.pid);
+          s.maps = p != spaces.end() ? p->second->maps : std::map<std::uint64_t, MapEntry>{};
+          s.dirty = true;
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  std::string_view comm(std::uint32_t tid) {
+    auto it = comms.find(tid);
+    if (it != comms.end()) return it->second;
+    comm_buf = ":" + std::to_string(tid);
+    return comm_buf;
+  }
+
+  // --- kernel frames ----------------------------------------------------------
+
+  // The kernel's symbols: perf's copy in its build-id cache when the
+  // recording names the kernel's build-id (the symbols of the recorded
+  // kernel, and a plain file: reading /proc/kallsyms makes the kernel
+  // format every line), else /proc/kallsyms.
+  void read_kallsyms() {
+    kallsyms_read = true;
+    std::string path = opt.kallsyms;
+    for (const BuildIdEntry& b : info.build_ids) {
+      if (b.filename != "[kernel.kallsyms]" || b.build_id.empty()) continue;
+      const std::string cached = opt.buildid_dir + "/[kernel.kallsyms]/" + b.build_id + "/kallsyms";
+      if (::access(cached.c_str(), R_OK) == 0) path = cached;
+    }
+    std::string text;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[1 << 16];
+      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+      std::fclose(f);
+    }
+    ktext = std::move(text);
+    ksyms.reserve(ktext.size() / 40);
+    const char* const base = ktext.data();
+    const char* p = base;
+    const char* const end = p + ktext.size();
+    while (p < end) {
+      // "ADDRESS TYPE NAME[\tMODULE]\n"
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      if (!nl) nl = end;
+      std::uint64_t addr = 0;
+      const char* q = p;
+      for (; q < nl; ++q) {
+        const char c = *q;
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) break;
+        addr = addr << 4 | static_cast<unsigned>(d);
+      }
+      if (nl - q > 3 && q[0] == ' ' && q[2] == ' ' && addr != 0) {  // addr 0: kptr_restrict hides them
+        const char type = q[1];
+        if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
+          const char* name = q + 3;
+          const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
+          ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
+                           static_cast<std::uint32_t>((tab ? tab : nl) - name), type});
+        }
+      }
+      p = nl + 1;
+    }
+    const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
+    if (!std::is_sorted(ksyms.begin(), ksyms.end(), by_address))
+      std::stable_sort(ksyms.begin(), ksyms.end(), by_address);
+  }
+
+  // The name of the kernel symbol starting at ksyms[lo].address (the group
+  // [lo, hi) of aliases there), chosen by the shared symbol reader's perf
+  // policy over that group; each reaches the next symbol's start, as
+  // perf's symbols__fixup_end() makes kallsyms symbols.
+  const std::optional<std::string>& kernel_name(std::size_t lo, std::size_t hi) {
+    auto [it, fresh] = kgroups.try_emplace(ksyms[lo].address);
+    if (!fresh) return it->second;
+    std::vector<elf::FunctionSymbol> group;
+    const std::uint64_t size = hi < ksyms.size() ? ksyms[hi].address - ksyms[lo].address : 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const KSym& k = ksyms[i];
+      elf::FunctionSymbol f;
+      f.name.assign(ktext, k.name_at, k.name_len);
+      f.address = k.address;
+      f.size = size;
+      f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
+      f.type = STT_FUNC;
+      f.order = static_cast<std::uint32_t>(i);
+      group.push_back(std::move(f));
+    }
+    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(group), elf::NamingPolicy::kPerf);
+    if (auto hit = t.find(ksyms[lo].address)) it->second = t.display_name(*hit->symbol);
+    return it->second;
+  }
+
+  void kernel_frame(std::uint64_t addr) {
+    if (!kallsyms_read) read_kallsyms();
+    ResolvedFrame f;
+    f.address = f.ip = addr;
+    f.origin = FrameOrigin::kKernel;
+    f.dso = &kernel_dso;
+    auto up = std::upper_bound(ksyms.begin(), ksyms.end(), addr,
+                               [](std::uint64_t v, const KSym& k) { return v < k.address; });
+    if (up != ksyms.begin()) {
+      const std::size_t hi = static_cast<std::size_t>(up - ksyms.begin());
+      std::size_t lo = hi - 1;
+      while (lo > 0 && ksyms[lo - 1].address == ksyms[hi - 1].address) --lo;
+      // The last symbol holds only its own address (no next start).
+      const bool covered = hi < ksyms.size() || addr == ksyms[lo].address;
+      if (covered) {
+        if (const std::optional<std::string>& name = kernel_name(lo, hi)) {
+          f.symbol = &*name;
+          f.symoff = addr - ksyms[lo].address;
+        }
+      }
+    }
+    out.frames.push_back(f);
+  }
+
+  // --- user frames ------------------------------------------------------------
+
+  void user_frame(Space& s, std::uint64_t pc, bool caller, FrameOrigin origin) {
+    ResolvedFrame f;
+    f.address = pc;
+    f.origin = origin;
+    const std::uint64_t at = caller ? pc - 1 : pc;
+    f.ip = at;
+    if (const MapEntry* m = s.find(at); m && m->dso) {
+      Dso& d = *m->dso;
+      f.dso = &d.name;
+      if (!d.et_exec) f.ip = at - m->start + m->pgoff;
+      const elf::SymbolTable& t = symbols_of(d);
+      if (auto hit = t.find(at - m->bias)) {
+        auto [it, fresh] = d.names.try_emplace(hit->symbol);
+        if (fresh) it->second = t.display_name(*hit->symbol);
+        f.symbol = &it->second;
+        f.symoff = hit->offset;
+      }
+    }
+    out.frames.push_back(f);
+  }
+
+  static FrameOrigin origin_of(process::RuleSource r) {
+    switch (r) {
+      case process::RuleSource::kGenerated: return FrameOrigin::kGenerated;
+      case process::RuleSource::kFramePointer: return FrameOrigin::kFramePointer;
+      case process::RuleSource::kSignalFrame: return FrameOrigin::kSignalFrame;
+      default: return FrameOrigin::kSFrame;
+    }
+  }
+
+  const UnwoundSample& unwind(const Record& r) {
+    out.frames.clear();
+    out.walked = false;
+    out.stop = StopReason::kOutermost;
+    out.why = {};
+    out.stop_address = out.stack_base = out.stack_size = 0;
+    const Sample& smp = r.sample;
+    ++stats.samples;
+    // Kernel part of the callchain (perf: entries after PERF_CONTEXT_KERNEL).
+    bool in_kernel = false;
+    for (std::uint64_t i = 0; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
+      const std::uint64_t v = smp.callchain(i);
+      if (v >= kContextMax) {
+        in_kernel = v == kContextKernel;
+        continue;
+      }
+      if (in_kernel) kernel_frame(v);
+    }
+    const auto ip = smp.user_reg(kX86Ip), sp = smp.user_reg(kX86Sp), bp = smp.user_reg(kX86Bp);
+    if (ip && sp && bp && out.frames.size() < opt.max_stack) {
+      out.walked = true;
+      Space& s = space(r.id.pid);
+      if (s.dirty || s.built_epoch != epoch) rebuild(s);
+      if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
+      s.cache->sync(s.prim->generation());
+      Regs regs = Regs::amd64(*ip, *sp, *bp);
+      // The other sampled registers: frame 0's FLEX rules may name them.
+      static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {
+          {kX86Ax, 0}, {kX86Dx, 1}, {kX86Cx, 2}, {kX86Bx, 3}, {kX86Si, 4}, {kX86Di, 5}};
+      for (auto [p, d] : kPerfToDwarf)
+        if (auto v = smp.user_reg(p)) regs.set(d, *v);
+      for (unsigned k = 0; k < 8; ++k)
+        if (auto v = smp.user_reg(kX86R8 + k)) regs.set(8 + k, *v);
+      const BufferMemory mem(smp.stack, *sp);
+      const std::size_t cap = opt.max_stack - out.frames.size();
+      View view{*this, s};
+      process::WalkOptions wo;
+      wo.fp_fallback = opt.fp_fallback;
+      const process::WalkResult w =
+          process::walk_chain(view, mem, regs, std::span<Frame>(frames.data(), cap),
+                              std::span<process::RuleSource>(sources.data(), cap), wo, s.cache.get());
+      for (std::size_t i = 0; i < w.count; ++i) {
+        const Frame& f = frames[i];
+        const FrameOrigin o = i == 0 ? FrameOrigin::kRegisters : origin_of(sources[i - 1]);
+        // perf's libunwind unwinder records a caller's return address - 1,
+        // except where the frame is a signal trampoline.
+        user_frame(s, f.pc.value(), i > 0 && !(f.flags & kFrameSignal), o);
+      }
+      out.stop = w.reason;
+      out.why = why(s, w);
+      out.stop_address = w.address;
+      out.stack_base = *sp;
+      out.stack_size = smp.stack.size();
+    }
+    stats.frames += out.frames.size();
+    for (const ResolvedFrame& f : out.frames) ++stats.by_origin[static_cast<std::size_t>(f.origin)];
+    if (out.walked) ++stops[out.why];
+    return out;
+  }
+
+  std::string_view why(const Space& s, const process::WalkResult& w) {
+    switch (w.reason) {
+      case StopReason::kOutermost: return "outermost frame";
+      case StopReason::kZeroPc: return "return address 0";
+      case StopReason::kDepthLimit: return "max stack depth";
+      case StopReason::kUnreadableMemory: return "stack copy ends";
+      case StopReason::kCfaNotIncreasing: return "CFA not increasing";
+      case StopReason::kBadRule: return "rule needs an unknown register";
+      case StopReason::kNoSFrameForPc: {
+        const MapEntry* m = s.find(w.address);
+        if (!m) return "no module (JIT or anonymous code)";
+        if (!m->dso || !m->dso->file) return "module file not found";
+        if (w.fp_rejected) return "no unwind information; frame pointer rejected";
+        return "no unwind information";
+      }
+    }
+    return "?";
+  }
+};
+
+Session::Session(const FileInfo& info, const SessionOptions& opt) : impl_(std::make_unique<Impl>(info, opt)) {}
+Session::~Session() = default;
+void Session::process(const Record& r) { impl_->process(r); }
+const UnwoundSample& Session::unwind(const Record& r) { return impl_->unwind(r); }
+std::string_view Session::comm(std::uint32_t tid) const { return impl_->comm(tid); }
+const SessionStats& Session::stats() const {
+  impl_->stats.stops.clear();
+  for (const auto& [why, n] : impl_->stops) impl_->stats.stops.emplace_back(std::string(why), n);
+  return impl_->stats;
+}
+
+}  // namespace sframe::perf

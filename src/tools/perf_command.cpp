@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+// `sframe perf script`: the samples of a `perf record --call-graph=dwarf`
+// recording unwound with SFrame, printed as `perf script --no-inline`
+// prints them (perf 6.1's builtin-script.c layout), as collapsed stacks
+// (`perf script report stackcollapse`), or as JSON; a summary on stderr.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "sframe/perf_data.hpp"
+#include "sframe/perf_unwind.hpp"
+
+namespace sframe::tools {
+namespace {
+
+// perf script's -F fields this command prints.
+enum Field : unsigned {
+  kComm = 1u << 0,
+  kTid = 1u << 1,
+  kPid = 1u << 2,
+  kTime = 1u << 3,
+  kEvent = 1u << 4,
+  kPeriod = 1u << 5,
+  kIp = 1u << 6,
+  kSym = 1u << 7,
+  kSymoff = 1u << 8,
+  kDso = 1u << 9,
+  kCpu = 1u << 10,
+};
+
+unsigned parse_fields(const std::string& text) {
+  static const std::pair<const char*, unsigned> kNames[] = {
+      {"comm", kComm}, {"tid", kTid},       {"pid", kPid},     {"time", kTime}, {"event", kEvent}, {"period", kPeriod},
+      {"ip", kIp},     {"sym", kSym},       {"symoff", kSymoff}, {"dso", kDso}, {"cpu", kCpu}};
+  unsigned f = 0;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool known = false;
+    for (auto [n, bit] : kNames)
+      if (item == n) f |= bit, known = true;
+    if (!known)
+      throw UsageError(fmt::format("-F {}: unknown field '{}' (known: comm, tid, pid, cpu, time, event, period, ip, "
+                                   "sym, symoff, dso)",
+                                   text, item));
+  }
+  if (f == 0) throw UsageError("-F: no field given");
+  return f;
+}
+
+struct PerfScriptOptions {
+  std::string input = "perf.data";
+  std::string fields;
+  bool folded = false;
+  bool json = false;
+};
+
+// Buffered stdout: one fwrite per 256 KiB.
+class Out {
+ public:
+  fmt::memory_buffer buf;
+  void flush_if_full() {
+    if (buf.size() >= (256u << 10)) flush();
+  }
+  void flush() {
+    std::fwrite(buf.data(), 1, buf.size(), stdout);
+    buf.clear();
+  }
+};
+
+class PerfCommand final : public Command {
+ public:
+  std::string_view name() const override { return "perf"; }
+  bool json() const override { return opt_.json; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand("perf", "Unwind perf.data samples with SFrame (perf script)");
+    app_->require_subcommand(1);
+    script_ = app_->add_subcommand(
+        "script", "Print the samples of a perf record --call-graph=dwarf recording, unwound with SFrame");
+    script_->add_option("-i,--input", opt_.input, "perf.data file ('-': standard input)")->capture_default_str();
+    script_->add_option("-F,--fields", opt_.fields,
+                        "Fields, as perf script -F: comm,tid,pid,cpu,time,event,period,ip,sym,symoff,dso "
+                        "(default: perf's)");
+    script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
+    script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
+  }
+
+  int run() override {
+    if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
+    auto data = perf::PerfData::open(opt_.input);
+    if (!data) return fail(write_error_text(data.error()), &data.error());
+    const perf::FileInfo& info = data->info();
+    if (!info.arch.empty() && info.arch != "x86_64")
+      return fail(fmt::format("recorded on {}: only x86_64 samples are unwound", info.arch), nullptr);
+    unsigned fields = 0;
+    if (!opt_.fields.empty()) {
+      fields = parse_fields(opt_.fields);
+    } else {
+      // perf script's default for software and hardware events.
+      fields = kComm | kTid | kTime | kPeriod | kEvent | kIp | kSym | kSymoff | kDso;
+      if (!info.attrs.empty() && (info.attrs[0].sample_type & perf::kSampleCpu)) fields |= kCpu;
+    }
+    std::size_t name_width = 0;
+    for (const auto& a : info.attrs) name_width = std::max(name_width, a.name.size());
+
+    perf::Session session(info);
+    Out out;
+    std::map<std::string, std::uint64_t> folded;
+    std::string stack;
+    Json samples = Json::array();
+    static const std::string kUnknown = "[unknown]";
+    auto r = data->for_each([&](const perf::Record& rec) {
+      if (rec.type != perf::kRecordSample) {
+        session.process(rec);
+        return;
+      }
+      const perf::UnwoundSample& u = session.unwind(rec);
+      const std::string_view comm = session.comm(rec.id.tid);
+      if (opt_.folded) {
+        // stackcollapse.py: comm (spaces as '_'), then the frames outermost
+        // first, ';' in names as ':'.
+        stack.assign(comm);
+        std::replace(stack.begin(), stack.end(), ' ', '_');
+        for (auto it = u.frames.rbegin(); it != u.frames.rend(); ++it) {
+          stack += ';';
+          const std::size_t at = stack.size();
+          stack += it->symbol ? *it->symbol : kUnknown;
+          std::replace(stack.begin() + static_cast<std::ptrdiff_t>(at), stack.end(), ';', ':');
+        }
+        ++folded[stack];
+        return;
+      }
+      if (opt_.json) {
+        Json s;
+        s["comm"] = std::string(comm);
+        s["pid"] = rec.id.pid;
+        s["tid"] = rec.id.tid;
+        s["time"] = rec.id.time;
+        s["period"] = rec.sample.period;
+        s["event"] = rec.attr ? rec.attr->name : "";
+        Json fr = Json::array();
+        for (const perf::ResolvedFrame& f : u.frames) {
+          Json j;
+          j["ip"] = fmt::format("{:#x}", f.ip);
+          j["address"] = fmt::format("{:#x}", f.address);
+          j["symbol"] = f.symbol ? Json(*f.symbol) : Json(nullptr);
+          j["symoff"] = f.symoff;
+          j["dso"] = f.dso ? Json(*f.dso) : Json(nullptr);
+          j["source"] = std::string(perf::to_string(f.origin));
+          fr.push_back(std::move(j));
+        }
+        s["frames"] = std::move(fr);
+        s["stop"] = u.walked ? Json(std::string(u.why)) : Json(nullptr);
+        s["stop_address"] = fmt::format("{:#x}", u.stop_address);
+        s["stack"] = {{"base", fmt::format("{:#x}", u.stack_base)}, {"size", u.stack_size}};
+        samples.push_back(std::move(s));
+        return;
+      }
+      print_sample(out.buf, rec, u, comm, fields, name_width);
+      out.flush_if_full();
+    });
+    if (!r) {
+      out.flush();
+      return fail(error_text(r.error()), &r.error());
+    }
+    if (opt_.folded) {
+      for (const auto& [s, n] : folded) fmt::format_to(fmt::appender(out.buf), "{} {}\n", s, n), out.flush_if_full();
+    }
+    out.flush();
+    const perf::SessionStats& st = session.stats();
+    const perf::ReadStats& rs = data->stats();
+    if (opt_.json) {
+      Json doc = envelope("perf script");
+      doc["file"] = opt_.input;
+      doc["samples"] = std::move(samples);
+      doc["summary"] = summary_json(st, rs);
+      print(doc.dump(2) + "\n");
+    }
+    print_summary(st, rs);
+    return 0;
+  }
+
+ private:
+  int fail(const std::string& why, const Error* e) {
+    complain(opt_.input, why);
+    if (opt_.json) {
+      Json doc = envelope("perf script");
+      doc["file"] = opt_.input;
+      doc["error"] = why;
+      if (e) doc["error_detail"] = error_json(*e);
+      print(doc.dump(2) + "\n");
+    }
+    return 1;
+  }
+
+  // perf 6.1 builtin-script.c: perf_sample__fprintf_start (comm "%s " when
+  // a callchain follows, "%5d/%-5d " pid/tid, "[%03d] " cpu, "%5lu.%06lu: "
+  // time, "%10lu " period), the event name ("%*s: "), then per callchain
+  // node "\t%16lx" ip, " sym+0xoff", " (dso)" (sample__fprintf_callchain),
+  // and a blank line after the sample.
+  static void print_sample(fmt::memory_buffer& b, const perf::Record& rec, const perf::UnwoundSample& u,
+                           std::string_view comm, unsigned f, std::size_t name_width) {
+    auto o = fmt::appender(b);
+    if (f & kComm) {
+      if (f & kIp)
+        fmt::format_to(o, "{} ", comm);
+      else
+        fmt::format_to(o, "{:>16} ", comm);
+    }
+    if ((f & kPid) && (f & kTid))
+      fmt::format_to(o, "{:5}/{:<5} ", rec.id.pid, rec.id.tid);
+    else if (f & kPid)
+      fmt::format_to(o, "{:5} ", rec.id.pid);
+    else if (f & kTid)
+      fmt::format_to(o, "{:5} ", rec.id.tid);
+    if (f & kCpu) fmt::format_to(o, "[{:03}] ", rec.id.cpu);
+    if (f & kTime) fmt::format_to(o, "{:5}.{:06}: ", rec.id.time / 1000000000, rec.id.time % 1000000000 / 1000);
+    if (f & kPeriod) fmt::format_to(o, "{:10} ", rec.sample.period);
+    if (f & kEvent) fmt::format_to(o, "{:>{}}: ", rec.attr ? rec.attr->name : "", name_width);
+    if (!(f & kIp)) {
+      b.push_back('\n');
+      return;
+    }
+    b.push_back('\n');
+    for (const perf::ResolvedFrame& fr : u.frames) {
+      fmt::format_to(o, "\t{:16x}", fr.ip);
+      if (f & (kSym | kSymoff)) {
+        b.push_back(' ');
+        if (fr.symbol) {
+          fmt::format_to(o, "{}", *fr.symbol);
+          if (f & kSymoff) fmt::format_to(o, "+0x{:x}", fr.symoff);
+        } else {
+          fmt::format_to(o, "[unknown]");
+        }
+      }
+      if (f & kDso) fmt::format_to(o, " ({})", fr.dso ? std::string_view(*fr.dso) : std::string_view("[unknown]"));
+      b.push_back('\n');
+    }
+    b.push_back('\n');
+  }
+
+  static Json summary_json(const perf::SessionStats& st, const perf::ReadStats& rs) {
+    Json j;
+    j["samples"] = st.samples;
+    j["frames"] = st.frames;
+    Json o;
+    for (std::size_t i = 0; i < perf::kFrameOrigins; ++i)
+      o[std::string(perf::to_string(static_cast<perf::FrameOrigin>(i)))] = st.by_origin[i];
+    j["frame_sources"] = std::move(o);
+    Json s;
+    for (const auto& [why, n] : st.stops) s[why] = n;
+    j["stops"] = std::move(s);
+    j["lost_samples"] = rs.lost_samples;
+    j["lost_records"] = rs.lost_records;
+    j["files"] = st.dsos;
+    j["generated_files"] = st.generated_dsos;
+    return j;
+  }
+
+  static void print_summary(const perf::SessionStats& st, const perf::ReadStats& rs) {
+    std::string origins;
+    for (std::size_t i = 0; i < perf::kFrameOrigins; ++i)
+      origins += fmt::format("{}{} {}", origins.empty() ? "" : ", ", perf::to_string(static_cast<perf::FrameOrigin>(i)),
+                             st.by_origin[i]);
+    std::string stops;
+    for (const auto& [why, n] : st.stops) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", why, n);
+    fmt::print(stderr,
+               "sframe perf script: {} samples, {} frames ({:.1f} per sample); frames from: {}; user walks ended: "
+               "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {}\n",
+               st.samples, st.frames, st.samples ? double(st.frames) / double(st.samples) : 0.0, origins,
+               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos);
+  }
+
+  PerfScriptOptions opt_;
+  CLI::App* script_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_perf_command() { return std::make_unique<PerfCommand>(); }
+
+}  // namespace sframe::tools
