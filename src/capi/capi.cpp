@@ -418,6 +418,7 @@ sframe_status sframe_unwind_options_init(sframe_unwind_options* options) {
 sframe_status sframe_unwinder_create(size_t max_modules, sframe_unwinder** out) {
   return guarded(nullptr, [&] {
     if (!out) return SFRAME_E_INVALID_ARGUMENT;
+    *out = nullptr;
     *out = new sframe_unwinder(max_modules);
     return SFRAME_OK;
   });

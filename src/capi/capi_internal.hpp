@@ -7,6 +7,7 @@
 #pragma once
 
 #include <new>
+#include <stdexcept>
 
 #include "sframe/error.hpp"
 #include "sframe/sframe.h"
@@ -80,6 +81,9 @@ sframe_status guarded(sframe_error* err, F&& body) noexcept {
   try {
     return body();
   } catch (const std::bad_alloc&) {
+    return fail(SFRAME_E_NO_MEMORY, err);
+  } catch (const std::length_error&) {
+    // A container asked for more than it can ever hold: out of memory too.
     return fail(SFRAME_E_NO_MEMORY, err);
   } catch (...) {
     return fail(SFRAME_E_INTERNAL, err);

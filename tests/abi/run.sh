@@ -12,7 +12,7 @@
 # Only the C API is compared (abi/c-api.suppr): the C++ API promises source
 # compatibility only, and the handles are opaque.
 set -uo pipefail
-mode=$1 lib=$2 src=$3 work=${4:-}
+mode=$1 lib=$2 src=$(cd "$3" && pwd) work=${4:-}
 baseline=$src/abi/libsframepp.so.0.abi
 suppr=$src/abi/c-api.suppr
 for t in abidw abidiff readelf; do
@@ -31,6 +31,11 @@ case $mode in
     rm -rf "$work"; mkdir -p "$work"
     [ -s "$baseline" ] || { echo "FAIL: no baseline $baseline"; exit 1; }
     dump "$lib" >"$work/current.abi" || { echo "FAIL: abidw $lib"; exit 1; }
+    # abidw keeps the layouts of the types sframe.h defines only when the
+    # header path matches the library's DWARF (a build of this tree); else
+    # every struct would be compared as an opaque declaration.
+    grep -q "class-decl name='sframe_fde' size-in-bits" "$work/current.abi" ||
+      { echo "FAIL: abidw did not see sframe.h's struct layouts in $lib (built from another tree than $src?)"; exit 1; }
     # Symbols of the C API in the baseline: a baseline that lost them would
     # compare nothing.
     n=$(grep -c "<elf-symbol name='sframe_" "$baseline")

@@ -74,11 +74,21 @@ int main(void) {
   CHECK(sframe_backtrace_init(0, &e) == SFRAME_OK);
   CHECK(sframe_backtrace_register_thread() == SFRAME_OK);
   outer();
-  CHECK(status == SFRAME_OK && result.stop == SFRAME_BT_OUTERMOST);
-  CHECK(result.count >= 4 && (int)result.count == n_theirs);
-  for (i = 1; i < n_theirs && i < (int)result.count; ++i) {
-    CHECK(ours[i] == theirs[i]);
-    if (ours[i] != theirs[i]) fprintf(stderr, "  frame %d: %p, glibc %p\n", i, ours[i], theirs[i]);
+  CHECK(status == SFRAME_OK && result.stop == SFRAME_BT_OUTERMOST && result.count >= 4);
+  /* Entry 0 is each walker's own call site in leaf(); from entry 1 (the
+   * return address into middle()) on, the lists must agree to the end.
+   * glibc's list may hold one more entry first (a sanitizer's backtrace
+   * interceptor), hence the search for ours[1] in it. */
+  at = -1;
+  for (i = 1; i < n_theirs && at < 0; ++i)
+    if (theirs[i] == ours[1]) at = i;
+  CHECK(at == 1 || at == 2);
+  if (at > 0) {
+    CHECK((int)result.count - 1 == n_theirs - at);
+    for (i = 1; i < (int)result.count && at + i - 1 < n_theirs; ++i) {
+      CHECK(ours[i] == theirs[at + i - 1]);
+      if (ours[i] != theirs[at + i - 1]) fprintf(stderr, "  frame %d: %p, glibc %p\n", i, ours[i], theirs[at + i - 1]);
+    }
   }
   /* A buffer of 3: two entries, the rest cut. */
   CHECK(sframe_backtrace(ours, 3, &result) == SFRAME_OK);

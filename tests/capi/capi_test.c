@@ -86,6 +86,11 @@ static void test_null_arguments(void) {
   CHECK(sframe_unwinder_destroy(NULL) == SFRAME_OK);
   CHECK(sframe_free(NULL) == SFRAME_OK);
   CHECK(sframe_unwind(NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL) == SFRAME_E_INVALID_ARGUMENT);
+  {
+    /* More modules than memory can hold: a status, not an exception. */
+    sframe_unwinder *u = (sframe_unwinder *)1;
+    CHECK(sframe_unwinder_create(SIZE_MAX / 2, &u) == SFRAME_E_NO_MEMORY && u == NULL);
+  }
 }
 
 static void test_strerror(void) {
