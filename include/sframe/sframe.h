@@ -278,7 +278,9 @@ SFRAME_API sframe_status sframe_section_open_bytes(const void *bytes, size_t siz
  * Errors: SFRAME_E_INVALID_ARGUMENT, SFRAME_E_NO_MEMORY, SFRAME_E_IO (errno
  * in err->value), SFRAME_E_ELF, SFRAME_E_NO_SFRAME_SECTION,
  * SFRAME_E_BAD_RELOCATION, and the header errors of
- * sframe_section_open_bytes(). Thread-safe (no shared state).
+ * sframe_section_open_bytes(). Thread-safe: each call opens its own libelf
+ * descriptor (the only libelf global, its version, is set alike by every
+ * caller).
  */
 SFRAME_API sframe_status sframe_section_open_elf(const char *path, const char *section_name, sframe_section **out,
                                                  sframe_error *err);
@@ -554,7 +556,8 @@ typedef struct sframe_generate_stats {
  * left out. Errors: SFRAME_E_INVALID_ARGUMENT, SFRAME_E_NO_MEMORY,
  * SFRAME_E_IO, SFRAME_E_ELF (no .eh_frame/.eh_frame_hdr, unreadable CFI),
  * SFRAME_E_NOT_REPRESENTABLE (a machine without an SFrame ABI).
- * Thread-safe (no shared state). Exported by libsframepp-cfi.
+ * Thread-safe: each call reads the file through its own libelf and libdw
+ * handles. Exported by libsframepp-cfi.
  */
 SFRAME_API sframe_status sframe_cfi_generate(const char *path, uint32_t version, uint64_t section_address,
                                              void **bytes, size_t *size, sframe_generate_stats *stats,
