@@ -31,6 +31,8 @@
 // x86-64 Linux only (the SFrame ABI the machine runs); elsewhere every walk
 // returns 0 frames with BacktraceStop::kUnsupported.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstddef>
 #include <cstdint>
@@ -280,3 +282,5 @@ inline std::size_t backtrace(std::span<void*> out) noexcept {
 }
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

@@ -5,6 +5,8 @@
 // translated to SFrame rules; what SFrame cannot say is reported with a
 // reason rather than approximated.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstdint>
 #include <functional>
@@ -164,3 +166,5 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s);
 std::optional<Abi> abi_of(const elf::ElfInfo& info);
 
 }  // namespace sframe::cfi
+
+#pragma GCC visibility pop

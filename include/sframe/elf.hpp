@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: finding SFrame sections in ELF files (elfutils libelf).
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstddef>
 #include <cstdint>
@@ -142,3 +144,5 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
 
 }  // namespace sframe::elf
+
+#pragma GCC visibility pop

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: encoding SFrame sections (versions 2 and 3) from a model.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstddef>
 #include <cstdint>
@@ -154,3 +156,5 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
 Expected<SectionSpec> to_spec(const Section& s);
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

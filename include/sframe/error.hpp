@@ -6,6 +6,8 @@
 // names the rule broken, the byte offset in the section where it was found,
 // and the FDE/FRE index when the problem belongs to one.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstdint>
 #include <new>
@@ -182,3 +184,5 @@ class [[nodiscard]] Expected<void> {
 };
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

@@ -3,6 +3,8 @@
 //
 // Wire sizes, codes and bit layouts, declared once. No I/O, no allocation.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstdint>
 #include <string_view>
@@ -163,3 +165,5 @@ constexpr bool abi_big_endian(Abi abi) noexcept {
 }
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

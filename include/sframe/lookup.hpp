@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: finding the FDE, FRE and rules that cover a PC.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstdint>
 #include <vector>
@@ -157,3 +159,5 @@ class RowIndex {
 };
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

@@ -15,6 +15,8 @@
 // lacks. File-based extras (symbols, debug files) are layered on top by the
 // remote side.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstddef>
 #include <cstdint>
@@ -166,3 +168,5 @@ class ModuleUnwind {
 };
 
 }  // namespace sframe::cfi
+
+#pragma GCC visibility pop

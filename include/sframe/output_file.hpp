@@ -3,6 +3,8 @@
 // there: the bytes go to a temporary file in the destination's directory,
 // which is renamed over the destination only once complete and on disk.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstddef>
 #include <memory>
@@ -60,3 +62,5 @@ Expected<void> write_file(const std::string& path, std::span<const std::byte> by
 bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

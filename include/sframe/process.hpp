@@ -9,6 +9,8 @@
 // None of it is async-signal-safe (it allocates and opens files); it is the
 // setup around an unwind, not the unwind.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <sys/types.h>
 
@@ -493,3 +495,5 @@ struct SymbolizedPc {
 SymbolizedPc symbolize(const LoadedModules& modules, std::uint64_t pc) noexcept;
 
 }  // namespace sframe::process
+
+#pragma GCC visibility pop

@@ -7,6 +7,8 @@
 // can be walked safely. validate() checks every rule of the specification once.
 // Both byte orders are read in place: nothing is copied or flipped.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <array>
 #include <bit>
@@ -340,3 +342,5 @@ struct ValidateStats {
 Expected<void> validate(const Section& s, Strictness strictness, ValidateStats& stats);
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

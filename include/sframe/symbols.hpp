@@ -2,6 +2,8 @@
 // sframepp: the one reader of ELF function symbols (.symtab, .dynsym, the
 // separate debug file), used by `sframe lookup`, `verify` and `stack`.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <cstdint>
 #include <optional>
@@ -148,3 +150,5 @@ std::string display_name(std::string_view name, NamingPolicy policy);
 std::optional<std::string> build_id(const ElfFile& file);
 
 }  // namespace sframe::elf
+
+#pragma GCC visibility pop

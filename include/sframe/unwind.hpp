@@ -19,6 +19,8 @@
 // unwound process; SFrame sections hold "link-time" addresses (a Section is
 // parsed with the section's link-time sh_addr). runtime = link-time + bias.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <array>
 #include <bit>
@@ -639,3 +641,5 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs,
 }  // namespace sframe
 
 #include "sframe/detail/unwind_step.hpp"  // IWYU pragma: export
+
+#pragma GCC visibility pop

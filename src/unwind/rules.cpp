@@ -6,13 +6,14 @@
 
 #include "sframe/unwind.hpp"
 #include "sframe/lookup.hpp"
+#include "rules_internal.hpp"
 
 namespace sframe::detail {
-namespace {
 
 // kPadding means "no rule in this FRE": the header's fixed offset applies if
 // the ABI has one (spec v3 §3.2), else the value is unchanged (s390x
 // SFRAME_FRE_RA_OFFSET_INVALID, errata 1).
+// (Declared in rules_internal.hpp: the C API resolves rows the same way.)
 // In place: the rule is copied only when it changes (whole-struct copies of
 // a rule just written field by field stall store forwarding).
 void resolve_padding(Rule& r, std::int8_t fixed) noexcept {
@@ -29,6 +30,8 @@ void resolve_padding(Rule& r, std::int8_t fixed) noexcept {
   }
   r = out;
 }
+
+namespace {
 
 // A CFA-relative stack slot whose offset fits CompactRule's scaled byte.
 bool compact_slot(const Rule& r, std::int8_t& by_8) noexcept {

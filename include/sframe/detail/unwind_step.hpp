@@ -5,6 +5,8 @@
 // frame_of are used by the in-process backtrace and the `sframe stack` tool
 // to build their own loops: keep their shape stable.
 #pragma once
+// Exported from libsframepp.so, which builds with hidden visibility.
+#pragma GCC visibility push(default)
 
 #include <vector>
 
@@ -630,3 +632,5 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
 }
 
 }  // namespace sframe
+
+#pragma GCC visibility pop

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// The C API of libsframepp-backtrace (include/sframe/sframe.h): the
+// in-process, async-signal-safe backtrace of include/sframe/backtrace.hpp.
+#include <cstring>
+#include <span>
+
+#include "capi_internal.hpp"
+#include "sframe/backtrace.hpp"
+
+using namespace sframe;
+using sframe::capi::fail;
+using sframe::capi::guarded;
+
+namespace {
+
+static_assert(static_cast<int>(BacktraceStop::kOutermost) == SFRAME_BT_OUTERMOST &&
+              static_cast<int>(BacktraceStop::kBufferFull) == SFRAME_BT_BUFFER_FULL &&
+              static_cast<int>(BacktraceStop::kNoSFrameForPc) == SFRAME_BT_NO_SFRAME_FOR_PC &&
+              static_cast<int>(BacktraceStop::kCfaNotIncreasing) == SFRAME_BT_CFA_NOT_INCREASING &&
+              static_cast<int>(BacktraceStop::kUnreadableMemory) == SFRAME_BT_UNREADABLE_MEMORY &&
+              static_cast<int>(BacktraceStop::kBadRule) == SFRAME_BT_BAD_RULE &&
+              static_cast<int>(BacktraceStop::kZeroPc) == SFRAME_BT_ZERO_PC &&
+              static_cast<int>(BacktraceStop::kNotInitialized) == SFRAME_BT_NOT_INITIALIZED &&
+              static_cast<int>(BacktraceStop::kUnsupported) == SFRAME_BT_UNSUPPORTED &&
+              static_cast<int>(BacktraceStop::kReadCheckRefused) == SFRAME_BT_READ_CHECK_REFUSED);
+
+sframe_status finish(const BacktraceResult& r, sframe_backtrace_result* result) noexcept {
+  if (result) *result = sframe_backtrace_result{r.size, static_cast<std::uint32_t>(r.reason), 0, r.address};
+  if (r.reason == BacktraceStop::kNotInitialized) return SFRAME_E_NOT_INITIALIZED;
+  if (r.reason == BacktraceStop::kUnsupported) return SFRAME_E_UNSUPPORTED;
+  return SFRAME_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+sframe_status sframe_backtrace_init(uint32_t generated_version, sframe_error* err) {
+  return guarded(err, [&] {
+    if (generated_version != 0 && generated_version != 2 && generated_version != 3)
+      return fail(SFRAME_E_INVALID_ARGUMENT, err);
+    BacktraceOptions o;
+    o.generated_version = generated_version == 2 ? Version::kV2 : Version::kV3;
+    auto ok = backtrace_init(o);
+    return ok ? SFRAME_OK : fail(ok.error(), err);
+  });
+}
+
+sframe_status sframe_backtrace_refresh(sframe_error* err) {
+  return guarded(err, [&] {
+    auto ok = backtrace_refresh();
+    return ok ? SFRAME_OK : fail(ok.error(), err);
+  });
+}
+
+sframe_status sframe_backtrace_register_thread(void) {
+  return guarded(nullptr, [] {
+    backtrace_register_thread();
+    return SFRAME_OK;
+  });
+}
+
+// Never inlined, and its call to the walk is no tail call: the walk's frame
+// 0 is then always the return address into this function, dropped below so
+// that out[0] is the return address into our caller (as glibc's backtrace()).
+[[gnu::noinline]] sframe_status sframe_backtrace(void** out, size_t capacity, sframe_backtrace_result* result) {
+  if (!out && capacity > 0) return SFRAME_E_INVALID_ARGUMENT;
+  BacktraceResult r = backtrace_ex(std::span<void*>(out, capacity));
+  if (r.size > 0) {
+    std::memmove(out, out + 1, (r.size - 1) * sizeof(void*));
+    --r.size;
+  }
+  // A walk that filled the buffer lost its first entry here: one slot free,
+  // but the stack went on.
+  return finish(r, result);
+}
+
+sframe_status sframe_backtrace_ucontext(void** out, size_t capacity, const void* ucontext,
+                                        sframe_backtrace_result* result) {
+  if ((!out && capacity > 0) || !ucontext) return SFRAME_E_INVALID_ARGUMENT;
+  return finish(backtrace_ex(std::span<void*>(out, capacity), static_cast<const ucontext_t*>(ucontext)), result);
+}
+
+}  // extern "C"
