@@ -57,6 +57,12 @@ constexpr sframe_status to_status(Errc e) noexcept {
     case Errc::kModuleMapFull: return SFRAME_E_MODULE_MAP_FULL;
     case Errc::kBadModuleRange: return SFRAME_E_BAD_MODULE_RANGE;
     case Errc::kModulesOverlap: return SFRAME_E_MODULES_OVERLAP;
+    // perf.data reading has no C entry point: these never reach the C API.
+    case Errc::kPerfBadHeader:
+    case Errc::kPerfTruncated:
+    case Errc::kPerfBadRecord:
+    case Errc::kPerfUnsupported:
+    case Errc::kPerfDecompress: return SFRAME_E_INTERNAL;
   }
   return SFRAME_E_INTERNAL;
 }
