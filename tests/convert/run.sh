@@ -111,6 +111,16 @@ for v in 2 3; do
   cmp -s "$work/v1prog" "$work/v1copy" && ok || bad "v1 -> v$v: file changed"
 done
 
+# 4b. A raw v1 section (no space limit) converts: its rows match the
+#     program's DWARF CFI (verify --raw), i.e. they are v1's rows.
+objcopy -O binary --only-section=.sframe "$work/v1prog" "$work/v1.raw" || bad "objcopy v1"
+for v in 2 3; do
+  "$bin" convert --format-version $v "$work/v1.raw" -o "$work/v1to$v.raw" >"$work/c.txt" 2>&1 && ok || bad "raw v1 -> v$v: $(cat "$work/c.txt")"
+  "$bin" verify "$work/v1prog" --raw "$work/v1to$v.raw@$(sec_addr "$work/v1prog")" >"$work/vr.txt" 2>&1 && ok ||
+    bad "verify v1prog --raw v1to$v: $(head -3 "$work/vr.txt")"
+  grep -q "SFrame v$v" "$work/vr.txt" && grep -q ' 0 mismatches$' "$work/vr.txt" && ok || bad "v1 -> v$v rows: $(head -3 "$work/vr.txt")"
+done
+
 # 5. The ABI fixes the byte order: big-endian AMD64 is refused.
 "$bin" convert --format-version 3 --byte-order big "$corpus/x86_64-v2-linked/basic" -o "$work/be" >"$work/c.txt" 2>&1
 [ $? -eq 1 ] && grep -q 'fixes the byte order' "$work/c.txt" && ok || bad "--byte-order big on amd64: $(cat "$work/c.txt")"
