@@ -117,7 +117,8 @@ void check_kernel(const Section& s, const FileFacts* file, Sink& out, ConsumerRe
       out.add(r, e.offset, e.value, i);
       continue;
     }
-    if (f->pc_type == PcType::kMask && f->rep_size == 0) out.add(ConsumerRule::kKernelRepSize, rep_size_at(s, *f), 0, i);
+    if (f->pc_type == PcType::kMask && f->rep_size == 0)
+      out.add(ConsumerRule::kKernelRepSize, rep_size_at(s, *f), 0, i);
     std::uint64_t at = f->fres_begin;
     std::uint32_t prev = 0;
     for (std::uint32_t k = 0; k < f->num_fres; ++k) {

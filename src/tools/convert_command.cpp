@@ -119,18 +119,19 @@ int ConvertCommand::convert() {
                                     flex, flex == 1 ? "" : "s", first));
   }
   auto bytes = encode(*spec, Layout::kOptimize);
-  if (!bytes) return fail(path, fmt::format("not representable in SFrame v{}: {}", opt_.version, error_text(bytes.error())));
+  if (!bytes)
+    return fail(path, fmt::format("not representable in SFrame v{}: {}", opt_.version, error_text(bytes.error())));
   const std::uint64_t space = l->raw ? bytes->size() : l->data.bytes.size();
   if (bytes->size() > space)
     return fail(path, fmt::format("the SFrame v{} section needs {} bytes; {} has {} (moving it to a new segment is "
                                   "not implemented)",
-                                  opt_.version, bytes->size(), opt_.section, space));
+                                  opt_.version, bytes->size(), l->data.name, space));
   const auto cannot = [&](const Error& e) { return fail(dest, fmt::format("cannot write: {}", write_error_text(e))); };
   auto out = OutputFile::create(dest, path);
   if (!out) return cannot(out.error());
   if (l->raw) {
     if (auto ok = out->write(*bytes); !ok) return cannot(ok.error());
-  } else if (auto ok = elf::write_with_section_replaced(path, *out, opt_.section, *bytes); !ok) {
+  } else if (auto ok = elf::write_with_section_replaced(path, *out, l->data.name, *bytes); !ok) {
     return cannot(ok.error());
   }
   if (auto ok = out->commit(); !ok) return cannot(ok.error());
