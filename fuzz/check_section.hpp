@@ -16,7 +16,9 @@
 //  - kStrict ok: that sum equals the header's sfh_num_fres, (sorted FDEs)
 //    find() and FdeIndex::find() agree, and RowIndex::find() (when the
 //    index builds) agrees with find();
-//  - kLenient ok: the objdump text and the JSON render without error.
+//  - kLenient ok: the objdump text and the JSON render without error;
+//  - check_consumer() is safe on any parsed section, keeps its cap, and
+//    names only its consumer's rules at offsets inside the section.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +34,7 @@
 #include "fuzz_check.hpp"
 #include "objdump_text.hpp"
 #include "render.hpp"
+#include "sframe/consumers.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
 
@@ -280,6 +283,22 @@ inline void check_section(std::span<const std::byte> bytes, std::uint64_t addres
     SFRAME_FUZZ_CHECK(!strict);
   }
   if (!strict) SFRAME_FUZZ_CHECK(strict.error().offset <= size);
+
+  // The consumers' rules run on any parsed section (sframe/consumers.hpp):
+  // bounded, each violation of the consumer asked and inside the section.
+  FileFacts facts;
+  facts.loads.push_back({address, std::uint64_t{1} << 20, true});
+  facts.section_address = address;
+  facts.section_size = size;
+  for (const Consumer c : kAllConsumers) {
+    const ConsumerReport r = check_consumer(s, c, &facts, 16);
+    SFRAME_FUZZ_CHECK(r.violations.size() <= 16 && r.file_rules_checked);
+    SFRAME_FUZZ_CHECK(r.accepted() == (r.violations.empty() && r.omitted == 0 && r.complete));
+    for (const auto& v : r.violations) {
+      SFRAME_FUZZ_CHECK(rule_info(v.rule).consumer == c);
+      SFRAME_FUZZ_CHECK(v.offset <= size);
+    }
+  }
 
   const Walk w = walk(s);
   if (w.first_error || w.complete) SFRAME_FUZZ_CHECK(lenient.has_value() == !w.first_error.has_value());

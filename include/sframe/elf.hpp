@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sframe/consumers.hpp"
 #include "sframe/error.hpp"
 
 namespace sframe {
@@ -62,6 +63,18 @@ struct SectionHeader {
   std::uint64_t size = 0;
 };
 
+/// One program header (segment), as far as sframepp needs it.
+struct ProgramHeader {
+  /// p_type (PT_LOAD, PT_GNU_SFRAME, ...) and p_flags (PF_X, PF_W, PF_R).
+  std::uint32_t type = 0;
+  std::uint32_t flags = 0;
+  /// File offset, link-time address, bytes in the file and in memory.
+  std::uint64_t offset = 0;
+  std::uint64_t vaddr = 0;
+  std::uint64_t filesz = 0;
+  std::uint64_t memsz = 0;
+};
+
 /// The raw bytes of a section, viewed in the file's mapping.
 struct SectionBytes {
   SectionHeader header;
@@ -96,6 +109,10 @@ class ElfFile {
   /// All section headers, in file order (empty when the file has none).
   std::vector<SectionHeader> sections() const;
 
+  /// All program headers, in file order (empty for relocatable objects or
+  /// when they cannot be read).
+  std::vector<ProgramHeader> program_headers() const;
+
   /// The bytes of the first section called `name` (none for SHT_NOBITS).
   std::optional<SectionBytes> section_bytes(std::string_view name) const;
 
@@ -120,6 +137,12 @@ class ElfFile {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The facts about `file` that the consumers' file rules need
+/// (sframe/consumers.hpp): its PT_LOAD segments and where `sframe` (found
+/// in it by sframe_section()) is mapped. None for a relocatable object,
+/// which has no segments.
+std::optional<FileFacts> consumer_facts(const ElfFile& file, const SFrameSectionData& sframe);
+
 /// Writes a copy of the ELF file `in_path` to `out_path` with one more
 /// section, `name` of type `type` (e.g. kShtGnuSframe), holding `bytes`, with
 /// sh_addr = `address` and no SHF_ALLOC flag. Every byte of the input stays
@@ -142,6 +165,20 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
 /// its other outputs, so that a failure leaves all of them as they were.
 Expected<void> write_with_section(const std::string& in_path, OutputFile& out, std::string_view name,
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address);
+
+/// Writes to `out` (not committed) a copy of the ELF file `in_path` whose
+/// section `name` holds `bytes` in place of its old contents, inside the
+/// section's existing file space: the bytes go at its file offset, the rest
+/// of the old space is zero-filled, sh_size becomes bytes.size(), and a
+/// PT_GNU_SFRAME program header starting at the section's file offset gets
+/// p_filesz = p_memsz = bytes.size(). No other byte changes (the loadable
+/// segment holding the section keeps its size: the padding stays mapped).
+/// Errors: kIoError (cannot read or write), kElfError (not an ELF file, no
+/// section `name`, or it has no file space, SHT_NOBITS; offset: its header),
+/// kNotRepresentable (bytes.size() is larger than the section's space;
+/// value: bytes.size(), offset: the section's file offset).
+Expected<void> write_with_section_replaced(const std::string& in_path, OutputFile& out, std::string_view name,
+                                           std::span<const std::byte> bytes);
 
 }  // namespace sframe::elf
 

@@ -321,6 +321,17 @@ inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(t
 /// range, FRE count/length totals, FRE overlap between FDEs, sub-section
 /// overlap, FDE order and overlap under SFRAME_F_FDE_SORTED. Returns the
 /// first error found.
+/// Disjoint FRE blocks: kStrict accepts only sections in which every byte
+/// of the FRE sub-section belongs to at most one FDE (FDEs sharing or
+/// overlapping FRE data: kFdeFresOverlap), whose FDEs' FRE counts add up to
+/// sfh_num_fres and whose FRE bytes add up to sfh_fre_len. The spec neither
+/// requires nor forbids shared blocks (v3 §2.3 sfdi_func_start_fre_off is
+/// just an offset), but with sharing sfh_num_fres ("number of FREs in the
+/// section") and sfh_fre_len no longer have one meaning, and GNU libsframe
+/// 2.47 rejects such a section in the foreign byte order (its flip walks the
+/// FDEs in order and counts every block once per FDE; docs/consumers.md,
+/// libsframe.foreign-*). kLenient accepts shared blocks, as the kernel and
+/// glibc do (they read FREs by offset).
 /// Resources: kStrict allocates one bit per byte of the FRE sub-section (none
 /// when the header's counts are impossible); kLenient allocates nothing
 /// unless FDEs share FRE data (or claim more FREs than fit), and then up to

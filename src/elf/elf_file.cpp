@@ -88,6 +88,30 @@ std::optional<SectionBytes> ElfFile::section_bytes(std::string_view name) const 
   return std::nullopt;
 }
 
+std::vector<ProgramHeader> ElfFile::program_headers() const {
+  std::vector<ProgramHeader> out;
+  Elf* elf = static_cast<Elf*>(native_handle());
+  std::size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) != 0) return out;
+  out.reserve(phnum);
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph)) continue;
+    out.push_back({ph.p_type, ph.p_flags, ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz});
+  }
+  return out;
+}
+
+std::optional<FileFacts> consumer_facts(const ElfFile& file, const SFrameSectionData& sframe) {
+  if (file.info().type == ET_REL) return std::nullopt;
+  FileFacts f;
+  for (const auto& ph : file.program_headers())
+    if (ph.type == PT_LOAD) f.loads.push_back({ph.vaddr, ph.memsz, (ph.flags & PF_X) != 0});
+  f.section_address = sframe.address;
+  f.section_size = sframe.bytes.size();
+  return f;
+}
+
 namespace {
 
 // PT_GNU_SFRAME (errata 1): the segment holding .sframe in linked files.

@@ -7,6 +7,8 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -134,6 +136,71 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
     at += static_cast<std::size_t>(w);
   }
   return {};
+}
+
+namespace {
+
+// Stores `v` as an `n`-byte field at `at` in the file's byte order.
+void store(std::vector<std::byte>& img, std::uint64_t at, unsigned n, std::uint64_t v, bool big) {
+  for (unsigned i = 0; i < n; ++i)
+    img[at + (big ? n - 1 - i : i)] = static_cast<std::byte>(v >> (8 * i));
+}
+
+}  // namespace
+
+Expected<void> write_with_section_replaced(const std::string& in_path, OutputFile& out, std::string_view name,
+                                           std::span<const std::byte> bytes) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  Fd in{::open(in_path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd < 0) return make_error(Errc::kIoError, 0);
+  std::unique_ptr<Elf, ElfDeleter> ie(elf_begin(in.fd, ELF_C_READ_MMAP, nullptr));
+  GElf_Ehdr eh;
+  std::size_t shstrndx = 0, phnum = 0;
+  if (!ie || elf_kind(ie.get()) != ELF_K_ELF || !gelf_getehdr(ie.get(), &eh) ||
+      elf_getshdrstrndx(ie.get(), &shstrndx) != 0 || elf_getphdrnum(ie.get(), &phnum) != 0)
+    return make_error(Errc::kElfError, 0);
+  std::size_t in_size = 0;
+  const char* image = elf_rawfile(ie.get(), &in_size);
+  if (!image) return make_error(Errc::kElfError, 0);
+  const bool is64 = eh.e_ident[EI_CLASS] == ELFCLASS64, big = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+  Elf_Scn* found = nullptr;
+  GElf_Shdr sh{};
+  for (Elf_Scn* sc = elf_nextscn(ie.get(), nullptr); sc; sc = elf_nextscn(ie.get(), sc)) {
+    if (!gelf_getshdr(sc, &sh)) return make_error(Errc::kElfError, eh.e_shoff);
+    const char* n = elf_strptr(ie.get(), shstrndx, sh.sh_name);
+    if (n && name == n) {
+      found = sc;
+      break;
+    }
+  }
+  if (!found) return make_error(Errc::kElfError, eh.e_shoff);
+  const std::uint64_t shdr_at = eh.e_shoff + elf_ndxscn(found) * std::uint64_t{eh.e_shentsize};
+  if (sh.sh_type == SHT_NOBITS || sh.sh_offset > in_size || sh.sh_size > in_size - sh.sh_offset ||
+      shdr_at + eh.e_shentsize > in_size)
+    return make_error(Errc::kElfError, shdr_at);
+  if (bytes.size() > sh.sh_size) return make_error(Errc::kNotRepresentable, sh.sh_offset, bytes.size());
+
+  std::vector<std::byte> img(reinterpret_cast<const std::byte*>(image),
+                             reinterpret_cast<const std::byte*>(image) + in_size);
+  std::copy(bytes.begin(), bytes.end(), img.begin() + static_cast<std::ptrdiff_t>(sh.sh_offset));
+  std::fill(img.begin() + static_cast<std::ptrdiff_t>(sh.sh_offset + bytes.size()),
+            img.begin() + static_cast<std::ptrdiff_t>(sh.sh_offset + sh.sh_size), std::byte{0});
+  // sh_size (ELF64: 8 bytes at 32; ELF32: 4 bytes at 20).
+  store(img, shdr_at + (is64 ? offsetof(Elf64_Shdr, sh_size) : offsetof(Elf32_Shdr, sh_size)), is64 ? 8 : 4,
+        bytes.size(), big);
+  constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(ie.get(), static_cast<int>(i), &ph)) return make_error(Errc::kElfError, eh.e_phoff);
+    if (ph.p_type != kPtGnuSframe || ph.p_offset != sh.sh_offset) continue;
+    const std::uint64_t at = eh.e_phoff + i * std::uint64_t{eh.e_phentsize};
+    if (at + eh.e_phentsize > in_size) return make_error(Errc::kElfError, at);
+    store(img, at + (is64 ? offsetof(Elf64_Phdr, p_filesz) : offsetof(Elf32_Phdr, p_filesz)), is64 ? 8 : 4,
+          bytes.size(), big);
+    store(img, at + (is64 ? offsetof(Elf64_Phdr, p_memsz) : offsetof(Elf32_Phdr, p_memsz)), is64 ? 8 : 4,
+          bytes.size(), big);
+  }
+  return out.write(img);
 }
 
 }  // namespace sframe::elf

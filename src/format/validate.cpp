@@ -167,8 +167,9 @@ std::uint64_t walked(const Fde& f, const Expected<std::uint64_t>& end) {
   return end ? f.num_fres : std::uint64_t{end.error().fre} + 1;
 }
 
-// kLenient for sections whose FDEs share FRE data (which the spec forbids
-// but kLenient tolerates, as objdump does): walking each FDE's FREs anew
+// kLenient for sections whose FDEs share FRE data (which the spec does not
+// forbid and kStrict refuses, see validate() in section.hpp; kLenient
+// tolerates it, as objdump, the kernel and glibc do): walking each FDE's FREs anew
 // would take time quadratic in the section size. An FRE's successor depends
 // only on its offset and FRE type, and whether it passes only on that and
 // the FDE type, so per (FRE type, FDE type) class the FRE offsets form

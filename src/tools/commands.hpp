@@ -50,6 +50,7 @@ struct VerifyOptions {
   std::vector<std::string> files;
   std::string section = ".sframe";
   std::string raw;  // RAW[@ADDRESS] checked against each file's DWARF
+  std::string consumer;  // kernel, glibc, libsframe, all; empty: only the summary line
   bool json = false;
 };
 struct LookupOptions {
@@ -106,6 +107,7 @@ std::unique_ptr<Command> make_verify_command();
 std::unique_ptr<Command> make_lookup_command();
 std::unique_ptr<Command> make_stat_command();
 std::unique_ptr<Command> make_gen_command();
+std::unique_ptr<Command> make_convert_command();
 std::unique_ptr<Command> make_merge_command();
 std::unique_ptr<Command> make_stack_command();
 /// `sframe perf script` (perf_command.cpp).

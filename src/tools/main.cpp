@@ -25,6 +25,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   c.push_back(make_stat_command());
   c.push_back(make_merge_command());
   c.push_back(make_gen_command());
+  c.push_back(make_convert_command());
   c.push_back(make_stack_command());
   c.push_back(make_perf_command());
   return c;

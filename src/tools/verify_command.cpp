@@ -4,11 +4,15 @@
 #include <elf.h>
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "sframe/cfi.hpp"
+#include "sframe/consumers.hpp"
 #include "sframe/symbols.hpp"
 
 namespace sframe::tools {
@@ -52,6 +56,109 @@ bool use_raw(Loaded& l, const std::string& arg, std::string& why) {
   return true;
 }
 
+// The consumers' verdicts on one section (docs/consumers.md): the rules are
+// the library's (check_consumer); this only selects and prints them.
+struct ConsumerVerdict {
+  bool failed = false;
+  std::string text;   // lines printed after the verdict line
+  std::string error;  // why it failed, for stderr
+};
+
+// File facts for the rules that need the ELF file, or why there are none.
+std::optional<FileFacts> file_facts(const Loaded& l, bool raw_given, std::string& why_not) {
+  if (l.raw || raw_given || !l.file) {
+    why_not = "a raw section has no file segments (PT_LOAD)";
+    return std::nullopt;
+  }
+  auto f = elf::consumer_facts(*l.file, l.data);
+  if (!f) why_not = "a relocatable object has no segments (PT_LOAD)";
+  return f;
+}
+
+std::string violation_text(const ConsumerViolation& v) {
+  const ConsumerRuleInfo& r = rule_info(v.rule);
+  std::string where = fmt::format("byte 0x{:x}", v.offset);
+  if (v.fde != kNoIndex) where += fmt::format(", FDE {}", v.fde);
+  if (v.fre != kNoIndex) where += fmt::format(", FRE {}", v.fre);
+  return fmt::format("{}: {} [{}] ({}, value 0x{:x})", consumer_name(r.consumer), r.words, r.id, where, v.value);
+}
+
+ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, bool raw_given, Json& j) {
+  ConsumerVerdict out;
+  const Version v = l.section.version();
+  std::string why_no_file;
+  const std::optional<FileFacts> facts = file_facts(l, raw_given, why_no_file);
+  const bool all = requested == "all";
+  std::vector<std::string> accept, reject;
+  std::size_t selected_reading = 0;
+  j["consumers"] = Json::array();
+  for (Consumer c : kAllConsumers) {
+    const bool reads = reads_version(c, v);
+    // "all": every consumer that reads this version; a named one: that one.
+    const bool selected = all ? reads : requested == consumer_name(c);
+    const ConsumerReport rep = check_consumer(l.section, c, facts ? &*facts : nullptr);
+    const std::string name(consumer_name(c));
+    Json cj = {{"consumer", name},      {"reads_version", reads},   {"requested", selected},
+               {"accepted", rep.accepted()}, {"complete", rep.complete}, {"omitted", rep.omitted}};
+    cj["file_rules"] = {{"checked", rep.file_rules_checked}};
+    if (!rep.file_rules_checked) cj["file_rules"]["reason"] = why_no_file;
+    Json vs = Json::array();
+    for (const auto& x : rep.violations) {
+      const ConsumerRuleInfo& r = rule_info(x.rule);
+      Json vj = {{"rule", std::string(r.id)}, {"words", std::string(r.words)}, {"offset", x.offset},
+                 {"value", x.value}};
+      if (x.fde != kNoIndex) vj["fde"] = x.fde;
+      if (x.fre != kNoIndex) vj["fre"] = x.fre;
+      vs.push_back(std::move(vj));
+    }
+    cj["violations"] = std::move(vs);
+    j["consumers"].push_back(std::move(cj));
+    if (rep.accepted()) {
+      accept.push_back(name);
+    } else {
+      std::string ids;
+      std::vector<std::string_view> seen;
+      for (const auto& x : rep.violations) {
+        const std::string_view id = rule_info(x.rule).id;
+        if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+        if (seen.size() == 3) {
+          ids += ", ...";
+          break;
+        }
+        ids += (seen.empty() ? "" : ", ") + std::string(id);
+        seen.push_back(id);
+      }
+      if (!rep.complete) ids += (ids.empty() ? "" : ", ") + std::string("not checked to the end (work bound)");
+      reject.push_back(fmt::format("{} ({})", name, ids));
+    }
+    if (!selected) continue;
+    selected_reading += reads;
+    if (rep.accepted()) {
+      out.text += fmt::format("  {}: accepts the section (SFrame v{})\n", name, static_cast<int>(v));
+    } else {
+      out.failed = true;
+      for (const auto& x : rep.violations) out.text += "  " + violation_text(x) + "\n";
+      if (rep.omitted) out.text += fmt::format("  {}: {} more violations not shown\n", name, rep.omitted);
+      if (!rep.complete) out.text += fmt::format("  {}: the walk stopped at its work bound\n", name);
+      if (out.error.empty()) out.error = fmt::format("{} rejects the section", name);
+    }
+    if (!rep.file_rules_checked)
+      out.text += fmt::format("  {}: rules needing the file skipped: {}\n", name, why_no_file);
+  }
+  if (all && selected_reading == 0) {
+    out.failed = true;
+    out.error = fmt::format("no consumer reads SFrame v{}", static_cast<int>(v));
+    out.text += "  " + out.error + "\n";
+  }
+  // The summary line: which consumers would accept the section.
+  std::string line = "  consumers: ";
+  line += accept.empty() ? "none would accept" : "would accept: " + fmt::format("{}", fmt::join(accept, ", "));
+  if (!reject.empty()) line += "; would reject: " + fmt::format("{}", fmt::join(reject, ", "));
+  if (!facts) line += "; rules needing the file skipped: " + why_no_file;
+  out.text = line + "\n" + out.text;
+  return out;
+}
+
 class VerifyCommand final : public Command {
  public:
   std::string_view name() const override { return "verify"; }
@@ -62,6 +169,9 @@ class VerifyCommand final : public Command {
     app_->add_option("files", opt_.files, "ELF files, or raw sections as RAW[@ADDRESS]")->required();
     app_->add_option("--raw", opt_.raw, "Check this raw section (RAW[@ADDRESS]) instead of the file's own");
     app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
+    app_->add_option("--consumer", opt_.consumer,
+                     "Also apply this consumer's acceptance rules (docs/consumers.md); failures fail the file")
+        ->check(CLI::IsMember({"kernel", "glibc", "libsframe", "all"}));
     app_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
   }
 
@@ -118,12 +228,23 @@ class VerifyCommand final : public Command {
         f["ok"] = false;
         f["error"] = d.error;
       }
+      // Without --consumer only the summary line, which never fails the file.
+      const ConsumerVerdict cv = check_consumers(*l, opt_.consumer, !opt_.raw.empty(), f);
+      const bool consumer_failed = !opt_.consumer.empty() && cv.failed;
+      if (consumer_failed) {
+        rc = 1;
+        if (!d.failed) f["error"] = cv.error;
+        f["ok"] = false;
+      }
       if (!opt_.json) {
-        fmt::print("{}: {}; {}\n", path, d.failed ? "FAILED: format valid" : "format ok", d.summary);
+        fmt::print("{}: {}; {}\n", path, d.failed || consumer_failed ? "FAILED: format valid" : "format ok",
+                   d.summary);
         fmt::print("  {}: SFrame v{}, {} FDEs, {} FREs{}\n", l->data.name, static_cast<int>(l->section.version()),
                    l->section.num_fdes(), l->section.header().num_fres, l->raw ? "; " + raw_note(*l) : "");
         print(d.details);
+        print(cv.text);
         if (d.failed) complain(path, d.error);
+        if (consumer_failed) complain(path, cv.error);
       }
       doc["files"].push_back(std::move(f));
     }

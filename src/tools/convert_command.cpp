@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+// `sframe convert`: a file's SFrame section rewritten in another version,
+// inside the section's existing space.
+#include <elf.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "sframe/encode.hpp"
+#include "sframe/output_file.hpp"
+
+namespace sframe::tools {
+namespace {
+
+struct ConvertOptions {
+  std::string file;
+  int version = 3;
+  std::string byte_order;  // little, big; empty: the input's
+  std::string output;
+  bool in_place = false;
+  std::string section = ".sframe";
+  bool json = false;
+};
+
+std::string abi_name(Abi a) {
+  switch (a) {
+    case Abi::kAarch64Big: return "aarch64 (big-endian)";
+    case Abi::kAarch64Little: return "aarch64 (little-endian)";
+    case Abi::kAmd64Little: return "amd64 (little-endian)";
+    case Abi::kS390xBig: return "s390x (big-endian)";
+  }
+  return "unknown";
+}
+
+class ConvertCommand final : public Command {
+ public:
+  std::string_view name() const override { return "convert"; }
+  bool json() const override { return opt_.json; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand("convert",
+                                 "Rewrite a file's SFrame section in another version, inside its existing space");
+    app_->add_option("file", opt_.file, "ELF file (linked), or a raw section")->required();
+    app_->add_option("--format-version", opt_.version, "SFrame version to write")
+        ->check(CLI::IsMember({2, 3}))
+        ->capture_default_str();
+    app_->add_option("--byte-order", opt_.byte_order,
+                     "Byte order to write (default: the input's); the SFrame ABI fixes it (spec §2.2.1)")
+        ->check(CLI::IsMember({"little", "big"}));
+    auto* o = app_->add_option("-o,--output", opt_.output, "Write the converted file here");
+    auto* ip = app_->add_flag("--in-place", opt_.in_place,
+                              "Replace FILE by the converted copy (atomically: a failure leaves FILE as it was)");
+    o->excludes(ip);
+    app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
+    app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+  }
+
+  int run() override {
+    const int rc = convert();
+    if (rc != 0 && opt_.json) {
+      Json j = envelope("convert");
+      j["file"] = opt_.file;
+      j["error"] = error_;
+      print(j.dump(2) + "\n");
+    }
+    return rc;
+  }
+
+ private:
+  int convert();
+  int fail(const std::string& where, const std::string& what) {
+    complain(where, what);
+    error_ = where == opt_.file ? what : fmt::format("{}: {}", where, what);
+    return 1;
+  }
+
+  ConvertOptions opt_;
+  std::string error_;
+};
+
+int ConvertCommand::convert() {
+  const std::string& path = opt_.file;
+  if (opt_.output.empty() && !opt_.in_place) throw UsageError("give -o OUT or --in-place");
+  const std::string dest = opt_.in_place ? path : opt_.output;
+  if (!opt_.in_place && same_file(dest, path)) return fail(dest, "-o output is the input file; use --in-place");
+  if (dest == "-") return fail("-o -", "the converted file cannot go to standard output");
+  LoadOptions lo;
+  lo.section = opt_.section;
+  lo.strictness = Strictness::kStrict;
+  std::string why;
+  auto l = load(path, lo, why);
+  if (!l) return fail(path, why);
+  if (l->file && l->file->info().type == ET_REL)
+    return fail(path, "relocatable object: its FDE start fields are relocated by the linker (convert the linked file)");
+  if (l->file && l->data.from_segment)
+    return fail(path, "the section was found only through PT_GNU_SFRAME (no section header to update)");
+  const Version from = l->section.version();
+  const Version to = opt_.version == 2 ? Version::kV2 : Version::kV3;
+  auto spec = to_spec(l->section);
+  if (!spec) return fail(path, fmt::format("cannot read the section: {}", error_text(spec.error())));
+  if (!opt_.byte_order.empty() && (opt_.byte_order == "big") != abi_big_endian(spec->abi))
+    return fail(path, fmt::format("SFrame ABI {} fixes the byte order; {}-endian is not representable (spec §2.2.1)",
+                                  abi_name(spec->abi), opt_.byte_order));
+  spec->version = to;
+  // Every v3 FLEX function must become default rules in v2: impossible.
+  if (to == Version::kV2) {
+    std::size_t flex = 0;
+    std::string first;
+    for (std::size_t i = 0; i < spec->functions.size(); ++i) {
+      if (spec->functions[i].fde_type != FdeType::kFlex) continue;
+      if (flex++ == 0) first = fmt::format("FDE {} at 0x{:x}", i, spec->functions[i].start_pc);
+    }
+    if (flex != 0)
+      return fail(path, fmt::format("not representable in SFrame v2: {} FLEX FDE{} (first: {}); v2 has no FLEX "
+                                    "FDEs (spec v3 §2.3.3.2)",
+                                    flex, flex == 1 ? "" : "s", first));
+  }
+  auto bytes = encode(*spec, Layout::kOptimize);
+  if (!bytes)
+    return fail(path, fmt::format("not representable in SFrame v{}: {}", opt_.version, error_text(bytes.error())));
+  const std::uint64_t space = l->raw ? bytes->size() : l->data.bytes.size();
+  if (bytes->size() > space)
+    return fail(path, fmt::format("the SFrame v{} section needs {} bytes; {} has {} (moving it to a new segment is "
+                                  "not implemented)",
+                                  opt_.version, bytes->size(), l->data.name, space));
+  const auto cannot = [&](const Error& e) { return fail(dest, fmt::format("cannot write: {}", write_error_text(e))); };
+  auto out = OutputFile::create(dest, path);
+  if (!out) return cannot(out.error());
+  if (l->raw) {
+    if (auto ok = out->write(*bytes); !ok) return cannot(ok.error());
+  } else if (auto ok = elf::write_with_section_replaced(path, *out, l->data.name, *bytes); !ok) {
+    return cannot(ok.error());
+  }
+  if (auto ok = out->commit(); !ok) return cannot(ok.error());
+  if (opt_.json) {
+    Json j = envelope("convert");
+    j["file"] = path;
+    j["output"] = dest;
+    j["from_version"] = static_cast<int>(from);
+    j["version"] = opt_.version;
+    j["functions"] = spec->functions.size();
+    j["bytes"] = {{"old", l->section.used_size()}, {"new", bytes->size()}, {"space", space}};
+    print(j.dump(2) + "\n");
+    return 0;
+  }
+  fmt::print("{}: SFrame v{} -> v{}, {} functions, written to {}\n", path, static_cast<int>(from), opt_.version,
+             spec->functions.size(), dest);
+  fmt::print("  bytes: {} before, {} after, {} of space{}\n", l->section.used_size(), bytes->size(), space,
+             bytes->size() < space ? " (the rest zero-filled)" : "");
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Command> make_convert_command() { return std::make_unique<ConvertCommand>(); }
+
+}  // namespace sframe::tools
