@@ -156,6 +156,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<CompactRule> compiled = detail::compile_rows(**rows, s, arch_of(s.abi()));
     mr.compact_rows = compiled.data();
     same_through(mr);
+    // The cold step's lean lookup (the in-process walk's) gives the full
+    // lookup's cacheable rule, or hands the PC back to it, at every PC the
+    // walk met; the module hint carried from PC to PC as a walk does.
+    std::array<Module, 1> lean_storage;
+    ModuleMap lean_map(lean_storage);
+    SFRAME_FUZZ_CHECK(lean_map.add(mr).has_value());
+    detail::ModuleHint hint;
+    for (std::size_t i = 0; i < r.count; ++i) {
+      const std::uint64_t lpc = a[i].pc.lookup_pc();
+      const detail::LookedUpRules full = detail::lookup_rules(lean_map, arch, lpc);
+      CompactRule lean;
+      switch (detail::lookup_compact(lean_map, nullptr, arch, lpc, hint, lean)) {
+        case detail::CompactLookup::kRule:
+          SFRAME_FUZZ_CHECK(full.status == detail::LookupStatus::kFound && full.compactable);
+          SFRAME_FUZZ_CHECK(lean == full.compact.with_valid());
+          SFRAME_FUZZ_CHECK(((lean.flags & CompactRule::kSignal) != 0) == full.signal);
+          break;
+        case detail::CompactLookup::kNoSFrame:
+          SFRAME_FUZZ_CHECK(full.status == detail::LookupStatus::kNoSFrame);
+          break;
+        case detail::CompactLookup::kFull: break;
+      }
+    }
   }
   StaticRuleCache<64> cache;
   for (int pass = 0; pass < 2; ++pass) {

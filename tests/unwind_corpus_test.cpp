@@ -14,7 +14,9 @@
 #include <optional>
 #include <random>
 
+#include "sframe/cfi.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
 #include "sframe/unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/golden_rows.hpp"
@@ -387,6 +389,226 @@ TEST(UnwindCorpusDrap, DrapRegisterBelowTopmostIsBadRule) {
     ++checked;
   }
   EXPECT_GE(checked, 2);
+}
+
+// ---------------------------------------------------------------------------
+// The cold step's lean lookup (detail::lookup_compact) against the full one
+// (detail::lookup_rules), and against objdump's rows.
+
+// Every PC where a section's rule may change: each FRE start, each function
+// start and end, one byte either side (link-time).
+std::vector<std::uint64_t> boundary_pcs(const Section& s) {
+  std::vector<std::uint64_t> pcs;
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    Expected<Fde> f = s.fde(i);
+    if (!f) continue;
+    const std::uint64_t end = f->start_pc + f->size;
+    for (const std::uint64_t at : {f->start_pc, end - 1, end})
+      for (const std::uint64_t d : {~std::uint64_t{0}, std::uint64_t{0}, std::uint64_t{1}}) pcs.push_back(at + d);
+    for (const Expected<Fre>& fre : s.fres(*f)) {
+      if (!fre) break;
+      for (const std::uint64_t d : {~std::uint64_t{0}, std::uint64_t{0}, std::uint64_t{1}})
+        pcs.push_back(f->start_pc + fre->start_offset + d);
+    }
+  }
+  return pcs;
+}
+
+// A section with the accelerators the in-process backtrace builds for it.
+struct Compiled {
+  Section section;
+  std::optional<RowIndex> rows;
+  std::vector<CompactRule> compact;
+  AddressRange range;  // link-time: lowest start to highest end
+  Module module(std::uint64_t bias) const {
+    Module m{{range.begin + bias, range.end + bias}, bias, section, nullptr};
+    m.rows = rows ? &*rows : nullptr;
+    m.compact_rows = rows ? compact.data() : nullptr;
+    return m;
+  }
+};
+
+std::optional<Compiled> compile(const Section& s) {
+  Compiled c{s, std::nullopt, {}, {~std::uint64_t{0}, 0}};
+  if (!validate(s, Strictness::kStrict)) return std::nullopt;
+  auto rows = RowIndex::build(s);
+  if (!rows) return std::nullopt;
+  c.rows.emplace(std::move(*rows));
+  c.compact = detail::compile_rows(*c.rows, s, arch_of(s.abi()));
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    Expected<Fde> f = s.fde(i);
+    if (!f || f->size == 0) continue;
+    c.range.begin = std::min(c.range.begin, f->start_pc);
+    c.range.end = std::max(c.range.end, f->start_pc + f->size);
+  }
+  if (c.range.begin >= c.range.end) return std::nullopt;
+  return c;
+}
+
+struct LeanCount {
+  int rule = 0, none = 0, full = 0;
+};
+
+// lookup_compact at `pc` (runtime) against lookup_rules: kRule only where
+// the full lookup found a cacheable rule, and then the same 8 bytes (kValid
+// set) with the row's signal flag in kSignal; kNoSFrame only where it found
+// no FDE. `strict_rows`: a single map, whose RowIndex tells where kFull is
+// allowed (a PC-mask FDE, a PC before its FDE's first FRE); any other PC
+// with a cacheable rule must take the lean path.
+void expect_lean_equals_full(const ModuleMap& map, const ModuleMap* fallback, Arch arch, std::uint64_t pc,
+                             detail::ModuleHint& hint, const RowIndex* strict_rows, std::uint64_t bias,
+                             LeanCount& n, const std::string& what) {
+  const detail::LookedUpRules full = detail::lookup_rules(map, fallback, arch, pc);
+  CompactRule lean;
+  const detail::CompactLookup k = detail::lookup_compact(map, fallback, arch, pc, hint, lean);
+  const bool cacheable = full.status == detail::LookupStatus::kFound && full.compactable;
+  switch (k) {
+    case detail::CompactLookup::kRule:
+      ++n.rule;
+      ASSERT_TRUE(cacheable) << what << " 0x" << std::hex << pc;
+      EXPECT_EQ(lean, full.compact.with_valid()) << what << " 0x" << std::hex << pc;
+      EXPECT_EQ((lean.flags & CompactRule::kSignal) != 0, full.signal) << what << " 0x" << std::hex << pc;
+      break;
+    case detail::CompactLookup::kNoSFrame:
+      ++n.none;
+      EXPECT_EQ(full.status, detail::LookupStatus::kNoSFrame) << what << " 0x" << std::hex << pc;
+      break;
+    case detail::CompactLookup::kFull:
+      ++n.full;
+      if (strict_rows && cacheable) {
+        const Expected<std::uint32_t> id = strict_rows->find_row(pc - bias);
+        EXPECT_TRUE(!id || *id == RowIndex::kUseFind) << what << ": lean lookup gave up at 0x" << std::hex << pc;
+      }
+      break;
+  }
+}
+
+// Every boundary PC of every corpus section the backtrace would index, with
+// the module hint kept from PC to PC (as a walk keeps it) and without.
+TEST_P(UnwindCorpus, LeanLookupEqualsFullLookup) {
+  const CorpusCase& cc = GetParam();
+  auto l = load(cc.file);
+  ASSERT_TRUE(l) << cc.file;
+  auto c = compile(l->section);
+  if (!l->rows) {
+    EXPECT_FALSE(c) << cc.file;  // kept by the full lookup's other paths
+    return;
+  }
+  ASSERT_TRUE(c) << cc.file;
+  std::array<Module, 1> storage;
+  ModuleMap map(storage);
+  ASSERT_TRUE(map.add(c->module(cc.bias)));
+  LeanCount n;
+  detail::ModuleHint kept;
+  for (const std::uint64_t pc : boundary_pcs(c->section)) {
+    detail::ModuleHint fresh;
+    expect_lean_equals_full(map, nullptr, arch_of(c->section.abi()), pc + cc.bias, kept, &*c->rows, cc.bias, n,
+                            cc.file);
+    expect_lean_equals_full(map, nullptr, arch_of(c->section.abi()), pc + cc.bias, fresh, &*c->rows, cc.bias, n,
+                            cc.file);
+  }
+  // Another arch's map: never a rule (the full lookup reports kBadAbi).
+  const Arch other = arch_of(c->section.abi()) == Arch::kAmd64 ? Arch::kAarch64 : Arch::kAmd64;
+  CompactRule lean;
+  detail::ModuleHint hint;
+  EXPECT_EQ(detail::lookup_compact(map, nullptr, other, c->range.begin + cc.bias, hint, lean),
+            detail::CompactLookup::kFull);
+  EXPECT_GT(n.rule, 0) << cc.file;
+  EXPECT_GT(n.none, 0) << cc.file;
+}
+
+// The lean lookup's rules against objdump's rows (GNU's text, not our
+// decoder): CFA base and offset, RA and FP slots, for every row of every
+// DEFAULT function of the x86-64 sections.
+TEST_P(UnwindCorpus, LeanLookupMatchesObjdumpRows) {
+  const CorpusCase& cc = GetParam();
+  auto l = load(cc.file);
+  ASSERT_TRUE(l) << cc.file;
+  if (l->arch != Arch::kAmd64 || !l->rows) return;
+  auto c = compile(l->section);
+  ASSERT_TRUE(c);
+  std::array<Module, 1> storage;
+  ModuleMap map(storage);
+  ASSERT_TRUE(map.add(c->module(cc.bias)));
+  int checked = 0;
+  detail::ModuleHint hint;
+  for (const GoldenFunc* g : l->funcs) {
+    if (g->flex) continue;
+    for (const GoldenRow& row : g->rows) {
+      const GoldenLoc& cfa = row.cfa;
+      if (cfa.kind != Kind::kRegValue || (cfa.reg != kGoldenSp && cfa.reg != kGoldenFp)) continue;
+      CompactRule r;
+      const std::uint64_t pc = row.start + cc.bias;
+      ASSERT_EQ(detail::lookup_compact(map, nullptr, Arch::kAmd64, pc, hint, r), detail::CompactLookup::kRule)
+          << cc.file << " 0x" << std::hex << row.start;
+      EXPECT_EQ((r.flags & CompactRule::kCfaBaseFp) != 0, cfa.reg == kGoldenFp) << cc.file << " 0x" << std::hex << row.start;
+      EXPECT_EQ(r.cfa_offset, cfa.offset) << cc.file << " 0x" << std::hex << row.start;
+      // x86-64: the RA at the header's fixed offset ("f"), or a CFA slot.
+      const std::int64_t ra_at = row.ra.kind == Kind::kCfaSlot ? row.ra.offset : l->golden.fixed_ra;
+      ASSERT_TRUE(row.ra.kind == Kind::kFixed || row.ra.kind == Kind::kCfaSlot) << cc.file;
+      EXPECT_TRUE(r.flags & CompactRule::kRaOnStack) << cc.file << " 0x" << std::hex << row.start;
+      EXPECT_EQ(std::int64_t{r.ra_offset_by_8} * 8, ra_at) << cc.file << " 0x" << std::hex << row.start;
+      if (row.fp.kind == Kind::kCfaSlot || (row.fp.kind == Kind::kFixed && l->golden.fixed_fp != 0)) {
+        const std::int64_t fp_at = row.fp.kind == Kind::kCfaSlot ? row.fp.offset : l->golden.fixed_fp;
+        EXPECT_TRUE(r.flags & CompactRule::kFpOnStack) << cc.file << " 0x" << std::hex << row.start;
+        EXPECT_EQ(std::int64_t{r.fp_offset_by_8} * 8, fp_at) << cc.file << " 0x" << std::hex << row.start;
+      } else {
+        ASSERT_EQ(row.fp.kind, Kind::kUnchanged) << cc.file;
+        EXPECT_FALSE(r.flags & CompactRule::kFpOnStack) << cc.file << " 0x" << std::hex << row.start;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << cc.file;
+}
+
+// Sections generated from .eh_frame (cfi::generate, as the backtrace does
+// for modules without their own), alone and as the fallback map behind the
+// linker's own section (the backtrace's native + extra pair).
+TEST(UnwindLeanLookup, GeneratedSectionsAndTheFallbackMap) {
+  int files = 0;
+  for (const char* rel : {"x86_64-v3-linked/basic", "x86_64-v3-linked/cxx", "x86_64-v3-linked/realign",
+                          "x86_64-v3-linked/longfn", "x86_64-v3-linked/libdemo.so", "x86_64-v3-linked/usesolib",
+                          "x86_64-v3-linked/signals"}) {
+    const auto path = shared_dir() / "corpus" / rel;
+    auto f = elf::ElfFile::open(path.string());
+    ASSERT_TRUE(f) << rel;
+    auto own = f->sframe_section();
+    ASSERT_TRUE(own) << rel;
+    std::vector<std::byte> own_bytes(own->bytes.begin(), own->bytes.end());
+    auto own_section = Section::parse(own_bytes, own->address);
+    ASSERT_TRUE(own_section) << rel;
+    auto g = cfi::generate(*f, Version::kV3, own->address);
+    ASSERT_TRUE(g) << rel;
+    auto bytes = encode(g->spec);
+    ASSERT_TRUE(bytes) << rel;
+    auto gen_section = Section::parse(*bytes, own->address);
+    ASSERT_TRUE(gen_section) << rel;
+    auto gen = compile(*gen_section);
+    ASSERT_TRUE(gen) << rel;
+    auto native = compile(*own_section);
+    ASSERT_TRUE(native) << rel;
+    const std::uint64_t bias = 0x7f0000000000;
+    std::array<Module, 1> gen_storage, native_storage;
+    ModuleMap gen_map(gen_storage), native_map(native_storage);
+    ASSERT_TRUE(gen_map.add(gen->module(bias)));
+    ASSERT_TRUE(native_map.add(native->module(bias)));
+    LeanCount alone, chain;
+    detail::ModuleHint h1, h2;
+    for (const std::uint64_t pc : boundary_pcs(gen->section))
+      expect_lean_equals_full(gen_map, nullptr, Arch::kAmd64, pc + bias, h1, &*gen->rows, bias, alone, rel);
+    // Generated functions the own section lacks (_start, PLT, crt code) are
+    // found through the fallback map.
+    std::vector<std::uint64_t> pcs = boundary_pcs(gen->section);
+    const std::vector<std::uint64_t> more = boundary_pcs(native->section);
+    pcs.insert(pcs.end(), more.begin(), more.end());
+    for (const std::uint64_t pc : pcs)
+      expect_lean_equals_full(native_map, &gen_map, Arch::kAmd64, pc + bias, h2, nullptr, bias, chain, rel);
+    EXPECT_GT(alone.rule, 0) << rel;
+    EXPECT_GT(chain.rule, alone.rule / 2) << rel;
+    ++files;
+  }
+  EXPECT_EQ(files, 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -110,6 +110,20 @@ class RowIndex {
   /// cache line of boundaries). Same errors as find() (kPcNotCovered,
   /// kPcBeforeFirstFre with the FDE index).
   Expected<std::uint32_t> find_row(std::uint64_t pc) const noexcept;
+  /// row_id(): no FDE covers the PC (find() says kPcNotCovered).
+  static constexpr std::uint32_t kNotCovered = 0xfffffffe;
+  /// find_row() without building an Expected, for the cold step of a walk:
+  /// the distinct row covering absolute `pc` (< num_rows()), kNotCovered,
+  /// or kUseFind for anything else (a PC-mask FDE; a PC before its FDE's
+  /// first FRE), which find_row()/find() then tell apart. Never fails.
+  std::uint32_t row_id(std::uint64_t pc) const noexcept {
+    // A PC below lo_ wraps to an offset above span_ (< 2^32).
+    const std::uint64_t off = pc - lo_;
+    if (off >= span_) return kNotCovered;
+    const std::uint32_t row = entries_[boundary(static_cast<std::uint32_t>(off))].row;
+    if (row < rows_.size()) return row;
+    return row == kGap ? kNotCovered : kUseFind;
+  }
   /// Distinct row `id` (< num_rows()) as the section's decoder gives it.
   const FrameRow& row_at(std::uint32_t id) const noexcept { return rows_[id].row; }
   /// The v3 signal-frame bit and the FDE type of the FDEs row `id` comes
@@ -142,8 +156,21 @@ class RowIndex {
     bool signal;
     FdeType fde_type;
   };
-  /// The boundary entry covering offset `o` from lo_ (< span_).
-  std::size_t boundary(std::uint32_t o) const noexcept;
+  /// The boundary entry covering offset `o` from lo_ (< span_). Inline: a
+  /// walk's cold step runs it for every frame.
+  std::size_t boundary(std::uint32_t o) const noexcept {
+    const std::size_t b = o >> shift_;
+    const std::size_t e = bucket_[b];
+    const std::size_t last = bucket_[b + 1];
+    // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
+    // both comparisons are safe (and the sentinels keep them in bounds).
+    if (last - e <= 2) [[likely]]
+      return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
+    return clustered(o, e, last);
+  }
+  /// boundary() where more than two boundaries share a bucket: a binary
+  /// search of entries (e, last].
+  std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;
   void add(std::uint32_t start, std::uint32_t fde, std::uint32_t fre, std::uint32_t row) {
     entries_.push_back({start, row});
     sources_.push_back({fde, fre});

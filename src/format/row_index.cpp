@@ -145,16 +145,7 @@ Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
   return make_error(Errc::kPcNotCovered, 0, pc);
 }
 
-std::size_t RowIndex::boundary(std::uint32_t o) const noexcept {
-  const std::size_t b = o >> shift_;
-  std::size_t e = bucket_[b];
-  const std::size_t last = bucket_[b + 1];
-  if (last - e <= 2) [[likely]] {
-    // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
-    // both comparisons are safe (and the sentinels keep them in bounds).
-    return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
-  }
-  // Boundaries clustered in one bucket: binary search them.
+std::size_t RowIndex::clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept {
   const auto it = std::upper_bound(entries_.begin() + static_cast<std::ptrdiff_t>(e) + 1,
                                    entries_.begin() + static_cast<std::ptrdiff_t>(last) + 1, o,
                                    [](std::uint32_t v, const Entry& x) { return v < x.start; });

@@ -193,7 +193,7 @@ struct WalkState {
     stack_t ss;
     if (sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
         here - reinterpret_cast<std::uint64_t>(ss.ss_sp) < ss.ss_size) {
-      mem.ranges[mem.count++] = {here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size};
+      mem.add({here, reinterpret_cast<std::uint64_t>(ss.ss_sp) + ss.ss_size});
     } else if (st && st->grows && here < thread.begin && here >= st->limit) {
       // Stack mappings never shrink: later walks (from the alternate
       // stack, say) may read this deep too.
@@ -201,7 +201,7 @@ struct WalkState {
       st->lo = here;
     }
   }
-  if (thread.begin != thread.end) mem.ranges[mem.count++] = thread;
+  if (thread.begin != thread.end) mem.add(thread);
   mem.checked = thread;
   if (!st) mem.window = {0, ~std::uint64_t{0}};
   else if (st->grows) mem.window = {st->limit, st->hi};
@@ -240,6 +240,8 @@ struct WalkState {
   std::uint64_t hits = 0;
   const AddressRange own = thread;  // the memo's run reads only the thread's stack
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
+  // The modules of the last cache miss: the next miss looks there first.
+  detail::ModuleHint hint;
   for (;;) {
     // Checked here first: a cold walk, whose PCs the memo mostly does not
     // hold, then pays no call per frame.
@@ -290,18 +292,29 @@ struct WalkState {
         // (which counts its own miss for what it takes).
         // Outermost frames and PCs without SFrame are cached too, so that
         // a walk to the outermost frame costs no lookup once warm.
-        const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
-        // A PC in no module's code: a module loaded since the table was
-        // built (backtrace_refresh_if_needed() rebuilds at a safe point).
-        if (r.status == detail::LookupStatus::kNoSFrame) note_unknown_pc(*table, lpc);
-        const bool cacheable = (r.status == detail::LookupStatus::kFound && r.compactable) ||
-                               r.status == detail::LookupStatus::kOutermost ||
-                               r.status == detail::LookupStatus::kNoSFrame;
-        if (cacheable) {
+        // The compiled rule straight from the module's rows when it has
+        // one; the full lookup for everything else.
+        detail::CompactLookup k = detail::lookup_compact(table->map, &table->extra_map, Arch::kAmd64, lpc, hint, fresh);
+        if (k == detail::CompactLookup::kFull) [[unlikely]] {
+          const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
+          if (r.status == detail::LookupStatus::kFound && r.compactable) {
+            fresh = r.compact;
+            k = detail::CompactLookup::kRule;
+          } else if (r.status == detail::LookupStatus::kOutermost) {
+            fresh = detail::outermost_rule();
+            k = detail::CompactLookup::kRule;
+          } else if (r.status == detail::LookupStatus::kNoSFrame) {
+            k = detail::CompactLookup::kNoSFrame;
+          }
+        }
+        if (k == detail::CompactLookup::kNoSFrame) {
+          // A PC in no module's code: a module loaded since the table was
+          // built (backtrace_refresh_if_needed() rebuilds at a safe point).
+          note_unknown_pc(*table, lpc);
+          fresh = detail::no_sframe_rule();
+        }
+        if (k != detail::CompactLookup::kFull) {
           ++cache->misses;
-          fresh = r.status == detail::LookupStatus::kFound     ? r.compact
-                  : r.status == detail::LookupStatus::kOutermost ? detail::outermost_rule()
-                                                                 : detail::no_sframe_rule();
           // kValid set on the whole 8-byte value at once: a 2-byte store
           // into it would stall the 8-byte loads of it that follow.
           fresh = fresh.with_valid();

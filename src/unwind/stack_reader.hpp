@@ -21,7 +21,8 @@
 namespace sframe::bt {
 
 /// Reads words of the calling process's memory without ever faulting.
-///  - `ranges`: known-mapped ranges, read with a plain load (the hot path);
+///  - `ranges` (see add()): known-mapped ranges, read with a plain load (the
+///    hot path);
 ///  - anything else goes through checked_read(): pages are checked with
 ///    process_vm_readv(2) on this process (one call checks up to
 ///    kPagesPerCall pages) and the run of pages found readable, `checked`,
@@ -43,8 +44,21 @@ struct StackReader {
   /// leaves SP that far below the part a registered walk knows).
   static constexpr std::uint64_t kMaxGap = std::uint64_t{16} << 20;
 
-  AddressRange ranges[2];
+  /// A known-mapped range as the hot path tests it: a word at `a` lies
+  /// inside iff a - lo <= span (one subtraction, one comparison; the
+  /// wrap-around of a below lo makes the difference huge).
+  struct Span {
+    std::uint64_t lo = 0;
+    std::uint64_t span = 0;  // end - lo - 8
+  };
+  Span ranges[2];
   unsigned count = 0;
+
+  /// Adds known-mapped range `r` (at most two; one shorter than a word is
+  /// left out, as no word fits in it).
+  void add(const AddressRange& r) noexcept {
+    if (count < 2 && r.begin <= r.end && r.end - r.begin >= 8) ranges[count++] = {r.begin, r.end - r.begin - 8};
+  }
   /// Where checked reads may go at all: everywhere for a thread that never
   /// registered its stack; for the main thread, its stack down to the
   /// RLIMIT_STACK floor (it grows on demand); nowhere for other threads,
@@ -70,8 +84,7 @@ struct StackReader {
   /// a store-forwarding stall per read); the rule executor uses it.
   [[gnu::no_sanitize_address]] bool try_read_word(std::uint64_t addr, std::uint64_t& v) const noexcept {
     for (unsigned i = 0; i < count; ++i) {
-      const AddressRange& r = ranges[i];
-      if (addr >= r.begin && r.end - r.begin >= 8 && addr - r.begin <= r.end - r.begin - 8) {
+      if (addr - ranges[i].lo <= ranges[i].span) {
         v = load(addr);
         return true;
       }

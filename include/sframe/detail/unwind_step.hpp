@@ -48,6 +48,38 @@ std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& s, Ar
 /// async-signal-safe. Defined in src/unwind/rules.cpp.
 LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc) noexcept;
 
+/// What lookup_compact() found.
+enum class CompactLookup : std::uint8_t {
+  /// `out` holds the rule: the `compact` (kValid set) that lookup_rules()
+  /// gives with kFound and `compactable`, its kSignal bit the row's
+  /// signal flag.
+  kRule,
+  /// No module's section has an FDE for the PC (lookup_rules: kNoSFrame).
+  kNoSFrame,
+  /// Anything else (a row without a compact form, a PC-mask FDE, a PC
+  /// before its FDE's first FRE, a module without compiled rows, another
+  /// arch, a decoding error): lookup_rules() must answer.
+  kFull,
+};
+
+/// The modules a walk's last lookups found, one per map: consecutive
+/// frames are mostly in one module, so the next lookup checks it before
+/// searching its map. Each pointer must point into its map's storage (or be
+/// null); valid while the maps do not change.
+struct ModuleHint {
+  const Module* primary = nullptr;
+  const Module* fallback = nullptr;
+};
+
+/// The cold step's lookup: lookup_rules(modules, fallback, arch, lookup_pc)
+/// reduced to what a cacheable rule needs, without building a
+/// LookedUpRules (module, one RowIndex::row_id(), one 8-byte compiled
+/// rule). Answers kFull rather than guess wherever the full lookup has more
+/// to say. Allocation-free, async-signal-safe. Defined in
+/// src/unwind/rules.cpp.
+CompactLookup lookup_compact(const ModuleMap& modules, const ModuleMap* fallback, Arch arch, std::uint64_t lookup_pc,
+                             ModuleHint& hint, CompactRule& out) noexcept;
+
 /// AArch64 PAuth: drop the signature in the bits above the VA width
 /// (sign-extending bit 55, which selects the address-space half), keeping
 /// the top byte when top-byte-ignore applies. Pure bit arithmetic: no
