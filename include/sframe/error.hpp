@@ -56,7 +56,8 @@ namespace sframe {
   X(kNotRepresentable, "the model holds something this SFrame version or ABI cannot encode") \
   X(kModuleMapFull, "the module map has no storage left")                                 \
   X(kBadModuleRange, "module address range is empty")                                     \
-  X(kModulesOverlap, "module address range overlaps a module already in the map")
+  X(kModulesOverlap, "module address range overlaps a module already in the map")        \
+  X(kBadCfi, "DWARF CFI record runs past the end of its section (.eh_frame/.debug_frame)")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {
