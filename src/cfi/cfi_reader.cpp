@@ -11,6 +11,7 @@
 #include "sframe/cfi_reader.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <unordered_map>
 
@@ -105,6 +106,13 @@ struct Cursor {
   }
   bool word(unsigned n, std::uint64_t& v) {
     if (left() < n) return false;
+    if (n == 4 && !big && std::endian::native == std::endian::little) {  // the common case: one load
+      std::uint32_t w;
+      std::memcpy(&w, p, 4);
+      v = w;
+      p += 4;
+      return true;
+    }
     v = 0;
     for (unsigned i = 0; i < n; ++i) v |= std::uint64_t{p[i]} << (8 * (big ? n - 1 - i : i));
     p += n;
@@ -446,7 +454,7 @@ class Reader {
   State stack_[kMaxRememberDepth];
   static constexpr std::size_t kMemoSize = 64;
   MemoEntry memo_[kMemoSize];
-  Row last_row_;
+  const Row* last_row_ = nullptr;
   bool dirty_ = true;
 };
 
@@ -861,16 +869,19 @@ void Reader::emit(const Cie& cie, const State& s, std::uint64_t from, std::uint6
       m.signal = cie.signal;
       m.used = true;
     }
-    last_row_ = m.row;
+    // Stays valid until the next translation: only this writes the table.
+    last_row_ = &m.row;
     dirty = false;
   }
-  Row& r = f.rows.emplace_back(last_row_);
+  Row& r = f.rows.emplace_back(*last_row_);
   r.start = from;
   r.end = to;
 }
 
 void Reader::run(const std::function<void(const Function&)>& fn) {
-  std::stable_sort(fdes_.begin(), fdes_.end(), [](const Fde& a, const Fde& b) { return a.start < b.start; });
+  // Linkers mostly write FDEs in address order: check before sorting.
+  const auto by_start = [](const Fde& a, const Fde& b) { return a.start < b.start; };
+  if (!std::is_sorted(fdes_.begin(), fdes_.end(), by_start)) std::stable_sort(fdes_.begin(), fdes_.end(), by_start);
   Function f;
   for (std::size_t i = 0; i < fdes_.size(); ++i) {
     const Fde& fde = fdes_[i];
