@@ -6,12 +6,16 @@
 // written by hand from DWARF 5 §6.4 with their rows worked out by hand.
 #include <gtest/gtest.h>
 
+#include <elf.h>
 #include <fmt/format.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <span>
 #include <set>
 #include <string>
 
@@ -19,6 +23,7 @@
 #include "sframe/cfi_reader.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/module_unwind.hpp"
 #include "support/corpus.hpp"
 
 namespace {
@@ -239,6 +244,72 @@ TEST(CfiReader, SystemLibrariesAgreeWithLibdw) {
     EXPECT_EQ(d->differing_rows, 0u) << lib << ": " << describe_first(*d);
     EXPECT_GT(d->rows_compared, 10000u) << lib;
   }
+}
+
+// The loaded libc of this process, as the in-process backtrace finds it:
+// PT_GNU_EH_FRAME's table and eh_frame_ptr, and the PT_LOAD holding
+// .eh_frame (whose end is all that bounds it in memory).
+struct LoadedCfi {
+  std::span<const std::byte> hdr;
+  std::uint64_t hdr_address = 0;  // link-time
+  std::span<const std::byte> eh_frame;  // to the end of its PT_LOAD
+  std::uint64_t eh_frame_address = 0;   // link-time
+};
+
+int find_libc(dl_phdr_info* info, std::size_t, void* data) {
+  if (!info->dlpi_name || !std::string(info->dlpi_name).ends_with("/libc.so.6")) return 0;
+  auto* out = static_cast<LoadedCfi*>(data);
+  const ElfW(Addr) bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_GNU_EH_FRAME) continue;
+    const auto* hdr = reinterpret_cast<const std::byte*>(bias + p.p_vaddr);
+    out->hdr = {hdr, p.p_memsz};
+    out->hdr_address = p.p_vaddr;
+    // eh_frame_ptr: DW_EH_PE_pcrel | sdata4, what ld writes.
+    if (std::to_integer<unsigned>(hdr[1]) != 0x1b) return 1;
+    std::int32_t rel;
+    std::memcpy(&rel, hdr + 4, 4);
+    const std::uint64_t eh = bias + p.p_vaddr + 4 + static_cast<std::uint64_t>(std::int64_t{rel});
+    for (int j = 0; j < info->dlpi_phnum; ++j) {
+      const ElfW(Phdr)& l = info->dlpi_phdr[j];
+      const std::uint64_t lo = bias + l.p_vaddr, hi = lo + l.p_memsz;
+      if (l.p_type == PT_LOAD && eh >= lo && eh < hi) {
+        out->eh_frame = {reinterpret_cast<const std::byte*>(eh), hi - eh};
+        out->eh_frame_address = eh - bias;
+      }
+    }
+  }
+  return 1;
+}
+
+// ModuleUnwind::generate from the loaded image, no file: libc's .eh_frame
+// found through PT_GNU_EH_FRAME, read to its zero terminator inside the rest
+// of its PT_LOAD. Every FDE start ld's .eh_frame_hdr table lists gets a
+// function, but for the PLT's (an expression CFA, left out without the PLT
+// section headers a loaded image lacks).
+TEST(CfiReader, ModuleUnwindGeneratesFromTheLoadedImage) {
+  LoadedCfi c;
+  dl_iterate_phdr(find_libc, &c);
+  ASSERT_FALSE(c.hdr.empty()) << "libc.so.6 has no PT_GNU_EH_FRAME";
+  ASSERT_FALSE(c.eh_frame.empty());
+  cfi::ModuleImage img;
+  img.eh_frame_hdr = c.hdr;
+  img.eh_frame_hdr_address = c.hdr_address;
+  cfi::ModuleUnwind m = cfi::ModuleUnwind::build(img);
+  ASSERT_TRUE(m.needs_generation());
+  cfi::CfiSource src;
+  src.bytes = c.eh_frame;
+  src.address = c.eh_frame_address;
+  ASSERT_TRUE(m.generate(src, Abi::kAmd64Little, 0)) << m.reason();
+  EXPECT_EQ(m.source(), cfi::ModuleSource::kGenerated);
+  ASSERT_TRUE(m.primary().usable());
+  auto starts = cfi::eh_frame_hdr_starts(c.hdr, c.hdr_address);
+  ASSERT_TRUE(starts);
+  ASSERT_GT(starts->size(), 1000u);
+  std::size_t missing = 0;
+  for (std::uint64_t pc : *starts) missing += !m.primary().index->find(pc).has_value();
+  EXPECT_LE(missing, 2u);
 }
 
 // --- CFI bytes written by hand (DWARF 5 §6.4, LSB 5.0 .eh_frame) ---------
