@@ -64,7 +64,9 @@ class GenCommand final : public Command {
     app_->add_option("--format-version", opt_.version, "SFrame version to write")
         ->check(CLI::IsMember({2, 3}))
         ->capture_default_str();
-    app_->add_option("-o,--output", opt_.output, "Write the raw section here (-: standard output)");
+    app_->add_option("-o,--output", opt_.output,
+                     "Write the raw section here (-: standard output); with several FILEs, a folder that gets "
+                     "one BASENAME.sframe per FILE");
     app_->add_option("--elf", opt_.elf_output,
                      "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
     app_->add_flag("--in-place", opt_.in_place,

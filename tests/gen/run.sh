@@ -120,5 +120,19 @@ for kind in static debug-frame static-debug-frame; do
   done
 done
 
+# Several FILEs in one process (-o DIR, --json array): the same sections as
+# one run per file, and a file without CFI fails alone (exit status 1).
+mkdir -p "$work/many"
+"$bin" gen --json "$work/static" "$work/debug-frame" /usr/bin/true -o "$work/many" > "$work/many.json" 2>/dev/null && ok ||
+  bad "gen FILE... failed"
+for f in "$work/static" "$work/debug-frame" /usr/bin/true; do
+  "$bin" gen "$f" -o "$work/one.sf" >/dev/null 2>&1 && cmp -s "$work/one.sf" "$work/many/$(basename "$f").sframe" && ok ||
+    bad "gen FILE...: $(basename "$f") differs from its own run"
+done
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if len(d) == 3 and all("seconds" in x and "error" not in x for x in d) else 1)' \
+  "$work/many.json" && ok || bad "gen FILE... --json: not an array of 3 summaries"
+"$bin" gen /usr/bin/true "$src/basic.c" -o "$work/many" >/dev/null 2>&1 && bad "gen FILE... with a bad FILE must exit 1" || ok
+[ -s "$work/many/true.sframe" ] && ok || bad "gen FILE...: the good FILE's section is missing"
+
 echo "gen: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
