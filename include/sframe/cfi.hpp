@@ -142,6 +142,9 @@ struct ReaderComparison {
   /// answers a PC from whichever covering FDE its search finds, so rows
   /// after the overlap starts may differ without either reader being wrong.
   std::uint64_t overlapping_fdes = 0;
+  /// FDEs whose fields run past their record (CfiStats::truncated): we
+  /// leave them out, libdw reads on into the next record.
+  std::uint64_t truncated_fdes = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

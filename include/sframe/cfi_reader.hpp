@@ -121,6 +121,12 @@ struct CfiStats {
   /// never make them; a reader looking up by PC (libdw) may answer such a
   /// PC from either FDE.
   std::uint64_t overlapping = 0;
+  /// FDEs whose initial location, address range or augmentation data run
+  /// past the end of their own record (counted in `unreadable` too), or
+  /// whose program ends inside a LEB128 operand (the function ends at its
+  /// last complete row). libdw reads such fields from the bytes after the
+  /// record, and applies the part of a LEB128 it could read.
+  std::uint64_t truncated = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

@@ -620,6 +620,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   if (!a) return Unexpected{a.error()};
   ReaderComparison out;
   out.overlapping_fdes = stats.overlapping;
+  out.truncated_fdes = stats.truncated;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;

@@ -97,6 +97,8 @@ struct Cursor {
   const std::uint8_t* p;
   const std::uint8_t* end;
   bool big;
+  // A LEB128 ran into the end (libdw keeps what it read of one).
+  bool short_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
   bool u8(std::uint8_t& v) {
@@ -126,13 +128,17 @@ struct Cursor {
       shift += 7;
       if (!(b & 0x80)) return true;
     }
+    short_leb = true;
     return false;
   }
   bool sleb(std::int64_t& out) {
     std::uint64_t v = 0;
     unsigned shift = 0;
     for (;;) {
-      if (p >= end) return false;
+      if (p >= end) {
+        short_leb = true;
+        return false;
+      }
       const std::uint8_t b = *p++;
       if (shift < 64) v |= std::uint64_t{b & 0x7fu} << shift;
       shift += 7;
@@ -455,6 +461,8 @@ class Reader {
   static constexpr std::size_t kMemoSize = 64;
   MemoEntry memo_[kMemoSize];
   const Row* last_row_ = nullptr;
+  // The program execute() runs (its state tells why it stopped).
+  Cursor cur_{nullptr, nullptr, false};
   bool dirty_ = true;
 };
 
@@ -600,15 +608,23 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       const Ctx lx{&local, base};
       std::uint64_t range = 0;
       const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
-      ok = read_encoded(c, enc, lx, false, f.start) && read_encoded(c, enc, lx, true, range);
+      const auto fields = [&](Cursor& k, bool& fits) {
+        std::uint64_t alen = 0;
+        fits = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range) &&
+               (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
+        if (fits && cie.has_z) k.p += alen;
+      };
+      Cursor whole{c.p, base + size, src.big_endian};
+      fields(c, ok);
+      if (!ok && stats_) {
+        // Would they fit with the bytes after the record? (libdw reads them.)
+        bool beyond = false;
+        fields(whole, beyond);
+        stats_->truncated += beyond;
+      }
       if (ok && cie.address_size == 4) range &= 0xffffffffu;
       f.end = f.start + range;
       if (ok && f.end < f.start) ok = false;  // wraps the address space
-      if (ok && cie.has_z) {
-        std::uint64_t alen = 0;
-        ok = c.uleb(alen) && alen <= c.left();
-        if (ok) c.p += alen;
-      }
       f.insns = c.p;
       f.insns_end = rec_end;
       f.cie = ci;
@@ -628,7 +644,8 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
 bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const std::uint8_t* end, State& s,
                      bool in_cie, std::uint64_t& loc, std::uint64_t& emitted, std::uint64_t stop, Function* f) {
   const CfiSource& src = *x->src;
-  Cursor c{p, end, src.big_endian};
+  Cursor& c = cur_;
+  c = Cursor{p, end, src.big_endian};
   unsigned depth = 0;
   bool& dirty = dirty_;
   // A register rule for column `reg`, if SFrame needs that column.
@@ -906,6 +923,8 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
     const Ctx x{src, reinterpret_cast<const std::uint8_t*>(src->bytes.data())};
     const bool read = execute(cie, &x, fde.insns, fde.insns_end, s, false, loc, emitted, stop, &f);
     srcs_.pop_back();
+    // An operand cut by the program's end: libdw applies what it read.
+    if (!read && cur_.short_leb && stats_) ++stats_->truncated;
     // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
     if (read && emitted < stop) {
       emit(cie, s, emitted, stop, f, dirty_);

@@ -263,7 +263,8 @@ int GenCommand::generate() {
                          {"differing_rows", diff->differing_rows},
                          {"libdw_unreadable_fdes", diff->libdw_unreadable},
                          {"libdw_too_long_rows", diff->libdw_too_long},
-                         {"overlapping_fdes", diff->overlapping_fdes}};
+                         {"overlapping_fdes", diff->overlapping_fdes},
+                         {"truncated_fdes", diff->truncated_fdes}};
     if (opt.files.size() > 1) {
       json_ = std::move(j);
       return 0;
