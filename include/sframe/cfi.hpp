@@ -145,6 +145,8 @@ struct ReaderComparison {
   /// FDEs whose fields run past their record (CfiStats::truncated): we
   /// leave them out, libdw reads on into the next record.
   std::uint64_t truncated_fdes = 0;
+  /// FDEs our reader left out as unreadable (CfiStats::unreadable).
+  std::uint64_t ours_unreadable = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

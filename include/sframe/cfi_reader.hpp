@@ -117,9 +117,10 @@ struct CfiStats {
   std::uint64_t unreadable = 0;
   /// Later FDEs with the start PC of an earlier one, dropped.
   std::uint64_t duplicates = 0;
-  /// FDEs whose range runs past the next FDE's start (cut there). Linkers
-  /// never make them; a reader looking up by PC (libdw) may answer such a
-  /// PC from either FDE.
+  /// FDEs whose range runs past the next FDE's start (cut there), or
+  /// overlaps an FDE left out as unreadable after its range was read.
+  /// Linkers never make them; a reader looking up by PC (libdw) may answer
+  /// such a PC from either FDE.
   std::uint64_t overlapping = 0;
   /// FDEs whose initial location, address range or augmentation data run
   /// past the end of their own record (counted in `unreadable` too), or

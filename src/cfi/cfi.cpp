@@ -621,6 +621,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   ReaderComparison out;
   out.overlapping_fdes = stats.overlapping;
   out.truncated_fdes = stats.truncated;
+  out.ours_unreadable = stats.unreadable;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;

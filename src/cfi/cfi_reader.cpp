@@ -454,6 +454,8 @@ class Reader {
   std::vector<const CfiSource*> cie_src_;
   std::vector<Fde> fdes_;
   std::vector<const CfiSource*> srcs_;
+  // Ranges of FDEs whose start and range read but whose rest did not.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> bad_ranges_;
   // The CIE table of the source being scanned, by offset.
   std::unordered_map<std::uint64_t, std::uint32_t> by_offset_;
   std::uint32_t last_cie_ = UINT32_MAX;
@@ -608,18 +610,24 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       const Ctx lx{&local, base};
       std::uint64_t range = 0;
       const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
-      const auto fields = [&](Cursor& k, bool& fits) {
+      // `where`: the initial location and range read; `fits`: all fields.
+      const auto fields = [&](Cursor& k, bool& fits, bool& where) {
         std::uint64_t alen = 0;
-        fits = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range) &&
-               (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
+        where = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range);
+        f.end = where ? f.start + (cie.address_size == 4 ? range & 0xffffffffu : range) : f.start;
+        fits = where && (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
         if (fits && cie.has_z) k.p += alen;
       };
       Cursor whole{c.p, base + size, src.big_endian};
-      fields(c, ok);
-      if (!ok && stats_) {
-        // Would they fit with the bytes after the record? (libdw reads them.)
-        bool beyond = false;
-        fields(whole, beyond);
+      bool where = false;
+      fields(c, ok, where);
+      // Its range is known though the rest is not: kept to tell overlaps.
+      if (!ok && f.end > f.start && stats_) bad_ranges_.push_back({f.start, f.end});
+      if (!ok && !where && stats_) {
+        // Would its location and range read with the bytes after the
+        // record? (libdw reads them there.)
+        bool all = false, beyond = false;
+        fields(whole, all, beyond);
         stats_->truncated += beyond;
       }
       if (ok && cie.address_size == 4) range &= 0xffffffffu;
@@ -911,6 +919,13 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
     const std::uint64_t next = j < fdes_.size() ? fdes_[j].start : UINT64_MAX;
     const std::uint64_t stop = std::min(fde.end, next);
     if (stats_ && fde.end > next) ++stats_->overlapping;
+    // Overlapping an FDE left out (it read as far as its range).
+    if (stats_ && !bad_ranges_.empty())
+      for (const auto& [lo, hi] : bad_ranges_)
+        if (lo < fde.end && fde.start < hi) {
+          ++stats_->overlapping;
+          break;
+        }
     const Cie& cie = cies_[fde.cie];
     f.start = fde.start;
     f.rows.clear();
