@@ -147,6 +147,9 @@ struct ReaderComparison {
   std::uint64_t truncated_fdes = 0;
   /// FDEs our reader left out as unreadable (CfiStats::unreadable).
   std::uint64_t ours_unreadable = 0;
+  /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
+  /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
+  std::uint64_t abi_default_cfa = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

@@ -622,6 +622,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.overlapping_fdes = stats.overlapping;
   out.truncated_fdes = stats.truncated;
   out.ours_unreadable = stats.unreadable;
+  out.abi_default_cfa = stats.abi_default_cfa;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;

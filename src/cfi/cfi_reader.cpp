@@ -97,7 +97,8 @@ struct Cursor {
   const std::uint8_t* p;
   const std::uint8_t* end;
   bool big;
-  // A LEB128 ran into the end (libdw keeps what it read of one).
+  // A LEB128 (or a DW_CFA_set_loc operand) ran into the end: libdw keeps
+  // what it read of a LEB128 and reads a set_loc operand past the end.
   bool short_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
@@ -421,6 +422,15 @@ struct MemoEntry {
   Row row;
 };
 
+// The instructions define the CFA (DW_CFA_def_cfa, _sf, _expression) in
+// their first bytes, as every compiler's CIE does: a quick look, for
+// CfiStats::abi_default_cfa only.
+bool cfa_defined_in(const std::uint8_t* p, const std::uint8_t* end) {
+  for (; p < end && *p == kNop; ++p) {
+  }
+  return p < end && (*p == kDefCfa || *p == kDefCfaSf || *p == kDefCfaExpression);
+}
+
 // Runs the reader over all sources; see read_cfi().
 class Reader {
  public:
@@ -555,6 +565,12 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   if (!execute(cie, &x, cie.insns, cie.insns_end, s, true, loc, emitted, 0, nullptr)) return index;
   cie.initial = s;
   cie.ok = true;
+  // An AArch64 CIE that leaves the CFA to the ABI: libdw's ABI state says
+  // x30 + 0 there (elfutils backends/aarch64_cfi.c, against its own comment
+  // and AADWARF64, which say SP); ours says SP + 0.
+  if (aarch64_ && stats_ && s.cfa.kind == CfaRule::kRegOff && s.cfa.reg == 31 && s.cfa.offset == 0 &&
+      !cfa_defined_in(cie.insns, cie.insns_end))
+    ++stats_->abi_default_cfa;
   return index;
 }
 
@@ -708,7 +724,11 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         const Ctx lx{&local, x->base};
         std::uint64_t to = 0;
         const std::uint8_t enc = src.kind == CfiKind::kEhFrame || cie.has_z ? cie.fde_enc : 0;
-        if (!read_encoded(c, enc, lx, false, to) || !advance(to)) return false;
+        if (!read_encoded(c, enc, lx, false, to)) {
+          c.short_leb = true;  // libdw reads a set_loc operand past the program's end
+          return false;
+        }
+        if (!advance(to)) return false;
         continue;
       }
       case kAdvanceLoc1:
