@@ -6,7 +6,11 @@
 # after one warm-up run each (page cache), and prints medians: wall time, CPU
 # time (user + sys, less sensitive to other load on the machine), peak RSS,
 # MB/s of .eh_frame (1 MB = 10^6 bytes), and readelf's time over gen's.
-# The goal is gen at least 2x faster than readelf.
+# Also gen's peak RSS over its own baseline (gen on a file with almost no
+# CFI, /usr/bin/true or BASELINE_FILE) against the sizes of .eh_frame plus the
+# .sframe written.
+# Goals (issue 14): gen at least 10x faster than readelf (CPU time), and
+# gen's RSS delta at most 2x (.eh_frame + .sframe).
 # Usage: bench/gen_vs_readelf.sh SFRAME_BIN [FILE] [RUNS]
 #   FILE defaults to /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1, RUNS to 7.
 # Speed is reported, never asserted: the exit status only says whether both
@@ -33,11 +37,14 @@ run() {
   awk '{ printf "%s %.3f %s\n", $1, $2 + $3, $4 }' "$tmp/t" >> "$tmp/$name"
 }
 gen() { run gen "$bin" gen "$file" -o "$tmp/out.sframe"; }
+base_file=${BASELINE_FILE:-/usr/bin/true}
+base() { run base "$bin" gen "$base_file" -o "$tmp/base.sframe"; }
 rdl() { run readelf "$readelf" --debug-dump=frames-interp "$file"; }
 
-gen; rdl; rm -f "$tmp/gen" "$tmp/readelf"   # warm-up
+gen; rdl; base; rm -f "$tmp/gen" "$tmp/readelf" "$tmp/base"   # warm-up
 for ((i = 0; i < runs; i++)); do
   if ((i % 2)); then rdl; gen; else gen; rdl; fi
+  base
 done
 
 median() {  # column $2 of file $1
@@ -46,9 +53,10 @@ median() {  # column $2 of file $1
 gw=$(median "$tmp/gen" 1) gc=$(median "$tmp/gen" 2) gm=$(median "$tmp/gen" 3)
 rw=$(median "$tmp/readelf" 1) rc=$(median "$tmp/readelf" 2) rm_=$(median "$tmp/readelf" 3)
 out=$(stat -c %s "$tmp/out.sframe")
+bm=$(median "$tmp/base" 3)
 
 awk -v f="$file" -v eh="$eh" -v out="$out" -v n="$runs" -v gw="$gw" -v gc="$gc" -v gm="$gm" \
-    -v rw="$rw" -v rc="$rc" -v rm="$rm_" 'BEGIN {
+    -v rw="$rw" -v rc="$rc" -v rm="$rm_" -v bm="$bm" 'BEGIN {
   mb = eh / 1e6
   sw = gw > 0 ? gw : 0.001; sc = gc > 0 ? gc : 0.001
   rsw = rw > 0 ? rw : 0.001; rsc = rc > 0 ? rc : 0.001
@@ -56,5 +64,7 @@ awk -v f="$file" -v eh="$eh" -v out="$out" -v n="$runs" -v gw="$gw" -v gc="$gc" 
   printf "%-8s %9s %9s %10s %12s %12s\n", "", "wall s", "cpu s", "MB/s wall", "MB/s cpu", "max RSS KB"
   printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "gen", gw, gc, mb / sw, mb / sc, gm
   printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "readelf", rw, rc, mb / rsw, mb / rsc, rm
-  printf "ratio (readelf time / gen time): wall %.2fx, cpu %.2fx (goal: 2x)\n", rw / sw, rc / sc
+  printf "ratio (readelf time / gen time): wall %.2fx, cpu %.2fx (goal: 10x)\n", rw / sw, rc / sc
+  d = gm - bm; sz = (eh + out) / 1024
+  printf "gen RSS: %d KB over its baseline (%d KB on a file without CFI) = %.2fx (.eh_frame + .sframe = %d KB; goal: at most 2x)\n", d, bm, d / sz, sz
 }'

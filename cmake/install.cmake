@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # `cmake --install`: headers, libsframepp.a and libsframepp.so (codec, ELF,
-# unwinder), libsframepp-cfi.a (SFrame from DWARF CFI), libsframepp-process.a
+# unwinder), libsframepp-cfi.a (SFrame from DWARF CFI: our reader, and the
+# libdw reference), libsframepp-process.a
 # (live processes: ptrace, remote memory, modules), libsframepp-backtrace.a
 # (in-process backtrace), the `sframe` tool, a CMake package
 # (find_package(sframepp) -> sframepp::sframepp, sframepp::static,

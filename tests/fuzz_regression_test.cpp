@@ -24,6 +24,7 @@ extern "C" int sframepp_fuzz_encode(const std::uint8_t* data, std::size_t size);
 extern "C" int sframepp_fuzz_cfi(const std::uint8_t* data, std::size_t size);
 extern "C" int sframepp_fuzz_unwind(const std::uint8_t* data, std::size_t size);
 extern "C" int sframepp_fuzz_perf(const std::uint8_t* data, std::size_t size);
+extern "C" int sframepp_fuzz_cfi_diff(const std::uint8_t* data, std::size_t size);
 
 namespace {
 
@@ -39,7 +40,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.target << "/" << c.file
 std::vector<Case> cases() {
   std::vector<Case> out;
   const fs::path root = SFRAMEPP_FUZZ_REGRESSIONS_DIR;
-  for (const char* t : {"fuzz_section", "fuzz_elf", "fuzz_encode", "fuzz_cfi", "fuzz_unwind", "fuzz_perf"}) {
+  for (const char* t : {"fuzz_section", "fuzz_elf", "fuzz_encode", "fuzz_cfi", "fuzz_unwind", "fuzz_perf", "fuzz_cfi_diff"}) {
     if (!fs::is_directory(root / t)) continue;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(root / t))
@@ -68,13 +69,14 @@ TEST_P(FuzzRegression, PassesTheHarness) {
   if (c.target == "fuzz_cfi") rc = sframepp_fuzz_cfi(p, n);
   if (c.target == "fuzz_unwind") rc = sframepp_fuzz_unwind(p, n);
   if (c.target == "fuzz_perf") rc = sframepp_fuzz_perf(p, n);
+  if (c.target == "fuzz_cfi_diff") rc = sframepp_fuzz_cfi_diff(p, n);
   EXPECT_EQ(rc, 0);
 }
 
 TEST(FuzzRegressions, EveryTargetHasInputs) {
   std::vector<std::string> seen;
   for (const Case& c : cases()) seen.push_back(c.target);
-  for (const char* t : {"fuzz_section", "fuzz_elf", "fuzz_encode", "fuzz_cfi", "fuzz_unwind", "fuzz_perf"})
+  for (const char* t : {"fuzz_section", "fuzz_elf", "fuzz_encode", "fuzz_cfi", "fuzz_unwind", "fuzz_perf", "fuzz_cfi_diff"})
     EXPECT_NE(std::find(seen.begin(), seen.end(), t), seen.end()) << t;
 }
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// sframepp: DWARF CFI (.eh_frame) as SFrame rows, through elfutils libdw.
-//
-// Each FDE's rows are read with dwarf_cfi_addrframe/dwarf_frame_info and
-// translated to SFrame rules; what SFrame cannot say is reported with a
-// reason rather than approximated.
+// sframepp: DWARF CFI of an ELF file as SFrame rows. Generation reads it
+// with our single-pass reader (sframe/cfi_reader.hpp) from the file's
+// .eh_frame and .debug_frame; the comparison `verify` makes reads it through
+// elfutils libdw, an independent reader. What SFrame cannot say is reported
+// with a reason rather than approximated.
 #pragma once
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
@@ -13,41 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "sframe/cfi_reader.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
 
 namespace sframe::cfi {
 
-/// Why a CFI row has no SFrame equivalent (in the version asked for).
-enum class Reason : std::uint8_t {
-  kNone,
-  /// The CFA is a DWARF expression other than *(reg + offset) or reg + offset.
-  kCfaExpression,
-  /// The CFA is based on a register other than SP/FP (v3 FLEX only).
-  kCfaRegister,
-  /// The CFA is found by dereference (DRAP; v3 FLEX only).
-  kCfaDeref,
-  /// The RA is not saved at the ABI's fixed CFA offset (AMD64: CFA - 8).
-  kRaNotAtFixedOffset,
-  /// The RA or FP is kept in a register or found through an expression
-  /// (v3 FLEX only).
-  kRegisterRule,
-  /// A rule SFrame cannot express in any version (e.g. val_expression).
-  kUnsupportedRule,
-  /// The machine has no SFrame ABI.
-  kUnsupportedMachine,
-  /// No CFI row covers part of the FDE.
-  kNoRow,
-  /// v2 only: the function starts too far from the SFrame section for the
-  /// 32-bit PC-relative start field (v3's field is 64-bit).
-  kTooFarForV2,
-  /// The file's CFI would take more than kCfiWorkBase + kCfiWorkPerByte x
-  /// (bytes of .eh_frame) to read (see for_each_function); this FDE and the
-  /// rest of the file's are left out.
-  kCfiTooLong,
-};
-
-/// Work bound of for_each_function, in bytes of CFI interpreted: reading
+/// Work bound of libdw_functions, in bytes of CFI interpreted: reading
 /// the row at a PC costs the bytes of its FDE and CIE records, so a function
 /// of R rows costs R x (FDE + CIE bytes). The bound keeps a crafted file
 /// linear; real files stay far below it.
@@ -55,57 +27,40 @@ inline constexpr std::uint64_t kCfiWorkBase = std::uint64_t{1} << 24;
 /// See kCfiWorkBase.
 inline constexpr std::uint64_t kCfiWorkPerByte = 512;
 
-/// Short description of a Reason.
-std::string_view describe(Reason r);
+/// The CFI sections of `file` as read_cfi() takes them: .eh_frame (up to
+/// its zero terminator) then .debug_frame, those present with FDE records
+/// (a file may have both: .debug_frame for code built with
+/// -fno-asynchronous-unwind-tables -g, .eh_frame for the C runtime's). The
+/// spans point into `file`'s memory. Errors: kElfError (neither section, or
+/// a relocatable object not relocated: its FDE addresses are relocations).
+Expected<std::vector<CfiSource>> cfi_sources(const elf::ElfFile& file);
 
-/// A CFI row turned into an SFrame row for [start, end).
-struct Row {
-  std::uint64_t start = 0;
-  std::uint64_t end = 0;
-  bool signal = false;
-  FrameRow row;
-  /// The row needs a FLEX FDE (v3).
-  bool flex = false;
-  /// kNone, or why the row cannot be said in SFrame at all.
-  Reason reason = Reason::kNone;
-};
+/// The x86-64 PLT sections of `file` (.plt, .plt.sec, .plt.got), for
+/// for_each_generated(); empty for other machines.
+std::vector<PltSection> plt_sections(const elf::ElfFile& file);
 
-/// One FDE of the CFI with its rows.
-struct Function {
-  std::uint64_t start = 0;
-  std::uint64_t end = 0;
-  std::vector<Row> rows;
-};
-
-/// Calls `fn` for every FDE of the file's .eh_frame that .eh_frame_hdr lists
-/// (linked executables and shared objects), rows in PC order. Once the work
-/// bound (kCfiWorkBase) is spent, each further FDE comes as one row with
-/// Reason::kCfiTooLong spanning [start, next FDE's start). The Function
-/// passed is reused between calls (no allocation per FDE). Errors: kElfError
-/// (no .eh_frame/.eh_frame_hdr or unreadable CFI), kNotRepresentable
-/// (machine without an SFrame ABI). An FDE libdw cannot read at its start
-/// is not passed to `fn`; `unreadable`, when given, counts them.
+/// read_cfi() on the file's CFI sections (cfi_sources()). Errors: those of
+/// cfi_sources() and read_cfi(), kNotRepresentable (machine without an
+/// SFrame ABI). `unreadable`, when given, counts the FDEs left out.
 Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
                                  std::uint64_t* unreadable = nullptr);
 
 /// All of them, collected.
 Expected<std::vector<Function>> read_functions(const elf::ElfFile& file);
 
-/// A function left out of the output, and why.
-struct Skipped {
-  std::uint64_t start = 0;
-  std::uint64_t size = 0;
-  Reason reason = Reason::kNone;
-};
-
-/// What `sframe gen` produced.
-struct Generated {
-  SectionSpec spec;
-  std::vector<Skipped> skipped;
-  std::uint64_t functions_in = 0;
-  std::uint64_t flex_functions = 0;
-  std::uint64_t plt_functions = 0;
-};
+/// The reference reader, through elfutils libdw (dwarf_cfi_addrframe, one
+/// call per row), independent of read_cfi(): `verify` and the differential
+/// tests compare with it. FDE starts come from .eh_frame_hdr's table when
+/// the file has one, else from read_cfi()'s listing; each start is looked
+/// up in .eh_frame, then in .debug_frame. Rows are translated alike (the
+/// same rule recognition as read_cfi()) and each function is cut at the
+/// next FDE's start. libdw re-runs an FDE's program for every row, so once
+/// kCfiWorkBase + kCfiWorkPerByte x (CFI bytes) is spent each further FDE
+/// comes as one row with Reason::kCfiTooLong. An FDE libdw cannot read at
+/// its start is not passed to `fn`; `unreadable`, when given, counts them.
+/// Errors: kElfError (no CFI), kNotRepresentable (machine).
+Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                               std::uint64_t* unreadable = nullptr);
 
 /// Translates the CFI of `file` into an SFrame model of `version` (2 or 3)
 /// for a section at `section_address`: one FDE per CFI FDE (FLEX in v3 when a
@@ -161,6 +116,53 @@ struct Comparison {
 /// SFrame padding word counts as the header's fixed offset or "unchanged").
 /// x86-64 PLT sections are left out (DWARF describes them by expression).
 Expected<Comparison> compare(const elf::ElfFile& file, const Section& s);
+
+/// One PC where read_cfi() and libdw give different rows.
+struct RowDifference {
+  std::uint64_t pc = 0;
+  std::uint64_t function_start = 0;
+  /// What differs: "row" (rules, signal, FLEX need or reason), "only ours"
+  /// (libdw has no row there), "only libdw".
+  std::string_view what;
+  Row ours;
+  Row libdw;
+};
+
+/// Result of compare_readers().
+struct ReaderComparison {
+  /// Functions either reader gives (by start PC).
+  std::uint64_t functions = 0;
+  /// PCs compared: every row start of either reader, in either's functions.
+  std::uint64_t rows_compared = 0;
+  /// Of those, where the two disagree.
+  std::uint64_t differing_rows = 0;
+  /// FDEs libdw could not read at their start (not compared).
+  std::uint64_t libdw_unreadable = 0;
+  /// Rows of FDEs libdw gave up on (Reason::kCfiTooLong; not compared).
+  std::uint64_t libdw_too_long = 0;
+  /// FDEs overlapping the next one (CfiStats::overlapping): there libdw
+  /// answers a PC from whichever covering FDE its search finds, so rows
+  /// after the overlap starts may differ without either reader being wrong.
+  std::uint64_t overlapping_fdes = 0;
+  /// FDEs whose fields run past their record (CfiStats::truncated): we
+  /// leave them out, libdw reads on into the next record.
+  std::uint64_t truncated_fdes = 0;
+  /// FDEs our reader left out as unreadable (CfiStats::unreadable).
+  std::uint64_t ours_unreadable = 0;
+  /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
+  /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
+  std::uint64_t abi_default_cfa = 0;
+  /// The first differences (at most the `max_examples` asked for).
+  std::vector<RowDifference> examples;
+};
+
+/// Compares read_cfi()'s rows (for_each_function) with libdw's
+/// (libdw_functions) at every row start of either, function by function:
+/// the same translated row (FrameRow without ra_mangled, which libdw does
+/// not report; signal; FLEX need; reason) must hold at each. Functions
+/// libdw gives up on (kCfiTooLong) are not compared. Errors: those of
+/// either reader.
+Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16);
 
 /// The ABI of an ELF machine, if SFrame has one.
 std::optional<Abi> abi_of(const elf::ElfInfo& info);

@@ -63,7 +63,8 @@ namespace sframe {
   X(kPerfTruncated, "perf.data section or record runs past the end of the file")          \
   X(kPerfBadRecord, "perf.data record is malformed")                                      \
   X(kPerfUnsupported, "perf.data uses a feature this reader refuses (32-bit, big-endian)") \
-  X(kPerfDecompress, "a perf.data COMPRESSED record does not decompress (zstd)")
+  X(kPerfDecompress, "a perf.data COMPRESSED record does not decompress (zstd)") \
+  X(kBadCfi, "DWARF CFI record runs past the end of its section (.eh_frame/.debug_frame)")
 
 /// The rule an input broke (or the reason an operation failed).
 enum class Errc : std::uint8_t {

@@ -10,9 +10,9 @@
 // rt_sigreturn code), and decides whether SFrame must be generated from
 // .eh_frame: only when .eh_frame_hdr lists an FDE whose start PC the own
 // section does not cover (a module whose own section covers every function
-// generates nothing). Generation itself reads the file through libdw
-// (ModuleUnwind::generate), keeping only the functions the own section
-// lacks. File-based extras (symbols, debug files) are layered on top by the
+// generates nothing). Generation reads CFI bytes with our own reader
+// (ModuleUnwind::generate: from a loaded .eh_frame, no file, or from the
+// module's file), keeping only the functions the own section lacks. File-based extras (symbols, debug files) are layered on top by the
 // remote side.
 #pragma once
 // Exported from libsframepp.so, which builds with hidden visibility.
@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "sframe/cfi_reader.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/format.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
-#include "sframe/unwind.hpp"
 #include "sframe/unwind.hpp"
 
 namespace sframe::cfi {
@@ -133,6 +133,22 @@ class ModuleUnwind {
   /// Errors: those of cfi::generate() and encode(); kElfError when the
   /// result does not parse or index.
   Expected<void> generate(const elf::ElfFile& file, std::uint64_t section_address = 0);
+
+  /// generate() without a file (no libelf, no libdw, no I/O): from the CFI
+  /// sections `srcs` of a module of `abi` (e.g. its loaded .eh_frame, found
+  /// through PT_GNU_EH_FRAME's eh_frame_ptr, with CfiSource::address its
+  /// link-time address and the bytes running to the end of its PT_LOAD:
+  /// reading stops at the zero terminator), and its x86-64 PLT sections
+  /// when known (none: PLT code keeps the CFI's own FDEs). The same
+  /// outcome rules as the file overload. Errors: those of
+  /// cfi::for_each_generated() and encode(); kElfError when the result does
+  /// not parse or index.
+  Expected<void> generate(std::span<const CfiSource> srcs, Abi abi, std::uint64_t section_address = 0,
+                          std::span<const PltSection> plts = {});
+  /// The one-section form of the above.
+  Expected<void> generate(const CfiSource& src, Abi abi, std::uint64_t section_address = 0) {
+    return generate(std::span<const CfiSource>(&src, 1), abi, section_address);
+  }
 
   ModuleSource source() const noexcept { return source_; }
   /// The section walks use first: the own one (kNative) or the generated

@@ -63,6 +63,8 @@ constexpr sframe_status to_status(Errc e) noexcept {
     case Errc::kPerfBadRecord:
     case Errc::kPerfUnsupported:
     case Errc::kPerfDecompress: return SFRAME_E_INTERNAL;
+    // A CFI record running past its section: the ELF file's CFI is bad.
+    case Errc::kBadCfi: return SFRAME_E_ELF;
   }
   return SFRAME_E_INTERNAL;
 }

@@ -4,6 +4,8 @@
 #include "sframe/cfi.hpp"
 
 #include "sframe/lookup.hpp"
+#include "sframe/module_unwind.hpp"
+#include "translate.hpp"
 
 #include <dwarf.h>
 #include <elf.h>
@@ -19,23 +21,6 @@
 
 namespace sframe::cfi {
 
-std::string_view describe(Reason r) {
-  switch (r) {
-    case Reason::kNone: return "representable";
-    case Reason::kCfaExpression: return "CFA is a DWARF expression SFrame cannot express";
-    case Reason::kCfaRegister: return "CFA based on a register other than SP/FP (needs a v3 FLEX FDE)";
-    case Reason::kCfaDeref: return "CFA found by dereference, e.g. DRAP (needs a v3 FLEX FDE)";
-    case Reason::kRaNotAtFixedOffset: return "RA not at the ABI's fixed CFA offset (needs a v3 FLEX FDE)";
-    case Reason::kRegisterRule: return "RA or FP kept in a register or by expression (needs a v3 FLEX FDE)";
-    case Reason::kUnsupportedRule: return "register rule SFrame cannot express";
-    case Reason::kUnsupportedMachine: return "machine has no SFrame ABI";
-    case Reason::kNoRow: return "part of the function has no CFI row";
-    case Reason::kCfiTooLong: return "CFI program too long to interpret within the work bound (rows x bytes)";
-    case Reason::kTooFarForV2: return "function too far from the SFrame section for v2's 32-bit start field (use v3)";
-  }
-  return "unknown";
-}
-
 std::optional<Abi> abi_of(const elf::ElfInfo& info) {
   if (info.bits != 64) return std::nullopt;
   switch (info.machine) {
@@ -48,34 +33,9 @@ std::optional<Abi> abi_of(const elf::ElfInfo& info) {
 
 namespace {
 
-// DWARF register number of the return-address column per ABI.
-std::uint16_t ra_column(Abi abi) {
-  switch (abi) {
-    case Abi::kAmd64Little: return 16;
-    case Abi::kAarch64Big:
-    case Abi::kAarch64Little: return 30;
-    case Abi::kS390xBig: return 14;
-  }
-  return 0;
-}
-
-// A location description libdw returned, recognized.
-struct Loc {
-  enum class Kind { kUndefined, kSame, kRule, kUnknown } kind = Kind::kUnknown;
-  Rule rule;  // for kRule
-};
-
-Rule make_rule(Rule::Base base, std::uint16_t regnum, std::int64_t offset, bool deref) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = base;
-  r.regnum = regnum;
-  r.offset = static_cast<std::int32_t>(offset);
-  r.deref = deref;
-  return r;
-}
-
-bool fits32(std::int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+using detail::fits32;
+using detail::Loc;
+using detail::make_rule;
 
 // Register rules: offset(N) = [call_frame_cfa, plus_uconst N], val_offset
 // adds stack_value, register(R) = [regx R], expression(E) = E.
@@ -103,13 +63,14 @@ Loc parse_register_rule(const Dwarf_Op* ops, std::size_t n) {
     out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int64_t>(ops[1].number), !value);
   } else if (n == 1 && !value && (ops[0].atom == DW_OP_regx || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
     const auto reg = ops[0].atom == DW_OP_regx ? ops[0].number : ops[0].atom - DW_OP_reg0;
+    if (reg > 0xffff) return out;  // SFrame register numbers are 16-bit
     out.kind = Loc::Kind::kRule;
     out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), 0, false);
   } else if (n == 1 && (ops[0].atom == DW_OP_bregx || (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31))) {
     const bool x = ops[0].atom == DW_OP_bregx;
     const auto reg = x ? ops[0].number : ops[0].atom - DW_OP_breg0;
     const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
-    if (off_ok(off)) {
+    if (off_ok(off) && reg <= 0xffff) {
       out.kind = Loc::Kind::kRule;
       out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, !value);
     }
@@ -126,7 +87,7 @@ std::optional<Rule> parse_cfa(const Dwarf_Op* ops, std::size_t n) {
   if (!x && !(ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31)) return std::nullopt;
   const auto reg = x ? ops[0].number : ops[0].atom - DW_OP_breg0;
   const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
-  if (!fits32(off)) return std::nullopt;
+  if (!fits32(off) || reg > 0xffff) return std::nullopt;
   return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, deref);
 }
 
@@ -143,78 +104,20 @@ Loc register_loc(Dwarf_Frame* frame, int regno) {
   return parse_register_rule(ops, n);
 }
 
-// Translates one libdw frame into an SFrame row for `abi`.
+// Translates one libdw frame into an SFrame row for `abi`, as our reader
+// translates its rows (detail::translate).
 Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
-  Row row;
   Dwarf_Addr start = 0, end = 0;
   bool signal = false;
   dwarf_frame_info(frame, &start, &end, &signal);
-  row.start = start;
-  row.end = end;
-  row.signal = signal;
-  const AbiRegs regs = abi_regs(abi);
-  FrameRow& r = row.row;
-
-  // A row SFrame cannot hold in any version.
-  const auto fail = [&](Reason why) {
-    row.reason = why;
-    row.flex = false;
-    return row;
-  };
-  const Loc ra = register_loc(frame, ra_column(abi));
-  if (ra.kind == Loc::Kind::kUndefined) {
-    // Outermost frame (errata 2): nothing else matters.
-    r.ra_undefined = true;
-    r.cfa.kind = r.ra.kind = Rule::Kind::kUndefined;
-    return row;
-  }
   Dwarf_Op* cops = nullptr;
   std::size_t cn = 0;
   std::optional<Rule> cfa;
   if (dwarf_frame_cfa(frame, &cops, &cn) == 0) cfa = parse_cfa(cops, cn);
-  if (!cfa) return fail(Reason::kCfaExpression);
-  if (abi == Abi::kS390xBig && (cfa->offset - 160) % 8 != 0) return fail(Reason::kCfaExpression);
-  r.cfa = *cfa;
-  if (cfa->deref || (cfa->regnum != regs.sp && cfa->regnum != regs.fp)) {
-    row.flex = true;
-    row.reason = cfa->deref ? Reason::kCfaDeref : Reason::kCfaRegister;
-  }
-  const auto note_flex = [&](Reason why) {
-    if (!row.flex) row.reason = why;
-    row.flex = true;
-  };
-  // RA.
-  if (ra.kind == Loc::Kind::kSame) {
-    if (fixed_ra != 0) return fail(Reason::kUnsupportedRule);
-    r.ra.kind = Rule::Kind::kUnchanged;
-  } else if (ra.kind == Loc::Kind::kRule) {
-    // val_offset: RA = CFA + N. A FLEX control word for it would be 0, the
-    // padding word (spec v3 §2.4.2), so no SFrame version can say it.
-    if (ra.rule.base == Rule::Base::kCfa && !ra.rule.deref) return fail(Reason::kUnsupportedRule);
-    r.ra = ra.rule;
-    const bool at_cfa = ra.rule.base == Rule::Base::kCfa && ra.rule.deref;
-    if (fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra) {
-      r.ra.from_header = true;
-    } else if (!at_cfa || fixed_ra != 0 || ra.rule.offset == 0) {
-      note_flex(at_cfa ? Reason::kRaNotAtFixedOffset : Reason::kRegisterRule);
-    }
-  } else {
-    return fail(Reason::kUnsupportedRule);
-  }
-  // FP: an undefined (clobbered) FP leaves nothing to recover; keep it.
-  const Loc fp = register_loc(frame, regs.fp);
-  if (fp.kind == Loc::Kind::kSame || fp.kind == Loc::Kind::kUndefined) {
-    r.fp.kind = Rule::Kind::kUnchanged;
-  } else if (fp.kind == Loc::Kind::kRule) {
-    if (fp.rule.base == Rule::Base::kCfa && !fp.rule.deref) return fail(Reason::kUnsupportedRule);  // as for RA
-    r.fp = fp.rule;
-    if (!(fp.rule.base == Rule::Base::kCfa && fp.rule.deref)) note_flex(Reason::kRegisterRule);
-  } else {
-    return fail(Reason::kUnsupportedRule);
-  }
-  // A saved FP needs an RA data word first where the RA is tracked.
-  if (r.fp.kind == Rule::Kind::kExpr && fixed_ra == 0 && r.ra.kind == Rule::Kind::kUnchanged)
-    r.ra.kind = Rule::Kind::kPadding;
+  Row row = detail::translate(cfa, register_loc(frame, detail::ra_column(abi)),
+                              register_loc(frame, abi_regs(abi).fp), signal, false, abi, fixed_ra);
+  row.start = start;
+  row.end = end;
   return row;
 }
 
@@ -378,10 +281,12 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
 // address (duplicates dropped).
 std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, std::uint64_t& eh_frame_size) {
   auto hdr = file.section_bytes(".eh_frame_hdr");
-  if (!hdr && file.info().type == ET_REL && file.relocated()) {
-    // Only once relocated: an object's FDE addresses are relocations.
+  if (!hdr) {
+    // Static executables and relocated objects: walk .eh_frame (for an
+    // object only once relocated: its FDE addresses are relocations).
+    if (file.info().type == ET_REL && !file.relocated()) return std::nullopt;
     const auto eh = file.section_bytes(".eh_frame");
-    if (!eh) return std::nullopt;
+    if (!eh) return std::vector<FdeEntry>{};
     eh_frame_size = eh->bytes.size();
     auto out = walk_eh_frame(eh->bytes, eh->header.address, file.info().big_endian, file.info().bits == 64);
     if (!out) return std::nullopt;
@@ -436,18 +341,52 @@ struct CfiDeleter {
   void operator()(Dwarf_CFI* c) const { dwarf_cfi_end(c); }
 };
 
+struct DwarfDeleter {
+  void operator()(Dwarf* d) const { dwarf_end(d); }
+};
+
+// A CFI section with room for a record beyond a zero terminator.
+bool has_records(const std::optional<elf::SectionBytes>& s) { return s && s->bytes.size() >= 8; }
+
 }  // namespace
 
-Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
-                                 std::uint64_t* unreadable) {
+Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                               std::uint64_t* unreadable) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
   std::uint64_t eh_frame_size = 0;
   auto fdes = fde_entries(file, eh_frame_size);
   if (!fdes) return make_error(Errc::kElfError, 0);
-  std::unique_ptr<Dwarf_CFI, CfiDeleter> cfi(dwarf_getcfi_elf(static_cast<Elf*>(file.native_handle())));
-  if (!cfi) return make_error(Errc::kElfError, 0);
+  Elf* elf = static_cast<Elf*>(file.native_handle());
+  std::unique_ptr<Dwarf_CFI, CfiDeleter> eh_cfi(dwarf_getcfi_elf(elf));
+  // .debug_frame comes through a Dwarf handle (dwarf_getcfi), which owns it.
+  std::unique_ptr<Dwarf, DwarfDeleter> dwarf;
+  Dwarf_CFI* debug_cfi = nullptr;
+  const auto debug_frame = file.section_bytes(".debug_frame");
+  if (has_records(debug_frame)) {
+    dwarf.reset(dwarf_begin_elf(elf, DWARF_C_READ, nullptr));
+    if (dwarf) debug_cfi = dwarf_getcfi(dwarf.get());
+    // Its FDE starts: libdw lists none, so they come from our reader (each
+    // is then looked up by libdw, which fails for a wrong one).
+    auto srcs = cfi_sources(file);
+    if (srcs) {
+      for (const CfiSource& src : *srcs) {
+        if (src.kind != CfiKind::kDebugFrame) continue;
+        auto ok = read_cfi(src, *abi, [&](const Function& f) {
+          fdes->push_back({f.start, 64 + 16 * f.rows.size()});
+        });
+        (void)ok;
+        eh_frame_size += src.bytes.size();
+      }
+      std::stable_sort(fdes->begin(), fdes->end(),
+                       [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
+      fdes->erase(std::unique(fdes->begin(), fdes->end(),
+                              [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
+                  fdes->end());
+    }
+  }
+  if (!eh_cfi && !debug_cfi) return make_error(Errc::kElfError, 0);
   // libdw answers one row per call and runs the FDE's program from its start
   // each time, so a function of R rows costs about R x its CFI bytes. Real
   // files spend under 100 bytes of work per byte of .eh_frame (GCC's cc1plus,
@@ -461,6 +400,8 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
     f.start = (*fdes)[i].start;
     f.rows.clear();
     std::uint64_t pc = f.start;
+    // The CFI holding the FDE: .eh_frame first, as read_cfi() prefers it.
+    Dwarf_CFI* cfi = eh_cfi.get();
     // One pass over the FDE's rows: each lookup yields the row's range.
     while (pc < next) {
       if (!f.rows.empty() && work > budget) {
@@ -476,7 +417,12 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
       }
       work += cost;
       Dwarf_Frame* frame = nullptr;
-      if (dwarf_cfi_addrframe(cfi.get(), pc, &frame) != 0) {
+      int rc = cfi ? dwarf_cfi_addrframe(cfi, pc, &frame) : -1;
+      if (rc != 0 && f.rows.empty() && debug_cfi && cfi != debug_cfi) {
+        cfi = debug_cfi;
+        rc = dwarf_cfi_addrframe(cfi, pc, &frame);
+      }
+      if (rc != 0) {
         if (f.rows.empty() && unreadable) ++*unreadable;
         break;
       }
@@ -484,13 +430,59 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
       std::free(frame);
       if (row.end <= pc) break;
       row.start = pc;
+      row.end = std::min(row.end, next);
       pc = row.end;
       f.rows.push_back(row);
     }
-  f.end = pc;
+    f.end = pc;
     if (!f.rows.empty() && f.end > f.start) fn(f);
   }
   return {};
+}
+
+Expected<std::vector<CfiSource>> cfi_sources(const elf::ElfFile& file) {
+  const auto& info = file.info();
+  // An object's FDE addresses are relocations until applied.
+  if (info.type == ET_REL && !file.relocated()) return make_error(Errc::kElfError, 0);
+  std::vector<CfiSource> out;
+  for (const char* name : {".eh_frame", ".debug_frame"}) {
+    const auto s = file.section_bytes(name);
+    if (!has_records(s) || s->header.type == SHT_NOBITS) continue;
+    CfiSource src;
+    src.bytes = s->bytes;
+    src.address = s->header.address;
+    src.kind = name[1] == 'e' ? CfiKind::kEhFrame : CfiKind::kDebugFrame;
+    src.big_endian = info.big_endian;
+    src.address_size = info.bits == 64 ? 8 : 4;
+    if (const auto text = file.section_bytes(".text")) src.text_base = text->header.address;
+    if (const auto got = file.section_bytes(".got")) src.data_base = got->header.address;
+    out.push_back(src);
+  }
+  if (out.empty()) return make_error(Errc::kElfError, 0);
+  return out;
+}
+
+std::vector<PltSection> plt_sections(const elf::ElfFile& file) {
+  std::vector<PltSection> out;
+  if (file.info().machine != EM_X86_64) return out;
+  // Names as literals: sections() returns a copy that does not outlive us.
+  static constexpr std::string_view kNames[] = {".plt", ".plt.sec", ".plt.got"};
+  for (const auto& sh : file.sections())
+    for (std::string_view name : kNames)
+      if (sh.name == name) out.push_back({name, sh.address, sh.size, (sh.flags & SHF_EXECINSTR) != 0});
+  return out;
+}
+
+Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
+                                 std::uint64_t* unreadable) {
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  auto srcs = cfi_sources(file);
+  if (!srcs) return Unexpected{srcs.error()};
+  CfiStats stats;
+  auto ok = read_cfi(*srcs, *abi, fn, &stats);
+  if (unreadable) *unreadable += stats.unreadable;
+  return ok;
 }
 
 Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
@@ -500,169 +492,20 @@ Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
   return out;
 }
 
-namespace {
-
-RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
-  RowSpec r;
-  r.start_offset = start;
-  r.row.cfa = make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
-  r.row.ra = make_rule(Rule::Base::kCfa, 0, -8, true);
-  r.row.ra.from_header = true;
-  return r;
-}
-
-// GNU ld's SFrame for x86-64 PLTs: PLT0 pushes once and jumps; each 16-byte
-// PLTn jumps through the GOT, then (lazy binding) pushes and jumps to PLT0.
-std::vector<FunctionSpec> plt_functions(const std::vector<elf::SectionHeader>& sections) {
-  std::vector<FunctionSpec> out;
-  for (const auto& sh : sections) {
-    if (!(sh.flags & SHF_EXECINSTR) || sh.size == 0 || sh.size > UINT32_MAX) continue;
-    const auto size = static_cast<std::uint32_t>(sh.size);
-    FunctionSpec f;
-    f.start_pc = sh.address;
-    if (sh.name == ".plt" && size >= 16) {
-      FunctionSpec plt0;
-      plt0.start_pc = sh.address;
-      plt0.size = 16;
-      plt0.rows = {sp_row(0, 16), sp_row(6, 24)};
-      out.push_back(plt0);
-      if (size == 16) continue;
-      f.start_pc = sh.address + 16;
-      f.size = size - 16;
-      f.rep_size = 16;
-      f.rows = {sp_row(0, 8), sp_row(11, 16)};
-    } else if (sh.name == ".plt.sec") {
-      f.size = size;
-      f.rep_size = 16;
-      f.rows = {sp_row(0, 8)};
-    } else if (sh.name == ".plt.got") {
-      // jmp *GOT(%rip); xchg %ax,%ax: nothing is pushed, the CFA is rsp + 8
-      // as ld's DWARF (an FDE with the CIE's rules) says. ld 2.40's SFrame
-      // says sp+16, which sends an unwind interrupted there astray.
-      f.size = size;
-      f.rep_size = 8;
-      f.rows = {sp_row(0, 8)};
-    } else {
-      continue;
-    }
-    f.pc_type = PcType::kMask;
-    out.push_back(f);
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const FunctionSpec& x, const FunctionSpec& y) { return x.start_pc < y.start_pc; });
-  return out;
-}
-
-// Why a function cannot go into a section (kNone: it can): a row no SFrame
-// version can hold, else (without FLEX FDEs) a row that needs FLEX.
-Reason blocking_reason(const Function& fn, bool flex_ok) {
-  Reason needs_flex = Reason::kNone;
-  for (const Row& r : fn.rows) {
-    if (r.reason == Reason::kNone) continue;
-    if (!r.flex) return r.reason;
-    if (needs_flex == Reason::kNone) needs_flex = r.reason;
-  }
-  return flex_ok ? Reason::kNone : needs_flex;
-}
-
-// The x86-64 PLT sections' address ranges, looked up once per file rather
-// than by name for every function.
-class PltRanges {
- public:
-  explicit PltRanges(const std::vector<elf::SectionHeader>& sections) {
-    for (const auto& sh : sections)
-      if (sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") ranges_.push_back({sh.address, sh.size});
-  }
-  bool contains(std::uint64_t pc) const {
-    return std::any_of(ranges_.begin(), ranges_.end(),
-                       [&](const auto& r) { return pc >= r.first && pc - r.first < r.second; });
-  }
-
- private:
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges_;
-};
-
-// v2 start fields are signed 32-bit offsets from the field itself; keep
-// 256 MiB of margin for the field's own place in the FDE table.
-bool too_far_for_v2(std::uint64_t start_pc, std::uint64_t section_address) {
-  const auto d = static_cast<std::int64_t>(start_pc - section_address);
-  return d < std::int64_t{INT32_MIN} + (1 << 28) || d > std::int64_t{INT32_MAX} - (1 << 28);
-}
-
-}  // namespace
-
 Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
-  SectionSpec spec;
-  spec.version = version;
-  spec.abi = *abi;
-  spec.big_endian = abi_big_endian(*abi);
-  spec.cfa_fixed_ra_offset = *abi == Abi::kAmd64Little ? -8 : 0;
-  spec.section_address = section_address;
-  return spec;
+  return section_header(*abi, version, section_address);
 }
 
 Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                        const std::function<void(const FunctionSpec&)>& out) {
-  auto header = section_header(file, version, section_address);
-  if (!header) return Unexpected{header.error()};
-  Generated g;
-  g.spec = std::move(*header);
-  const auto sections = file.sections();
-  const bool x86 = g.spec.abi == Abi::kAmd64Little;
-  const PltRanges plt(x86 ? sections : std::vector<elf::SectionHeader>{});
-  // PLT FDEs go in by start PC among the others, so the output is sorted.
-  const std::vector<FunctionSpec> plts = x86 ? plt_functions(sections) : std::vector<FunctionSpec>{};
-  std::size_t next_plt = 0;
-  const auto plts_before = [&](std::uint64_t pc) {
-    for (; next_plt < plts.size() && plts[next_plt].start_pc <= pc; ++next_plt) {
-      const FunctionSpec& p = plts[next_plt];
-      if (version == Version::kV2 && too_far_for_v2(p.start_pc, section_address)) {
-        g.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
-        continue;
-      }
-      out(p);
-      ++g.plt_functions;
-    }
-  };
-  FunctionSpec f;  // reused: its rows keep their capacity
-  auto walked = for_each_function(file, [&](const Function& fn) {
-    if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
-    ++g.functions_in;
-    const std::uint64_t size = fn.end - fn.start;
-    Reason why = blocking_reason(fn, version == Version::kV3);
-    bool flex = false, signal = false;
-    for (const Row& r : fn.rows) {
-      signal |= r.signal;
-      flex |= r.flex;
-    }
-    if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
-    if (why == Reason::kNone && version == Version::kV2 && too_far_for_v2(fn.start, section_address))
-      why = Reason::kTooFarForV2;
-    if (why != Reason::kNone) {
-      g.skipped.push_back({fn.start, size, why});
-      return;
-    }
-    f.start_pc = fn.start;
-    f.size = static_cast<std::uint32_t>(size);
-    f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
-    f.signal = signal && version == Version::kV3;
-    f.rows.clear();
-    for (const Row& r : fn.rows) {
-      RowSpec rs{static_cast<std::uint32_t>(r.start - fn.start), r.row};
-      // FLEX writes "RA at the header's fixed offset" as a padding word when
-      // an FP pair follows.
-      if (flex && rs.row.fp.kind == Rule::Kind::kExpr && rs.row.ra.from_header) rs.row.ra = Rule{Rule::Kind::kPadding};
-      f.rows.push_back(rs);
-    }
-    g.flex_functions += flex;
-    plts_before(f.start_pc);
-    out(f);
-  });
-  if (!walked) return Unexpected{walked.error()};
-  plts_before(UINT64_MAX);
-  return g;
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  auto srcs = cfi_sources(file);
+  if (!srcs) return Unexpected{srcs.error()};
+  const std::vector<PltSection> plts = plt_sections(file);
+  return for_each_generated(*srcs, *abi, version, section_address, plts, out);
 }
 
 Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
@@ -693,11 +536,12 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   auto index = FdeIndex::build(s);
   if (!index) return Unexpected{index.error()};
   const bool x86 = s.abi() == Abi::kAmd64Little;
-  const PltRanges plt(x86 ? file.sections() : std::vector<elf::SectionHeader>{});
+  const std::vector<PltSection> plt_list = x86 ? plt_sections(file) : std::vector<PltSection>{};
+  const detail::PltRanges plt(plt_list);
   const Header& h = s.header();
   Comparison out;
   std::vector<std::uint64_t> pcs;
-  auto walked = for_each_function(file, [&](const Function& fn) {
+  auto walked = libdw_functions(file, [&](const Function& fn) {
     if (x86 && plt.contains(fn.start)) return;
     ++out.functions_checked;
     // Boundaries: CFI row starts and the starts of SFrame FREs in range.
@@ -723,7 +567,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
         if (!out.missing.empty() && out.missing.back().end == pc) {
           out.missing.back().end = end;
         } else {
-          out.missing.push_back({pc, end, blocking_reason(fn, s.version() == Version::kV3)});
+          out.missing.push_back({pc, end, detail::blocking_reason(fn, s.version() == Version::kV3)});
         }
         continue;
       }
@@ -744,6 +588,96 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   }, &out.unreadable_fdes);
   if (!walked) return Unexpected{walked.error()};
   return out;
+}
+
+namespace {
+
+// Same translated row, but for the RA signing state libdw does not report.
+bool same_row(const Row& a, const Row& b) {
+  FrameRow x = a.row, y = b.row;
+  x.ra_mangled = y.ra_mangled = false;
+  return x == y && a.signal == b.signal && a.flex == b.flex && a.reason == b.reason;
+}
+
+// The row of `f` covering `pc`, or null.
+const Row* row_at(const Function& f, std::uint64_t pc) {
+  auto it = std::upper_bound(f.rows.begin(), f.rows.end(), pc, [](std::uint64_t v, const Row& r) { return v < r.start; });
+  if (it == f.rows.begin()) return nullptr;
+  --it;
+  return pc < it->end ? &*it : nullptr;
+}
+
+}  // namespace
+
+Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples) {
+  std::vector<Function> ours, ref;
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  auto srcs = cfi_sources(file);
+  if (!srcs) return Unexpected{srcs.error()};
+  CfiStats stats;
+  auto a = read_cfi(*srcs, *abi, [&](const Function& f) { ours.push_back(f); }, &stats);
+  if (!a) return Unexpected{a.error()};
+  ReaderComparison out;
+  out.overlapping_fdes = stats.overlapping;
+  out.truncated_fdes = stats.truncated;
+  out.ours_unreadable = stats.unreadable;
+  out.abi_default_cfa = stats.abi_default_cfa;
+  auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
+  if (!b) return Unexpected{b.error()};
+  std::vector<std::uint64_t> pcs;
+  std::size_t i = 0, j = 0;
+  const Function empty;
+  while (i < ours.size() || j < ref.size()) {
+    const bool take_ours = j == ref.size() || (i < ours.size() && ours[i].start <= ref[j].start);
+    const bool take_ref = i == ours.size() || (j < ref.size() && ref[j].start <= ours[i].start);
+    const Function& x = take_ours ? ours[i++] : empty;
+    const Function& y = take_ref ? ref[j++] : empty;
+    ++out.functions;
+    if (y.rows.size() == 1 && y.rows[0].reason == Reason::kCfiTooLong) {
+      out.libdw_too_long += x.rows.size();
+      continue;
+    }
+    pcs.clear();
+    for (const Row& r : x.rows) pcs.push_back(r.start);
+    for (const Row& r : y.rows) pcs.push_back(r.start);
+    std::sort(pcs.begin(), pcs.end());
+    pcs.erase(std::unique(pcs.begin(), pcs.end()), pcs.end());
+    for (std::uint64_t pc : pcs) {
+      ++out.rows_compared;
+      const Row* p = row_at(x, pc);
+      const Row* q = row_at(y, pc);
+      std::string_view what;
+      if (p && q) {
+        if (same_row(*p, *q)) continue;
+        what = "row";
+      } else {
+        what = p ? "only ours" : "only libdw";
+      }
+      ++out.differing_rows;
+      if (out.examples.size() < max_examples)
+        out.examples.push_back({pc, x.rows.empty() ? y.start : x.start, what, p ? *p : Row{}, q ? *q : Row{}});
+    }
+  }
+  return out;
+}
+
+Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+  const auto abi = abi_of(file.info());
+  auto srcs = abi ? cfi_sources(file) : Expected<std::vector<CfiSource>>(make_error(Errc::kNotRepresentable, 0));
+  if (!srcs) {
+    // Recorded as the outcome, as the core records its failures.
+    if (generated_once_) {
+      if (generate_error_) return Unexpected{*generate_error_};
+      return {};
+    }
+    generated_once_ = true;
+    generate_error_ = srcs.error();
+    reason_ += "; no usable .eh_frame (" + std::string(describe(srcs.error().code)) + ")";
+    return Unexpected{srcs.error()};
+  }
+  const std::vector<PltSection> plts = plt_sections(file);
+  return generate(*srcs, *abi, section_address, plts);
 }
 
 }  // namespace sframe::cfi

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sframe/cfi.hpp"
+#include "sframe/cfi_reader.hpp"
 #include "sframe/encode.hpp"
 
 namespace sframe::cfi {
@@ -159,7 +159,8 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   return m;
 }
 
-Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, std::uint64_t section_address,
+                                      std::span<const PltSection> plts) {
   if (generated_once_) {
     if (generate_error_) return Unexpected{*generate_error_};
     return {};
@@ -172,7 +173,7 @@ Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t se
     reason_ = before + "; " + std::string(what) + " (" + error_words(e) + ")";
     return Unexpected{e};
   };
-  Expected<Generated> gen = cfi::generate(file, version_, section_address);
+  Expected<Generated> gen = cfi::generate(srcs, abi, version_, section_address, plts);
   if (!gen) return fail(gen.error(), "no usable .eh_frame");
   if (has_native) {
     const FdeIndex& own = *primary_.index;

@@ -197,7 +197,14 @@ class Writer {
   Writer(bool big, std::byte* at) : big_(big), at_(at) {}
   void put(std::uint64_t v, unsigned n) {
     if (native_) {  // the host's own order: the low n bytes as they lie
-      std::memcpy(at_, &v, n);
+      // Fixed sizes, so each copy is one store rather than a memcpy call.
+      switch (n) {
+        case 1: *at_ = static_cast<std::byte>(v); break;
+        case 2: std::memcpy(at_, &v, 2); break;
+        case 4: std::memcpy(at_, &v, 4); break;
+        case 8: std::memcpy(at_, &v, 8); break;
+        default: std::memcpy(at_, &v, n); break;
+      }
       at_ += n;
       return;
     }

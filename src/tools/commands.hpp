@@ -73,13 +73,16 @@ struct MergeOptions {
   bool json = false;
 };
 struct GenOptions {
-  std::string file;
+  std::string file;                // the file being converted
+  std::vector<std::string> files;  // FILE... as given
+  std::string output_dir;          // with several FILEs: -o DIR
   int version = 3;
   std::string output;      // raw section file; empty: none
   std::string elf_output;  // copy of the input with .sframe added; empty: none
   bool in_place = false;   // the --elf copy replaces FILE (atomically)
   std::string address;     // section address; empty: the file's .sframe address, else 0
   bool json = false;
+  bool compare_libdw = false;  // also compare our CFI reader's rows with libdw's
 };
 
 /// The DWARF half of `sframe verify` for one file.

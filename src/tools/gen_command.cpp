@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
-// `sframe gen FILE`: SFrame from the file's DWARF CFI (.eh_frame).
+// `sframe gen FILE`: SFrame from the file's DWARF CFI (.eh_frame, .debug_frame),
+// read by our single-pass reader (sframe/cfi_reader.hpp).
 #include <elf.h>
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -23,18 +27,46 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
   return 0;
 }
 
+// One rule for --compare-libdw's messages: "u" (unchanged), "-" (padding),
+// "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
+std::string rule_words(const Rule& r) {
+  switch (r.kind) {
+    case Rule::Kind::kUnchanged: return "u";
+    case Rule::Kind::kPadding: return "-";
+    case Rule::Kind::kUndefined: return "undef";
+    case Rule::Kind::kExpr: break;
+  }
+  const std::string base = r.base == Rule::Base::kCfa ? "cfa" : fmt::format("r{}", r.regnum);
+  const std::string e = fmt::format("{}{:+d}", base, r.offset);
+  return r.deref ? "[" + e + "]" : e;
+}
+
+// A CFI row as --compare-libdw prints it.
+std::string row_words(const cfi::Row& r) {
+  return fmt::format("cfa {} ra {}{} fp {}{}{}{} ({})", rule_words(r.row.cfa), rule_words(r.row.ra),
+                     r.row.ra_mangled ? " signed" : "", rule_words(r.row.fp), r.signal ? " signal" : "",
+                     r.flex ? " flex" : "", r.row.ra_undefined ? " outermost" : "", cfi::describe(r.reason));
+}
+
 class GenCommand final : public Command {
  public:
   std::string_view name() const override { return "gen"; }
   bool json() const override { return opt_.json; }
 
   void register_on(CLI::App& parent) override {
-    app_ = parent.add_subcommand("gen", "Generate SFrame from the DWARF CFI (.eh_frame) of a linked ELF file");
-    app_->add_option("file", opt_.file, "ELF file")->required();
+    app_ = parent.add_subcommand(
+        "gen", "Generate SFrame from the DWARF CFI (.eh_frame, .debug_frame) of a linked ELF file");
+    app_->add_option("files", opt_.files,
+                     "ELF files; with several, each is converted in turn in this one process (-o names a "
+                     "folder that gets FILE's base name + .sframe; --elf/--in-place are per-file only; "
+                     "--json prints a JSON array of the per-file summaries; exit status 1 if any failed)")
+        ->required();
     app_->add_option("--format-version", opt_.version, "SFrame version to write")
         ->check(CLI::IsMember({2, 3}))
         ->capture_default_str();
-    app_->add_option("-o,--output", opt_.output, "Write the raw section here (-: standard output)");
+    app_->add_option("-o,--output", opt_.output,
+                     "Write the raw section here (-: standard output); with several FILEs, a folder that gets "
+                     "one BASENAME.sframe per FILE");
     app_->add_option("--elf", opt_.elf_output,
                      "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
     app_->add_flag("--in-place", opt_.in_place,
@@ -42,17 +74,59 @@ class GenCommand final : public Command {
     app_->add_option("--address", opt_.address,
                      "Section address, 0x... or decimal (default: the file's .sframe address, else 0)");
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+    app_->add_flag("--compare-libdw", opt_.compare_libdw,
+                   "Also read the CFI through elfutils libdw and count the rows where it and gen's reader "
+                   "disagree (summary: libdw_diff; the first differences on stderr)");
   }
 
   int run() override {
-    const int rc = generate();
-    if (rc != 0 && opt_.json) {
-      // A JSON document on stdout also on failure (`-o -` has the section there).
-      Json j = envelope("gen");
-      j["file"] = opt_.file;
-      j["error"] = error_;
-      if (opt_.output != "-") print(j.dump(2) + "\n");
+    if (opt_.files.size() == 1) {
+      opt_.file = opt_.files[0];
+      const int rc = generate();
+      if (rc != 0 && opt_.json) {
+        // A JSON document on stdout also on failure (`-o -` has the section there).
+        Json j = envelope("gen");
+        j["file"] = opt_.file;
+        j["error"] = error_;
+        if (opt_.output != "-") print(j.dump(2) + "\n");
+      }
+      return rc;
     }
+    // Many files, one process: no process start-up or library loading per
+    // file (scripts/gen-sweep converts thousands this way).
+    if (!opt_.elf_output.empty() || opt_.in_place) {
+      complain("gen", "--elf and --in-place take one FILE");
+      return 2;
+    }
+    if (opt_.output == "-") {
+      complain("gen", "-o - takes one FILE (several FILEs: -o DIR)");
+      return 2;
+    }
+    opt_.output_dir = opt_.output;
+    Json all = Json::array();
+    int rc = 0;
+    for (const std::string& f : opt_.files) {
+      opt_.file = f;
+      opt_.output = opt_.output_dir.empty()
+                        ? std::string()
+                        : opt_.output_dir + "/" + std::filesystem::path(f).filename().string() + ".sframe";
+      error_.clear();
+      json_ = Json();
+      const auto t0 = std::chrono::steady_clock::now();
+      const int one = generate();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rc = std::max(rc, one);
+      if (opt_.json) {
+        if (one != 0) {
+          json_ = envelope("gen");
+          json_["file"] = f;
+          json_["error"] = error_;
+        }
+        json_["seconds"] = secs;
+        all.push_back(std::move(json_));
+      }
+    }
+    if (opt_.json) print(all.dump(1) + "\n");
     return rc;
   }
 
@@ -67,6 +141,8 @@ class GenCommand final : public Command {
 
   GenOptions opt_;
   std::string error_;
+  // With several FILEs and --json: the current file's summary.
+  Json json_;
 };
 
 int GenCommand::generate() {
@@ -115,8 +191,10 @@ int GenCommand::generate() {
   // Streamed into the encoder: one function's rows in memory at a time.
   SectionEncoder enc(*header);
   const std::uint64_t eh = section_size(*file, ".eh_frame");
+  const std::uint64_t debug_frame = section_size(*file, ".debug_frame");
   // Address space only: pages of the buffer never written are never touched.
-  enc.reserve(section_size(*file, ".eh_frame_hdr") / 8 + 64, 2 * eh + 4096);
+  // An FDE takes at least 24 bytes of CFI.
+  enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
   std::optional<Error> enc_error;
   auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
     if (enc_error) return;
@@ -157,6 +235,15 @@ int GenCommand::generate() {
     if (auto ok = elf_out->commit(); !ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
+  std::optional<cfi::ReaderComparison> diff;
+  if (opt.compare_libdw) {
+    auto d = cfi::compare_readers(*file);
+    if (!d) return fail(path, fmt::format("cannot compare with libdw: {}", error_text(d.error())));
+    diff = std::move(*d);
+    for (const auto& x : diff->examples)
+      fmt::print(stderr, "{}: libdw differs at 0x{:x} (FDE 0x{:x}): {}; ours: {}; libdw: {}\n", path, x.pc,
+                 x.function_start, x.what, row_words(x.ours), row_words(x.libdw));
+  }
   if (opt.json) {
     Json j = envelope("gen");
     j["file"] = path;
@@ -169,7 +256,19 @@ int GenCommand::generate() {
     Json left = Json::object();
     for (const auto& [r, n] : by_reason) left[std::string(cfi::describe(r))] = n;
     j["left_out"] = left;
-    j["bytes"] = {{"eh_frame", eh}, {"sframe", bytes->size()}};
+    j["bytes"] = {{"eh_frame", eh}, {"debug_frame", debug_frame}, {"sframe", bytes->size()}};
+    if (diff)
+      j["libdw_diff"] = {{"functions", diff->functions},
+                         {"rows_compared", diff->rows_compared},
+                         {"differing_rows", diff->differing_rows},
+                         {"libdw_unreadable_fdes", diff->libdw_unreadable},
+                         {"libdw_too_long_rows", diff->libdw_too_long},
+                         {"overlapping_fdes", diff->overlapping_fdes},
+                         {"truncated_fdes", diff->truncated_fdes}};
+    if (opt.files.size() > 1) {
+      json_ = std::move(j);
+      return 0;
+    }
     const std::string text = j.dump(2) + "\n";
     std::fwrite(text.data(), 1, text.size(), report);
     return 0;
@@ -179,7 +278,11 @@ int GenCommand::generate() {
   fmt::print(report, "  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
              functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
-  fmt::print(report, "  bytes: .eh_frame {} in, .sframe {} out\n", eh, bytes->size());
+  fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
+             debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
+  if (diff)
+    fmt::print(report, "  libdw: {} rows compared, {} differ ({} FDEs libdw cannot read, {} rows it gave up on)\n",
+               diff->rows_compared, diff->differing_rows, diff->libdw_unreadable, diff->libdw_too_long);
   return 0;
 }
 
@@ -192,9 +295,9 @@ std::string why_no_cfi(const elf::ElfFile& f) {
     hdr |= sh.name == ".eh_frame_hdr";
     debug |= sh.name == ".debug_frame";
   }
+  (void)hdr;
   if (f.info().type == ET_REL) return "relocatable object (gen reads linked executables and shared objects)";
-  if (!eh) return debug ? "no .eh_frame (only .debug_frame)" : "no .eh_frame FDEs";
-  if (!hdr) return ".eh_frame without .eh_frame_hdr";
+  if (!eh && !debug) return "no .eh_frame FDEs and no .debug_frame";
   return "";
 }
 

@@ -274,10 +274,9 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
   if (!cfi::abi_of(file.info()))
     return not_compared(fmt::format("no SFrame ABI for ELF machine {}", file.info().machine), false);
   const auto eh = file.section_bytes(".eh_frame");
-  if (!eh || eh->bytes.size() <= 4) {  // 4 bytes: only the terminator
-    const bool debug = file.section_bytes(".debug_frame").has_value();
-    return not_compared(debug ? "no .eh_frame (only .debug_frame)" : "no .eh_frame FDEs", false);
-  }
+  const auto debug = file.section_bytes(".debug_frame");
+  if ((!eh || eh->bytes.size() <= 4) && (!debug || debug->bytes.size() <= 4))  // 4 bytes: only the terminator
+    return not_compared("no .eh_frame FDEs and no .debug_frame", false);
   auto cmp = cfi::compare(file, s);
   if (!cmp) {
     const std::string why =

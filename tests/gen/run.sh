@@ -5,6 +5,8 @@
 #  1. The corpus sources, built with the machine's gcc -Wa,--gsframe (gas 2.40:
 #     SFrame v1): gas's SFrame must agree with gas's DWARF CFI (verify exits
 #     0), and gen's v3 and v2 sections must too (verify --raw).
+#  3. (below) static non-PIE and .debug_frame-only programs, against
+#     readelf's FDE list and libdw's rows.
 #  2. A sample of system ELF files (no SFrame of their own): gen must finish
 #     and its section must agree with the DWARF it came from. libcrypto's
 #     hand-written assembly brings FLEX FDEs (CFA in other registers) and
@@ -69,6 +71,68 @@ for opt in -O2 -O0; do
   done
 done
 "$bin" gen "$work/basic-O2" --elf "$work/twice" >/dev/null 2>&1 && bad "gen --elf on a file with .sframe must refuse" || ok
+
+# 3. Static non-PIE executables (no .eh_frame_hdr) and programs whose own
+# code has only .debug_frame (-fno-asynchronous-unwind-tables -g; the C
+# runtime still brings .eh_frame): gen reads every FDE readelf lists (start
+# PCs with a range, in either section, less those in PLT sections, which get
+# ld's PC-mask FDEs), its rows agree with libdw's (--compare-libdw: 0 rows
+# differ), and verify (through libdw) accepts its v3 and v2 sections.
+readelf_fdes() {  # FILE: distinct FDE start PCs with a range, outside .plt*
+  { readelf -SW "$1"; echo "--frames--"; readelf --debug-dump=frames "$1"; } 2>/dev/null | python3 -c '
+import re, sys
+plts, starts, frames = [], set(), False
+for line in sys.stdin:
+    if line.startswith("--frames--"): frames = True; continue
+    if not frames:
+        m = re.match(r"\s*\[\s*\d+\]\s+(\.plt\S*)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
+        if m: plts.append((int(m.group(2), 16), int(m.group(2), 16) + int(m.group(3), 16)))
+        continue
+    m = re.search(r" FDE .*pc=([0-9a-f]+)\.\.([0-9a-f]+)", line)
+    if m:
+        s, e = int(m.group(1), 16), int(m.group(2), 16)
+        if e > s and not any(lo <= s < hi for lo, hi in plts): starts.add(s)
+print(len(starts))'
+}
+for kind in static debug-frame static-debug-frame; do
+  exe="$work/$kind"
+  case $kind in
+    static) flags="-O2 -static -no-pie" ;;
+    debug-frame) flags="-O2 -fno-asynchronous-unwind-tables -g" ;;
+    static-debug-frame) flags="-O0 -fno-asynchronous-unwind-tables -g -static -no-pie" ;;
+  esac
+  gcc $flags -o "$exe" "$src/basic.c" 2>/dev/null || { bad "compile $kind"; continue; }
+  case $kind in
+    static*) readelf -SW "$exe" | grep -q '\.eh_frame_hdr' && bad "$kind: has .eh_frame_hdr" || ok ;;
+  esac
+  case $kind in
+    *debug-frame) readelf -SW "$exe" | grep -q '\.debug_frame' && ok || bad "$kind: no .debug_frame" ;;
+  esac
+  json=$("$bin" gen --json --compare-libdw "$exe" -o "$exe.v3.sf" 2>&1) || { bad "gen $kind: $json"; continue; }
+  got=$(echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["functions_in"], d["libdw_diff"]["differing_rows"], d["libdw_diff"]["rows_compared"])')
+  want=$(readelf_fdes "$exe")
+  read -r fin differ compared <<< "$got"
+  [ "$fin" = "$want" ] && ok || bad "gen $kind: $fin functions read, readelf lists $want FDEs"
+  [ "$differ" = 0 ] && [ "$compared" -gt 0 ] && ok || bad "gen $kind: $differ of $compared rows differ from libdw"
+  for v in 3 2; do
+    "$bin" gen --format-version $v "$exe" -o "$exe.v$v.sf" >/dev/null 2>&1 || { bad "gen v$v $kind"; continue; }
+    out=$("$bin" verify "$exe" --raw "$exe.v$v.sf" 2>&1) && ok || bad "verify gen v$v $kind: $(echo "$out" | grep -m3 -E 'mismatch|error|sframe:|DWARF')"
+  done
+done
+
+# Several FILEs in one process (-o DIR, --json array): the same sections as
+# one run per file, and a file without CFI fails alone (exit status 1).
+mkdir -p "$work/many"
+"$bin" gen --json "$work/static" "$work/debug-frame" /usr/bin/true -o "$work/many" > "$work/many.json" 2>/dev/null && ok ||
+  bad "gen FILE... failed"
+for f in "$work/static" "$work/debug-frame" /usr/bin/true; do
+  "$bin" gen "$f" -o "$work/one.sf" >/dev/null 2>&1 && cmp -s "$work/one.sf" "$work/many/$(basename "$f").sframe" && ok ||
+    bad "gen FILE...: $(basename "$f") differs from its own run"
+done
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if len(d) == 3 and all("seconds" in x and "error" not in x for x in d) else 1)' \
+  "$work/many.json" && ok || bad "gen FILE... --json: not an array of 3 summaries"
+"$bin" gen /usr/bin/true "$src/basic.c" -o "$work/many" >/dev/null 2>&1 && bad "gen FILE... with a bad FILE must exit 1" || ok
+[ -s "$work/many/true.sframe" ] && ok || bad "gen FILE...: the good FILE's section is missing"
 
 echo "gen: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+// sframepp: DWARF CFI (.eh_frame, .debug_frame) as SFrame rows, read by our
+// own single-pass interpreter from plain bytes: no libelf, no libdw, no file.
+//
+// The reader lists the FDEs of a CFI section by walking its records (DWARF 5
+// §6.4.1; LSB 5.0 "Exception Frames" for .eh_frame), so no .eh_frame_hdr is
+// needed, runs each CIE's initial instructions and each FDE's program once
+// (DWARF 5 §6.4.2), and turns every row of the table into an SFrame row
+// (FLEX where only SFrame v3 can say it, else a named Reason). Time is linear
+// in the bytes read; every count is bounded by them.
+//
+// The ELF front end (sframe/cfi.hpp) finds the section in a file; the
+// in-process backtrace passes a module's loaded .eh_frame.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sframe/encode.hpp"
+#include "sframe/error.hpp"
+#include "sframe/format.hpp"
+#include "sframe/section.hpp"
+
+namespace sframe::cfi {
+
+/// Why a CFI row has no SFrame equivalent (in the version asked for).
+enum class Reason : std::uint8_t {
+  kNone,
+  /// The CFA is a DWARF expression other than *(reg + offset) or reg + offset.
+  kCfaExpression,
+  /// The CFA is based on a register other than SP/FP (v3 FLEX only).
+  kCfaRegister,
+  /// The CFA is found by dereference (DRAP; v3 FLEX only).
+  kCfaDeref,
+  /// The RA is not saved at the ABI's fixed CFA offset (AMD64: CFA - 8).
+  kRaNotAtFixedOffset,
+  /// The RA or FP is kept in a register or found through an expression
+  /// (v3 FLEX only).
+  kRegisterRule,
+  /// A rule SFrame cannot express in any version (e.g. val_expression).
+  kUnsupportedRule,
+  /// The machine has no SFrame ABI.
+  kUnsupportedMachine,
+  /// No CFI row covers part of the FDE.
+  kNoRow,
+  /// v2 only: the function starts too far from the SFrame section for the
+  /// 32-bit PC-relative start field (v3's field is 64-bit).
+  kTooFarForV2,
+  /// Only the libdw reference reader (libdw_functions, used by `verify`):
+  /// the file's CFI would take more than kCfiWorkBase + kCfiWorkPerByte x
+  /// (bytes of .eh_frame) to read through libdw, which re-runs an FDE's
+  /// program for every row; this FDE and the rest are not compared.
+  kCfiTooLong,
+};
+
+/// Short description of a Reason.
+std::string_view describe(Reason r);
+
+/// A CFI row turned into an SFrame row for [start, end).
+struct Row {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  /// The CIE has the 'S' augmentation (a signal frame).
+  bool signal = false;
+  FrameRow row;
+  /// The row needs a FLEX FDE (v3).
+  bool flex = false;
+  /// kNone, or why the row cannot be said in SFrame at all.
+  Reason reason = Reason::kNone;
+};
+
+/// One FDE of the CFI with its rows, which cover [start, end) without gaps.
+struct Function {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::vector<Row> rows;
+};
+
+/// Which CFI section a CfiSource holds (they differ in CIE ids, CIE
+/// pointers and the meaning of a zero length; DWARF 5 §6.4.1, LSB 5.0).
+enum class CfiKind : std::uint8_t {
+  kEhFrame,
+  kDebugFrame,
+};
+
+/// The bytes of one CFI section and what decoding them needs. No file: the
+/// bytes may be a section read from an ELF file or a loaded module's image.
+struct CfiSource {
+  /// The section; for .eh_frame it may run past the section's end (e.g. to
+  /// the end of the containing PT_LOAD): reading stops at the zero
+  /// terminator (a 4-byte zero length) or at the end of `bytes`.
+  std::span<const std::byte> bytes;
+  /// Address of bytes[0] (link-time for a file, or link-time for a loaded
+  /// image read at runtime address minus load bias). DW_EH_PE_pcrel
+  /// pointers are relative to it, so FDE PCs come out in the same space.
+  std::uint64_t address = 0;
+  CfiKind kind = CfiKind::kEhFrame;
+  bool big_endian = false;
+  /// Bytes of an address (DW_EH_PE_absptr, .debug_frame FDE fields): 4 or 8.
+  unsigned address_size = 8;
+  /// Bases of DW_EH_PE_textrel and DW_EH_PE_datarel pointers (GNU ld emits
+  /// neither for x86-64, AArch64 or s390x; 0 when unknown).
+  std::uint64_t text_base = 0;
+  std::uint64_t data_base = 0;
+};
+
+/// Counts of a read, beside the rows.
+struct CfiStats {
+  /// FDE records found (before dropping duplicates and empty ones).
+  std::uint64_t fdes = 0;
+  /// FDEs left out because their CIE, their fields or the start of their
+  /// program cannot be read (no row at their start).
+  std::uint64_t unreadable = 0;
+  /// Later FDEs with the start PC of an earlier one, dropped.
+  std::uint64_t duplicates = 0;
+  /// FDEs whose range runs past the next FDE's start (cut there), or
+  /// overlaps an FDE left out as unreadable after its range was read.
+  /// Linkers never make them; a reader looking up by PC (libdw) may answer
+  /// such a PC from either FDE.
+  std::uint64_t overlapping = 0;
+  /// FDEs whose initial location, address range or augmentation data run
+  /// past the end of their own record (counted in `unreadable` too), or
+  /// whose program ends inside a LEB128 or DW_CFA_set_loc operand (the
+  /// function ends at its last complete row). libdw reads such fields and
+  /// set_loc operands from the bytes after the record, and applies the part
+  /// of a LEB128 it could read.
+  std::uint64_t truncated = 0;
+  /// AArch64 CIEs whose initial instructions do not start by defining the
+  /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's
+  /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c).
+  std::uint64_t abi_default_cfa = 0;
+};
+
+/// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting
+/// makes the rest of its program unreadable (compilers nest one or two).
+inline constexpr unsigned kMaxRememberDepth = 64;
+
+/// Calls `fn` for every FDE of `src` with a range, by increasing start PC
+/// (of FDEs with the same start, the first in the section), with every row
+/// of its table: the CIE's initial instructions and the FDE's program run
+/// once (DWARF 5 §6.4.2, §6.4.3), every DW_CFA_* of DWARF 5 plus
+/// DW_CFA_GNU_args_size, DW_CFA_GNU_negative_offset_extended and (AArch64)
+/// DW_CFA_AARCH64_negate_ra_state, which sets FrameRow::ra_mangled. A
+/// function ends at its FDE's end or at the next FDE's start, whichever
+/// comes first; a program that turns unreadable part way ends the function
+/// at its last complete row. The Function passed is reused between calls
+/// (no allocation per FDE or per row once grown). Rows are translated for
+/// `abi` as SFrame says them (see Row). Errors: kBadCfi (a record's length
+/// runs past the end of `bytes`, at that record's offset; the address size
+/// is not 4 or 8).
+Expected<void> read_cfi(const CfiSource& src, Abi abi, const std::function<void(const Function&)>& fn,
+                        CfiStats* stats = nullptr);
+
+/// read_cfi() over several sections of one module at once (a linked file
+/// built with -fno-asynchronous-unwind-tables -g has .debug_frame for its
+/// own code and .eh_frame for the C runtime's): their FDEs are merged by
+/// start PC; of FDEs with the same start, the earlier source's wins.
+Expected<void> read_cfi(std::span<const CfiSource> srcs, Abi abi, const std::function<void(const Function&)>& fn,
+                        CfiStats* stats = nullptr);
+
+/// A function left out of the output, and why.
+struct Skipped {
+  std::uint64_t start = 0;
+  std::uint64_t size = 0;
+  Reason reason = Reason::kNone;
+};
+
+/// What `sframe gen` produced.
+struct Generated {
+  SectionSpec spec;
+  std::vector<Skipped> skipped;
+  std::uint64_t functions_in = 0;
+  std::uint64_t flex_functions = 0;
+  std::uint64_t plt_functions = 0;
+};
+
+/// An x86-64 PLT section (.plt, .plt.sec, .plt.got) as the section headers
+/// give it: ld's SFrame PC-mask FDEs replace its DWARF expressions.
+struct PltSection {
+  std::string_view name;
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  /// SHF_EXECINSTR is set.
+  bool executable = true;
+};
+
+/// The header a generated section gets for `abi` (its byte order, AMD64's
+/// fixed RA offset of -8), without functions.
+SectionSpec section_header(Abi abi, Version version, std::uint64_t section_address);
+
+/// The file-free generation core of `sframe gen`: translates the CFI of
+/// `srcs` (merged as read_cfi() does) into SFrame functions of `version` (2 or 3) for a section at
+/// `section_address`, calling `fn` with each by increasing start PC (the
+/// FunctionSpec is reused between calls): one FDE per CFI FDE (FLEX in v3
+/// when a row needs it; left out of v2 with its reason), PC-mask FDEs for
+/// the x86-64 `plts` as GNU ld makes them (CFI FDEs inside them are
+/// dropped), the signal bit from the CIE's 'S' augmentation, RA-undefined
+/// rows for outermost frames. Returns the header fields, counts and
+/// left-out functions with an empty `spec.functions`. Errors: those of
+/// read_cfi().
+Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                       std::uint64_t section_address, std::span<const PltSection> plts,
+                                       const std::function<void(const FunctionSpec&)>& fn);
+
+/// for_each_generated() collected into `spec.functions`.
+Expected<Generated> generate(std::span<const CfiSource> srcs, Abi abi, Version version,
+                             std::uint64_t section_address, std::span<const PltSection> plts = {});
+
+}  // namespace sframe::cfi

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+// sframepp: the file-free core of `sframe gen` (see sframe/cfi_reader.hpp):
+// CFI rows from read_cfi() -> SFrame functions, plus GNU ld's PLT FDEs.
+#include <algorithm>
+
+#include "sframe/cfi_reader.hpp"
+#include "translate.hpp"
+
+namespace sframe::cfi {
+
+namespace detail {
+
+Reason blocking_reason(const Function& fn, bool flex_ok) {
+  Reason needs_flex = Reason::kNone;
+  for (const Row& r : fn.rows) {
+    if (r.reason == Reason::kNone) continue;
+    if (!r.flex) return r.reason;
+    if (needs_flex == Reason::kNone) needs_flex = r.reason;
+  }
+  return flex_ok ? Reason::kNone : needs_flex;
+}
+
+PltRanges::PltRanges(std::span<const PltSection> plts) {
+  for (const auto& sh : plts)
+    if (sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") ranges_.push_back({sh.address, sh.size});
+}
+
+bool PltRanges::contains(std::uint64_t pc) const {
+  return std::any_of(ranges_.begin(), ranges_.end(),
+                     [&](const auto& r) { return pc >= r.first && pc - r.first < r.second; });
+}
+
+}  // namespace detail
+
+namespace {
+
+RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
+  RowSpec r;
+  r.start_offset = start;
+  r.row.cfa = detail::make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
+  r.row.ra = detail::make_rule(Rule::Base::kCfa, 0, -8, true);
+  r.row.ra.from_header = true;
+  return r;
+}
+
+// GNU ld's SFrame for x86-64 PLTs: PLT0 pushes once and jumps; each 16-byte
+// PLTn jumps through the GOT, then (lazy binding) pushes and jumps to PLT0.
+std::vector<FunctionSpec> plt_functions(std::span<const PltSection> sections) {
+  std::vector<FunctionSpec> out;
+  for (const auto& sh : sections) {
+    if (!sh.executable || sh.size == 0 || sh.size > UINT32_MAX) continue;
+    const auto size = static_cast<std::uint32_t>(sh.size);
+    FunctionSpec f;
+    f.start_pc = sh.address;
+    if (sh.name == ".plt" && size >= 16) {
+      FunctionSpec plt0;
+      plt0.start_pc = sh.address;
+      plt0.size = 16;
+      plt0.rows = {sp_row(0, 16), sp_row(6, 24)};
+      out.push_back(plt0);
+      if (size == 16) continue;
+      f.start_pc = sh.address + 16;
+      f.size = size - 16;
+      f.rep_size = 16;
+      f.rows = {sp_row(0, 8), sp_row(11, 16)};
+    } else if (sh.name == ".plt.sec") {
+      f.size = size;
+      f.rep_size = 16;
+      f.rows = {sp_row(0, 8)};
+    } else if (sh.name == ".plt.got") {
+      // jmp *GOT(%rip); xchg %ax,%ax: nothing is pushed, the CFA is rsp + 8
+      // as ld's DWARF (an FDE with the CIE's rules) says. ld 2.40's SFrame
+      // says sp+16, which sends an unwind interrupted there astray.
+      f.size = size;
+      f.rep_size = 8;
+      f.rows = {sp_row(0, 8)};
+    } else {
+      continue;
+    }
+    f.pc_type = PcType::kMask;
+    out.push_back(f);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FunctionSpec& x, const FunctionSpec& y) { return x.start_pc < y.start_pc; });
+  return out;
+}
+
+// v2 start fields are signed 32-bit offsets from the field itself; keep
+// 256 MiB of margin for the field's own place in the FDE table.
+bool too_far_for_v2(std::uint64_t start_pc, std::uint64_t section_address) {
+  const auto d = static_cast<std::int64_t>(start_pc - section_address);
+  return d < std::int64_t{INT32_MIN} + (1 << 28) || d > std::int64_t{INT32_MAX} - (1 << 28);
+}
+
+}  // namespace
+
+SectionSpec section_header(Abi abi, Version version, std::uint64_t section_address) {
+  SectionSpec spec;
+  spec.version = version;
+  spec.abi = abi;
+  spec.big_endian = abi_big_endian(abi);
+  spec.cfa_fixed_ra_offset = abi == Abi::kAmd64Little ? -8 : 0;
+  spec.section_address = section_address;
+  return spec;
+}
+
+Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                       std::uint64_t section_address, std::span<const PltSection> plt_sections,
+                                       const std::function<void(const FunctionSpec&)>& out) {
+  Generated g;
+  g.spec = section_header(abi, version, section_address);
+  const bool x86 = abi == Abi::kAmd64Little;
+  const std::span<const PltSection> none;
+  const detail::PltRanges plt(x86 ? plt_sections : none);
+  // PLT FDEs go in by start PC among the others, so the output is sorted.
+  const std::vector<FunctionSpec> plts = x86 ? plt_functions(plt_sections) : std::vector<FunctionSpec>{};
+  std::size_t next_plt = 0;
+  const auto plts_before = [&](std::uint64_t pc) {
+    for (; next_plt < plts.size() && plts[next_plt].start_pc <= pc; ++next_plt) {
+      const FunctionSpec& p = plts[next_plt];
+      if (version == Version::kV2 && too_far_for_v2(p.start_pc, section_address)) {
+        g.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
+        continue;
+      }
+      out(p);
+      ++g.plt_functions;
+    }
+  };
+  FunctionSpec f;  // reused: its rows keep their capacity
+  auto walked = read_cfi(srcs, abi, [&](const Function& fn) {
+    if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
+    ++g.functions_in;
+    const std::uint64_t size = fn.end - fn.start;
+    Reason why = detail::blocking_reason(fn, version == Version::kV3);
+    bool flex = false, signal = false;
+    for (const Row& r : fn.rows) {
+      signal |= r.signal;
+      flex |= r.flex;
+    }
+    if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
+    if (why == Reason::kNone && version == Version::kV2 && too_far_for_v2(fn.start, section_address))
+      why = Reason::kTooFarForV2;
+    if (why != Reason::kNone) {
+      g.skipped.push_back({fn.start, size, why});
+      return;
+    }
+    f.start_pc = fn.start;
+    f.size = static_cast<std::uint32_t>(size);
+    f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
+    f.signal = signal && version == Version::kV3;
+    f.rows.clear();
+    for (const Row& r : fn.rows) {
+      RowSpec& rs = f.rows.emplace_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
+      // FLEX writes "RA at the header's fixed offset" as a padding word when
+      // an FP pair follows.
+      if (flex && rs.row.fp.kind == Rule::Kind::kExpr && rs.row.ra.from_header) rs.row.ra = Rule{Rule::Kind::kPadding};
+    }
+    g.flex_functions += flex;
+    plts_before(f.start_pc);
+    out(f);
+  });
+  if (!walked) return Unexpected{walked.error()};
+  plts_before(UINT64_MAX);
+  return g;
+}
+
+Expected<Generated> generate(std::span<const CfiSource> srcs, Abi abi, Version version,
+                             std::uint64_t section_address, std::span<const PltSection> plts) {
+  std::vector<FunctionSpec> functions;
+  auto g = for_each_generated(srcs, abi, version, section_address, plts,
+                              [&](const FunctionSpec& f) { functions.push_back(f); });
+  if (!g) return g;
+  g->spec.functions = std::move(functions);
+  return g;
+}
+
+}  // namespace sframe::cfi
