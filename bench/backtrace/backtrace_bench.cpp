@@ -259,7 +259,10 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
     const pid_t pid = fork();
     if (pid == 0) {
       close(fds[0]);
-      if (m == kOurs) (void)sframe::backtrace_init();
+      if (m == kOurs) {
+        (void)sframe::backtrace_init();
+        sframe::backtrace_wait_ready();
+      }
       FullJob job{static_cast<Method>(m)};
       call_chain(static_cast<Method>(m), 1, extra, full_single_bottom, &job);
       const double out[2] = {job.ns, static_cast<double>(job.frames)};
@@ -356,6 +359,7 @@ int main(int argc, char** argv) {
   }
   if (auto r = sframe::backtrace_init(); !r)
     std::fprintf(stderr, "backtrace_init: %s (continuing)\n", std::string(sframe::code_name(r.error().code)).c_str());
+  sframe::backtrace_wait_ready();
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
   if (full_only) {

@@ -90,6 +90,17 @@ struct BacktraceOptions {
   /// Generate from .eh_frame even for modules that have PT_GNU_SFRAME (to
   /// test the generator against the assembler's sections).
   bool always_generate = false;
+  /// backtrace_init() generates SFrame at once only for the modules with a
+  /// return address on the calling thread's stack (the program and libc,
+  /// typically) and leaves the others to a background thread: init then
+  /// costs about what those modules need. Until a module is ready its
+  /// frames are walked by the checked frame-pointer fallback (a return
+  /// address must land in code, the CFA must move up the stack).
+  /// backtrace_wait_ready() waits for the rest. The thread blocks every
+  /// signal, starts again in a forked child that still has work, and ends
+  /// when no module is left. False: generate everything in
+  /// backtrace_init(). backtrace_refresh() always generates at once.
+  bool background_generation = true;
 };
 
 /// Where a module's SFrame comes from in the backtrace's module table.
@@ -184,15 +195,22 @@ Expected<void> backtrace_refresh(BacktraceInitReport* report);
 /// as backtrace_refresh().
 Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report = nullptr);
 
+/// Waits until no module of the table waits for background generation
+/// (BacktraceOptions::background_generation), at most `timeout_ms`
+/// milliseconds (negative: no limit). Returns whether every module is ready
+/// (true at once when nothing is pending, or before backtrace_init()). Not
+/// async-signal-safe.
+bool backtrace_wait_ready(int timeout_ms = -1);
+
 /// The report of the current table (empty before backtrace_init()). Not
 /// async-signal-safe (allocates).
 BacktraceInitReport backtrace_report();
 
 /// Whether every module in the dynamic linker's list (_r_debug.r_map: the
 /// modules dl_iterate_phdr reports for the default namespace) is in the
-/// published table, with the same load bias and name, and that list is
-/// consistent (no dlopen/dlclose in progress). False before
-/// backtrace_init(). Allocation-free and lock-free, for crash reporters:
+/// published table, with the same load bias and name, that list is
+/// consistent (no dlopen/dlclose in progress), and no module waits for
+/// background generation. False before backtrace_init(). Allocation-free and lock-free, for crash reporters:
 /// async-signal-safe except that a dlclose running on another thread at
 /// the same moment may free list entries it reads (the answer is then
 /// meaningless; glibc gives no safe way). Modules of other link-map

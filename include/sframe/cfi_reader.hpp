@@ -169,6 +169,12 @@ struct Skipped {
   Reason reason = Reason::kNone;
 };
 
+/// A range of PCs [start, end).
+struct PcRange {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+};
+
 /// What `sframe gen` produced.
 struct Generated {
   SectionSpec spec;
@@ -176,6 +182,10 @@ struct Generated {
   std::uint64_t functions_in = 0;
   std::uint64_t flex_functions = 0;
   std::uint64_t plt_functions = 0;
+  /// The ranges of the FDEs whose CIE has the 'S' augmentation (signal
+  /// trampolines such as glibc's __restore_rt), whether they went into the
+  /// section or were left out: an unwinder's signal frames.
+  std::vector<PcRange> signal_ranges;
 };
 
 /// An x86-64 PLT section (.plt, .plt.sec, .plt.got) as the section headers

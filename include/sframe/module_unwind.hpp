@@ -105,6 +105,13 @@ std::string_view to_string(ModuleSource s) noexcept;
 /// short, unknown version or encoding).
 Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address);
 
+/// The address of .eh_frame that a .eh_frame_hdr at link-time `address`
+/// points to (its eh_frame_ptr: pcrel, datarel or absolute, 4 or 8 bytes,
+/// in host byte order; LSB 5.0 "Exception Frames"), as libgcc and libunwind
+/// find a loaded module's .eh_frame. Errors: kElfError (too short, unknown
+/// version or encoding; the offset of the field).
+Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, std::uint64_t address);
+
 /// Link-time ranges (1 byte each, at the `mov $15,%rax`) of x86-64
 /// rt_sigreturn sequences (`mov $15,%rax; syscall`, glibc's __restore_rt)
 /// in `code`, at most `limit` of them.
@@ -181,6 +188,8 @@ class ModuleUnwind {
   Version version_ = Version::kV3;
   std::vector<AddressRange> trampolines_;
   std::string reason_;
+
+  Expected<void> first_outcome() const;
 };
 
 }  // namespace sframe::cfi

@@ -137,6 +137,7 @@ Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi,
       signal |= r.signal;
       flex |= r.flex;
     }
+    if (signal) g.signal_ranges.push_back({fn.start, fn.end});
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
     if (why == Reason::kNone && version == Version::kV2 && too_far_for_v2(fn.start, section_address))
       why = Reason::kTooFarForV2;

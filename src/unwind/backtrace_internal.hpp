@@ -4,6 +4,8 @@
 // async-signal-safe).
 #pragma once
 
+#include <link.h>
+
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -22,6 +24,14 @@ namespace sframe::bt {
 /// An SFrame section held in memory with its lookup accelerators (the
 /// shared per-module builder's, see sframe/module_unwind.hpp).
 using OwnedSection = cfi::UnwindSection;
+
+/// What dl_iterate_phdr reports about one module, copied out so that the
+/// slow work (generating SFrame) runs without the loader lock.
+struct RawModule {
+  std::string name;
+  std::uint64_t bias = 0;
+  std::vector<ElfW(Phdr)> phdrs;
+};
 
 /// One loaded module's unwind data. Immutable once built; shared by every
 /// table that lists the module, so refreshes reuse it.
@@ -46,6 +56,10 @@ struct ModuleData {
   /// not be opened), or "".
   std::string failure;
   bool failed() const noexcept { return error.code != Errc::kPcNotCovered; }
+  /// Set while its SFrame waits for the background generator (which
+  /// replaces this ModuleData with a built one in a new table); the
+  /// module's program headers, for that.
+  std::optional<RawModule> deferred;
 };
 
 /// A module dl_iterate_phdr listed (any, with code or not), for the
@@ -75,6 +89,8 @@ struct Table {
   unsigned long long adds = 0;
   unsigned long long subs = 0;
   std::size_t generated = 0;
+  /// Modules waiting for the background generator (ModuleData::deferred).
+  std::size_t deferred = 0;
   BacktraceOptions options;
 };
 

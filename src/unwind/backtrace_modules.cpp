@@ -4,21 +4,28 @@
 // and per-thread stack bounds. Nothing here is async-signal-safe; the walk
 // only reads what this file publishes.
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <unwind.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <system_error>
+#include <thread>
 #include <string_view>
 
 #include "backtrace_internal.hpp"
-#include "sframe/elf.hpp"
+#include "sframe/cfi_reader.hpp"
 #include "sframe/module_unwind.hpp"
 
 namespace sframe::bt {
@@ -33,13 +40,19 @@ namespace {
 
 constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
 
-// What dl_iterate_phdr reports about one module, copied out so that the
-// slow work (reading files, generating SFrame) runs without the loader lock.
-struct RawModule {
-  std::string name;
-  std::uint64_t bias = 0;
-  std::vector<ElfW(Phdr)> phdrs;
-};
+// The SFrame ABI of this process.
+#if defined(__x86_64__)
+constexpr Abi kHostAbi = Abi::kAmd64Little;
+#elif defined(__aarch64__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+constexpr Abi kHostAbi = Abi::kAarch64Big;
+#elif defined(__aarch64__)
+constexpr Abi kHostAbi = Abi::kAarch64Little;
+#elif defined(__s390x__)
+constexpr Abi kHostAbi = Abi::kS390xBig;
+#else
+#error "no SFrame ABI for this machine"
+#endif
+constexpr bool kHostBig = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
 
 struct Snapshot {
   std::vector<RawModule> modules;
@@ -101,10 +114,106 @@ cfi::ModuleImage image_of(const RawModule& m) {
 // The vDSO: an image with no file behind it (the kernel's name for it).
 bool is_vdso(const RawModule& m) { return m.name.rfind("linux-vdso", 0) == 0 || m.name.rfind("linux-gate", 0) == 0; }
 
+// The loaded bytes from link-time `address` to the end of the file-backed
+// part of the PT_LOAD segment that holds it (empty: in none).
+std::span<const std::byte> loaded_from(const RawModule& m, std::uint64_t address) {
+  for (const ElfW(Phdr)& p : m.phdrs) {
+    if (p.p_type != PT_LOAD || address < p.p_vaddr || address - p.p_vaddr >= p.p_filesz) continue;
+    return {reinterpret_cast<const std::byte*>(m.bias + address),
+            static_cast<std::size_t>(p.p_vaddr + p.p_filesz - address)};
+  }
+  return {};
+}
+
+// What a module's file says of its CFI sections, for a module without
+// PT_GNU_EH_FRAME (a static non-PIE executable, a file whose only CFI is
+// .debug_frame): the link-time range of .eh_frame (loaded, read in place)
+// and the bytes of .debug_frame (not loaded, read from the file).
+struct FileCfi {
+  std::uint64_t eh_frame_address = 0;
+  std::uint64_t eh_frame_size = 0;
+  std::vector<std::byte> debug_frame;
+  std::uint64_t debug_frame_address = 0;
+  std::string error;  // why the file could not be read, or ""
+};
+
+// Reads exactly `n` bytes at `off`.
+bool read_at(int fd, void* buf, std::size_t n, std::uint64_t off) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t got = pread(fd, p, n, static_cast<off_t>(off));
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    off += static_cast<std::uint64_t>(got);
+  }
+  return true;
+}
+
+// The section headers of the module's file (ELF64 in the host's byte order,
+// the only kind this process can have loaded): gABI "Sections". No libelf:
+// the in-process backtrace depends on libc alone. Every size read is
+// checked against the file's size before anything is allocated.
+FileCfi read_file_cfi(const std::string& path) {
+  FileCfi out;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.error = std::string("cannot open its file (") + std::strerror(errno) + ")";
+    return out;
+  }
+  const auto fail = [&](std::string why) {
+    close(fd);
+    out.error = std::move(why);
+    return std::move(out);
+  };
+  struct stat st {};
+  Elf64_Ehdr eh{};
+  if (fstat(fd, &st) != 0 || !read_at(fd, &eh, sizeof eh, 0)) return fail("its file is not readable");
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  constexpr unsigned char kHostData = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_ident[EI_DATA] != kHostData || eh.e_shentsize != sizeof(Elf64_Shdr))
+    return fail("its file is not a 64-bit ELF file of this machine's byte order");
+  std::uint64_t shnum = eh.e_shnum;
+  std::uint32_t shstrndx = eh.e_shstrndx;
+  Elf64_Shdr first{};
+  if (eh.e_shoff == 0 || eh.e_shoff > file_size || !read_at(fd, &first, sizeof first, eh.e_shoff))
+    return fail("its file has no section headers");
+  if (shnum == 0) shnum = first.sh_size;  // extended numbering (gABI)
+  if (shstrndx == SHN_XINDEX) shstrndx = first.sh_link;
+  if (shnum == 0 || shnum > (file_size - eh.e_shoff) / sizeof(Elf64_Shdr) || shstrndx >= shnum)
+    return fail("its section headers run past the end of the file");
+  std::vector<Elf64_Shdr> sh(shnum);
+  if (!read_at(fd, sh.data(), shnum * sizeof(Elf64_Shdr), eh.e_shoff)) return fail("its section headers are unreadable");
+  const Elf64_Shdr& strtab = sh[shstrndx];
+  if (strtab.sh_offset > file_size || strtab.sh_size > file_size - strtab.sh_offset)
+    return fail("its section name table runs past the end of the file");
+  std::string names(strtab.sh_size, '\0');
+  if (!read_at(fd, names.data(), names.size(), strtab.sh_offset)) return fail("its section name table is unreadable");
+  const auto name_of = [&](const Elf64_Shdr& h) {
+    return h.sh_name < names.size() ? std::string_view(names.c_str() + h.sh_name) : std::string_view();
+  };
+  for (const Elf64_Shdr& h : sh) {
+    if (h.sh_type != SHT_PROGBITS) continue;
+    if (name_of(h) == ".eh_frame" && (h.sh_flags & SHF_ALLOC) && out.eh_frame_size == 0) {
+      out.eh_frame_address = h.sh_addr;
+      out.eh_frame_size = h.sh_size;
+    } else if (name_of(h) == ".debug_frame" && !(h.sh_flags & SHF_COMPRESSED) && out.debug_frame.empty() &&
+               h.sh_offset <= file_size && h.sh_size <= file_size - h.sh_offset) {
+      out.debug_frame.resize(h.sh_size);
+      out.debug_frame_address = h.sh_addr;
+      if (!read_at(fd, out.debug_frame.data(), out.debug_frame.size(), h.sh_offset)) out.debug_frame.clear();
+    }
+  }
+  close(fd);
+  return out;
+}
+
 // Builds one module's data with the shared builder; a module that has
 // unwind information but ends without SFrame records why in `error` (the
 // walk then uses the frame-pointer fallback there).
-std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange& range, const BacktraceOptions& opt) {
+std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange& range, const BacktraceOptions& opt,
+                                         bool defer) {
   auto d = std::make_shared<ModuleData>();
   d->name = m.name;
   d->bias = m.bias;
@@ -112,45 +221,80 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   cfi::ModuleUnwindOptions uo;
   uo.version = opt.generated_version;
   uo.ignore_own = opt.always_generate;
-  d->unwind = cfi::ModuleUnwind::build(image_of(m), uo);
-  for (const AddressRange& t : d->unwind.trampolines()) d->trampolines.push_back({t.begin + m.bias, t.end + m.bias});
-  if (!d->unwind.needs_generation()) return d;
-  // SFrame generated from the .eh_frame of the module's file, for a section
-  // at address 0 (start PCs are then link-time addresses). The main program
-  // has an empty name; the vDSO a name that is no file.
-  const std::string path = m.name.empty() ? std::string("/proc/self/exe") : m.name;
-  const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
-  if (is_vdso(m)) return d;
-  const auto words = [](const Error& e) {
-    return e.code == Errc::kIoError && e.value != 0 ? std::string(std::strerror(static_cast<int>(e.value)))
-                                                    : std::string(describe(e.code));
+  cfi::ModuleImage image = image_of(m);
+  // Code bytes are scanned for trampolines only in modules with their own
+  // SFrame (a v2 section has no signal bit); generated ones take theirs
+  // from the CIE 'S' augmentation. Scanning every module would read all of
+  // its code (80 MB for libLLVM-14).
+  if (image.sframe.empty()) image.code.clear();
+  d->unwind = cfi::ModuleUnwind::build(image, uo);
+  const auto note_trampolines = [&] {
+    d->trampolines.clear();
+    for (const AddressRange& t : d->unwind.trampolines()) d->trampolines.push_back({t.begin + m.bias, t.end + m.bias});
   };
-  Expected<elf::ElfFile> file = path.front() != '/' && access(path.c_str(), R_OK) != 0
-                                    ? Expected<elf::ElfFile>(make_error(Errc::kIoError, 0, ENOENT))
-                                    : elf::ElfFile::open(path);
-  if (!file) {
-    // With its own section the module is walked whatever became of the
-    // functions that section lacks; without, by frame pointers only.
-    if (!native) {
-      d->error = file.error();
-      d->failure = "cannot open its file to read .eh_frame (" + words(file.error()) + ")";
+  note_trampolines();
+  const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
+  const bool may_generate = image.eh_frame_hdr.empty() ? !is_vdso(m) : d->unwind.needs_generation();
+  if (defer && may_generate) {
+    // Left to the background generator, which builds this module again.
+    d->deferred = m;
+    return d;
+  }
+  // SFrame generated from the module's CFI as loaded, for a section at
+  // address 0 (start PCs are then link-time addresses): the .eh_frame that
+  // .eh_frame_hdr points to, as libgcc and libunwind find it. Only a module
+  // without PT_GNU_EH_FRAME has its file read: its section headers, for
+  // .eh_frame (then read where it is loaded) and .debug_frame (not loaded):
+  // a static non-PIE executable, a library built without unwind tables.
+  if (is_vdso(m) && !d->unwind.needs_generation()) return d;
+  std::vector<cfi::CfiSource> srcs;
+  const auto eh_frame_at = [&](std::uint64_t address, std::uint64_t max) {
+    std::span<const std::byte> bytes = loaded_from(m, address);
+    if (bytes.size() > max) bytes = bytes.first(static_cast<std::size_t>(max));
+    if (!bytes.empty()) srcs.push_back({bytes, address, cfi::CfiKind::kEhFrame, kHostBig, 8, 0, 0});
+  };
+  FileCfi file;
+  if (!image.eh_frame_hdr.empty()) {
+    if (!d->unwind.needs_generation()) return d;
+    Expected<std::uint64_t> at = cfi::eh_frame_hdr_eh_frame(image.eh_frame_hdr, image.eh_frame_hdr_address);
+    if (at) eh_frame_at(*at, ~std::uint64_t{0});
+    if (srcs.empty() && !native) {
+      d->error = at ? make_error(Errc::kElfError, 0).error : at.error();
+      d->failure = at ? ".eh_frame_hdr points outside the loaded segments"
+                      : ".eh_frame_hdr unreadable (byte " + std::to_string(at.error().offset) + "), so is .eh_frame";
+      return d;
+    }
+  } else if (!is_vdso(m)) {
+    file = read_file_cfi(m.name.empty() ? std::string("/proc/self/exe") : m.name);
+    if (file.eh_frame_size != 0) eh_frame_at(file.eh_frame_address, file.eh_frame_size);
+    if (!file.debug_frame.empty())
+      srcs.push_back({file.debug_frame, file.debug_frame_address, cfi::CfiKind::kDebugFrame, kHostBig, 8, 0, 0});
+  }
+  if (srcs.empty()) {
+    if (!native && !file.error.empty()) {
+      d->error = make_error(Errc::kIoError, 0).error;
+      d->failure = file.error;
     }
     return d;
   }
-  Expected<void> gen = d->unwind.generate(*file, 0);
+  Expected<void> gen = d->unwind.generate(srcs, kHostAbi, 0);
   if (!gen && !native) d->error = gen.error();
+  note_trampolines();
   return d;
 }
 
-std::mutex g_refresh_mutex;
+
+// Never destroyed, as the other globals the background generator touches:
+// it may still run while exit() destroys static objects.
+std::mutex& g_refresh_mutex = *new std::mutex();
 // Tables retired while some walk ran; freed by a later rebuild that finds
 // none running. Never destroyed, so that tables still listed at exit stay
 // reachable (not reported as leaked).
 std::vector<const Table*>& g_retired = *new std::vector<const Table*>();
 
 // Every ThreadState, for rebuild() to see which threads are walking.
-std::mutex g_threads_mutex;
-std::vector<const ThreadState*> g_threads;
+std::mutex& g_threads_mutex = *new std::mutex();
+std::vector<const ThreadState*>& g_threads = *new std::vector<const ThreadState*>();
 
 long membarrier_call(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
 
@@ -200,12 +344,14 @@ Error report_on(const Table& t, BacktraceInitReport* report) {
     r.source = source_of(d->unwind.source());
     r.extra_functions = d->unwind.extra_functions();
     r.reason = d->unwind.reason();
-    if (d->failed()) {
+    if (d->deferred) {
+      r.reason += "; SFrame generation pending (background; frame-pointer fallback until ready)";
+    } else if (d->failed()) {
       r.failed = true;
       r.error = d->error;
       if (!d->failure.empty()) r.reason += "; " + d->failure;
     } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == BacktraceModuleSource::kNone) {
-      r.reason = "vDSO: no file to generate SFrame from (frame-pointer fallback)";
+      r.reason = "vDSO: no usable CFI (frame-pointer fallback)";
     }
     report->modules.push_back(std::move(r));
   }
@@ -218,12 +364,172 @@ Expected<void> result_of(const Table& t, BacktraceInitReport* report) {
   return {};
 }
 
-Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport* report) {
-  std::lock_guard lock(g_refresh_mutex);
+// Fills the table's module maps, trampolines and code ranges from its
+// `data`. The map's Modules view the shared data, which outlives the table.
+void assemble(Table& t) {
+  t.trampolines.clear();
+  t.code.clear();
+  t.generated = 0;
+  t.deferred = 0;
+  for (const auto& d : t.data) {
+    t.deferred += d->deferred ? 1 : 0;
+    t.trampolines.insert(t.trampolines.end(), d->trampolines.begin(), d->trampolines.end());
+    t.code.push_back(d->range);
+  }
+  t.storage.assign(t.data.size(), Module{});
+  t.extra_storage.assign(t.data.size(), Module{});
+  t.map = ModuleMap(t.storage);
+  t.extra_map = ModuleMap(t.extra_storage);
+  const auto add = [](ModuleMap& map, const ModuleData& d, const OwnedSection& o) {
+    if (!o.usable()) return false;
+    Module mod;
+    mod.range = d.range;
+    mod.bias = d.bias;
+    mod.section = *o.section;
+    mod.index = o.index ? &*o.index : nullptr;
+    mod.rows = o.rows ? &*o.rows : nullptr;
+    mod.compact_rows = o.rows && !o.compact_rows.empty() ? o.compact_rows.data() : nullptr;
+    return static_cast<bool>(map.add(mod));
+  };
+  for (const auto& d : t.data) {
+    if (add(t.map, *d, d->unwind.primary()))
+      t.generated += d->unwind.source() == cfi::ModuleSource::kGenerated ? 1 : 0;
+    add(t.extra_map, *d, d->unwind.extra());
+  }
+}
+
+// Publishes `t` (g_refresh_mutex held) and frees retired tables no walk can
+// still hold.
+const Table* publish(std::unique_ptr<Table> t) {
+  const std::uint64_t generation = t->map.generation();
+  const Table* published = t.get();
+  const Table* prev = g_table.exchange(t.release());
+  g_generation.store(generation, std::memory_order_release);
+  if (prev) g_retired.push_back(prev);
+  // A walk announces itself before it loads g_table, so with none
+  // running no one can still hold a retired table.
+  if (no_walkers()) {
+    for (const Table* r : g_retired) delete r;
+    g_retired.clear();
+  }
+  return published;
+}
+
+bool any_deferred(const Table* t) { return t && t->deferred != 0; }
+
+// ----- background generation ----------------------------------------------
+
+// With g_refresh_mutex: a deferred module got built.
+std::condition_variable& g_ready_cv = *new std::condition_variable();
+bool g_worker_running = false;       // guarded by g_refresh_mutex
+std::once_flag g_atfork_once;
+
+void start_worker_locked();
+
+// Builds the deferred modules one by one, outside the lock, and publishes a
+// table with each as it is ready; ends when none is left.
+void worker_main() {
+  pthread_setname_np(pthread_self(), "sframepp-gen");
+  for (;;) {
+    std::shared_ptr<const ModuleData> todo;
+    BacktraceOptions opt;
+    {
+      std::lock_guard lock(g_refresh_mutex);
+      const Table* t = g_table.load();
+      if (t)
+        for (const auto& d : t->data)
+          if (d->deferred) {
+            todo = d;
+            opt = t->options;
+            break;
+          }
+      if (!todo) {
+        g_worker_running = false;
+        g_ready_cv.notify_all();
+        return;
+      }
+    }
+    std::shared_ptr<const ModuleData> built = build_module(*todo->deferred, todo->range, opt, false);
+    std::lock_guard lock(g_refresh_mutex);
+    const Table* cur = g_table.load();
+    // A rebuild in between may have dropped or rebuilt the module: then
+    // this result is not needed (the loop looks at the table again).
+    const auto it = std::find(cur->data.begin(), cur->data.end(), todo);
+    if (it == cur->data.end()) continue;
+    auto t = std::make_unique<Table>();
+    t->data = cur->data;
+    t->data[static_cast<std::size_t>(it - cur->data.begin())] = std::move(built);
+    t->loaded = cur->loaded;
+    t->adds = cur->adds;
+    t->subs = cur->subs;
+    t->options = cur->options;
+    assemble(*t);
+    publish(std::move(t));
+    g_ready_cv.notify_all();
+  }
+}
+
+// Starts the worker (g_refresh_mutex held) with every signal blocked, so
+// that no handler of the program ever runs on it.
+void start_worker_locked() {
+  if (g_worker_running) return;
+  std::call_once(g_atfork_once, [] {
+    // The worker does not survive fork(): the child starts its own when it
+    // still has deferred modules. The lock keeps fork() from copying a
+    // table half published.
+    pthread_atfork([] { g_refresh_mutex.lock(); }, [] { g_refresh_mutex.unlock(); },
+                   [] {
+                     g_worker_running = false;
+                     if (any_deferred(g_table.load())) start_worker_locked();
+                     g_refresh_mutex.unlock();
+                   });
+  });
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    std::thread(worker_main).detach();
+    g_worker_running = true;
+  } catch (const std::system_error&) {
+    // No thread: the modules stay deferred until backtrace_wait_ready()
+    // builds them on the caller's thread.
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// The PCs of the calling thread's frames, from the C++ runtime's unwinder
+// (libgcc's _Unwind_Backtrace over .eh_frame): exact, unlike a scan of
+// stack words, which finds stale return addresses in uninitialised locals.
+// A walk it cannot finish gives the frames up to there.
+_Unwind_Reason_Code note_pc(_Unwind_Context* ctx, void* arg) {
+  auto* pcs = static_cast<std::vector<std::uint64_t>*>(arg);
+  pcs->push_back(_Unwind_GetIP(ctx));
+  return pcs->size() < 1024 ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+// Which of `ranges` (sorted by begin) hold a frame of the calling thread.
+std::vector<bool> on_stack(const std::vector<AddressRange>& ranges) {
+  std::vector<bool> hit(ranges.size(), false);
+  std::vector<std::uint64_t> pcs;
+  pcs.reserve(64);
+  _Unwind_Backtrace(note_pc, &pcs);
+  for (const std::uint64_t pc : pcs) {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                               [](std::uint64_t v, const AddressRange& r) { return v < r.begin; });
+    if (it != ranges.begin() && (--it)->contains(pc)) hit[static_cast<std::size_t>(it - ranges.begin())] = true;
+  }
+  return hit;
+}
+
+// `complete`: rebuild even when no module came or went, to build the
+// deferred ones.
+Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport* report, bool complete = false) {
+  std::unique_lock lock(g_refresh_mutex);
   Snapshot snap;
   dl_iterate_phdr(collect, &snap);
   const Table* old = g_table.load();
-  if (old && !new_options && old->adds == snap.adds && old->subs == snap.subs) return result_of(*old, report);
+  if (old && !new_options && !complete && old->adds == snap.adds && old->subs == snap.subs)
+    return result_of(*old, report);
   if (!old && !g_asymmetric.load()) {
     const long cmds = membarrier_call(MEMBARRIER_CMD_QUERY);
     if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
@@ -239,51 +545,35 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
                             old->options.always_generate == t->options.always_generate;
   for (const RawModule& m : snap.modules) t->loaded.push_back({m.bias, m.name});
   std::sort(t->loaded.begin(), t->loaded.end());
+  // Only backtrace_init() defers: a refresh is a safe point its caller chose
+  // for the work.
+  const bool lazy = new_options && t->options.background_generation;
+  std::vector<AddressRange> ranges;
+  for (const RawModule& m : snap.modules)
+    if (const auto r = exec_range(m)) ranges.push_back(*r);
+  std::sort(ranges.begin(), ranges.end(), [](const AddressRange& a, const AddressRange& b) { return a.begin < b.begin; });
+  const std::vector<bool> needed = lazy ? on_stack(ranges) : std::vector<bool>();
   for (const RawModule& m : snap.modules) {
     const std::optional<AddressRange> range = exec_range(m);
     if (!range) continue;
     std::shared_ptr<const ModuleData> d;
     if (same_options)
       for (const auto& od : old->data)
-        if (od->name == m.name && od->bias == m.bias && od->range == *range) d = od;
-    if (!d) d = build_module(m, *range, t->options);
-    t->trampolines.insert(t->trampolines.end(), d->trampolines.begin(), d->trampolines.end());
-    t->code.push_back(d->range);
+        if (od->name == m.name && od->bias == m.bias && od->range == *range && (lazy || !od->deferred)) d = od;
+    if (!d) {
+      bool defer = false;
+      if (lazy) {
+        const auto at = std::lower_bound(ranges.begin(), ranges.end(), range->begin,
+                                         [](const AddressRange& r, std::uint64_t v) { return r.begin < v; });
+        defer = at == ranges.end() || !needed[static_cast<std::size_t>(at - ranges.begin())];
+      }
+      d = build_module(m, *range, t->options, defer);
+    }
     t->data.push_back(std::move(d));
   }
-  // The map's Modules view the shared data, which outlives the table.
-  t->storage.resize(t->data.size());
-  t->extra_storage.resize(t->data.size());
-  t->map = ModuleMap(t->storage);
-  t->extra_map = ModuleMap(t->extra_storage);
-  const auto add = [](ModuleMap& map, const ModuleData& d, const OwnedSection& o) {
-    if (!o.usable()) return false;
-    Module mod;
-    mod.range = d.range;
-    mod.bias = d.bias;
-    mod.section = *o.section;
-    mod.index = o.index ? &*o.index : nullptr;
-    mod.rows = o.rows ? &*o.rows : nullptr;
-    mod.compact_rows = o.rows && !o.compact_rows.empty() ? o.compact_rows.data() : nullptr;
-    return static_cast<bool>(map.add(mod));
-  };
-  for (const auto& d : t->data) {
-    if (add(t->map, *d, d->unwind.primary()))
-      t->generated += d->unwind.source() == cfi::ModuleSource::kGenerated ? 1 : 0;
-    add(t->extra_map, *d, d->unwind.extra());
-  }
-
-  const std::uint64_t generation = t->map.generation();
-  const Table* published = t.get();
-  const Table* prev = g_table.exchange(t.release());
-  g_generation.store(generation, std::memory_order_release);
-  if (prev) g_retired.push_back(prev);
-  // A walk announces itself before it loads g_table, so with none
-  // running no one can still hold a retired table.
-  if (no_walkers()) {
-    for (const Table* r : g_retired) delete r;
-    g_retired.clear();
-  }
+  assemble(*t);
+  const Table* published = publish(std::move(t));
+  if (any_deferred(published)) start_worker_locked();
   return result_of(*published, report);
 }
 
@@ -376,6 +666,22 @@ Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report) {
   return true;
 }
 
+bool backtrace_wait_ready(int timeout_ms) {
+  std::unique_lock lock(bt::g_refresh_mutex);
+  const auto ready = [] { return !bt::any_deferred(bt::g_table.load()); };
+  if (ready()) return true;
+  if (!bt::g_worker_running) {
+    // No worker (it could not be started): build here, as a refresh would.
+    lock.unlock();
+    return static_cast<bool>(bt::rebuild(nullptr, nullptr, true)) || ready();
+  }
+  if (timeout_ms < 0) {
+    bt::g_ready_cv.wait(lock, ready);
+    return true;
+  }
+  return bt::g_ready_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+}
+
 BacktraceInitReport backtrace_report() {
   BacktraceInitReport report;
   std::lock_guard lock(bt::g_refresh_mutex);
@@ -386,7 +692,7 @@ BacktraceInitReport backtrace_report() {
 bool backtrace_modules_ready() noexcept {
   bt::g_walkers.fetch_add(1);
   const bt::Table* t = bt::g_table.load();
-  bool ready = t != nullptr && _r_debug.r_state == r_debug::RT_CONSISTENT;
+  bool ready = t != nullptr && t->deferred == 0 && _r_debug.r_state == r_debug::RT_CONSISTENT;
   for (const link_map* l = ready ? _r_debug.r_map : nullptr; l && ready; l = l->l_next) {
     // Binary search by bias (no allocation, no libc).
     std::size_t lo = 0, hi = t->loaded.size();

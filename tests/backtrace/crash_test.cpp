@@ -184,6 +184,7 @@ void* overflow_thread(void* arg) {
 
 int run_child(const std::string& scenario) {
   if (!sframe::backtrace_init()) std::fprintf(stderr, "backtrace_init reported an error (walks go on)\n");
+  sframe::backtrace_wait_ready();
   void* warm[4];
   (void)sframe_test::glibc_backtrace_fn()(warm, 4);  // loads libgcc_s: not in a handler
   (void)unw_backtrace(warm, 4);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   g_out = std::fopen(argv[1], "w");
   if (!g_out) return 2;
   if (!sframe::backtrace_init()) std::fprintf(stderr, "backtrace_init reported an error\n");
+  sframe::backtrace_wait_ready();
   pthread_t t;
   pthread_create(&t, nullptr, worker, nullptr);
   return level(4);

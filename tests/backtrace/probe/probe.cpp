@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// A program that walks its own stack with sframe::backtrace from the bottom
+// of a known chain (probe_f3 <- probe_f2 <- probe_f1 <- main) and prints the
+// return addresses, then glibc backtrace()'s, one list per line:
+//   sframepp: STOP N 0xPC 0xRA ...
+//   glibc: N 0xPC 0xRA ...
+// Built as a static non-PIE executable (no PT_GNU_EH_FRAME);
+// tests/backtrace/probe/run.sh names the addresses with addr2line and
+// compares.
+#include <execinfo.h>
+
+#include <cstdio>
+
+#include "sframe/backtrace.hpp"
+
+extern "C" {
+[[gnu::noinline]] int probe_f3(int x);
+[[gnu::noinline]] int probe_f2(int x);
+[[gnu::noinline]] int probe_f1(int x);
+}
+
+namespace {
+int (*volatile g_next)(int) = nullptr;
+}
+
+extern "C" [[gnu::noinline]] int probe_f3(int x) {
+  void* out[64];
+  const sframe::BacktraceResult r = sframe::backtrace_ex(out);
+  std::printf("sframepp: %s %zu", std::string(sframe::backtrace_stop_name(r.reason)).c_str(), r.size);
+  for (std::size_t i = 0; i < r.size; ++i) std::printf(" %p", out[i]);
+  std::printf("\n");
+  void* theirs[64];
+  const int n = ::backtrace(theirs, 64);
+  std::printf("glibc: %d", n);
+  for (int i = 0; i < n; ++i) std::printf(" %p", theirs[i]);
+  std::printf("\n");
+  return x + static_cast<int>(r.size);
+}
+
+extern "C" [[gnu::noinline]] int probe_f2(int x) { return g_next(x + 1) * 3; }
+extern "C" [[gnu::noinline]] int probe_f1(int x) { return probe_f2(x + 2) * 5; }
+
+int main() {
+  g_next = probe_f3;
+  sframe::BacktraceInitReport report;
+  if (auto ok = sframe::backtrace_init({}, &report); !ok) {
+    std::fprintf(stderr, "backtrace_init: %s\n", report.message().c_str());
+    return 1;
+  }
+  for (const auto& m : report.modules)
+    std::fprintf(stderr, "module %s: %s (%s)\n", m.name.c_str(), std::string(sframe::to_string(m.source)).c_str(),
+                 m.reason.c_str());
+  return probe_f1(1) > 0 ? 0 : 1;
+}
