@@ -312,6 +312,41 @@ TEST(CfiReader, ModuleUnwindGeneratesFromTheLoadedImage) {
   EXPECT_LE(missing, 2u);
 }
 
+TEST(CfiReader, LoadedImagePltBecomesPcMaskFdes) {
+  // Without section headers (a loaded module), ld's .plt is recognized by
+  // its FDE and gets the PC-mask FDEs the file's headers would give it.
+  // Truth: binutils' section table for the .plt range.
+  LoadedCfi c;
+  dl_iterate_phdr(find_libc, &c);
+  ASSERT_FALSE(c.eh_frame.empty());
+  FILE* p = popen("readelf -SW /lib/x86_64-linux-gnu/libc.so.6 | awk '$2 == \".plt\" { print $4, $6 }'", "r");
+  ASSERT_NE(p, nullptr);
+  unsigned long long plt = 0, size = 0;
+  const int got = std::fscanf(p, "%llx %llx", &plt, &size);
+  pclose(p);
+  ASSERT_EQ(got, 2) << "libc.so.6 has no .plt";
+  cfi::CfiSource src;
+  src.bytes = c.eh_frame;
+  src.address = c.eh_frame_address;
+  auto g = cfi::generate(std::span<const cfi::CfiSource>(&src, 1), Abi::kAmd64Little, Version::kV3, 0);
+  ASSERT_TRUE(g);
+  bool plt0 = false, entries = false;
+  for (const FunctionSpec& f : g->spec.functions) {
+    if (f.start_pc == plt && f.size == 16 && f.pc_type == PcType::kInc) plt0 = true;
+    if (f.start_pc == plt + 16 && f.size == size - 16 && f.pc_type == PcType::kMask && f.rep_size == 16) {
+      entries = true;
+      ASSERT_EQ(f.rows.size(), 2u);
+      EXPECT_EQ(f.rows[0].start_offset, 0u);
+      EXPECT_EQ(f.rows[0].row.cfa.offset, 8);
+      EXPECT_EQ(f.rows[1].start_offset, 11u);
+      EXPECT_EQ(f.rows[1].row.cfa.offset, 16);
+    }
+  }
+  EXPECT_TRUE(plt0);
+  EXPECT_TRUE(entries);
+  EXPECT_EQ(g->plt_functions, 2u);
+}
+
 // --- CFI bytes written by hand (DWARF 5 §6.4, LSB 5.0 .eh_frame) ---------
 
 struct Bytes {

@@ -92,6 +92,22 @@ bool too_far_for_v2(std::uint64_t start_pc, std::uint64_t section_address) {
   return d < std::int64_t{INT32_MIN} + (1 << 28) || d > std::int64_t{INT32_MAX} - (1 << 28);
 }
 
+// GNU ld's x86-64 .plt as its FDE describes it, for callers without
+// section headers (a loaded module): PLT0's rows (CFA = SP + 16 at its
+// start, SP + 24 after its push), then from PLT1 on the CFA expression
+// SP + 8 + ((RIP & 15) >= 11) * 8, which only a PC-mask FDE can say.
+bool is_ld_plt(const Function& fn) {
+  const std::uint64_t size = fn.end - fn.start;
+  if (fn.rows.size() != 3 || size < 32 || size % 16 != 0 || size > UINT32_MAX || fn.start % 16 != 0) return false;
+  const auto sp_based = [](const Row& r, std::uint64_t at, std::int32_t off) {
+    return r.start == at && r.reason == Reason::kNone && r.row.cfa.kind == Rule::Kind::kExpr &&
+           r.row.cfa.base == Rule::Base::kRegister && r.row.cfa.regnum == abi_regs(Abi::kAmd64Little).sp &&
+           !r.row.cfa.deref && r.row.cfa.offset == off;
+  };
+  return sp_based(fn.rows[0], fn.start, 16) && sp_based(fn.rows[1], fn.start + 6, 24) &&
+         fn.rows[2].start == fn.start + 16 && fn.rows[2].reason == Reason::kCfaExpression;
+}
+
 }  // namespace
 
 SectionSpec section_header(Abi abi, Version version, std::uint64_t section_address) {
@@ -129,6 +145,15 @@ Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi,
   FunctionSpec f;  // reused: its rows keep their capacity
   auto walked = read_cfi(srcs, abi, [&](const Function& fn) {
     if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
+    if (x86 && plt_sections.empty() && is_ld_plt(fn)) {
+      // No section headers: ld's .plt recognized by its FDE's rows.
+      const PltSection sec{".plt", fn.start, fn.end - fn.start, true};
+      for (const FunctionSpec& p : plt_functions(std::span<const PltSection>(&sec, 1))) {
+        out(p);
+        ++g.plt_functions;
+      }
+      return;
+    }
     ++g.functions_in;
     const std::uint64_t size = fn.end - fn.start;
     Reason why = detail::blocking_reason(fn, version == Version::kV3);
