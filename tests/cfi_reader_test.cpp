@@ -319,7 +319,7 @@ TEST(CfiReader, LoadedImagePltBecomesPcMaskFdes) {
   LoadedCfi c;
   dl_iterate_phdr(find_libc, &c);
   ASSERT_FALSE(c.eh_frame.empty());
-  FILE* p = popen("readelf -SW /lib/x86_64-linux-gnu/libc.so.6 | awk '$2 == \".plt\" { print $4, $6 }'", "r");
+  FILE* p = popen("readelf -SW /lib/x86_64-linux-gnu/libc.so.6 | awk '{ for (i = 1; i < NF; i++) if ($i == \".plt\") print $(i + 2), $(i + 4) }'", "r");
   ASSERT_NE(p, nullptr);
   unsigned long long plt = 0, size = 0;
   const int got = std::fscanf(p, "%llx %llx", &plt, &size);
