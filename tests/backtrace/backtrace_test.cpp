@@ -281,6 +281,7 @@ struct ProfRef {
 thread_local ProfRef* t_prof_ref = nullptr;
 
 void on_prof(int, siginfo_t*, void*) {
+  unpoison_stack_below();
   const ProfRef* ref = t_prof_ref;
   if (!g_prof_on.load() || !ref) return;
   void* ours[kMax];
@@ -437,6 +438,7 @@ struct ChurnSamples {
 ChurnSamples* g_churn = nullptr;
 
 extern "C" void on_churn_prof(int, siginfo_t*, void* uc) {
+  unpoison_stack_below();
   ChurnSamples* c = g_churn;
   if (!c) return;
   const int i = c->next.fetch_add(1, std::memory_order_relaxed);
