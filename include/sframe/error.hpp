@@ -9,6 +9,7 @@
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
 
+#include <cassert>
 #include <cstdint>
 #include <new>
 #include <string_view>
@@ -100,7 +101,8 @@ constexpr std::string_view code_name(Errc code) noexcept {
 /// Marks "no FDE/FRE index applies" in Error.
 inline constexpr std::uint32_t kNoIndex = 0xffffffffu;
 
-/// A decoding or validation failure. Trivially copyable, 24 bytes.
+/// A decoding or validation failure. Trivially copyable, 32 bytes (two
+/// 8-byte fields, two 4-byte indices, the code and padding).
 struct Error {
   Errc code{};
   /// Byte offset from the start of the SFrame section where the rule is broken
@@ -116,6 +118,7 @@ struct Error {
   friend bool operator==(const Error&, const Error&) = default;
 };
 static_assert(std::is_trivially_copyable_v<Error>);
+static_assert(sizeof(Error) == 32, "Error's documented size");
 
 /// Wrapper that constructs the error alternative of Expected, like std::unexpected.
 struct Unexpected {
@@ -154,14 +157,16 @@ class [[nodiscard]] Expected {
 
   bool has_value() const noexcept { return has_; }
   explicit operator bool() const noexcept { return has_; }
-  T& value() & { return val_; }
-  const T& value() const& { return val_; }
-  T&& value() && { return std::move(val_); }
-  T& operator*() & { return val_; }
-  const T& operator*() const& { return val_; }
-  T* operator->() { return &val_; }
-  const T* operator->() const { return &val_; }
-  const Error& error() const { return err_; }
+  // The value of an error, or the error of a value, is a caller's bug:
+  // debug builds stop there (std::expected leaves it undefined).
+  T& value() & { assert(has_); return val_; }
+  const T& value() const& { assert(has_); return val_; }
+  T&& value() && { assert(has_); return std::move(val_); }
+  T& operator*() & { assert(has_); return val_; }
+  const T& operator*() const& { assert(has_); return val_; }
+  T* operator->() { assert(has_); return &val_; }
+  const T* operator->() const { assert(has_); return &val_; }
+  const Error& error() const { assert(!has_); return err_; }
 
  private:
   void destroy() { if (has_) val_.~T(); }
@@ -177,7 +182,7 @@ class [[nodiscard]] Expected<void> {
   Expected(Unexpected u) : has_(false), err_(u.error) {}  // NOLINT(implicit)
   bool has_value() const noexcept { return has_; }
   explicit operator bool() const noexcept { return has_; }
-  const Error& error() const { return err_; }
+  const Error& error() const { assert(!has_); return err_; }
 
  private:
   bool has_ = true;

@@ -5,7 +5,7 @@
 // SFrame sections (spec v3 §3 and Appendix A "Generating Stack Traces using
 // SFrame"), reading stack memory through a caller-chosen reader.
 //
-// Safety contract (STYLE.md §8.12):
+// Safety contract:
 //  - unwind() and everything it calls allocate nothing, take no locks, throw
 //    nothing and call no interposable libc function: with an
 //    async-signal-safe MemoryReader it is async-signal-safe.
@@ -257,7 +257,7 @@ struct Regs {
 };
 
 // ---------------------------------------------------------------------------
-// Code addresses (STYLE.md §8.14)
+// Code addresses
 // ---------------------------------------------------------------------------
 
 /// A runtime code address and how it was obtained. A return address points
@@ -360,7 +360,7 @@ class ModuleMap {
 };
 
 // ---------------------------------------------------------------------------
-// Compact rules and the rule cache (STYLE.md §8.10)
+// Compact rules and the rule cache
 // ---------------------------------------------------------------------------
 
 /// A DEFAULT-type frame row compiled to 8 bytes, with header fixed offsets
