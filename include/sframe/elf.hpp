@@ -229,10 +229,10 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
 /// section-header table follow the new segment, unmapped. With `retarget`,
 /// the file's PT_GNU_SFRAME and its section `name` are pointed at the new
 /// bytes (the old section's bytes stay as dead bytes) instead of new ones
-/// being added. `address` must be the plan's address (the caller generated
+/// being added (a section header is added when the file has none `name`). `address` must be the plan's address (the caller generated
 /// `bytes` for it). Errors: those of plan_loadable_section(); kIoError
 /// (cannot read or write); kElfError (unreadable headers, a section `name`
-/// already exists without `retarget`, or none with it, or extended section
+/// already exists without `retarget`, or extended section
 /// numbering; offset: the header concerned); kNotRepresentable (`address`
 /// is not the plan's; value: the plan's address).
 Expected<void> write_with_loadable_section(const std::string& in_path, OutputFile& out, std::string_view name,

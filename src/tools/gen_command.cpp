@@ -211,9 +211,20 @@ int GenCommand::generate() {
       if (!has_segment) return fail(path, "no PT_GNU_SFRAME segment to repair (--loadable adds one)");
       for (const auto& sh : file->sections())
         if (!repaired && (sh.name == ".sframe" || sh.type == elf::kShtGnuSframe)) repaired = sh;
-      if (!repaired || repaired->type == SHT_NOBITS)
-        return fail(path, "PT_GNU_SFRAME has no .sframe section header to rewrite");
-      address = repaired->address;
+      if (repaired && repaired->type != SHT_NOBITS) {
+        address = repaired->address;
+      } else if (!opt.loadable) {
+        return fail(path, "PT_GNU_SFRAME has no .sframe section header to rewrite in its space (add --loadable to "
+                          "put the section in a new segment)");
+      } else {
+        // No space to rewrite (objcopy --remove-section=.sframe leaves an
+        // empty PT_GNU_SFRAME): straight to a new segment.
+        if (repaired) return fail(path, fmt::format("{} is SHT_NOBITS: no bytes to repair", repaired->name));
+        auto p = elf::plan_loadable_section(*file, true);
+        if (!p) return fail(path, fmt::format("cannot add a segment: {}", error_text(p.error())));
+        plan = *p;
+        address = plan->address;
+      }
     } else {
       if (has_segment)
         return fail(path, "already has a PT_GNU_SFRAME segment (gen --in-place --repair regenerates its section)");
