@@ -227,12 +227,12 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
 /// follows the last). Every byte of the input stays where it was (the old
 /// table is left as dead bytes); the grown section-name table and a new
 /// section-header table follow the new segment, unmapped. With `retarget`,
-/// the file's PT_GNU_SFRAME and its section `name` are pointed at the new
-/// bytes (the old section's bytes stay as dead bytes) instead of new ones
-/// being added (a section header is added when the file has none `name`). `address` must be the plan's address (the caller generated
+/// the file's PT_GNU_SFRAME is pointed at the new bytes instead of a new
+/// one being added. A section `name` the file has (with or without
+/// `retarget`: lld 14 writes .sframe with no segment) has its header
+/// pointed at the new bytes, its old bytes left dead; else one is added. `address` must be the plan's address (the caller generated
 /// `bytes` for it). Errors: those of plan_loadable_section(); kIoError
-/// (cannot read or write); kElfError (unreadable headers, a section `name`
-/// already exists without `retarget`, or extended section
+/// (cannot read or write); kElfError (unreadable headers, or extended section
 /// numbering; offset: the header concerned); kNotRepresentable (`address`
 /// is not the plan's; value: the plan's address).
 Expected<void> write_with_loadable_section(const std::string& in_path, OutputFile& out, std::string_view name,

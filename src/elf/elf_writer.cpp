@@ -364,9 +364,9 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
     const char* n = elf_strptr(e, shstrndx, sh.sh_name);
     if (n && name == n && !existing) existing = i;
   }
-  // Retargeted, a file without the section header (objcopy
-  // --remove-section leaves PT_GNU_SFRAME) gets one as when adding.
-  if (existing && !retarget) return make_error(Errc::kElfError, eh.e_shoff + *existing * sizeof(Elf64_Shdr));
+  // A section `name` that exists (retargeted; or one no segment maps, as
+  // lld 14 writes) has its header pointed at the new bytes; a file without
+  // one (objcopy --remove-section leaves PT_GNU_SFRAME) gets one.
   std::uint64_t name_at = 0;
   if (!existing) {
     // The name table, grown by `name`, moves after the segment.

@@ -188,7 +188,7 @@ int GenCommand::generate() {
   if (!file) return fail(path, why_not);
   if (file->info().machine == EM_386) return fail(path, "32-bit x86 has no SFrame ABI");
   auto existing = file->sframe_section();
-  if (!opt.repair && !opt.elf_output.empty() && existing && !existing->from_segment)
+  if (!opt.repair && !opt.loadable && !opt.elf_output.empty() && existing && !existing->from_segment)
     return fail(path, fmt::format("already has a {} section (gen --elf adds one; dump or verify it instead)",
                                   existing->name));
   if (opt.address.empty() && existing) address = existing->address;
@@ -299,8 +299,10 @@ int GenCommand::generate() {
   if (!opt.elf_output.empty()) {
     auto out = OutputFile::create(opt.elf_output, path);
     if (!out) return cannot(opt.elf_output, "cannot write a copy with .sframe", out.error());
-    auto ok = plan ? elf::write_with_loadable_section(path, *out, repaired ? repaired->name : ".sframe", *bytes,
-                                                      address, plan->retarget)
+    // --loadable on a file with an unmapped section (lld 14 concatenates
+    // .sframe without PT_GNU_SFRAME): that section's header is reused.
+    const std::string name = repaired ? repaired->name : existing ? existing->name : std::string(".sframe");
+    auto ok = plan ? elf::write_with_loadable_section(path, *out, name, *bytes, address, plan->retarget)
               : repaired ? elf::write_with_section_replaced(path, *out, repaired->name, *bytes)
                          : elf::write_with_section(path, *out, ".sframe", elf::kShtGnuSframe, *bytes, address);
     if (!ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
@@ -358,7 +360,10 @@ int GenCommand::generate() {
   if (plan)
     fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers{}\n",
                opt.elf_output, plan->vaddr, plan->offset, plan->address, plan->phnum,
-               plan->retarget ? " (the old section did not fit; PT_GNU_SFRAME retargeted)" : "");
+               plan->retarget ? fmt::format(" ({}; PT_GNU_SFRAME retargeted)",
+                                            repaired ? "the old section did not fit" : "no section header to rewrite")
+               : existing     ? fmt::format(" (the unmapped {} replaced)", existing->name)
+                              : std::string());
   else if (repaired)
     fmt::print(report, "  {}: {} rewritten in its space ({} of {} bytes)\n", opt.elf_output, repaired->name,
                bytes->size(), repaired->size);
