@@ -183,7 +183,7 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
 /// Where write_with_loadable_section() puts a section in a copy of a linked
 /// 64-bit ELF file (ET_EXEC or ET_DYN). The layout depends on the file alone,
 /// not on the section's bytes, so the section can be generated for its final
-/// address first (FDE start addresses depend on it, SFrame v3 §2.3.2).
+/// address first (FDE start offsets are relative to it, SFrame v3 §2.1.3, §2.3.1).
 struct LoadablePlan {
   /// The new read-only PT_LOAD: file offset and address (congruent modulo
   /// `page`, past the end of the file and above every existing segment),
@@ -203,18 +203,26 @@ struct LoadablePlan {
   bool retarget = false;
 };
 
+/// The most zero bytes write_with_loadable_section() writes between the end
+/// of a file and its new segment (the new segment keeps the lowest
+/// PT_LOAD's address-offset difference, so a non-PIE file grows by about
+/// its .bss): 1 GiB.
+inline constexpr std::uint64_t kMaxGap = std::uint64_t{1} << 30;
+
 /// Plans write_with_loadable_section() for `file`. With `retarget` false the
 /// file must have no PT_GNU_SFRAME; with it true, it must have one.
 /// Errors: kElfError with the offset of what refuses: a 32-bit file (0), a
 /// relocatable or core file (0), no PT_LOAD (e_phoff), a PT_GNU_SFRAME when
 /// `retarget` is false or none when it is true (its program header's
-/// offset, or e_phoff), 65535 or more program headers (e_phoff), or a PT_LOAD
-/// alignment that is not a power of two (its program header).
+/// offset, or e_phoff), 65535 or more program headers (e_phoff), a PT_LOAD
+/// alignment that is not a power of two or a PT_LOAD ending above 2^63 (its
+/// program header); kNotRepresentable when the segment would start more
+/// than kMaxGap bytes past the end of the file (value: that gap).
 Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget);
 
 /// Writes to `out` (not committed) a copy of `in_path` whose new read-only
 /// PT_LOAD (placed as plan_loadable_section(file, retarget) says) holds the
-/// moved program-header table and `bytes`, with a PT_GNU_SFRAME (errata 1)
+/// moved program-header table and `bytes`, with a PT_GNU_SFRAME (SFrame v3 §1.1)
 /// covering exactly `bytes` and a section header `name` of type
 /// SHT_GNU_SFRAME with SHF_ALLOC, so that the kernel, the dynamic linker and
 /// tools (readelf, objdump) find the section. The table moves the way

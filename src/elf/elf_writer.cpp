@@ -207,6 +207,9 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
 namespace {
 
 constexpr std::uint32_t kPtGnuSframeType = 0x6474e554;
+// The highest segment end plan_loadable_section() builds on (2^63: far
+// above every user address space; its page-aligned sums cannot wrap).
+constexpr std::uint64_t kAddressLimit = std::uint64_t{1} << 63;
 
 // Reads an `n`-byte field at `at` in the file's byte order.
 std::uint64_t load(std::span<const std::byte> img, std::uint64_t at, unsigned n, bool big) {
@@ -253,6 +256,8 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
     if (!gelf_getphdr(e, static_cast<int>(index - 1), &raw)) return make_error(Errc::kElfError, at);
     if (raw.p_align > 1 && !power_of_two(raw.p_align)) return make_error(Errc::kElfError, at, raw.p_align);
     page = std::max<std::uint64_t>(page, raw.p_align);
+    // Room above the segment for a page-aligned one (no wrap-around).
+    if (ph.memsz > kAddressLimit || ph.vaddr > kAddressLimit - ph.memsz) return make_error(Errc::kElfError, at);
     end = std::max(end, ph.vaddr + ph.memsz);
     if (!lowest || ph.vaddr < lowest->vaddr) lowest = &ph;
   }
@@ -275,6 +280,9 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
     plan.offset = align_up(size, page);
     plan.vaddr = align_up(end, page);
   }
+  // The gap between the file's end and the segment is written out as
+  // zeros (a non-PIE file's .bss, typically): bounded.
+  if (plan.offset - size > kMaxGap) return make_error(Errc::kNotRepresentable, eh.e_phoff, plan.offset - size);
   plan.address = plan.vaddr + align_up(plan.phnum * sizeof(Elf64_Phdr), 8);
   return plan;
 }

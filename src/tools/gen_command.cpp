@@ -29,6 +29,16 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
 
 // One rule for --compare-libdw's messages: "u" (unchanged), "-" (padding),
 // "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
+// Why plan_loadable_section() refused (gen checked the common reasons
+// before: 32-bit, not linked, no PT_LOAD, PT_GNU_SFRAME).
+std::string cannot_add_segment(const Error& e) {
+  if (e.code == Errc::kNotRepresentable)
+    return fmt::format("cannot add a segment: it would start {} bytes past the end of the file (the gap up to the "
+                       "highest segment's end, written as zeros; at most {})",
+                       e.value, elf::kMaxGap);
+  return fmt::format("cannot add a segment: {}", error_text(e));
+}
+
 std::string rule_words(const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: return "u";
@@ -221,7 +231,7 @@ int GenCommand::generate() {
         // empty PT_GNU_SFRAME): straight to a new segment.
         if (repaired) return fail(path, fmt::format("{} is SHT_NOBITS: no bytes to repair", repaired->name));
         auto p = elf::plan_loadable_section(*file, true);
-        if (!p) return fail(path, fmt::format("cannot add a segment: {}", error_text(p.error())));
+        if (!p) return fail(path, cannot_add_segment(p.error()));
         plan = *p;
         address = plan->address;
       }
@@ -229,7 +239,7 @@ int GenCommand::generate() {
       if (has_segment)
         return fail(path, "already has a PT_GNU_SFRAME segment (gen --in-place --repair regenerates its section)");
       auto p = elf::plan_loadable_section(*file, false);
-      if (!p) return fail(path, fmt::format("cannot add a segment: {}", error_text(p.error())));
+      if (!p) return fail(path, cannot_add_segment(p.error()));
       plan = *p;
       address = plan->address;
     }
@@ -276,7 +286,7 @@ int GenCommand::generate() {
                                     "--loadable to put it in a new segment)",
                                     (*bytes_at)->size(), repaired->name, repaired->size));
     auto p = elf::plan_loadable_section(*file, true);
-    if (!p) return fail(path, fmt::format("cannot add a segment: {}", error_text(p.error())));
+    if (!p) return fail(path, cannot_add_segment(p.error()));
     plan = *p;
     address = plan->address;
     if (const int rc = generate_at(address); rc != 0) return rc;

@@ -140,6 +140,11 @@ refused "already has a PT_GNU_SFRAME" "$work/basic.sf" --elf "$work/x" --loadabl
 gcc -O2 -c -o "$work/basic.o" "$src/basic.c" && refused "not a linked" "$work/basic.o" --elf "$work/x" --loadable
 refused "give --elf OUT or --in-place" "$work/basic" -o "$work/x" --loadable
 refused "no PT_GNU_SFRAME segment to repair" "$work/basic" --elf "$work/x" --repair
+# A non-PIE file keeps its address-offset difference: 1.5 GiB of .bss would
+# be 1.5 GiB of zeros in the file.
+printf 'char big[1536u << 20];\nint main(int c, char **v) { (void)v; big[c] = 1; return big[1]; }\n' >"$work/bss.c"
+gcc -O2 -no-pie -fno-PIE -o "$work/bss" "$work/bss.c" && refused "bytes past the end of the file" "$work/bss" --elf "$work/x" --loadable ||
+  bad "compile bss.c"
 [ ! -e "$work/x" ] && ok || bad "a refused gen wrote $work/x"
 
 # 6. --repair.
