@@ -18,7 +18,8 @@
 #    PT_GNU_SFRAME, and the bytes mapped there equal to objcopy's .sframe,
 #    for PIE, non-PIE, static and static-pie executables;
 #  - `sframe verify` (strict; its DWARF comparison) and `verify --consumer
-#    kernel` accept every output (objdump 2.40 reads only SFrame v1).
+#    kernel` accept every output (objdump 2.40 reads only SFrame v1); a v2
+#    section (--format-version 2) passes glibc's and libsframe's rules.
 # The --repair inputs are made here: lld 14 concatenates the objects'
 # .sframe sections (and leaves FDEs of discarded COMDAT code pointing near
 # 0) but writes no PT_GNU_SFRAME, so a PT_NOTE is turned into one over the
@@ -71,6 +72,12 @@ for f in basic longfn signals realign cxx basic-nopie signals-static; do
   retrofit "$work/$f" "$work/$f.sf" || continue
   same_run "$f" "$(run_out "$work/$f")" "$(run_out "$work/$f.sf")"
 done
+
+# SFrame v2 (glibc's backtrace() reads v2 only): glibc's and libsframe's rules.
+o=$("$bin" gen "$work/cxx" --elf "$work/cxx.v2" --loadable --format-version 2 2>&1) && ok || bad "gen --loadable v2: $o"
+o=$(chk layout "$work/cxx" "$work/cxx.v2" 2) && ok || bad "$o"
+for c in glibc libsframe; do o=$("$bin" verify --consumer $c "$work/cxx.v2" 2>&1) && ok || bad "verify --consumer $c v2: $o"; done
+same_run "cxx v2" "$(run_out "$work/cxx")" "$(run_out "$work/cxx.v2")"
 
 # 2. What the kernel and the dynamic linker see at run time.
 for v in "-pie -fPIE" "-no-pie -fno-PIE" "-static" "-static-pie"; do
