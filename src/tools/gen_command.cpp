@@ -78,7 +78,7 @@ class GenCommand final : public Command {
                      "Write the raw section here (-: standard output); with several FILEs, a folder that gets "
                      "one BASENAME.sframe per FILE");
     app_->add_option("--elf", opt_.elf_output,
-                     "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
+                     "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it; see --loadable)");
     app_->add_flag("--in-place", opt_.in_place,
                    "Replace FILE by its copy with .sframe added (atomically: a failure leaves FILE as it was)");
     app_->add_flag("--loadable", opt_.loadable,
