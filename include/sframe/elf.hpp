@@ -180,6 +180,72 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
 Expected<void> write_with_section_replaced(const std::string& in_path, OutputFile& out, std::string_view name,
                                            std::span<const std::byte> bytes);
 
+/// Where write_with_loadable_section() puts a section in a copy of a linked
+/// 64-bit ELF file (ET_EXEC or ET_DYN). The layout depends on the file alone,
+/// not on the section's bytes, so the section can be generated for its final
+/// address first (FDE start offsets are relative to it, SFrame v3 §2.1.3, §2.3.1).
+struct LoadablePlan {
+  /// The new read-only PT_LOAD: file offset and address (congruent modulo
+  /// `page`, past the end of the file and above every existing segment),
+  /// and the page size used (the largest p_align of the PT_LOADs, >= 4096).
+  std::uint64_t offset = 0;
+  std::uint64_t vaddr = 0;
+  std::uint64_t page = 0;
+  /// Program headers after the change: the table moves to the start of the
+  /// new segment (a linked file has no free slot after it) and grows by the
+  /// PT_LOAD and, unless the file has one to retarget, a PT_GNU_SFRAME.
+  std::uint64_t phnum = 0;
+  /// The section's address (sh_addr, PT_GNU_SFRAME's p_vaddr): in the new
+  /// segment, after the program-header table, 8-byte aligned.
+  std::uint64_t address = 0;
+  /// The file has a PT_GNU_SFRAME (and a section `name`): they are retargeted
+  /// to the new bytes instead of new ones being added (gen --repair).
+  bool retarget = false;
+};
+
+/// The most zero bytes write_with_loadable_section() writes between the end
+/// of a file and its new segment (the new segment keeps the lowest
+/// PT_LOAD's address-offset difference, so a non-PIE file grows by about
+/// its .bss): 1 GiB.
+inline constexpr std::uint64_t kMaxGap = std::uint64_t{1} << 30;
+
+/// Plans write_with_loadable_section() for `file`. With `retarget` false the
+/// file must have no PT_GNU_SFRAME; with it true, it must have one.
+/// Errors: kElfError with the offset of what refuses: a 32-bit file (0), a
+/// relocatable or core file (0), no PT_LOAD (e_phoff), a PT_GNU_SFRAME when
+/// `retarget` is false or none when it is true (its program header's
+/// offset, or e_phoff), 65535 or more program headers (e_phoff), a PT_LOAD
+/// alignment that is not a power of two or a PT_LOAD ending above 2^63 (its
+/// program header); kNotRepresentable when the segment would start more
+/// than kMaxGap bytes past the end of the file (value: that gap).
+Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget);
+
+/// Writes to `out` (not committed) a copy of `in_path` whose new read-only
+/// PT_LOAD (placed as plan_loadable_section(file, retarget) says) holds the
+/// moved program-header table and `bytes`, with a PT_GNU_SFRAME (SFrame v3 §1.1)
+/// covering exactly `bytes` and a section header `name` of type
+/// SHT_GNU_SFRAME with SHF_ALLOC, so that the kernel, the dynamic linker and
+/// tools (readelf, objdump) find the section. The table moves the way
+/// patchelf moves it: PT_PHDR (if any) is updated to the new table's offset,
+/// address and size; the new PT_LOAD's p_vaddr - p_offset equals the lowest
+/// PT_LOAD's whenever that keeps the offset past the end of the file, so
+/// that AT_PHDR is the same whether a kernel computes it from the PT_LOAD
+/// holding e_phoff (Linux >= 5.18) or as the lowest PT_LOAD's bias +
+/// e_phoff (older kernels); PT_LOADs stay sorted by p_vaddr (the new one
+/// follows the last). Every byte of the input stays where it was (the old
+/// table is left as dead bytes); the grown section-name table and a new
+/// section-header table follow the new segment, unmapped. With `retarget`,
+/// the file's PT_GNU_SFRAME is pointed at the new bytes instead of a new
+/// one being added. A section `name` the file has (with or without
+/// `retarget`: lld 14 writes .sframe with no segment) has its header
+/// pointed at the new bytes, its old bytes left dead; else one is added. `address` must be the plan's address (the caller generated
+/// `bytes` for it). Errors: those of plan_loadable_section(); kIoError
+/// (cannot read or write); kElfError (unreadable headers, or extended section
+/// numbering; offset: the header concerned); kNotRepresentable (`address`
+/// is not the plan's; value: the plan's address).
+Expected<void> write_with_loadable_section(const std::string& in_path, OutputFile& out, std::string_view name,
+                                           std::span<const std::byte> bytes, std::uint64_t address, bool retarget);
+
 }  // namespace sframe::elf
 
 #pragma GCC visibility pop

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sframe/elf.hpp"
@@ -200,6 +201,213 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
     store(img, at + (is64 ? offsetof(Elf64_Phdr, p_memsz) : offsetof(Elf32_Phdr, p_memsz)), is64 ? 8 : 4,
           bytes.size(), big);
   }
+  return out.write(img);
+}
+
+namespace {
+
+constexpr std::uint32_t kPtGnuSframeType = 0x6474e554;
+// The highest segment end plan_loadable_section() builds on (2^63: far
+// above every user address space; its page-aligned sums cannot wrap).
+constexpr std::uint64_t kAddressLimit = std::uint64_t{1} << 63;
+
+// Reads an `n`-byte field at `at` in the file's byte order.
+std::uint64_t load(std::span<const std::byte> img, std::uint64_t at, unsigned n, bool big) {
+  std::uint64_t v = 0;
+  for (unsigned i = 0; i < n; ++i)
+    v |= static_cast<std::uint64_t>(img[at + (big ? n - 1 - i : i)]) << (8 * i);
+  return v;
+}
+
+bool power_of_two(std::uint64_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
+
+// An ELF64 program header stored at `at` in the file's byte order (ELF gABI,
+// "Program Header").
+void store_phdr(std::vector<std::byte>& img, std::uint64_t at, const GElf_Phdr& p, bool big) {
+  store(img, at + offsetof(Elf64_Phdr, p_type), 4, p.p_type, big);
+  store(img, at + offsetof(Elf64_Phdr, p_flags), 4, p.p_flags, big);
+  store(img, at + offsetof(Elf64_Phdr, p_offset), 8, p.p_offset, big);
+  store(img, at + offsetof(Elf64_Phdr, p_vaddr), 8, p.p_vaddr, big);
+  store(img, at + offsetof(Elf64_Phdr, p_paddr), 8, p.p_paddr, big);
+  store(img, at + offsetof(Elf64_Phdr, p_filesz), 8, p.p_filesz, big);
+  store(img, at + offsetof(Elf64_Phdr, p_memsz), 8, p.p_memsz, big);
+  store(img, at + offsetof(Elf64_Phdr, p_align), 8, p.p_align, big);
+}
+
+}  // namespace
+
+Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget) {
+  Elf* e = static_cast<Elf*>(file.native_handle());
+  GElf_Ehdr eh;
+  std::size_t size = 0;
+  if (!gelf_getehdr(e, &eh) || !elf_rawfile(e, &size)) return make_error(Errc::kElfError, 0);
+  // Only 64-bit files: every SFrame ABI (x86-64, AArch64, s390x) is 64-bit.
+  if (gelf_getclass(e) != ELFCLASS64 || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
+    return make_error(Errc::kElfError, 0);
+  const auto phdrs = file.program_headers();
+  std::uint64_t page = 4096, end = 0;
+  const ProgramHeader* lowest = nullptr;
+  std::size_t index = 0;
+  for (const auto& ph : phdrs) {
+    const std::uint64_t at = eh.e_phoff + index++ * std::uint64_t{eh.e_phentsize};
+    if (ph.type == kPtGnuSframeType && !retarget) return make_error(Errc::kElfError, at);
+    if (ph.type != PT_LOAD) continue;
+    GElf_Phdr raw;
+    if (!gelf_getphdr(e, static_cast<int>(index - 1), &raw)) return make_error(Errc::kElfError, at);
+    if (raw.p_align > 1 && !power_of_two(raw.p_align)) return make_error(Errc::kElfError, at, raw.p_align);
+    page = std::max<std::uint64_t>(page, raw.p_align);
+    // Room above the segment for a page-aligned one (no wrap-around).
+    if (ph.memsz > kAddressLimit || ph.vaddr > kAddressLimit - ph.memsz) return make_error(Errc::kElfError, at);
+    end = std::max(end, ph.vaddr + ph.memsz);
+    if (!lowest || ph.vaddr < lowest->vaddr) lowest = &ph;
+  }
+  const bool has_sframe = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == kPtGnuSframeType; });
+  if (!lowest || (retarget && !has_sframe)) return make_error(Errc::kElfError, eh.e_phoff);
+  LoadablePlan plan;
+  plan.page = page;
+  plan.retarget = retarget;
+  plan.phnum = phdrs.size() + (retarget ? 1 : 2);
+  if (plan.phnum >= PN_XNUM) return make_error(Errc::kElfError, eh.e_phoff, plan.phnum);
+  // The lowest PT_LOAD's bias (p_vaddr - p_offset) kept for the new one
+  // when it is page-aligned: older kernels set AT_PHDR to that bias plus
+  // e_phoff. Else (never seen in linked files) only the congruence the ELF
+  // gABI requires (p_vaddr = p_offset modulo p_align).
+  const std::uint64_t bias = lowest->vaddr - lowest->offset;
+  if (lowest->vaddr >= lowest->offset && bias % page == 0) {
+    plan.vaddr = align_up(std::max(end, size + bias), page);
+    plan.offset = plan.vaddr - bias;
+  } else {
+    plan.offset = align_up(size, page);
+    plan.vaddr = align_up(end, page);
+  }
+  // The gap between the file's end and the segment is written out as
+  // zeros (a non-PIE file's .bss, typically): bounded.
+  if (plan.offset - size > kMaxGap) return make_error(Errc::kNotRepresentable, eh.e_phoff, plan.offset - size);
+  plan.address = plan.vaddr + align_up(plan.phnum * sizeof(Elf64_Phdr), 8);
+  return plan;
+}
+
+Expected<void> write_with_loadable_section(const std::string& in_path, OutputFile& out, std::string_view name,
+                                           std::span<const std::byte> bytes, std::uint64_t address, bool retarget) {
+  auto file = ElfFile::open(in_path);
+  if (!file) return Unexpected{file.error()};
+  auto plan = plan_loadable_section(*file, retarget);
+  if (!plan) return Unexpected{plan.error()};
+  if (plan->address != address) return make_error(Errc::kNotRepresentable, 0, plan->address);
+  Elf* e = static_cast<Elf*>(file->native_handle());
+  GElf_Ehdr eh;
+  std::size_t in_size = 0, phnum = 0, shnum = 0, shstrndx = 0;
+  const char* raw = elf_rawfile(e, &in_size);
+  if (!raw || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &phnum) != 0) return make_error(Errc::kElfError, 0);
+  const bool big = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+  const bool has_shdrs = eh.e_shoff != 0 && eh.e_shnum != 0;
+  // Extended numbering (e_shnum 0 or e_shstrndx SHN_XINDEX) is left alone:
+  // linked files with 65280 sections do not exist in practice.
+  if (eh.e_shoff != 0 && (eh.e_shnum == 0 || eh.e_shstrndx == SHN_XINDEX || eh.e_shentsize != sizeof(Elf64_Shdr)))
+    return make_error(Errc::kElfError, eh.e_shoff);
+  if (has_shdrs && (elf_getshdrnum(e, &shnum) != 0 || elf_getshdrstrndx(e, &shstrndx) != 0 ||
+                    shstrndx == 0 || shnum + 1 >= SHN_LORESERVE))
+    return make_error(Errc::kElfError, eh.e_shoff);
+  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error(Errc::kElfError, eh.e_phoff);
+
+  // The new segment: [program headers][pad to 8][section bytes].
+  const std::uint64_t table = plan->phnum * sizeof(Elf64_Phdr);
+  const std::uint64_t sec_off = plan->offset + (plan->address - plan->vaddr);
+  const std::uint64_t seg_size = (plan->address - plan->vaddr) + bytes.size();
+  std::vector<std::byte> img(sec_off + bytes.size());
+  std::memcpy(img.data(), raw, in_size);
+  std::copy(bytes.begin(), bytes.end(), img.begin() + static_cast<std::ptrdiff_t>(sec_off));
+
+  std::vector<GElf_Phdr> phdrs;
+  std::size_t last_load = 0;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return make_error(Errc::kElfError, eh.e_phoff);
+    if (ph.p_type == PT_PHDR) {
+      ph.p_offset = plan->offset;
+      ph.p_vaddr = ph.p_paddr = plan->vaddr;
+      ph.p_filesz = ph.p_memsz = table;
+    } else if (ph.p_type == kPtGnuSframeType) {
+      ph.p_offset = sec_off;
+      ph.p_vaddr = ph.p_paddr = address;
+      ph.p_filesz = ph.p_memsz = bytes.size();
+    }
+    phdrs.push_back(ph);
+    if (ph.p_type == PT_LOAD) last_load = phdrs.size();
+  }
+  GElf_Phdr seg{};
+  seg.p_type = PT_LOAD;
+  seg.p_flags = PF_R;
+  seg.p_offset = plan->offset;
+  seg.p_vaddr = seg.p_paddr = plan->vaddr;
+  seg.p_filesz = seg.p_memsz = seg_size;
+  seg.p_align = plan->page;
+  phdrs.insert(phdrs.begin() + static_cast<std::ptrdiff_t>(last_load), seg);
+  if (!retarget) {
+    GElf_Phdr sf{};
+    sf.p_type = kPtGnuSframeType;
+    sf.p_flags = PF_R;
+    sf.p_offset = sec_off;
+    sf.p_vaddr = sf.p_paddr = address;
+    sf.p_filesz = sf.p_memsz = bytes.size();
+    sf.p_align = 8;
+    phdrs.push_back(sf);
+  }
+  if (phdrs.size() != plan->phnum) return make_error(Errc::kElfError, eh.e_phoff);
+  for (std::size_t i = 0; i < phdrs.size(); ++i) store_phdr(img, plan->offset + i * sizeof(Elf64_Phdr), phdrs[i], big);
+  store(img, offsetof(Elf64_Ehdr, e_phoff), 8, plan->offset, big);
+  store(img, offsetof(Elf64_Ehdr, e_phnum), 2, plan->phnum, big);
+  if (!has_shdrs) return out.write(img);
+
+  // Section headers: the input's, `name`'s added (or retargeted), and the
+  // name table grown when a name is added; all after the segment, unmapped.
+  if (eh.e_shoff + std::uint64_t{shnum} * sizeof(Elf64_Shdr) > in_size) return make_error(Errc::kElfError, eh.e_shoff);
+  std::vector<std::byte> shdrs(reinterpret_cast<const std::byte*>(raw) + eh.e_shoff,
+                               reinterpret_cast<const std::byte*>(raw) + eh.e_shoff + shnum * sizeof(Elf64_Shdr));
+  std::optional<std::size_t> existing;
+  for (std::size_t i = 1; i < shnum; ++i) {
+    Elf_Scn* s = elf_getscn(e, i);
+    GElf_Shdr sh;
+    if (!s || !gelf_getshdr(s, &sh)) return make_error(Errc::kElfError, eh.e_shoff + i * sizeof(Elf64_Shdr));
+    const char* n = elf_strptr(e, shstrndx, sh.sh_name);
+    if (n && name == n && !existing) existing = i;
+  }
+  // A section `name` that exists (retargeted; or one no segment maps, as
+  // lld 14 writes) has its header pointed at the new bytes; a file without
+  // one (objcopy --remove-section leaves PT_GNU_SFRAME) gets one.
+  std::uint64_t name_at = 0;
+  if (!existing) {
+    // The name table, grown by `name`, moves after the segment.
+    GElf_Shdr st;
+    Elf_Scn* s = elf_getscn(e, shstrndx);
+    if (!s || !gelf_getshdr(s, &st) || st.sh_type == SHT_NOBITS || st.sh_offset + st.sh_size > in_size)
+      return make_error(Errc::kElfError, eh.e_shoff + shstrndx * sizeof(Elf64_Shdr));
+    const std::uint64_t at = img.size();
+    img.insert(img.end(), reinterpret_cast<const std::byte*>(raw) + st.sh_offset,
+               reinterpret_cast<const std::byte*>(raw) + st.sh_offset + st.sh_size);
+    name_at = st.sh_size;
+    for (char c : name) img.push_back(static_cast<std::byte>(c));
+    img.push_back(std::byte{0});
+    const std::uint64_t h = shstrndx * sizeof(Elf64_Shdr);
+    store(shdrs, h + offsetof(Elf64_Shdr, sh_offset), 8, at, big);
+    store(shdrs, h + offsetof(Elf64_Shdr, sh_size), 8, img.size() - at, big);
+    shdrs.resize(shdrs.size() + sizeof(Elf64_Shdr));
+  }
+  const std::uint64_t h = (existing ? *existing : shnum) * sizeof(Elf64_Shdr);
+  if (!existing) {
+    store(shdrs, h + offsetof(Elf64_Shdr, sh_name), 4, name_at, big);
+    store(shdrs, h + offsetof(Elf64_Shdr, sh_addralign), 8, 8, big);
+  }
+  store(shdrs, h + offsetof(Elf64_Shdr, sh_type), 4, kShtGnuSframe, big);
+  store(shdrs, h + offsetof(Elf64_Shdr, sh_flags), 8, load(shdrs, h + offsetof(Elf64_Shdr, sh_flags), 8, big) | SHF_ALLOC, big);
+  store(shdrs, h + offsetof(Elf64_Shdr, sh_addr), 8, address, big);
+  store(shdrs, h + offsetof(Elf64_Shdr, sh_offset), 8, sec_off, big);
+  store(shdrs, h + offsetof(Elf64_Shdr, sh_size), 8, bytes.size(), big);
+  const std::uint64_t shoff = align_up(img.size(), 8);
+  img.resize(shoff);
+  img.insert(img.end(), shdrs.begin(), shdrs.end());
+  store(img, offsetof(Elf64_Ehdr, e_shoff), 8, shoff, big);
+  store(img, offsetof(Elf64_Ehdr, e_shnum), 2, shdrs.size() / sizeof(Elf64_Shdr), big);
   return out.write(img);
 }
 

@@ -80,6 +80,8 @@ struct GenOptions {
   std::string output;      // raw section file; empty: none
   std::string elf_output;  // copy of the input with .sframe added; empty: none
   bool in_place = false;   // the --elf copy replaces FILE (atomically)
+  bool loadable = false;   // the --elf copy maps .sframe: new PT_LOAD + PT_GNU_SFRAME
+  bool repair = false;     // regenerate a file's PT_GNU_SFRAME section in its space
   std::string address;     // section address; empty: the file's .sframe address, else 0
   bool json = false;
   bool compare_libdw = false;  // also compare our CFI reader's rows with libdw's

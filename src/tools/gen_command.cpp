@@ -29,6 +29,16 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
 
 // One rule for --compare-libdw's messages: "u" (unchanged), "-" (padding),
 // "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
+// Why plan_loadable_section() refused (gen checked the common reasons
+// before: 32-bit, not linked, no PT_LOAD, PT_GNU_SFRAME).
+std::string cannot_add_segment(const Error& e) {
+  if (e.code == Errc::kNotRepresentable)
+    return fmt::format("cannot add a segment: it would start {} bytes past the end of the file (the gap up to the "
+                       "highest segment's end, written as zeros; at most {})",
+                       e.value, elf::kMaxGap);
+  return fmt::format("cannot add a segment: {}", error_text(e));
+}
+
 std::string rule_words(const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: return "u";
@@ -68,9 +78,18 @@ class GenCommand final : public Command {
                      "Write the raw section here (-: standard output); with several FILEs, a folder that gets "
                      "one BASENAME.sframe per FILE");
     app_->add_option("--elf", opt_.elf_output,
-                     "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it)");
+                     "Write a copy of FILE with the section added as .sframe (not loaded: no segment maps it; see --loadable)");
     app_->add_flag("--in-place", opt_.in_place,
                    "Replace FILE by its copy with .sframe added (atomically: a failure leaves FILE as it was)");
+    app_->add_flag("--loadable", opt_.loadable,
+                   "With --elf/--in-place: map .sframe in a new read-only PT_LOAD with a PT_GNU_SFRAME, so the "
+                   "kernel and the dynamic linker find it (the program-header table moves to the new segment); "
+                   "the section is generated for its address there. With --repair: where the section does not "
+                   "fit its old space");
+    app_->add_flag("--repair", opt_.repair,
+                   "With --elf/--in-place: regenerate the section of a file that has PT_GNU_SFRAME (a broken or "
+                   "partial section) into its existing space, updating sh_size and PT_GNU_SFRAME; refused when "
+                   "it does not fit, unless --loadable is given too");
     app_->add_option("--address", opt_.address,
                      "Section address, 0x... or decimal (default: the file's .sframe address, else 0)");
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
@@ -179,36 +198,101 @@ int GenCommand::generate() {
   if (!file) return fail(path, why_not);
   if (file->info().machine == EM_386) return fail(path, "32-bit x86 has no SFrame ABI");
   auto existing = file->sframe_section();
-  if (!opt.elf_output.empty() && existing && !existing->from_segment)
+  if (!opt.repair && !opt.loadable && !opt.elf_output.empty() && existing && !existing->from_segment)
     return fail(path, fmt::format("already has a {} section (gen --elf adds one; dump or verify it instead)",
                                   existing->name));
   if (opt.address.empty() && existing) address = existing->address;
-  const Version version = opt.version == 2 ? Version::kV2 : Version::kV3;
-  auto header = cfi::section_header(*file, version, address);
-  if (!header) {
-    return fail(path, fmt::format("cannot read DWARF CFI: {}", error_text(header.error())));
+  // --loadable and --repair: where the section goes decides its address.
+  std::optional<elf::SectionHeader> repaired;  // --repair: the section rewritten
+  std::optional<elf::LoadablePlan> plan;       // --loadable: the new segment
+  if (opt.loadable || opt.repair) {
+    const char* const what = opt.repair ? "--repair" : "--loadable";
+    if (opt.elf_output.empty()) return fail(path, fmt::format("{} writes an ELF file: give --elf OUT or --in-place", what));
+    if (!opt.address.empty())
+      return fail("--address", fmt::format("{} places the section, which decides its address", what));
+    if (file->info().bits != 64) return fail(path, fmt::format("32-bit ELF file: {} handles 64-bit files only", what));
+    if (file->info().type != ET_EXEC && file->info().type != ET_DYN)
+      return fail(path, fmt::format("not a linked executable or shared object: {} needs its segments", what));
+    const auto phdrs = file->program_headers();
+    const bool has_segment = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == 0x6474e554; });
+    if (std::none_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == PT_LOAD; }))
+      return fail(path, fmt::format("no PT_LOAD segment: {} needs a loadable file", what));
+    if (opt.repair) {
+      if (!has_segment) return fail(path, "no PT_GNU_SFRAME segment to repair (--loadable adds one)");
+      for (const auto& sh : file->sections())
+        if (!repaired && (sh.name == ".sframe" || sh.type == elf::kShtGnuSframe)) repaired = sh;
+      if (repaired && repaired->type != SHT_NOBITS) {
+        address = repaired->address;
+      } else if (!opt.loadable) {
+        return fail(path, "PT_GNU_SFRAME has no .sframe section header to rewrite in its space (add --loadable to "
+                          "put the section in a new segment)");
+      } else {
+        // No space to rewrite (objcopy --remove-section=.sframe leaves an
+        // empty PT_GNU_SFRAME): straight to a new segment.
+        if (repaired) return fail(path, fmt::format("{} is SHT_NOBITS: no bytes to repair", repaired->name));
+        auto p = elf::plan_loadable_section(*file, true);
+        if (!p) return fail(path, cannot_add_segment(p.error()));
+        plan = *p;
+        address = plan->address;
+      }
+    } else {
+      if (has_segment)
+        return fail(path, "already has a PT_GNU_SFRAME segment (gen --in-place --repair regenerates its section)");
+      auto p = elf::plan_loadable_section(*file, false);
+      if (!p) return fail(path, cannot_add_segment(p.error()));
+      plan = *p;
+      address = plan->address;
+    }
   }
-  // Streamed into the encoder: one function's rows in memory at a time.
-  SectionEncoder enc(*header);
+  const Version version = opt.version == 2 ? Version::kV2 : Version::kV3;
   const std::uint64_t eh = section_size(*file, ".eh_frame");
   const std::uint64_t debug_frame = section_size(*file, ".debug_frame");
-  // Address space only: pages of the buffer never written are never touched.
-  // An FDE takes at least 24 bytes of CFI.
-  enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
-  std::optional<Error> enc_error;
-  auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
-    if (enc_error) return;
-    if (auto ok = enc.add(f); !ok) enc_error = ok.error();
-  });
-  if (!g) {
-    const std::string why = g.error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
-    return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g.error()) : why));
+  std::optional<Expected<cfi::Generated>> g_at;
+  std::optional<Expected<std::vector<std::byte>>> bytes_at;
+  std::uint64_t functions_out = 0;
+  // Generates the section for `at`; 0, or fail()'s status.
+  const auto generate_at = [&](std::uint64_t at) {
+    auto header = cfi::section_header(*file, version, at);
+    if (!header) {
+      return fail(path, fmt::format("cannot read DWARF CFI: {}", error_text(header.error())));
+    }
+    // Streamed into the encoder: one function's rows in memory at a time.
+    SectionEncoder enc(*header);
+    // Address space only: pages of the buffer never written are never touched.
+    // An FDE takes at least 24 bytes of CFI.
+    enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
+    std::optional<Error> enc_error;
+    g_at.emplace(cfi::for_each_generated(*file, version, at, [&](const FunctionSpec& f) {
+      if (enc_error) return;
+      if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+    }));
+    if (!*g_at) {
+      const std::string why = g_at->error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
+      return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g_at->error()) : why));
+    }
+    functions_out = enc.size();
+    bytes_at.emplace(enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish());
+    if (!*bytes_at) {
+      return fail(path, error_text(bytes_at->error()));
+    }
+    return 0;
+  };
+  if (const int rc = generate_at(address); rc != 0) return rc;
+  if (repaired && (*bytes_at)->size() > repaired->size) {
+    // Not in the old space: a new segment when asked for, for which the
+    // section is generated again at its new address.
+    if (!opt.loadable)
+      return fail(path, fmt::format("the regenerated section needs {} bytes; {} has {}: it does not fit (add "
+                                    "--loadable to put it in a new segment)",
+                                    (*bytes_at)->size(), repaired->name, repaired->size));
+    auto p = elf::plan_loadable_section(*file, true);
+    if (!p) return fail(path, cannot_add_segment(p.error()));
+    plan = *p;
+    address = plan->address;
+    if (const int rc = generate_at(address); rc != 0) return rc;
   }
-  const std::uint64_t functions_out = enc.size();
-  auto bytes = enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish();
-  if (!bytes) {
-    return fail(path, error_text(bytes.error()));
-  }
+  auto& g = *g_at;
+  auto& bytes = *bytes_at;
   // Both outputs are written in full before either replaces anything, so a
   // failure of one leaves the other's destination as it was too.
   std::optional<OutputFile> raw_out, elf_out;
@@ -225,7 +309,12 @@ int GenCommand::generate() {
   if (!opt.elf_output.empty()) {
     auto out = OutputFile::create(opt.elf_output, path);
     if (!out) return cannot(opt.elf_output, "cannot write a copy with .sframe", out.error());
-    auto ok = elf::write_with_section(path, *out, ".sframe", elf::kShtGnuSframe, *bytes, address);
+    // --loadable on a file with an unmapped section (lld 14 concatenates
+    // .sframe without PT_GNU_SFRAME): that section's header is reused.
+    const std::string name = repaired ? repaired->name : existing ? existing->name : std::string(".sframe");
+    auto ok = plan ? elf::write_with_loadable_section(path, *out, name, *bytes, address, plan->retarget)
+              : repaired ? elf::write_with_section_replaced(path, *out, repaired->name, *bytes)
+                         : elf::write_with_section(path, *out, ".sframe", elf::kShtGnuSframe, *bytes, address);
     if (!ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
     elf_out.emplace(std::move(*out));
   }
@@ -278,6 +367,16 @@ int GenCommand::generate() {
   fmt::print(report, "  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
              functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
+  if (plan)
+    fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers{}\n",
+               opt.elf_output, plan->vaddr, plan->offset, plan->address, plan->phnum,
+               plan->retarget ? fmt::format(" ({}; PT_GNU_SFRAME retargeted)",
+                                            repaired ? "the old section did not fit" : "no section header to rewrite")
+               : existing     ? fmt::format(" (the unmapped {} replaced)", existing->name)
+                              : std::string());
+  else if (repaired)
+    fmt::print(report, "  {}: {} rewritten in its space ({} of {} bytes)\n", opt.elf_output, repaired->name,
+               bytes->size(), repaired->size);
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
   if (diff)

@@ -4,10 +4,15 @@
 // return addresses, then glibc backtrace()'s, one list per line:
 //   sframepp: STOP N 0xPC 0xRA ...
 //   glibc: N 0xPC 0xRA ...
-// Built as a static non-PIE executable (no PT_GNU_EH_FRAME);
+// and, on stderr, the module table (one "module NAME: SOURCE (REASON)
+// extra N" line each) and "bias 0xB", the executable's load bias as
+// glibc's dl_iterate_phdr gives it.
+// Built as a static non-PIE executable (no PT_GNU_EH_FRAME), and as a PIE
+// without SFrame that the test retrofits with `sframe gen --loadable`;
 // tests/backtrace/probe/run.sh names the addresses with addr2line and
 // compares.
 #include <execinfo.h>
+#include <link.h>
 
 #include <cstdio>
 
@@ -48,7 +53,14 @@ int main() {
     return 1;
   }
   for (const auto& m : report.modules)
-    std::fprintf(stderr, "module %s: %s (%s)\n", m.name.c_str(), std::string(sframe::to_string(m.source)).c_str(),
-                 m.reason.c_str());
+    std::fprintf(stderr, "module %s: %s (%s) extra %zu\n", m.name.c_str(),
+                 std::string(sframe::to_string(m.source)).c_str(), m.reason.c_str(), m.extra_functions);
+  // The first module dl_iterate_phdr reports is the executable.
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void*) {
+        std::fprintf(stderr, "bias 0x%llx\n", static_cast<unsigned long long>(info->dlpi_addr));
+        return 1;
+      },
+      nullptr);
   return probe_f1(1) > 0 ? 0 : 1;
 }
