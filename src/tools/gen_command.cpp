@@ -74,6 +74,8 @@ class GenCommand final : public Command {
     app_->add_option("--address", opt_.address,
                      "Section address, 0x... or decimal (default: the file's .sframe address, else 0)");
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+    auto* optimize = app_->add_flag("--optimize-size", opt_.size.optimize, kOptimizeSizeHelp);
+    app_->add_option("--for", opt_.size.consumers, kForHelp)->needs(optimize);
     app_->add_flag("--compare-libdw", opt_.compare_libdw,
                    "Also read the CFI through elfutils libdw and count the rows where it and gen's reader "
                    "disagree (summary: libdw_diff; the first differences on stderr)");
@@ -189,22 +191,25 @@ int GenCommand::generate() {
     return fail(path, fmt::format("cannot read DWARF CFI: {}", error_text(header.error())));
   }
   // Streamed into the encoder: one function's rows in memory at a time.
-  SectionEncoder enc(*header);
+  SectionEncoder enc(*header, Layout::kOptimize, size_options(opt.size, version, header->big_endian));
   const std::uint64_t eh = section_size(*file, ".eh_frame");
   const std::uint64_t debug_frame = section_size(*file, ".debug_frame");
   // Address space only: pages of the buffer never written are never touched.
   // An FDE takes at least 24 bytes of CFI.
   enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
   std::optional<Error> enc_error;
+  std::uint64_t functions_out = 0;
   auto g = cfi::for_each_generated(*file, version, address, [&](const FunctionSpec& f) {
     if (enc_error) return;
     if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+    ++functions_out;
   });
   if (!g) {
     const std::string why = g.error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
     return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g.error()) : why));
   }
-  const std::uint64_t functions_out = enc.size();
+  // --optimize-size may describe several functions by one FDE.
+  const std::uint64_t fdes_out = enc.size();
   auto bytes = enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish();
   if (!bytes) {
     return fail(path, error_text(bytes.error()));
@@ -251,6 +256,7 @@ int GenCommand::generate() {
     j["address"] = hex(address);
     j["functions_in"] = g->functions_in;
     j["functions_out"] = functions_out;
+    if (opt.size.optimize) j["fdes_out"] = fdes_out;
     j["flex_functions"] = g->flex_functions;
     j["plt_functions"] = g->plt_functions;
     Json left = Json::object();
@@ -278,6 +284,7 @@ int GenCommand::generate() {
   fmt::print(report, "  functions: {} with CFI, {} covered ({} FLEX), {} PLT FDEs added, {} left out\n", g->functions_in,
              functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
+  if (opt.size.optimize) fmt::print(report, "  --optimize-size: {} FDEs for {} functions\n", fdes_out, functions_out);
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
   if (diff)
