@@ -11,8 +11,9 @@
 // but sharing: libsframe in the foreign byte order). REJECTED counts what
 // rejects the section: validate(kStrict) and, for none/all/nonshare, each
 // consumer of the version (check_consumer; nonshare written and checked in
-// the foreign byte order by libsframe only). Files without CFI print
-// nothing; errors go to stderr.
+// the foreign byte order by libsframe only). Files with a GNU section also
+// get a line "FILE gnusec VERSION own BYTES 0" giving its version. Files
+// without CFI print nothing; errors go to stderr.
 #include <elf.h>
 
 #include <bit>
@@ -102,6 +103,9 @@ int main() {
       if (!gnu) continue;
       auto spec = to_spec(*gnu);
       if (!spec) continue;
+      // GNU's own section: its version (its bytes the script takes from readelf).
+      std::printf("%s\tgnusec\t%d\town\t%llu\t0\n", path.c_str(), static_cast<int>(gnu->version()),
+                  static_cast<unsigned long long>(gnu->used_size()));
       for (Version v : {Version::kV3, Version::kV2}) {
         SectionSpec s = *spec;
         s.version = v;
