@@ -317,7 +317,7 @@ TEST(SizeOptions, ShareFreBlocksStoresIdenticalBlocksOnce) {
     for (std::uint64_t k = 0; k < 5; ++k)
       fns.push_back(fn(0x4000 + 0x100 * k, 0x80, {{0, leaf}, {1, pushed}, {4, framed}}));
     // The same rows, the last from offset 0x104: 2-byte starts (spec
-    // §2.3.3: the FRE type holds the start offsets), a block of its own.
+    // v3 §2.3.3.3: the FRE type holds the start offsets), a block of its own.
     fns.push_back(fn(0x4600, 0x180, {{0, leaf}, {1, pushed}, {0x104, framed}}));
     // A different block.
     fns.push_back(fn(0x4800, 0x80, {{0, leaf}, {2, pushed}}));
