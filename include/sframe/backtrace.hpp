@@ -159,7 +159,7 @@ struct BacktraceInitReport {
 /// that section lacks, so one covering every function generates nothing;
 /// the vDSO has no file and is walked through by the frame-pointer
 /// fallback), compiles each section that passes validate(kStrict) into a
-/// RowIndex for the lookups of cold frames (about 16 bytes per FRE), else
+/// RowIndex for the lookups of cold frames (about 8 bytes per FRE), else
 /// an FdeIndex, finds glibc's signal trampoline (rt_sigreturn code), and
 /// registers the calling thread. Not async-signal-safe: call it before
 /// installing signal handlers that take backtraces. Idempotent (a second

@@ -82,10 +82,11 @@ struct RowMatch {
 /// and one row from a small table: no FDE or FRE decoding, no allocation;
 /// async-signal-safe.
 ///
-/// Memory: 16 bytes per FRE and per function end (the boundary, and apart
-/// from it where its row comes from), 4 bytes per bucket (one to two
-/// buckets per boundary), about 44 bytes per distinct row. The Section's bytes
-/// must outlive the index (PC-mask FDEs are resolved from them).
+/// Memory: 8 bytes per FRE and per function end (the boundary), 8 bytes
+/// per FDE (its start, for find() to say where a row comes from), 4 bytes
+/// per bucket (half to one bucket per boundary), about 44 bytes per
+/// distinct row. The Section's bytes must outlive the index (PC-mask FDEs
+/// and find()'s FRE index are read from them).
 class RowIndex {
  public:
   /// Decodes every FDE, FRE and row of `s` once. Needs FDEs that do not
@@ -139,14 +140,17 @@ class RowIndex {
  private:
   /// One boundary: from `start` (bytes from lo_) up to the next boundary,
   /// `row` applies (or one of the k* markers below). 8 bytes, so a cache
-  /// line holds eight; where the row comes from is kept apart (Source).
+  /// line holds eight. Where the row comes from is not kept per boundary
+  /// (it was half the index): find() finds the FDE in fdes_ and the FRE
+  /// by decoding that FDE's FREs.
   struct Entry {
     std::uint32_t start;
     std::uint32_t row;
   };
-  struct Source {
+  /// An FDE with a range: its start (bytes from lo_) and index.
+  struct FdeStart {
+    std::uint32_t start;
     std::uint32_t fde;
-    std::uint32_t fre;
   };
   static constexpr std::uint32_t kGap = 0xffffffff;
   static constexpr std::uint32_t kBeforeFirstFre = 0xfffffffe;
@@ -171,16 +175,15 @@ class RowIndex {
   /// boundary() where more than two boundaries share a bucket: a binary
   /// search of entries (e, last].
   std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;
-  void add(std::uint32_t start, std::uint32_t fde, std::uint32_t fre, std::uint32_t row) {
-    entries_.push_back({start, row});
-    sources_.push_back({fde, fre});
-  }
+  void add(std::uint32_t start, std::uint32_t row) { entries_.push_back({start, row}); }
+  /// The FDE whose range holds offset `o` from lo_, for an `o` inside one.
+  std::uint32_t fde_at(std::uint32_t o) const noexcept;
   Section s_;
   std::uint64_t lo_ = 0;    // lowest function start
   std::uint64_t span_ = 0;  // bytes from lo_ to the highest function end
   unsigned shift_ = 0;      // bucket = (pc - lo_) >> shift_
   std::vector<Entry> entries_;
-  std::vector<Source> sources_;  // parallel to entries_
+  std::vector<FdeStart> fdes_;   // by start
   std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
   std::vector<RowInfo> rows_;
 };

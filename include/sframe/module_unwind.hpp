@@ -42,7 +42,7 @@ struct UnwindSection {
   std::optional<Section> section;
   /// Built for every usable section.
   std::optional<FdeIndex> index;
-  /// Built when the section passes validate(kStrict) (16 bytes per FRE): a
+  /// Built when the section passes validate(kStrict) (8 bytes per FRE): a
   /// lookup reads one bucket and one row.
   std::optional<RowIndex> rows;
   /// With `rows`: the cacheable form of each of its rows

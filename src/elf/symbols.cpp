@@ -234,10 +234,28 @@ SymbolTable SymbolTable::from_symbols(std::vector<FunctionSymbol> symbols, Namin
 void SymbolTable::finish() {
   SymbolTable& t = *this;
   const NamingPolicy policy = t.policy_;
-  std::sort(t.symbols_.begin(), t.symbols_.end(), [policy](const FunctionSymbol& a, const FunctionSymbol& b) {
-    if (a.address != b.address) return a.address < b.address;
-    return preferred(a, b, policy);
-  });
+  // Sorted as (address, index) keys, then moved once: moving the symbols
+  // themselves (a string each) in the sort cost several times more.
+  {
+    struct Key {
+      std::uint64_t address;
+      std::uint32_t index;
+    };
+    std::vector<Key> keys(t.symbols_.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = {t.symbols_[i].address, static_cast<std::uint32_t>(i)};
+    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+      if (a.address != b.address) return a.address < b.address;
+      const FunctionSymbol& x = t.symbols_[a.index];
+      const FunctionSymbol& y = t.symbols_[b.index];
+      if (preferred(x, y, policy)) return true;
+      if (preferred(y, x, policy)) return false;
+      return a.index < b.index;  // the same order on every run
+    });
+    std::vector<FunctionSymbol> sorted;
+    sorted.reserve(keys.size());
+    for (const Key& k : keys) sorted.push_back(std::move(t.symbols_[k.index]));
+    t.symbols_ = std::move(sorted);
+  }
   if (policy == NamingPolicy::kPerf) {
     // perf (util/symbol.c, symbols__fixup_end): a zero-sized symbol
     // reaches the start of the next symbol (asm labels such as _start).

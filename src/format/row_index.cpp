@@ -60,7 +60,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   std::stable_sort(fdes.begin(), fdes.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   if (fdes.empty()) {
     ix.bucket_ = {0, 0};
-    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, 0, 0, kGap);
+    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
     return ix;
   }
   ix.lo_ = fdes.front().start;
@@ -82,15 +82,16 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   // The header's FRE count is not trusted: an FRE takes at least two bytes.
   const std::size_t fres_max = std::min<std::size_t>(s.header().num_fres, s.bytes().size() / 2);
   ix.entries_.reserve(fres_max + fdes.size() + 3);
-  ix.sources_.reserve(ix.entries_.capacity());
+  ix.fdes_.reserve(fdes.size());
   for (std::size_t k = 0; k < fdes.size(); ++k) {
     const Span& sp = fdes[k];
     const auto at = static_cast<std::uint32_t>(sp.start - ix.lo_);
+    ix.fdes_.push_back({at, sp.fde});
     Expected<Fde> f = s.fde(sp.fde);
     if (!f) return Unexpected{f.error()};
     if (f->pc_type == PcType::kMask) {
       // PLT blocks: a few FDEs, resolved from the section on lookup.
-      ix.add(at, sp.fde, 0, kMaskFde);
+      ix.add(at, kMaskFde);
     } else {
       std::uint32_t prev = 0;
       bool first = true;
@@ -99,18 +100,18 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
         if (fre->start_offset >= sp.size) break;
         if (!first && fre->start_offset < prev)
           return make_error(Errc::kFreStartNotIncreasing, fre->section_offset, fre->start_offset, sp.fde, fre->index);
-        if (first && fre->start_offset > 0) ix.add(at, sp.fde, 0, kBeforeFirstFre);
+        if (first && fre->start_offset > 0) ix.add(at, kBeforeFirstFre);
         Expected<FrameRow> row = s.row(*f, *fre);
         if (!row) return Unexpected{row.error()};
-        ix.add(at + fre->start_offset, sp.fde, fre->index, row_id(*row, f->signal, f->fde_type));
+        ix.add(at + fre->start_offset, row_id(*row, f->signal, f->fde_type));
         prev = fre->start_offset;
         first = false;
       }
-      if (first) ix.add(at, sp.fde, 0, kBeforeFirstFre);
+      if (first) ix.add(at, kBeforeFirstFre);
     }
     const std::uint64_t end = at + std::uint64_t{sp.size};
     if (k + 1 == fdes.size() || fdes[k + 1].start - ix.lo_ != end)
-      ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), sp.fde, 0, kGap);
+      ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), kGap);
   }
 
   // Two to four buckets per boundary: nearly every bucket holds at most two
@@ -129,8 +130,8 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   }
   ix.bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
   // Sentinels: find() may read two entries past its answer.
-  ix.add(UINT32_MAX, 0, 0, kGap);
-  ix.add(UINT32_MAX, 0, 0, kGap);
+  ix.add(UINT32_MAX, kGap);
+  ix.add(UINT32_MAX, kGap);
   return ix;
 }
 
@@ -141,8 +142,14 @@ Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
   const std::uint32_t row = entries_[e].row;
   if (row < rows_.size()) return row;
   if (row == kMaskFde) return kUseFind;
-  if (row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, sources_[e].fde);
+  if (row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, fde_at(static_cast<std::uint32_t>(off)));
   return make_error(Errc::kPcNotCovered, 0, pc);
+}
+
+std::uint32_t RowIndex::fde_at(std::uint32_t o) const noexcept {
+  const auto it = std::upper_bound(fdes_.begin(), fdes_.end(), o,
+                                   [](std::uint32_t v, const FdeStart& f) { return v < f.start; });
+  return it == fdes_.begin() ? 0 : std::prev(it)->fde;
 }
 
 std::size_t RowIndex::clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept {
@@ -159,18 +166,30 @@ Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
   const std::size_t e = boundary(o);
   const Entry& hit = entries_[e];
   if (hit.row < rows_.size()) {
+    // The FRE is the last of its FDE that starts at this boundary (build()
+    // added them in order; a later one with the same start replaced it).
     const RowInfo& r = rows_[hit.row];
-    const Source& from = sources_[e];
-    return RowMatch{from.fde, from.fre, r.row, r.signal, r.fde_type};
+    const std::uint32_t fde = fde_at(o);
+    Expected<Fde> f = s_.fde(fde);
+    if (!f) return Unexpected{f.error()};
+    const auto fde_start = static_cast<std::uint32_t>(f->start_pc - lo_);
+    const std::uint32_t rel = hit.start - fde_start;
+    std::uint32_t fre = 0;
+    for (const Expected<Fre>& x : s_.fres(*f)) {
+      if (!x) return Unexpected{x.error()};
+      if (x->start_offset > rel || x->start_offset >= f->size) break;
+      fre = x->index;
+    }
+    return RowMatch{fde, fre, r.row, r.signal, r.fde_type};
   }
   if (hit.row == kMaskFde) {
-    Expected<Fde> f = s_.fde(sources_[e].fde);
+    Expected<Fde> f = s_.fde(fde_at(o));
     if (!f) return Unexpected{f.error()};
     Expected<Match> m = find_in_fde(s_, *f, pc);
     if (!m) return Unexpected{m.error()};
     return RowMatch{f->index, m->fre.index, m->row, f->signal, f->fde_type};
   }
-  if (hit.row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, sources_[e].fde);
+  if (hit.row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, fde_at(o));
   return make_error(Errc::kPcNotCovered, 0, pc);
 }
 

@@ -4,10 +4,8 @@
 // layouts from include/uapi/linux/perf_event.h).
 #include "sframe/perf_data.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "file_bytes.hpp"
+
 #include <zstd.h>
 
 #include <algorithm>
@@ -149,10 +147,8 @@ std::string default_event_name(std::uint32_t type, std::uint64_t config) {
 
 struct PerfData::Impl {
   ReadLimits limits;
-  // The file: mapped (map/map_size) or owned bytes (stdin, from_bytes).
-  void* map = nullptr;
-  std::size_t map_size = 0;
-  std::vector<std::byte> owned;
+  // The file: mapped, or read whole (stdin), or copied (from_bytes).
+  detail::FileBytes contents;
   std::span<const std::byte> file;
 
   FileInfo info;
@@ -161,10 +157,6 @@ struct PerfData::Impl {
   std::unordered_map<std::uint64_t, std::size_t> by_id;
   // Decompressed data of COMPRESSED records (stable addresses).
   std::deque<std::vector<std::byte>> decompressed;
-
-  ~Impl() {
-    if (map) ::munmap(map, map_size);
-  }
 
   // --- header ------------------------------------------------------------
 
@@ -779,8 +771,8 @@ Expected<void> PerfData::for_each(const std::function<void(const Record&)>& fn) 
 Expected<PerfData> PerfData::from_bytes(std::span<const std::byte> bytes, const ReadLimits& limits) {
   auto im = std::make_unique<Impl>();
   im->limits = limits;
-  im->owned.assign(bytes.begin(), bytes.end());
-  im->file = im->owned;
+  im->contents.assign(bytes);
+  im->file = im->contents.bytes();
   if (auto r = im->read_header(); !r) return Unexpected{r.error()};
   // Pipe mode: the attributes come as records; scan now so info() is
   // complete after open().
@@ -792,42 +784,8 @@ Expected<PerfData> PerfData::from_bytes(std::span<const std::byte> bytes, const 
 Expected<PerfData> PerfData::open(const std::string& path, const ReadLimits& limits) {
   auto im = std::make_unique<Impl>();
   im->limits = limits;
-  if (path == "-") {
-    std::byte buf[1 << 16];
-    for (;;) {
-      const ssize_t n = ::read(0, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return bad(Errc::kIoError, im->owned.size(), static_cast<std::uint64_t>(errno));
-      if (n == 0) break;
-      im->owned.insert(im->owned.end(), buf, buf + n);
-    }
-    im->file = im->owned;
-  } else {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      return bad(Errc::kIoError, 0, EISDIR);
-    }
-    if (st.st_size > 0) {
-      void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (m == MAP_FAILED) {
-        const int e = errno;
-        ::close(fd);
-        return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
-      }
-      im->map = m;
-      im->map_size = static_cast<std::size_t>(st.st_size);
-      im->file = {static_cast<const std::byte*>(m), im->map_size};
-    }
-    ::close(fd);
-  }
+  if (const int e = im->contents.open(path); e != 0) return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
+  im->file = im->contents.bytes();
   if (auto r = im->read_header(); !r) return Unexpected{r.error()};
   // Pipe mode: the attributes come as records; scan now so info() is
   // complete after open().

@@ -3,6 +3,8 @@
 // kernel and user frames (see sframe/perf_unwind.hpp).
 #include "sframe/perf_unwind.hpp"
 
+#include "file_bytes.hpp"
+
 #include <elf.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -10,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +42,25 @@ std::string_view to_string(FrameOrigin o) noexcept {
 }
 
 namespace {
+
+// The value of 8 lowercase hex digits at `s` (kallsyms addresses), eight
+// bytes at a time; false when any is not one.
+bool hex8(const char* s, std::uint64_t& out) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
+  std::uint64_t v;
+  std::memcpy(&v, s, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  if (v & kHigh) return false;  // below, per-byte sums stay within the byte
+  const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
+  const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
+  if (((digit | letter) & kHigh) != kHigh) return false;
+  v = (v & kOnes * 0x0f) + ((v >> 6) & kOnes) * 9;  // each byte its nibble
+  // The first character is the most significant digit and the lowest byte.
+  v = ((v << 4) | (v >> 8)) & 0x00ff00ff00ff00ffULL;
+  v = ((v << 8) | (v >> 16)) & 0x0000ffff0000ffffULL;
+  out = ((v << 16) | (v >> 32)) & 0xffffffffULL;
+  return true;
+}
 
 // One file as mapped by the recorded processes (one per path + build-id).
 struct Dso {
@@ -152,10 +175,12 @@ struct Session::Impl {
   // is; names are resolved per symbol start on first use (kgroups).
   struct KSym {
     std::uint64_t address;
-    std::uint32_t name_at, name_len;
+    std::uint32_t name_at;
+    std::uint16_t name_len;  // kallsyms names are at most KSYM_NAME_LEN (512)
     char type;
   };
-  std::string ktext;
+  detail::FileBytes kfile;
+  std::string_view ktext;
   std::vector<KSym> ksyms;
   bool kallsyms_read = false;
   std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
@@ -384,37 +409,50 @@ struct Session::Impl {
       const std::string cached = opt.buildid_dir + "/[kernel.kallsyms]/" + b.build_id + "/kallsyms";
       if (::access(cached.c_str(), R_OK) == 0) path = cached;
     }
-    std::string text;
-    if (FILE* f = std::fopen(path.c_str(), "r")) {
-      char buf[1 << 16];
-      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-      std::fclose(f);
-    }
-    ktext = std::move(text);
-    ksyms.reserve(ktext.size() / 40);
+    // /proc/kallsyms is read (it cannot be mapped), perf's cached copy
+    // mapped; 64 MiB bounds a hostile source (a real one is ~10 MB).
+    if (kfile.open(path, std::size_t{64} << 20) != 0) return;
+    ktext = kfile.text();
+    ksyms.reserve(ktext.size() / 32);  // untouched capacity costs no page
     const char* const base = ktext.data();
     const char* p = base;
     const char* const end = p + ktext.size();
+    static constexpr auto kHex = [] {
+      std::array<std::int8_t, 256> t{};
+      t.fill(-1);
+      for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<std::int8_t>(c);
+      for (int c = 0; c < 6; ++c) t['a' + c] = static_cast<std::int8_t>(10 + c);
+      return t;
+    }();
+    const auto hex = [](char c) { return int{kHex[static_cast<unsigned char>(c)]}; };
+    const auto is_text = [](char t) { return t == 't' || t == 'T' || t == 'w' || t == 'W'; };
     while (p < end) {
-      // "ADDRESS TYPE NAME[\tMODULE]\n"
+      // "ADDRESS TYPE NAME[\tMODULE]\n"; the type is looked at first so
+      // that the address of a data symbol is never parsed.
       const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
       if (!nl) nl = end;
-      std::uint64_t addr = 0;
       const char* q = p;
-      for (; q < nl; ++q) {
-        const char c = *q;
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) break;
-        addr = addr << 4 | static_cast<unsigned>(d);
-      }
-      if (nl - q > 3 && q[0] == ' ' && q[2] == ' ' && addr != 0) {  // addr 0: kptr_restrict hides them
-        const char type = q[1];
-        if (type == 't' || type == 'T' || type == 'w' || type == 'W') {
-          const char* name = q + 3;
-          const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
-          ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
-                           static_cast<std::uint32_t>((tab ? tab : nl) - name), type});
+      std::uint64_t addr = 0;
+      bool ok = false;
+      if (nl - p > 19 && p[16] == ' ' && p[18] == ' ') {  // the 64-bit layout
+        if (!is_text(p[17])) {
+          p = nl + 1;
+          continue;
         }
+        q = p + 16;
+        std::uint64_t hi = 0, lo = 0;
+        ok = hex8(p, hi) && hex8(p + 8, lo);
+        addr = hi << 32 | lo;
+      } else {
+        while (q < nl && hex(*q) >= 0) ++q;
+        ok = q > p && q - p <= 16;
+        for (const char* d = p; ok && d < q; ++d) addr = addr << 4 | static_cast<unsigned>(hex(*d));
+      }
+      if (ok && nl - q > 3 && q[0] == ' ' && q[2] == ' ' && is_text(q[1]) && addr != 0) {  // 0: kptr_restrict
+        const char* name = q + 3;
+        const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
+        ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
+                         static_cast<std::uint16_t>(std::min<std::ptrdiff_t>((tab ? tab : nl) - name, 0xffff)), q[1]});
       }
       p = nl + 1;
     }
@@ -435,7 +473,7 @@ struct Session::Impl {
     for (std::size_t i = lo; i < hi; ++i) {
       const KSym& k = ksyms[i];
       elf::FunctionSymbol f;
-      f.name.assign(ktext, k.name_at, k.name_len);
+      f.name.assign(ktext.substr(k.name_at, k.name_len));
       f.address = k.address;
       f.size = size;
       f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;

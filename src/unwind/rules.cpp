@@ -110,6 +110,11 @@ LookedUpRules not_found(const Section& s, const Error& e) noexcept {
 }
 
 LookedUpRules lookup_in_rows(const RowIndex& rows, const Section& s, Arch arch, std::uint64_t link_pc) noexcept {
+  // The distinct row when there is one (find() would also say which FRE,
+  // decoding its FDE's FREs); find() for PC-mask FDEs.
+  Expected<std::uint32_t> id = rows.find_row(link_pc);
+  if (!id) return not_found(s, id.error());
+  if (*id != RowIndex::kUseFind) return found_rules(s, arch, rows.row_at(*id), rows.row_signal(*id), rows.row_fde_type(*id));
   Expected<RowMatch> found = rows.find(link_pc);
   if (!found) return not_found(s, found.error());
   // FLEX FDEs' rows never go into the cache; the type comes with the row.

@@ -83,11 +83,8 @@ struct RawTraces {
 // interrupted code (ASan's own runtime, say) left shadow poison behind, and
 // libunwind, not instrumented, keeps buffers there that the sanitizer's
 // mincore interceptor then reports as "stack-use-after-scope": a false
-// report about the reference, not about the code under test. The same stale
-// poison lies under a SIGPROF handler that interrupted ASan's pthread_create
-// interceptor: our walker's own locals (a StackReader written in its frame)
-// were reported there once. The stack below this frame is unpoisoned before
-// the references walk and at the top of every sampling handler.
+// report about the reference, not about the code under test. The stack
+// below this frame is unpoisoned before the references walk.
 [[gnu::always_inline]] inline void unpoison_stack_below() {
 #if defined(__SANITIZE_ADDRESS__)
   char probe = 0;
