@@ -22,6 +22,7 @@
 #include "fuzz_check.hpp"
 #include "sframe/section.hpp"
 #include "sframe/encode.hpp"
+#include "sframe/lookup.hpp"
 
 namespace sframe::fuzz {
 
@@ -166,6 +167,68 @@ inline void check_reencode(const Section& s) {
                  layout == Layout::kOptimize ? "kOptimize" : "kPreserve", std::string(code_name(e.code)).c_str(),
                  static_cast<unsigned long long>(e.value), e.fde, e.fre);
     SFRAME_FUZZ_CHECK(false && "the model of a section that passes kStrict encodes");
+  }
+}
+
+/// The size options (SizeOptions::all(), what --optimize-size does for every
+/// consumer): when the plain kOptimize encoding of `m` succeeds, the
+/// optimized one succeeds too, is no larger, passes validate(kStrict), and,
+/// when no two functions overlap, every PC at a boundary of the model (each
+/// function's start and end, each row's start, the byte before each; for
+/// PC-mask functions in the first periods and the last) finds the same rows
+/// in both sections.
+inline void check_size_options(const SectionSpec& m) {
+  const Expected<std::vector<std::byte>> plain = encode(m, Layout::kOptimize);
+  if (!plain) return;
+  const Expected<std::vector<std::byte>> opt = encode(m, Layout::kOptimize, SizeOptions::all());
+  if (!opt) {
+    std::fprintf(stderr, "sframe fuzz: --optimize-size rejects what plain encoding accepts: %s fde %u\n",
+                 std::string(code_name(opt.error().code)).c_str(), opt.error().fde);
+    SFRAME_FUZZ_CHECK(false && "size options encode what plain encoding does");
+  }
+  SFRAME_FUZZ_CHECK(opt->size() <= plain->size());
+  const Expected<Section> a = Section::parse(*plain, m.section_address);
+  const Expected<Section> b = Section::parse(*opt, m.section_address);
+  SFRAME_FUZZ_CHECK(a.has_value() && b.has_value());
+  const Expected<void> strict = validate(*b, Strictness::kStrict);
+  if (!strict)
+    std::fprintf(stderr, "sframe fuzz: optimized section fails kStrict: %s (offset %llu, fde %u)\n",
+                 std::string(code_name(strict.error().code)).c_str(),
+                 static_cast<unsigned long long>(strict.error().offset), strict.error().fde);
+  SFRAME_FUZZ_CHECK(strict.has_value());
+  // Overlapping functions: a lookup may pick either, in either section.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const FunctionSpec& f : m.functions) ranges.push_back({f.start_pc, f.start_pc + f.size});
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) return;
+  const auto same = [&](std::uint64_t pc) {
+    const Expected<Match> x = find(*a, pc);
+    const Expected<Match> y = find(*b, pc);
+    if (x.has_value() != y.has_value() || (x && !(x->row == y->row))) {
+      std::fprintf(stderr, "sframe fuzz: pc %llx: plain %s, optimized %s\n", static_cast<unsigned long long>(pc),
+                   x ? "row" : std::string(code_name(x.error().code)).c_str(),
+                   y ? "row" : std::string(code_name(y.error().code)).c_str());
+      SFRAME_FUZZ_CHECK(false && "size options keep every lookup");
+    }
+  };
+  for (const FunctionSpec& f : m.functions) {
+    const std::uint64_t end = f.start_pc + f.size;
+    same(f.start_pc - 1);
+    same(end - 1);
+    same(end);
+    const std::uint64_t period = f.pc_type == PcType::kMask && f.rep_size ? f.rep_size : f.size;
+    if (period == 0) continue;
+    const std::uint64_t periods = f.size / period;
+    for (std::uint64_t k = 0; k <= periods; ++k) {
+      if (k == 4 && periods > 5) k = periods - 1;
+      for (const RowSpec& r : f.rows) {
+        const std::uint64_t at = f.start_pc + k * period + r.start_offset;
+        if (at >= end) break;
+        same(at - 1);
+        same(at);
+      }
+    }
   }
 }
 

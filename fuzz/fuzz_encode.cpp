@@ -3,7 +3,8 @@
 // as a recipe for a model: header fields, then functions with their rows;
 // every enum and size may come out of range, so invalid models reach the
 // encoder too (they must be rejected with an error). The model is encoded
-// as v2 and v3, in both byte orders, with both layouts.
+// as v2 and v3, in both byte orders, with both layouts, and with the size
+// options (check_size_options).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -153,6 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       g_accepted += sframe::fuzz::check_encode(m, Layout::kOptimize);
       g_accepted += sframe::fuzz::check_encode(m, Layout::kPreserve);
       g_tried += 2;
+      sframe::fuzz::check_size_options(m);
     }
   }
   return 0;

@@ -6,8 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
+#include "sframe/consumers.hpp"
 #include "sframe/section.hpp"
 
 namespace sframe {
@@ -76,6 +80,48 @@ enum class Layout : std::uint8_t {
   kPreserve,
 };
 
+/// Size optimizations beyond what Layout::kOptimize always does (the
+/// narrowest encodings: the smallest FRE type per function (spec §2.3
+/// fre_type) and data-word size per FRE (§2.4.1 fre_dataword_size), rows
+/// identical to the previous one dropped). Each changes only how the rows
+/// are stored, never which row a lookup of any PC finds; kPreserve ignores
+/// them. size_options_for() gives what a set of consumers accepts.
+struct SizeOptions {
+  /// A function whose rows are all one row equal to the last row of the
+  /// function added just before it, and which starts exactly where that one
+  /// ends (no gap a lookup would then wrongly cover), with the same PC type
+  /// (PC-increment), FDE type, PAuth key and signal bit, extends that
+  /// function's FDE instead of getting its own (runs of leaf functions).
+  bool merge_adjacent = false;
+  /// A PC-increment function whose rows repeat with a fixed period P <= 255
+  /// bytes (stubs, PLT-like runs) becomes one PC-mask FDE with rep_size P
+  /// and the rows of one period (spec §2.3.1, SFRAME_FDE_PCTYPE_MASK).
+  bool pc_mask = false;
+  /// Functions whose FRE bytes (v3: with the 5-byte FDE attribute; v2: and
+  /// the same FRE type) are identical share one copy: their FDEs hold the
+  /// same sfdi_func_start_fre_off (spec v3 §2.3 calls it an offset to the
+  /// function's data; it neither requires nor forbids sharing).
+  /// sfh_num_fres and sfh_fre_len then count each stored block once, as
+  /// validate(kStrict) checks. Not for libsframe reading the section in the
+  /// foreign byte order (docs/consumers.md, libsframe.foreign-lengths).
+  bool share_fre_blocks = false;
+
+  /// Every optimization on.
+  static SizeOptions all() { return {true, true, true}; }
+  friend bool operator==(const SizeOptions&, const SizeOptions&) = default;
+};
+
+/// The size optimizations that every consumer in `consumers` accepts for a
+/// section of version `v` in byte order `big_endian` (docs/consumers.md,
+/// "Smaller sections"): merging adjacent FDEs, PC-mask FDEs and the narrowest
+/// encodings for all; FRE-block sharing unless libsframe is listed and reads
+/// the section in the foreign byte order (its flip walks each FDE's FREs and
+/// requires them to fit in sfh_fre_len; sframepp judges "foreign" against
+/// this machine, as check_consumer() does). The kernel and glibc read FREs by
+/// offset, and libsframe in native order copies sfh_fre_len bytes and reads
+/// each FDE's FREs at its offset, so sharing is invisible to them.
+SizeOptions size_options_for(std::span<const Consumer> consumers, Version v, bool big_endian);
+
 /// Encodes a section one function at a time: each function's FREs are
 /// written as it is added and only a 32-byte record is kept per function, so
 /// memory is the output's size, not the model's (a whole SectionSpec of a
@@ -90,6 +136,10 @@ class SectionEncoder {
   /// `header`: version, ABI, byte order, fixed offsets, section address and
   /// (kPreserve) flags; its `functions` are not used.
   explicit SectionEncoder(const SectionSpec& header, Layout layout = Layout::kOptimize);
+  /// Also applies `size` (kOptimize only; kPreserve ignores it). With
+  /// merge_adjacent, a function may extend the FDE of the one added just
+  /// before it, so size() counts FDEs, not functions added.
+  SectionEncoder(const SectionSpec& header, Layout layout, SizeOptions size);
 
   /// Capacity for `functions` functions and `fre_bytes` bytes of FREs: a
   /// generous guess costs address space only, never touched memory.
@@ -119,16 +169,32 @@ class SectionEncoder {
     FdeType fde_type;
     std::uint8_t rep_size;
     bool signal;
+    std::uint32_t fre_bytes;  // length of the FRE block (v3: with the attribute)
   };
+  // merge_adjacent: true if `f` (whose rows passed add()'s checks) only
+  // extends the last FDE.
+  bool extends_last(const FunctionSpec& f) const;
+  // share_fre_blocks: the offset of an identical earlier block, if any.
+  std::optional<std::uint32_t> find_block(std::uint32_t begin, std::uint32_t len, std::uint8_t info) const;
+
   SectionSpec header_;
   Layout layout_;
+  SizeOptions size_;
   std::vector<FdeRecord> fdes_;
   std::vector<std::byte> fres_;
+  // FREs stored (a shared block once): sfh_num_fres.
+  std::uint64_t stored_fres_ = 0;
+  // merge_adjacent: the last row of the last FDE added, and whether it has one.
+  FrameRow last_row_;
+  bool last_mergeable_ = false;
+  // share_fre_blocks: hash of each stored block -> index in fdes_ of its first user.
+  std::unordered_multimap<std::size_t, std::uint32_t> blocks_;
 };
 
-/// Encodes `spec` as an SFrame v2 or v3 section in its byte order.
+/// Encodes `spec` as an SFrame v2 or v3 section in its byte order, applying
+/// `size` (kOptimize only).
 /// Everything written passes validate(kStrict) (kPreserve: but for what the
-/// recorded header flags claim).
+/// recorded header flags claim), also with shared FRE blocks.
 /// Errors: kBadVersion (v1 is not written), kNotRepresentable (a rule the
 /// version, ABI or FDE type cannot express, an offset out of range, a start
 /// PC too far for v2's 32-bit field (PC-relative to the field, so kOptimize's
@@ -139,6 +205,7 @@ class SectionEncoder {
 /// recorded data-word size out of range), with `fde`/`fre` naming the
 /// function and row.
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout = Layout::kOptimize);
+Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout, SizeOptions size);
 
 /// Combines sections as a linker does: every function of every input (start
 /// PCs are absolute, so each input's own section address is already applied)

@@ -321,17 +321,25 @@ inline FreRange Section::fres(const Fde& fde) const noexcept { return FreRange(t
 /// range, FRE count/length totals, FRE overlap between FDEs, sub-section
 /// overlap, FDE order and overlap under SFRAME_F_FDE_SORTED. Returns the
 /// first error found.
-/// Disjoint FRE blocks: kStrict accepts only sections in which every byte
-/// of the FRE sub-section belongs to at most one FDE (FDEs sharing or
-/// overlapping FRE data: kFdeFresOverlap), whose FDEs' FRE counts add up to
-/// sfh_num_fres and whose FRE bytes add up to sfh_fre_len. The spec neither
-/// requires nor forbids shared blocks (v3 §2.3 sfdi_func_start_fre_off is
-/// just an offset), but with sharing sfh_num_fres ("number of FREs in the
-/// section") and sfh_fre_len no longer have one meaning, and GNU libsframe
-/// 2.47 rejects such a section in the foreign byte order (its flip walks the
-/// FDEs in order and counts every block once per FDE; docs/consumers.md,
-/// libsframe.foreign-*). kLenient accepts shared blocks, as the kernel and
-/// glibc do (they read FREs by offset).
+/// Shared FRE blocks: kStrict accepts FDEs that share a whole FRE block
+/// (v3: attribute and FREs) and rejects any other overlap. An FDE may point
+/// exactly at the start of an earlier FDE's block when the block reads the
+/// same for it (same FRE type, FDE type and FRE count; in v3 these live in
+/// the shared attribute anyway) and the block's FRE starts lie inside its own
+/// range; every other byte of the FRE sub-section belongs to at most one block
+/// (an FDE starting inside another's block, or blocks overlapping in part:
+/// kFdeFresOverlap). sfh_num_fres and sfh_fre_len then count each stored
+/// block once, and must equal those sums. Why: the spec neither requires nor
+/// forbids sharing (sfdi_func_start_fre_off is "the offset to the start of
+/// the function's stack trace data", v3 §2.3; v2 §2.3: "the offset to the
+/// first SFrame FRE for the function"), the kernel, glibc and
+/// libsframe in the native byte order read each FDE's FREs by offset and
+/// never sum counts (docs/consumers.md, "Smaller sections"), and sharing
+/// identical blocks is what makes encode()'s share_fre_blocks sections
+/// smaller. A partial overlap has no such use and leaves the totals without
+/// one meaning. libsframe 2.47 in the foreign byte order rejects any
+/// sharing; check_consumer() says so (rule libsframe.foreign-lengths), not
+/// validate(). kLenient accepts any overlap that decodes.
 /// Resources: kStrict allocates one bit per byte of the FRE sub-section (none
 /// when the header's counts are impossible); kLenient allocates nothing
 /// unless FDEs share FRE data (or claim more FREs than fit), and then up to

@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string_view>
 
 namespace sframe {
 namespace {
@@ -229,7 +230,93 @@ Expected<void> check_header(const SectionSpec& spec) {
   return {};
 }
 
+// pc_mask: the rows of one period P when `rows` (sorted, none equal to the
+// one before) repeat every P bytes over `size` bytes; empty otherwise.
+// Candidates for P are the starts of later rows equal to the first row (a
+// period begins with it again); the first few under 256 (rep_size is one
+// byte) are tried, each in time linear in the rows.
+std::vector<RowSpec> one_period(const std::vector<RowSpec>& rows, std::uint32_t size, std::uint8_t& period) {
+  if (rows.size() < 2 || rows[0].start_offset != 0) return {};
+  int tried = 0;
+  for (std::size_t i = 1; i < rows.size() && rows[i].start_offset < 256 && tried < 4; ++i) {
+    if (!(rows[i].row == rows[0].row)) continue;
+    ++tried;
+    const std::uint32_t p = rows[i].start_offset;
+    // The rows a PC-mask FDE of block size p and rows[0, i) gives, each
+    // dropped when equal to the one before, must be `rows` exactly.
+    std::size_t k = 0;
+    bool same = true;
+    const FrameRow* last = nullptr;
+    for (std::uint64_t base = 0; base < size && same; base += p) {
+      for (std::size_t j = 0; j < i; ++j) {
+        const std::uint64_t at = base + rows[j].start_offset;
+        if (at >= size) break;
+        if (last && *last == rows[j].row) continue;
+        if (k >= rows.size() || rows[k].start_offset != at || !(rows[k].row == rows[j].row)) {
+          same = false;
+          break;
+        }
+        last = &rows[j].row;
+        ++k;
+      }
+    }
+    if (same && k == rows.size()) {
+      period = static_cast<std::uint8_t>(p);
+      return {rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(i)};
+    }
+  }
+  return {};
+}
+
+std::size_t block_hash(const std::byte* at, std::uint32_t len, std::uint8_t fre_type) {
+  const std::string_view bytes(reinterpret_cast<const char*>(at), len);
+  return std::hash<std::string_view>{}(bytes) ^ (std::size_t{fre_type} * 0x9e3779b97f4a7c15ull);
+}
+
 }  // namespace
+
+SizeOptions size_options_for(std::span<const Consumer> consumers, Version v, bool big_endian) {
+  SizeOptions o = SizeOptions::all();
+  (void)v;  // every technique reads the same in v2 and v3
+  const bool native = big_endian == (std::endian::native == std::endian::big);
+  for (Consumer c : consumers)
+    if (c == Consumer::kLibsframe && !native) o.share_fre_blocks = false;
+  return o;
+}
+
+SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout, SizeOptions size)
+    : SectionEncoder(header, layout) {
+  if (layout == Layout::kOptimize) size_ = size;
+}
+
+bool SectionEncoder::extends_last(const FunctionSpec& f) const {
+  if (!last_mergeable_ || fdes_.empty() || f.rows.empty() || f.rows[0].start_offset != 0) return false;
+  const FdeRecord& prev = fdes_.back();
+  if (f.pc_type != PcType::kInc || f.size == 0 || prev.size == 0) return false;
+  if (prev.start_pc + prev.size != f.start_pc || std::uint64_t{prev.size} + f.size > 0xffffffffu) return false;
+  // PC type and PAuth key are bits 4 and 5 of the info byte.
+  if (f.fde_type != prev.fde_type || f.signal != prev.signal ||
+      ((prev.info >> 5) & 1) != static_cast<unsigned>(f.pauth_key))
+    return false;
+  for (const RowSpec& r : f.rows)
+    if (!(r.row == last_row_)) return false;
+  return true;
+}
+
+std::optional<std::uint32_t> SectionEncoder::find_block(std::uint32_t begin, std::uint32_t len,
+                                                        std::uint8_t info) const {
+  const std::size_t h = block_hash(fres_.data() + begin, len, info & 0x0f);
+  const auto [lo, hi] = blocks_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    const FdeRecord& r = fdes_[it->second];
+    // v2 blocks read differently per FRE type (in the FDE); v3 attributes
+    // carry it in the block.
+    if (r.fre_bytes == len && (r.info & 0x0f) == (info & 0x0f) &&
+        std::memcmp(fres_.data() + r.fre_begin, fres_.data() + begin, len) == 0)
+      return r.fre_begin;
+  }
+  return std::nullopt;
+}
 
 SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout) : layout_(layout) {
   header_.version = header.version;
@@ -264,20 +351,44 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index);
   if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kNotRepresentable, 0, f.start_pc, index);
   const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
-  // Scratch reused by every call: no allocation per function once warm.
-  thread_local std::vector<EncodedRow> rows;
-  rows.clear();
-  Encoder encoder(header_, index);
   for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
     if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
       return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
     // A zero-size function may still carry one row at offset 0.
     if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
       return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-    if (!preserve && k > 0 && f.rows[k].row == f.rows[k - 1].row) continue;  // same rules: nothing to say
+  }
+  if (size_.merge_adjacent && extends_last(f)) {
+    fdes_.back().size += f.size;
+    return {};
+  }
+  // pc_mask: the rows of one period under PcType::kMask, when they repeat.
+  const std::vector<RowSpec>* spec_rows = &f.rows;
+  PcType pc_type = f.pc_type;
+  std::uint8_t rep_size = f.rep_size;
+  thread_local std::vector<RowSpec> distinct, period_rows;
+  if (size_.pc_mask && f.pc_type == PcType::kInc && f.rows.size() >= 2) {
+    distinct.clear();
+    for (const RowSpec& r : f.rows)
+      if (distinct.empty() || !(distinct.back().row == r.row)) distinct.push_back(r);
+    std::uint8_t period = 0;
+    period_rows = one_period(distinct, f.size, period);
+    if (!period_rows.empty()) {
+      spec_rows = &period_rows;
+      pc_type = PcType::kMask;
+      rep_size = period;
+    }
+  }
+  const std::vector<RowSpec>& in_rows = *spec_rows;
+  // Scratch reused by every call: no allocation per function once warm.
+  thread_local std::vector<EncodedRow> rows;
+  rows.clear();
+  Encoder encoder(header_, index);
+  for (std::uint32_t k = 0; k < in_rows.size(); ++k) {
+    if (!preserve && k > 0 && in_rows[k].row == in_rows[k - 1].row) continue;  // same rules: nothing to say
     EncodedRow& r = rows.emplace_back();
     encoder.at_row(k);
-    if (auto ok = encoder.row(f, f.rows[k], r); !ok) return ok;
+    if (auto ok = encoder.row(f, in_rows[k], r); !ok) return ok;
   }
   const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
   const FreType fre_type = preserve ? f.fre_type
@@ -304,7 +415,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   }
   const std::size_t begin = fres_.size();
   const std::uint8_t info = static_cast<std::uint8_t>(static_cast<unsigned>(fre_type) |
-                                                      (static_cast<unsigned>(f.pc_type) << 4) |
+                                                      (static_cast<unsigned>(pc_type) << 4) |
                                                       (static_cast<unsigned>(f.pauth_key) << 5));
   fres_.resize(begin + len);
   Writer w(header_.big_endian, fres_.data() + begin);
@@ -312,7 +423,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     w.put(rows.size(), 2);
     w.put(info | (f.signal ? 0x80u : 0u), 1);
     w.put(static_cast<unsigned>(f.fde_type), 1);
-    w.put(f.rep_size, 1);
+    w.put(rep_size, 1);
   }
   for (const EncodedRow& r : rows) {
     const unsigned code = r.word_size == 1 ? 0 : r.word_size == 2 ? 1 : 2;
@@ -320,8 +431,23 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.words.n << 1) | (code << 5)), 1);
     for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), r.word_size);
   }
-  fdes_.push_back({f.start_pc, f.size, static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(rows.size()),
-                   f.fre_offset, info, f.fde_type, f.rep_size, f.signal});
+  std::uint32_t fre_begin = static_cast<std::uint32_t>(begin);
+  std::optional<std::uint32_t> same;
+  // (A v2 function without rows has no block to share.)
+  if (size_.share_fre_blocks && len > 0) same = find_block(fre_begin, static_cast<std::uint32_t>(len), info);
+  if (same) {
+    fres_.resize(begin);  // an identical block is stored already: point at it
+    fre_begin = *same;
+  } else {
+    stored_fres_ += rows.size();
+    if (size_.share_fre_blocks && len > 0)
+      blocks_.emplace(block_hash(fres_.data() + begin, static_cast<std::uint32_t>(len), info & 0x0f), index);
+  }
+  fdes_.push_back({f.start_pc, f.size, fre_begin, static_cast<std::uint32_t>(rows.size()), f.fre_offset, info,
+                   f.fde_type, rep_size, f.signal, static_cast<std::uint32_t>(len)});
+  // merge_adjacent: a PC-increment FDE with rows can be extended by the next.
+  last_mergeable_ = size_.merge_adjacent && pc_type == PcType::kInc && !in_rows.empty();
+  if (last_mergeable_) last_row_ = in_rows.back().row;
   return {};
 }
 
@@ -330,8 +456,12 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   const bool preserve = layout_ == Layout::kPreserve;
   std::vector<FdeRecord> fdes = std::move(fdes_);
   std::vector<std::byte> fres = std::move(fres_);
+  const std::uint64_t num_fres = stored_fres_;
   fdes_.clear();
   fres_.clear();
+  blocks_.clear();
+  stored_fres_ = 0;
+  last_mergeable_ = false;
   const auto n = static_cast<std::uint32_t>(fdes.size());
   if (fres.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres.size());
 
@@ -362,8 +492,6 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
       fres = std::move(moved);
     }
   }
-  std::uint64_t num_fres = 0;
-  for (const FdeRecord& f : fdes) num_fres += f.num_fres;
   const std::uint64_t fde_size = fde_entry_size(header_.version);
   if (num_fres > 0xffffffffu || n * fde_size > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres.size());
 
@@ -418,6 +546,10 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
 }
 
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) {
+  return encode(spec, layout, SizeOptions{});
+}
+
+Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout, SizeOptions size) {
   if (auto ok = check_header(spec); !ok) return Unexpected{ok.error()};
   const bool preserve = layout == Layout::kPreserve;
   if (spec.functions.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, spec.functions.size());
@@ -429,7 +561,7 @@ Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) 
     std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
       return spec.functions[a].start_pc < spec.functions[b].start_pc;
     });
-  SectionEncoder enc(spec, layout);
+  SectionEncoder enc(spec, layout, size);
   std::size_t rows = 0;
   for (const FunctionSpec& f : spec.functions) rows += f.rows.size();
   enc.reserve(n, n * 5 + rows * 8);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "sframe/section.hpp"
@@ -278,6 +279,40 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
   if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
     return make_error(Errc::kSubsectionsOverlap, 20, s.fre_section_offset());
   Coverage claimed(h.fre_len);
+  // Whole FRE blocks may be shared (see validate() in section.hpp). Built
+  // when the first FDE claims bytes already claimed: each block start ->
+  // the first FDE there and (once asked) the start of the block's last FRE.
+  struct Block {
+    std::uint32_t fde;
+    std::optional<std::uint64_t> last_start;
+  };
+  std::optional<std::unordered_map<std::uint64_t, Block>> blocks;
+  const auto run_of = [&](const Fde& f) -> std::uint64_t {
+    return h.version == Version::kV3 ? f.fres_begin - kFdeAttrSizeV3 : f.fres_begin;
+  };
+  // `f` starts at an earlier FDE's block: accepted when the block reads the
+  // same for it (FRE type, FDE type, FRE count; v3 shares the whole
+  // attribute anyway) and its FREs start inside `f`.
+  const auto shared_ok = [&](const Fde& f, Block& b) -> Expected<void> {
+    const Expected<Fde> g = s.fde(b.fde);
+    if (!g) return Unexpected{g.error()};
+    if (g->fre_type != f.fre_type || g->fde_type != f.fde_type || g->num_fres != f.num_fres)
+      return make_error(Errc::kFdeFresOverlap, run_of(f), 0, f.index);
+    if (f.num_fres == 0) return {};
+    if (!b.last_start) {
+      std::uint64_t last = 0;
+      for (const Expected<Fre>& fre : s.fres(*g)) {
+        ++stats.fre_decodes;
+        if (!fre) return Unexpected{fre.error()};
+        last = fre->start_offset;
+      }
+      b.last_start = last;
+    }
+    const std::uint64_t limit = start_limit(f);
+    if (*b.last_start >= limit && !(*b.last_start == 0 && limit == 0))
+      return make_error(Errc::kFreStartOutsideFunction, f.fres_begin, *b.last_start, f.index, f.num_fres - 1);
+    return {};
+  };
   std::uint64_t used = 0;
   std::uint64_t total_fres = 0;
   std::uint64_t prev_start = 0;
@@ -287,16 +322,39 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     const Expected<Fde> f = s.fde(i);
     if (!f) return Unexpected{f.error()};
     if (auto ok = check_fde_fields(s, *f); !ok) return ok;
-    // Linear: FREs walked here are claimed below (disjoint), but for the
-    // last FDE, which fails.
-    const Expected<std::uint64_t> end = check_fres(s, *f, Strictness::kStrict);
-    stats.fre_decodes += walked(*f, end);
-    if (!end) return Unexpected{end.error()};
-    total_fres += f->num_fres;
-    const std::uint64_t run_begin = h.version == Version::kV3 ? f->fres_begin - kFdeAttrSizeV3 : f->fres_begin;
+    const std::uint64_t run_begin = run_of(*f);
     const std::uint64_t base = s.fre_section_offset();
-    if (!claimed.claim(run_begin - base, *end - base)) return make_error(Errc::kFdeFresOverlap, run_begin, 0, i);
-    used += *end - run_begin;
+    // A v2 FDE without FREs has no block: nothing to share or claim.
+    const bool empty = h.version != Version::kV3 && f->num_fres == 0;
+    auto known = blocks && !empty ? blocks->find(run_begin) : std::unordered_map<std::uint64_t, Block>::iterator{};
+    if (blocks && !empty && known != blocks->end()) {
+      if (auto ok = shared_ok(*f, known->second); !ok) return ok;
+    } else {
+      // Linear: FREs walked here are claimed below (disjoint, or shared as
+      // a whole and then not walked again), but for the last FDE, which fails.
+      const Expected<std::uint64_t> end = check_fres(s, *f, Strictness::kStrict);
+      stats.fre_decodes += walked(*f, end);
+      if (!end) return Unexpected{end.error()};
+      if (claimed.claim(run_begin - base, *end - base)) {
+        total_fres += f->num_fres;
+        used += *end - run_begin;
+        if (blocks && !empty) blocks->emplace(run_begin, Block{i, std::nullopt});
+      } else {
+        // The first sharing seen: index the blocks of the FDEs before.
+        if (!blocks) {
+          blocks.emplace();
+          for (std::uint32_t k = 0; k < i; ++k) {
+            ++stats.fde_decodes;
+            const Expected<Fde> g = s.fde(k);
+            if (!g) return Unexpected{g.error()};
+            if (h.version == Version::kV3 || g->num_fres != 0) blocks->emplace(run_of(*g), Block{k, std::nullopt});
+          }
+        }
+        const auto it = blocks->find(run_begin);
+        if (it == blocks->end()) return make_error(Errc::kFdeFresOverlap, run_begin, 0, i);
+        if (auto ok = shared_ok(*f, it->second); !ok) return ok;
+      }
+    }
     if ((h.flags & flags::kFdeSorted) && i > 0) {
       if (f->start_pc < prev_start) return make_error(Errc::kFdesUnsorted, f->start_field_offset, f->start_pc, i);
       if (f->start_pc < prev_end) return make_error(Errc::kFdesOverlap, f->start_field_offset, f->start_pc, i);

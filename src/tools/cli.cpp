@@ -92,6 +92,30 @@ std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what
   return *v;
 }
 
+SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian) {
+  if (!flags.optimize) return {};
+  std::vector<Consumer> chosen;
+  if (flags.consumers.empty()) {
+    for (Consumer c : kAllConsumers)
+      if (reads_version(c, v)) chosen.push_back(c);
+  } else {
+    std::string_view rest = flags.consumers;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      const auto c = consumer_from_name(name);
+      if (!c) throw UsageError(fmt::format("--for: unknown consumer '{}' (kernel, glibc, libsframe)", name));
+      if (!reads_version(*c, v))
+        throw UsageError(fmt::format("--for: {} does not read SFrame v{} (docs/consumers.md)", name,
+                                     static_cast<int>(v)));
+      chosen.push_back(*c);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return size_options_for(chosen, v, big_endian);
+}
+
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
 void complain(const std::string& where, const std::string& why) {

@@ -13,6 +13,7 @@
 
 #include "render.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
 #include "sframe/section.hpp"
 
 namespace sframe::tools {
@@ -37,6 +38,26 @@ class UsageError : public std::runtime_error {
 std::optional<std::uint64_t> parse_number(std::string_view text, std::string& why);
 /// parse_number, throwing UsageError("WHAT TEXT: why") on refusal.
 std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what);
+
+/// `--optimize-size` and `--for CONSUMERS` of gen, convert and merge.
+struct SizeFlags {
+  bool optimize = false;
+  /// Comma list of kernel, glibc, libsframe; empty: every consumer that
+  /// reads the version written.
+  std::string consumers;
+};
+/// Help of the two options, the same for every command.
+inline constexpr const char* kOptimizeSizeHelp =
+    "Write a smaller section: merge adjacent FDEs with identical rows, PC-mask FDEs for repeated stubs, share "
+    "identical FRE blocks, where every --for consumer accepts it (docs/consumers.md)";
+inline constexpr const char* kForHelp =
+    "With --optimize-size: the consumers that must accept the section, comma separated (kernel, glibc, "
+    "libsframe; default: all that read the version written)";
+/// The encoder's size options for a section of version `v` in byte order
+/// `big_endian` (size_options_for, docs/consumers.md "Smaller sections"):
+/// none without --optimize-size. Throws UsageError for an unknown consumer
+/// or one that does not read `v`.
+SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian);
 
 /// The sframe binary itself (/proc/self/exe resolved): what dump, stat and
 /// lookup read when given no FILE.

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "render.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/section.hpp"
@@ -71,6 +72,7 @@ struct MergeOptions {
   int version = 3;
   std::string section = ".sframe";
   bool json = false;
+  SizeFlags size;
 };
 struct GenOptions {
   std::string file;                // the file being converted
@@ -85,6 +87,7 @@ struct GenOptions {
   std::string address;     // section address; empty: the file's .sframe address, else 0
   bool json = false;
   bool compare_libdw = false;  // also compare our CFI reader's rows with libdw's
+  SizeFlags size;              // --optimize-size, --for
 };
 
 /// The DWARF half of `sframe verify` for one file.

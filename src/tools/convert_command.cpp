@@ -23,6 +23,7 @@ struct ConvertOptions {
   bool in_place = false;
   std::string section = ".sframe";
   bool json = false;
+  SizeFlags size;
 };
 
 std::string abi_name(Abi a) {
@@ -56,6 +57,8 @@ class ConvertCommand final : public Command {
     o->excludes(ip);
     app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+    auto* optimize = app_->add_flag("--optimize-size", opt_.size.optimize, kOptimizeSizeHelp);
+    app_->add_option("--for", opt_.size.consumers, kForHelp)->needs(optimize);
   }
 
   int run() override {
@@ -118,7 +121,7 @@ int ConvertCommand::convert() {
                                     "FDEs (spec v3 §2.3.3.2)",
                                     flex, flex == 1 ? "" : "s", first));
   }
-  auto bytes = encode(*spec, Layout::kOptimize);
+  auto bytes = encode(*spec, Layout::kOptimize, size_options(opt_.size, to, spec->big_endian));
   if (!bytes)
     return fail(path, fmt::format("not representable in SFrame v{}: {}", opt_.version, error_text(bytes.error())));
   const std::uint64_t space = l->raw ? bytes->size() : l->data.bytes.size();

@@ -93,6 +93,8 @@ class GenCommand final : public Command {
     app_->add_option("--address", opt_.address,
                      "Section address, 0x... or decimal (default: the file's .sframe address, else 0)");
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+    auto* optimize = app_->add_flag("--optimize-size", opt_.size.optimize, kOptimizeSizeHelp);
+    app_->add_option("--for", opt_.size.consumers, kForHelp)->needs(optimize);
     app_->add_flag("--compare-libdw", opt_.compare_libdw,
                    "Also read the CFI through elfutils libdw and count the rows where it and gen's reader "
                    "disagree (summary: libdw_diff; the first differences on stderr)");
@@ -250,6 +252,7 @@ int GenCommand::generate() {
   std::optional<Expected<cfi::Generated>> g_at;
   std::optional<Expected<std::vector<std::byte>>> bytes_at;
   std::uint64_t functions_out = 0;
+  std::uint64_t fdes_out = 0;  // --optimize-size may describe several functions by one FDE
   // Generates the section for `at`; 0, or fail()'s status.
   const auto generate_at = [&](std::uint64_t at) {
     auto header = cfi::section_header(*file, version, at);
@@ -257,20 +260,22 @@ int GenCommand::generate() {
       return fail(path, fmt::format("cannot read DWARF CFI: {}", error_text(header.error())));
     }
     // Streamed into the encoder: one function's rows in memory at a time.
-    SectionEncoder enc(*header);
+    SectionEncoder enc(*header, Layout::kOptimize, size_options(opt.size, version, header->big_endian));
     // Address space only: pages of the buffer never written are never touched.
     // An FDE takes at least 24 bytes of CFI.
     enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
     std::optional<Error> enc_error;
+    functions_out = 0;
     g_at.emplace(cfi::for_each_generated(*file, version, at, [&](const FunctionSpec& f) {
       if (enc_error) return;
       if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+      ++functions_out;
     }));
     if (!*g_at) {
       const std::string why = g_at->error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
       return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g_at->error()) : why));
     }
-    functions_out = enc.size();
+    fdes_out = enc.size();
     bytes_at.emplace(enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish());
     if (!*bytes_at) {
       return fail(path, error_text(bytes_at->error()));
@@ -340,6 +345,7 @@ int GenCommand::generate() {
     j["address"] = hex(address);
     j["functions_in"] = g->functions_in;
     j["functions_out"] = functions_out;
+    if (opt.size.optimize) j["fdes_out"] = fdes_out;
     j["flex_functions"] = g->flex_functions;
     j["plt_functions"] = g->plt_functions;
     Json left = Json::object();
@@ -377,6 +383,7 @@ int GenCommand::generate() {
   else if (repaired)
     fmt::print(report, "  {}: {} rewritten in its space ({} of {} bytes)\n", opt.elf_output, repaired->name,
                bytes->size(), repaired->size);
+  if (opt.size.optimize) fmt::print(report, "  --optimize-size: {} FDEs for {} functions\n", fdes_out, functions_out);
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
   if (diff)

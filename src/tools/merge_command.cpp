@@ -29,6 +29,8 @@ class MergeCommand final : public Command {
         ->capture_default_str();
     app_->add_option("--section", opt_.section, "Name of the SFrame section in ELF inputs")->capture_default_str();
     app_->add_flag("--json", opt_.json, "Print the summary as JSON");
+    auto* optimize = app_->add_flag("--optimize-size", opt_.size.optimize, kOptimizeSizeHelp);
+    app_->add_option("--for", opt_.size.consumers, kForHelp)->needs(optimize);
   }
 
   int run() override {
@@ -75,7 +77,7 @@ class MergeCommand final : public Command {
     if (auto why = check(specs, version); !why.empty()) return fail("merge", why);
     auto merged = merge(specs, address, version);
     if (!merged) return fail(opt_.output, error_text(merged.error()));
-    auto bytes = encode(*merged);
+    auto bytes = encode(*merged, Layout::kOptimize, size_options(opt_.size, version, merged->big_endian));
     if (!bytes) return fail(opt_.output, error_text(bytes.error()));
     if (auto ok = write_file(opt_.output, *bytes); !ok)
       return fail(opt_.output, "cannot write: " + write_error_text(ok.error()));

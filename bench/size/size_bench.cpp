@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+// Section sizes under each --optimize-size technique (SizeOptions), one file
+// per line of input, for bench/size_bench.sh. For each linked ELF file read
+// from standard input (one path a line) it prints tab-separated lines:
+//   FILE  SOURCE  VERSION  TECHNIQUE  BYTES  REJECTED
+// SOURCE "gen": the model `sframe gen` makes from the file's CFI (for every
+// file with CFI); "gnu": the model of the file's own .sframe (GNU ld's, as
+// `sframe convert` reads it; when the file has one). TECHNIQUE is one of
+// none, merge, mask, share (each alone), all (what --optimize-size does for
+// every consumer of the version in the native byte order) and nonshare (all
+// but sharing: libsframe in the foreign byte order). REJECTED counts what
+// rejects the section: validate(kStrict) and, for none/all/nonshare, each
+// consumer of the version (check_consumer; nonshare written and checked in
+// the foreign byte order by libsframe only). Files with a GNU section also
+// get a line "FILE gnusec VERSION own BYTES 0" giving its version. Files
+// without CFI print nothing; errors go to stderr.
+#include <elf.h>
+
+#include <bit>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "sframe/cfi.hpp"
+#include "sframe/consumers.hpp"
+#include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
+
+namespace {
+
+using namespace sframe;
+
+constexpr bool kNativeBig = std::endian::native == std::endian::big;
+
+struct Technique {
+  const char* name;
+  SizeOptions options;
+  bool foreign;  // written in the foreign byte order (libsframe's flip)
+};
+
+constexpr Technique kTechniques[] = {
+    {"none", {}, false},
+    {"merge", {true, false, false}, false},
+    {"mask", {false, true, false}, false},
+    {"share", {false, false, true}, false},
+    {"all", SizeOptions{true, true, true}, false},
+    {"nonshare", SizeOptions{true, true, false}, true},
+};
+
+void measure(const std::string& path, const char* source, SectionSpec spec) {
+  std::vector<Consumer> readers;
+  for (Consumer c : kAllConsumers)
+    if (reads_version(c, spec.version)) readers.push_back(c);
+  const bool native = spec.big_endian == kNativeBig;
+  for (const Technique& t : kTechniques) {
+    SectionSpec s = spec;
+    if (t.foreign) s.big_endian = !native ? spec.big_endian : !kNativeBig;
+    // What --optimize-size picks for this consumer set must be this row.
+    if (t.options == SizeOptions::all() && native) {
+      if (!(size_options_for(readers, s.version, s.big_endian) == t.options))
+        std::fprintf(stderr, "%s: size_options_for disagrees for 'all'\n", path.c_str());
+    }
+    const auto bytes = encode(s, Layout::kOptimize, t.options);
+    if (!bytes) {
+      std::fprintf(stderr, "%s: %s v%d %s: %s\n", path.c_str(), source, static_cast<int>(s.version), t.name,
+                   std::string(describe(bytes.error().code)).c_str());
+      continue;
+    }
+    int rejected = 0;
+    const auto section = Section::parse(*bytes, s.section_address);
+    if (!section || !validate(*section, Strictness::kStrict)) {
+      ++rejected;
+    } else if (t.foreign) {
+      // Only libsframe reads the foreign order.
+      if (!check_consumer(*section, Consumer::kLibsframe).accepted()) ++rejected;
+    } else if (std::string_view(t.name) == "none" || std::string_view(t.name) == "all") {
+      for (Consumer c : readers)
+        if (!check_consumer(*section, c).accepted()) ++rejected;
+    }
+    std::printf("%s\t%s\t%d\t%s\t%zu\t%d\n", path.c_str(), source, static_cast<int>(s.version), t.name, bytes->size(),
+                rejected);
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::string path;
+  while (std::getline(std::cin, path)) {
+    auto file = elf::ElfFile::open(path);
+    if (!file) continue;
+    if (file->info().machine == EM_386) continue;
+    const auto existing = file->sframe_section();
+    const std::uint64_t address = existing ? existing->address : 0;
+    for (Version v : {Version::kV3, Version::kV2}) {
+      const auto g = cfi::generate(*file, v, address);
+      if (!g) break;  // no CFI (or not a linked file)
+      measure(path, "gen", g->spec);
+    }
+    if (existing && !existing->from_segment) {
+      const auto gnu = Section::parse(existing->bytes, existing->address);
+      if (!gnu) continue;
+      auto spec = to_spec(*gnu);
+      if (!spec) continue;
+      // GNU's own section: its version (its bytes the script takes from readelf).
+      std::printf("%s\tgnusec\t%d\town\t%llu\t0\n", path.c_str(), static_cast<int>(gnu->version()),
+                  static_cast<unsigned long long>(gnu->used_size()));
+      for (Version v : {Version::kV3, Version::kV2}) {
+        SectionSpec s = *spec;
+        s.version = v;
+        if (v == Version::kV2)
+          std::erase_if(s.functions, [](const FunctionSpec& f) { return f.fde_type == FdeType::kFlex; });
+        measure(path, "gnu", s);
+      }
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
