@@ -14,7 +14,9 @@
 #   backtrace    glibc's backtrace() from the same function (in the program);
 #   C API        consumer.c (gcc -std=c99 -Wall -Wextra -Werror -pedantic)
 #                prints objdump's "Function Index" of every corpus file
-#                objdump 2.47 printed with DEFAULT FDEs only.
+#                objdump 2.47 printed with DEFAULT FDEs only;
+#   ctypes       (shared) tests/capi/ctypes_smoke.py: lookups through
+#                Python ctypes against objdump's golden rows.
 # Shared: each program loads the prefix's libraries, and the backtrace one
 # neither libdw nor libelf. Static: none loads a libsframepp.
 # Usage: consumers.sh PREFIX shared|static WORK SHARED_DIR CXX [CXXFLAGS]
@@ -131,6 +133,13 @@ if [ -x "$work/pc_c" ]; then
     else bad "C consumer on $file differs from objdump: $(head -5 "$work/c.diff")"; fi
   done
   [ "$ncorpus" -ge 40 ] || bad "C consumer: only $ncorpus corpus files compared"
+fi
+
+# 4. Python ctypes over the installed libsframepp.so.0 (objdump's golden
+# rows, tests/capi/ctypes_smoke.py).
+if [ "$kind" = shared ]; then
+  python3 "$here/../capi/ctypes_smoke.py" "$libdir/libsframepp.so.0" "$shared/corpus" >"$work/ctypes.log" 2>&1 && ok ||
+    bad "ctypes: $(tail -5 "$work/ctypes.log")"
 fi
 
 echo "consumers [$kind, $prefix]: $pass passed, $fail failed"
