@@ -1,46 +1,67 @@
 # SPDX-License-Identifier: MIT
-# `cmake --install`: headers, libsframepp.a and libsframepp.so (codec, ELF,
-# unwinder), libsframepp-cfi.a (SFrame from DWARF CFI: our reader, and the
-# libdw reference), libsframepp-process.a
-# (live processes: ptrace, remote memory, modules), libsframepp-backtrace.a
-# (in-process backtrace), the `sframe` tool, a CMake package
-# (find_package(sframepp) -> sframepp::sframepp, sframepp::static,
-# sframepp::cfi, sframepp::process, sframepp::backtrace) and pkg-config files.
-include(GNUInstallDirs)
+# `cmake --install`: the headers, one library per layer (libsframepp-format,
+# libsframepp-unwind, libsframepp (ELF + C API), libsframepp-cfi,
+# libsframepp-process, libsframepp-backtrace; .so.0 or .a by
+# BUILD_SHARED_LIBS), the `sframe` tool (SFRAMEPP_TOOLS), a CMake package
+#   find_package(sframepp [COMPONENTS format unwind elf cfi process backtrace])
+# giving sframepp::LAYER and sframepp::sframepp (= sframepp::elf), and one
+# pkg-config file per library. Install components, one Debian package each
+# (cmake/package.cmake): lib<name>0 (a shared library), dev, tools.
 include(CMakePackageConfigHelpers)
 
-set_target_properties(sframepp_shared PROPERTIES EXPORT_NAME sframepp)
-set_target_properties(sframepp_static PROPERTIES EXPORT_NAME static)
-set_target_properties(sframe_cfi PROPERTIES EXPORT_NAME cfi OUTPUT_NAME sframepp-cfi)
-set_target_properties(sframe_process PROPERTIES EXPORT_NAME process OUTPUT_NAME sframepp-process)
-set_target_properties(sframepp_backtrace PROPERTIES EXPORT_NAME backtrace OUTPUT_NAME sframepp-backtrace)
-foreach(t sframe_cfi sframe_process sframepp_backtrace)
-  target_include_directories(${t} PUBLIC
-    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+set(SFRAMEPP_DEV_COMPONENT dev)
+install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+foreach(t ${SFRAMEPP_LAYERS})
+  get_target_property(_out ${t} OUTPUT_NAME)
+  if(NOT _out)
+    set(_out ${t})
+  endif()
+  install(TARGETS ${t} EXPORT sframeppTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib${_out}0 NAMELINK_COMPONENT dev
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
-
-install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
-install(TARGETS sframepp_shared sframepp_static sframe_cfi sframe_process sframepp_backtrace EXPORT sframeppTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS sframe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(SFRAMEPP_TOOLS)
+  install(TARGETS sframe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
+endif()
 
 set(_cfgdir ${CMAKE_INSTALL_LIBDIR}/cmake/sframepp)
-install(EXPORT sframeppTargets NAMESPACE sframepp:: DESTINATION ${_cfgdir})
+install(EXPORT sframeppTargets NAMESPACE sframepp:: DESTINATION ${_cfgdir} COMPONENT dev)
+set(SFRAMEPP_SHARED ${BUILD_SHARED_LIBS})
 configure_package_config_file(cmake/sframeppConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfig.cmake INSTALL_DESTINATION ${_cfgdir})
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/sframeppConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfig.cmake
-              ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfigVersion.cmake DESTINATION ${_cfgdir})
+              ${CMAKE_CURRENT_BINARY_DIR}/sframeppConfigVersion.cmake DESTINATION ${_cfgdir} COMPONENT dev)
 
-# Relocatable: the prefix is found from the .pc file's own folder, so
-# `cmake --install --prefix ANYWHERE` gives working files.
+# One .pc file per library. Relocatable: the prefix is found from the .pc
+# file's own folder, so `cmake --install --prefix ANYWHERE` gives working
+# files. No -std= in Cflags (the consumer chooses its standard, C99 for
+# sframe.h); Libs.private names what a static archive needs (pkg-config
+# --static), the C++ runtime included, so a C program can link it.
 file(RELATIVE_PATH SFRAMEPP_PC_UP "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
-foreach(pc sframepp sframepp-cfi)
-  configure_file(cmake/${pc}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc @ONLY)
-  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+set(_cxx_runtime "-lstdc++ -lm")
+#             name                 description                                                   Requires               Requires.private  Libs.private
+set(_pc_format "sframepp-format" "SFrame codec: decoder, validator, lookups, encoder" "" "" "${_cxx_runtime}")
+set(_pc_unwind "sframepp-unwind" "SFrame unwinder core and DWARF CFI reader (no libelf, no libdw)" "sframepp-format" "" "${_cxx_runtime}")
+set(_pc_sframepp "sframepp" "SFrame of ELF files (libelf) and the C API of sframe/sframe.h" "sframepp-unwind sframepp-format" "libelf" "${_cxx_runtime}")
+set(_pc_cfi "sframepp-cfi" "SFrame generated from the DWARF CFI of ELF files" "sframepp" "libdw libelf" "${_cxx_runtime}")
+set(_pc_process "sframepp-process" "Stacks of live processes (ptrace, remote memory) with SFrame" "sframepp-cfi" "libdw libelf" "${_cxx_runtime}")
+set(_pc_backtrace "sframepp-backtrace" "In-process async-signal-safe backtrace with SFrame (libc and the C++ runtime only)" "sframepp-unwind" "" "${_cxx_runtime} -lpthread -ldl")
+foreach(_l format unwind sframepp cfi process backtrace)
+  list(GET _pc_${_l} 0 PC_NAME)
+  list(GET _pc_${_l} 1 PC_DESCRIPTION)
+  list(GET _pc_${_l} 2 PC_REQUIRES)
+  list(GET _pc_${_l} 3 PC_REQUIRES_PRIVATE)
+  list(GET _pc_${_l} 4 PC_LIBS_PRIVATE)
+  configure_file(cmake/sframepp.pc.in ${CMAKE_CURRENT_BINARY_DIR}/pkgconfig/${PC_NAME}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pkgconfig/${PC_NAME}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+          COMPONENT dev)
 endforeach()
+
+# Packages of this project's own build only (not a parent project's).
+if(PROJECT_IS_TOP_LEVEL)
+  include(${CMAKE_CURRENT_LIST_DIR}/package.cmake)
+endif()

@@ -25,6 +25,9 @@
 #include "sframe/format.hpp"
 #include "sframe/section.hpp"
 
+// Exported from the shared layer libraries, which build with hidden
+// visibility.
+#pragma GCC visibility push(default)
 namespace sframe::cfi {
 
 /// Why a CFI row has no SFrame equivalent (in the version asked for).
@@ -221,3 +224,4 @@ Expected<Generated> generate(std::span<const CfiSource> srcs, Abi abi, Version v
                              std::uint64_t section_address, std::span<const PltSection> plts = {});
 
 }  // namespace sframe::cfi
+#pragma GCC visibility pop

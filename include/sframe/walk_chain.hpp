@@ -12,6 +12,9 @@
 #include "sframe/process.hpp"
 #include "sframe/unwind.hpp"
 
+// Exported from the shared layer libraries, which build with hidden
+// visibility.
+#pragma GCC visibility push(default)
 namespace sframe::process {
 
 /// Walks from `start` as LoadedModules::walk() documents, over any address
@@ -141,3 +144,4 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
 
 
 }  // namespace sframe::process
+#pragma GCC visibility pop

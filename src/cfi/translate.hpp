@@ -2,7 +2,9 @@
 // sframepp (private): one CFI row's rules, as either reader recognized them,
 // turned into an SFrame row. Shared by our reader (cfi_reader.cpp) and the
 // libdw reference (cfi.cpp), so both translate alike and a differential
-// comparison of their rows compares what they read.
+// comparison of their rows compares what they read. Default visibility:
+// libsframepp-unwind.so (the reader) exports it for libsframepp-cfi.so (the
+// libdw reference); namespace detail: no API promise.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,8 @@
 #include <vector>
 
 #include "sframe/cfi_reader.hpp"
+
+#pragma GCC visibility push(default)
 
 namespace sframe::cfi::detail {
 
@@ -57,3 +61,4 @@ class PltRanges {
 };
 
 }  // namespace sframe::cfi::detail
+#pragma GCC visibility pop

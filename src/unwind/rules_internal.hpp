@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Rule resolution shared inside libsframepp (unwinder and C API); not installed.
+// Rule resolution shared by the unwind layer and the C API (libsframepp);
+// not installed. Default visibility: libsframepp-unwind.so exports it for
+// libsframepp.so (namespace detail: no API promise).
 #pragma once
 
 #include <cstdint>
 
 #include "sframe/section.hpp"
 
+#pragma GCC visibility push(default)
 namespace sframe::detail {
 
 /// Replaces a Rule::Kind::kPadding rule ("no rule in this FRE") by what it
@@ -15,3 +18,4 @@ namespace sframe::detail {
 void resolve_padding(Rule& r, std::int8_t fixed) noexcept;
 
 }  // namespace sframe::detail
+#pragma GCC visibility pop

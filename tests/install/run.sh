@@ -1,106 +1,68 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs the build tree into a scratch prefix, then builds a consumer
-# outside the project against it, four ways: CMake find_package (shared and
-# static targets) and pkg-config (shared and static). Each consumer reads a
-# corpus executable and must print what GNU objdump's golden dump says.
-# Then a C99 consumer of the C API (consumer.c, gcc -std=c99 -Wall -Wextra
-# -Werror, against the installed sframe/sframe.h and libsframepp.so) dumps
-# the FDEs and FREs of every corpus file objdump 2.47 printed with DEFAULT
-# FDEs only, and must print objdump's "Function Index" exactly.
-# Usage: run.sh BUILD_DIR SHARED_DIR WORKDIR CXX [CXXFLAGS]
+# The install test, in both library kinds one after the other:
+#   1. `cmake --install` of this build (its BUILD_SHARED_LIBS) into a
+#      scratch prefix, and the consumers of consumers.sh against it;
+#   2. a project that carries sframepp by add_subdirectory (subdir.cmake.in),
+#      in the other kind (static by default, as a subproject gets it: the
+#      libraries alone, no tool, tests or their dependencies), built and
+#      run; then its `cmake --install` into a second prefix, and the
+#      consumers of consumers.sh against that.
+# Usage: run.sh SOURCE_DIR BUILD_DIR SHARED_DIR WORKDIR CXX [CXXFLAGS]
 set -uo pipefail
-build=$1 shared=$2 work=$3 cxx=$4 cxxflags=${5:-}
+src=$1 build=$2 shared=$3 work=$4 cxx=$5 cxxflags=${6:-}
 here=$(cd "$(dirname "$0")" && pwd)
+cc=${CC:-gcc}
 rm -rf "$work"; mkdir -p "$work"
-prefix=$work/prefix
-pass=0 fail=0
+fail=0
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
 
-cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { bad "cmake --install: $(tail -5 "$work/install.log")"; exit 1; }
-for f in include/sframe/section.hpp include/sframe/lookup.hpp include/sframe/elf.hpp include/sframe/sframe.h bin/sframe; do
-  [ -e "$prefix/$f" ] || bad "not installed: $f"
-done
-libdir=$(dirname "$(find "$prefix" -name libsframepp.a | head -1)")
-for f in libsframepp.a libsframepp.so libsframepp-cfi.a cmake/sframepp/sframeppConfig.cmake pkgconfig/sframepp.pc pkgconfig/sframepp-cfi.pc; do
-  [ -e "$libdir/$f" ] || bad "not installed: lib/$f"
-done
+if grep -q '^BUILD_SHARED_LIBS:BOOL=ON' "$build/CMakeCache.txt"; then kind=shared other=static
+else kind=static other=shared; fi
 
-# The truth: objdump's golden dump of a linked corpus executable.
-dir=$shared/corpus/x86_64-v3-linked
-golden=$dir/basic.objdump.txt
-want_fdes=$(grep -m1 'Num FDEs' "$golden" | sed 's/^ *//')
-want_fde=$(grep -m1 'func idx \[2\]' "$golden" | sed 's/^ *//')
-pc=$(( $(echo "$want_fde" | sed 's/.*pc = \(0x[0-9a-f]*\).*/\1/') + 1 ))
-check() { # NAME BINARY [shared|static]
-  local out
-  out=$("$2" "$dir/basic" "$pc" 2>&1)
-  if [ "$out" = "$(printf '%s\n%s' "$want_fdes" "$want_fde")" ]; then pass=$((pass+1)); else bad "$1 printed: $out; want: $want_fdes / $want_fde"; fi
-  if [ "$3" = shared ]; then
-    ldd "$2" | grep "$prefix/.*libsframepp.so" >/dev/null || bad "$1 does not load the installed libsframepp.so: $(ldd "$2" | grep sframe)"
-  else
-    ldd "$2" | grep libsframepp >/dev/null || pass=$((pass+1))
-    ldd "$2" | grep libsframepp >/dev/null && bad "$1 should link libsframepp statically"
-  fi
-}
+# 1. This build, installed.
+t0=$SECONDS
+cmake --install "$build" --prefix "$work/prefix-$kind" >"$work/install.log" 2>&1 ||
+  { bad "cmake --install $build: $(tail -5 "$work/install.log")"; exit 1; }
+[ -x "$work/prefix-$kind/bin/sframe" ] || bad "not installed: bin/sframe"
+[ -e "$work/prefix-$kind/include/sframe/sframe.h" ] || bad "not installed: include/sframe/sframe.h"
+bash "$here/consumers.sh" "$work/prefix-$kind" "$kind" "$work/consumers-$kind" "$shared" "$cxx" "$cxxflags" || bad "consumers [$kind]"
+echo "install [$kind]: $((SECONDS - t0)) s"
 
-# 1. CMake package.
-mkdir -p "$work/cmake-consumer"
-cp "$here/consumer.cpp" "$work/cmake-consumer/"
-cp "$here/CMakeLists.txt.in" "$work/cmake-consumer/CMakeLists.txt"
-if cmake -S "$work/cmake-consumer" -B "$work/cmake-consumer/build" -DCMAKE_PREFIX_PATH="$prefix" \
-     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$cxxflags" >"$work/cmake.log" 2>&1 &&
-   cmake --build "$work/cmake-consumer/build" >>"$work/cmake.log" 2>&1; then
-  check "find_package shared" "$work/cmake-consumer/build/consumer_shared" shared
-  check "find_package static" "$work/cmake-consumer/build/consumer_static" static
-else
-  bad "CMake consumer: $(tail -15 "$work/cmake.log")"
-fi
-
-# 2. pkg-config.
-export PKG_CONFIG_PATH=$libdir/pkgconfig
-# shellcheck disable=SC2046,SC2086
-if "$cxx" $cxxflags "$here/consumer.cpp" -o "$work/pc_shared" $(pkg-config --cflags --libs sframepp) \
-     -Wl,-rpath,"$libdir" 2>"$work/pc.log"; then
-  check "pkg-config shared" "$work/pc_shared" shared
-else
-  bad "pkg-config shared: $(head -c 600 "$work/pc.log")"
-fi
-# shellcheck disable=SC2046,SC2086
-if "$cxx" $cxxflags "$here/consumer.cpp" -o "$work/pc_static" $(pkg-config --cflags sframepp) \
-     -Wl,-Bstatic $(pkg-config --libs-only-L --libs-only-l sframepp) -Wl,-Bdynamic \
-     $(pkg-config --libs libelf) 2>"$work/pc.log"; then
-  check "pkg-config static" "$work/pc_static" static
-else
-  bad "pkg-config static: $(head -c 600 "$work/pc.log")"
-fi
-
-# 3. The C API from C99. The sanitizer flags of a sanitizer build come along
-# (its libsframepp.so needs their runtimes).
-cc=${CC:-gcc}
-# shellcheck disable=SC2086
-if "$cc" -std=c99 -Wall -Wextra -Werror -pedantic $cxxflags -I"$prefix/include" "$here/consumer.c" -o "$work/c_consumer" \
-     -L"$libdir" -lsframepp -Wl,-rpath,"$libdir" 2>"$work/c.log"; then
-  ldd "$work/c_consumer" | grep "$prefix/.*libsframepp.so.0" >/dev/null || bad "C consumer does not load the installed libsframepp.so.0"
-  ncorpus=0
-  for golden in "$shared"/corpus/*/*.objdump.txt; do
-    file=${golden%.objdump.txt}
-    [ -e "$file" ] || continue
-    # objdump 2.40's v1 layout, FLEX FDEs and s390x registers print
-    # otherwise: the consumer renders DEFAULT FDEs as objdump 2.47 does.
-    case $file in */x86_64-v1-*|*/s390x-*|*s390x*) continue ;; esac
-    grep -q 'attr = "F"' "$golden" && continue
-    ncorpus=$((ncorpus+1))
-    if diff <("$work/c_consumer" "$file" 2>&1) <(sed -n '/Function Index :/,$p' "$golden") >"$work/c.diff"; then
-      pass=$((pass+1))
-    else
-      bad "C consumer on $file differs from objdump: $(head -5 "$work/c.diff")"
-    fi
+# 2. add_subdirectory, the other kind.
+t0=$SECONDS
+sub=$work/subdir
+mkdir -p "$sub"
+cp "$here/subdir.cmake.in" "$sub/CMakeLists.txt"
+opts=()
+# A subproject's default is static: only the shared kind is asked for.
+[ "$other" = shared ] && opts+=(-DBUILD_SHARED_LIBS=ON)
+if cmake -S "$sub" -B "$sub/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSFRAMEPP_SOURCE_DIR="$src" "${opts[@]}" \
+     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_FLAGS="$cxxflags" -DCMAKE_C_FLAGS="$cxxflags" \
+     >"$sub/build.log" 2>&1 && cmake --build "$sub/build" -j 2 >>"$sub/build.log" 2>&1; then
+  # The tool's and the tests' dependencies were not looked up.
+  for dep in fmt CLI11 nlohmann_json GTest benchmark; do
+    grep -q "^${dep}_DIR:" "$sub/build/CMakeCache.txt" && bad "add_subdirectory looked up $dep"
   done
-  [ "$ncorpus" -ge 40 ] || bad "C consumer: only $ncorpus corpus files compared"
+  golden=$shared/corpus/x86_64-v3-linked/basic.objdump.txt
+  want=$(printf '%s\n%s' "$(grep -m1 'Num FDEs' "$golden" | sed 's/^ *//')" "$(grep -m1 'func idx \[2\]' "$golden" | sed 's/^ *//')")
+  pc=$(( $(grep -m1 'func idx \[2\]' "$golden" | sed 's/.*pc = \(0x[0-9a-f]*\).*/\1/') + 1 ))
+  out=$("$sub/build/sub_elf" "$shared/corpus/x86_64-v3-linked/basic" "$pc" 2>&1)
+  [ "$out" = "$want" ] || bad "add_subdirectory elf consumer printed: $out; want: $want"
+  out=$("$sub/build/sub_backtrace" 2>&1) && [[ $out == frames* ]] || bad "add_subdirectory backtrace consumer: $out"
+  if [ "$other" = static ]; then
+    grep -q libsframepp <<<"$(ldd "$sub/build/sub_elf")" && bad "add_subdirectory (static) consumer loads a libsframepp"
+  fi
+  if cmake --install "$sub/build" --prefix "$work/prefix-$other" >"$work/install-$other.log" 2>&1; then
+    bash "$here/consumers.sh" "$work/prefix-$other" "$other" "$work/consumers-$other" "$shared" "$cxx" "$cxxflags" ||
+      bad "consumers [$other]"
+  else
+    bad "cmake --install $sub/build: $(tail -5 "$work/install-$other.log")"
+  fi
 else
-  bad "C consumer: $(head -c 600 "$work/c.log")"
+  bad "add_subdirectory project: $(tail -20 "$sub/build.log")"
 fi
+echo "install [$other, add_subdirectory]: $((SECONDS - t0)) s"
 
-echo "install: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+echo "install: $fail failed"
+[ "$fail" -eq 0 ]
