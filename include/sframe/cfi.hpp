@@ -152,6 +152,9 @@ struct ReaderComparison {
   /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
   /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
   std::uint64_t abi_default_cfa = 0;
+  /// Zero length words in .debug_frame with records after them
+  /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
+  std::uint64_t debug_frame_zero_length = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

@@ -113,7 +113,8 @@ struct CfiStats {
   /// FDE records found (before dropping duplicates and empty ones).
   std::uint64_t fdes = 0;
   /// FDEs left out because their CIE, their fields or the start of their
-  /// program cannot be read (no row at their start).
+  /// program cannot be read (no row at their start), and records too short
+  /// to hold their CIE id or pointer.
   std::uint64_t unreadable = 0;
   /// Later FDEs with the start PC of an earlier one, dropped.
   std::uint64_t duplicates = 0;
@@ -133,6 +134,11 @@ struct CfiStats {
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's
   /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c).
   std::uint64_t abi_default_cfa = 0;
+  /// Runs of zero length words in .debug_frame followed by a record. DWARF 5
+  /// §6.4.1 gives a zero length no meaning there; we skip the word and read
+  /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame
+  /// terminator and ends the section (elfutils libdw/dwarf_next_cfi.c).
+  std::uint64_t debug_frame_zero_length = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

@@ -254,6 +254,10 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
     if (!rec) return std::nullopt;
     if (rec->size == 4) break;  // the zero terminator
     const std::uint64_t id_at = off + rec->length_field;
+    // A record too short for its CIE pointer and one byte more is invalid to
+    // libdw (libdw/dwarf_next_cfi.c), whose linear FDE search ends there: so
+    // does this listing (its id would be read from the next record's bytes).
+    if (rec->size < rec->length_field + (rec->length_field == 4 ? 4 : 8) + 1) break;
     const auto id = read_word(eh, id_at, rec->length_field == 4 ? 4 : 8, big);
     if (!id) return std::nullopt;
     if (*id != 0) {
@@ -270,7 +274,11 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
       std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
       const auto start = read_encoded(eh, at, it->second.first, eh_address, big);
       if (!start) return std::nullopt;
-      out.push_back({*start, rec->size + it->second.second});
+      // An FDE whose address range is 0 describes no instruction (DWARF 5
+      // §6.4.1): it is no function, and its start no function boundary
+      // (read_cfi() leaves it out too).
+      const auto range = read_encoded(eh, at, it->second.first & 0x0f, eh_address, big);
+      if (!range || *range != 0) out.push_back({*start, rec->size + it->second.second});
     }
     off += rec->size;
   }
@@ -623,6 +631,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.truncated_fdes = stats.truncated;
   out.ours_unreadable = stats.unreadable;
   out.abi_default_cfa = stats.abi_default_cfa;
+  out.debug_frame_zero_length = stats.debug_frame_zero_length;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;

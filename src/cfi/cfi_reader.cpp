@@ -583,15 +583,21 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   const std::uint64_t size = src.bytes.size();
   const bool eh = src.kind == CfiKind::kEhFrame;
   std::uint32_t order = 0;
+  bool zeros_before = false;  // .debug_frame: zero length words before this record
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
     std::uint64_t len = 0;
     if (!c.word(4, len)) return make_error(Errc::kBadCfi, off, size - off);
     if (len == 0) {
       if (eh) break;  // the zero terminator (LSB 5.0)
+      // DWARF 5 §6.4.1 gives a zero length no meaning in .debug_frame:
+      // skipped as binutils' readelf skips it, and the records after it read.
       off += 4;
+      zeros_before = true;
       continue;
     }
+    if (zeros_before && stats_) ++stats_->debug_frame_zero_length;
+    zeros_before = false;
     unsigned id_size = 4;
     if (len == 0xffffffff) {
       if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
@@ -604,6 +610,10 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     std::uint64_t id = 0;
     c.end = rec_end;
     if (!c.word(id_size, id)) {
+      // Too short to hold its CIE id or pointer: neither CIE nor FDE
+      // (DWARF 5 §6.4.1), an FDE record we cannot read. libdw's linear FDE
+      // search stops at it (libdw/dwarf_next_cfi.c: invalid DWARF).
+      if (stats_) ++stats_->unreadable;
       off = next;
       continue;
     }
