@@ -155,6 +155,13 @@ struct ReaderComparison {
   /// Zero length words in .debug_frame with records after them
   /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
   std::uint64_t debug_frame_zero_length = 0;
+  /// Register rules for register numbers no ABI has (CfiStats::large_regno):
+  /// libdw would allocate gigabytes for them, so it is not run at all and
+  /// nothing is compared.
+  std::uint64_t large_regno = 0;
+  /// Expression rules with an empty block (CfiStats::empty_expression):
+  /// the CFA to us and to libgcc, undefined to libdw.
+  std::uint64_t empty_expression = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

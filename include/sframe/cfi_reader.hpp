@@ -139,6 +139,19 @@ struct CfiStats {
   /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame
   /// terminator and ends the section (elfutils libdw/dwarf_next_cfi.c).
   std::uint64_t debug_frame_zero_length = 0;
+  /// Register rules (DW_CFA_offset and the like, DW_CFA_restore) for
+  /// register numbers of 2^16 or more, which no ABI's DWARF numbering has.
+  /// libdw's frame state holds a rule for every register up to the largest
+  /// one named (elfutils libdw/cfi.c), some 16 bytes each: a few bytes of
+  /// CFI make it allocate gigabytes.
+  std::uint64_t large_regno = 0;
+  /// DW_CFA_expression and DW_CFA_val_expression rules with an empty block
+  /// for the RA or FP column. The CFA is pushed before the block runs (DWARF
+  /// 5 §6.4.2), so the result is the CFA, as libgcc's unwinder computes it
+  /// (execute_stack_op returns its initial entry); libdw drops the pushed
+  /// CFA for an empty block (libdw/dwarf_getlocation.c) and reports the
+  /// register undefined. No toolchain emits empty blocks.
+  std::uint64_t empty_expression = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

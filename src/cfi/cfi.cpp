@@ -272,8 +272,19 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
         it = cies.emplace(cie_off, std::pair{*enc, cie->size}).first;
       }
       std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
-      const auto start = read_encoded(eh, at, it->second.first, eh_address, big);
+      auto start = read_encoded(eh, at, it->second.first, eh_address, big);
       if (!start) return std::nullopt;
+      if (it->second.first & 0x80) {
+        // DW_EH_PE_indirect: the start is the pointer stored at that
+        // address, which libdw reads only inside .eh_frame
+        // (libdw/encoded-value.h); elsewhere it finds no such FDE.
+        const unsigned n = is64 ? 8 : 4;
+        start = *start >= eh_address ? read_word(eh, *start - eh_address, n, big) : std::nullopt;
+        if (!start) {
+          off += rec->size;
+          continue;
+        }
+      }
       // An FDE whose address range is 0 describes no instruction (DWARF 5
       // §6.4.1): it is no function, and its start no function boundary
       // (read_cfi() leaves it out too).
@@ -632,6 +643,9 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.ours_unreadable = stats.unreadable;
   out.abi_default_cfa = stats.abi_default_cfa;
   out.debug_frame_zero_length = stats.debug_frame_zero_length;
+  out.large_regno = stats.large_regno;
+  out.empty_expression = stats.empty_expression;
+  if (out.large_regno != 0) return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;

@@ -91,6 +91,10 @@ enum : std::uint8_t {
 // Register numbers past this are rejected as libdw rejects them (its
 // register table is indexed by them); real ABIs use fewer than 200.
 constexpr std::uint64_t kMaxRegno = 0x0ffffffe;
+// Register numbers from here on name no register of any ABI's DWARF
+// numbering (x86-64 psABI and AADWARF64 stay under 200); counted in
+// CfiStats::large_regno.
+constexpr std::uint64_t kLargeRegno = 0x10000;
 
 // A bounded little/big-endian reader over [p, end).
 struct Cursor {
@@ -211,10 +215,19 @@ bool read_encoded(Cursor& c, std::uint8_t enc, const Ctx& x, bool range, std::ui
       case 0x30: v += x.src->data_base; break;  // datarel
       default: return false;                    // funcrel: no function here
     }
-    // DW_EH_PE_indirect (0x80) names where the pointer is stored at run
-    // time; FDE ranges are never indirect, so the flag is ignored.
   }
   if (asize == 4) v &= 0xffffffffu;
+  if (!range && (enc & 0x80)) {
+    // DW_EH_PE_indirect: the value is the address of an address-sized
+    // pointer holding the real one (LSB 5.0 §10.5.1; libgcc's unwinder
+    // loads it at run time). Only a pointer inside this CFI section can be
+    // read here, as libdw reads it (elfutils libdw/encoded-value.h); any
+    // other is unreadable. FDE ranges are never indirect.
+    const std::uint64_t size = x.src->bytes.size();
+    if (v < x.src->address || size < asize || v - x.src->address > size - asize) return false;
+    Cursor at{x.base + (v - x.src->address), x.base + size, x.src->big_endian};
+    return at.word(asize, out);
+  }
   out = v;
   return true;
 }
@@ -690,6 +703,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   };
   const auto set = [&](std::uint64_t reg, RegRule::Kind k, std::uint64_t v) {
     if (reg >= kMaxRegno) return false;
+    if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
     if (RegRule* r = column(reg)) {
       r->kind = k;
       r->value = v;
@@ -842,6 +856,10 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
       case kExpression:
       case kValExpression: {
         if (!c.uleb(reg) || !c.uleb(u) || u > c.left()) return false;
+        // An empty block leaves the pushed CFA as its result (DWARF 5
+        // §6.4.2; libgcc's execute_stack_op returns that initial entry);
+        // libdw reports it as undefined (CfiStats::empty_expression).
+        if (u == 0 && column(reg) && stats_) ++stats_->empty_expression;
         const std::uint8_t* e = c.p;
         c.p += u;
         if (!set(reg, op == kExpression ? RegRule::kExpr : RegRule::kValExpr, 0)) return false;
@@ -882,6 +900,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   restore:
     // DW_CFA_restore: back to the CIE's initial rule (not in a CIE).
     if (in_cie || reg >= kMaxRegno) return false;
+    if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
     if (reg == ra_col_) {
       s.ra = cie.initial.ra;
       dirty = true;

@@ -264,7 +264,8 @@ int GenCommand::generate() {
                          {"libdw_unreadable_fdes", diff->libdw_unreadable},
                          {"libdw_too_long_rows", diff->libdw_too_long},
                          {"overlapping_fdes", diff->overlapping_fdes},
-                         {"truncated_fdes", diff->truncated_fdes}};
+                         {"truncated_fdes", diff->truncated_fdes},
+                         {"large_regno_rules", diff->large_regno}};
     if (opt.files.size() > 1) {
       json_ = std::move(j);
       return 0;
@@ -280,7 +281,10 @@ int GenCommand::generate() {
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
-  if (diff)
+  if (diff && diff->large_regno != 0)
+    fmt::print(report, "  libdw: not run ({} rules for register numbers of 2^16 or more, which no ABI has)\n",
+               diff->large_regno);
+  else if (diff)
     fmt::print(report, "  libdw: {} rows compared, {} differ ({} FDEs libdw cannot read, {} rows it gave up on)\n",
                diff->rows_compared, diff->differing_rows, diff->libdw_unreadable, diff->libdw_too_long);
   return 0;
