@@ -125,10 +125,11 @@ struct CfiStats {
   std::uint64_t overlapping = 0;
   /// FDEs whose initial location, address range or augmentation data run
   /// past the end of their own record (counted in `unreadable` too), or
-  /// whose program ends inside a LEB128 or DW_CFA_set_loc operand (the
-  /// function ends at its last complete row). libdw reads such fields and
-  /// set_loc operands from the bytes after the record, and applies the part
-  /// of a LEB128 it could read.
+  /// whose program ends inside a LEB128, DW_CFA_set_loc or
+  /// DW_CFA_advance_loc1/2/4 operand (the function ends at its last complete
+  /// row). libdw reads such fields and set_loc and advance_loc operands from
+  /// the bytes after the record, and applies the part of a LEB128 it could
+  /// read.
   std::uint64_t truncated = 0;
   /// AArch64 CIEs whose initial instructions do not start by defining the
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's

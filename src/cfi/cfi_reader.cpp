@@ -101,8 +101,8 @@ struct Cursor {
   const std::uint8_t* p;
   const std::uint8_t* end;
   bool big;
-  // A LEB128 (or a DW_CFA_set_loc operand) ran into the end: libdw keeps
-  // what it read of a LEB128 and reads a set_loc operand past the end.
+  // A LEB128 (or a DW_CFA_set_loc or advance_loc1/2/4 operand) ran into the
+  // end: libdw keeps what it read of a LEB128 and reads the others past it.
   bool short_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
@@ -756,17 +756,17 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         continue;
       }
       case kAdvanceLoc1:
-        if (!c.word(1, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
       case kAdvanceLoc2:
-        if (!c.word(2, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
       case kAdvanceLoc4:
-        if (!c.word(4, u) || !advance(loc + u * cie.code_align)) return false;
+      case kMipsAdvanceLoc8: {
+        const unsigned n = op == kAdvanceLoc1 ? 1 : op == kAdvanceLoc2 ? 2 : op == kAdvanceLoc4 ? 4 : 8;
+        if (!c.word(n, u)) {
+          c.short_leb = true;  // libdw reads the delta past the program's end
+          return false;
+        }
+        if (!advance(loc + u * cie.code_align)) return false;
         continue;
-      case kMipsAdvanceLoc8:
-        if (!c.word(8, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
+      }
       case kOffsetExtended:
         if (!c.uleb(reg) || !c.uleb(u) || !set(reg, RegRule::kOff, u * static_cast<std::uint64_t>(cie.data_align)))
           return false;
