@@ -162,6 +162,9 @@ struct ReaderComparison {
   /// Expression rules with an empty block (CfiStats::empty_expression):
   /// the CFA to us and to libgcc, undefined to libdw.
   std::uint64_t empty_expression = 0;
+  /// Programs with a LEB128 of more than 10 bytes (CfiStats::long_leb):
+  /// libdw reads the bytes past its 10th as instructions.
+  std::uint64_t long_leb = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

@@ -645,6 +645,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.debug_frame_zero_length = stats.debug_frame_zero_length;
   out.large_regno = stats.large_regno;
   out.empty_expression = stats.empty_expression;
+  out.long_leb = stats.long_leb;
   if (out.large_regno != 0) return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};

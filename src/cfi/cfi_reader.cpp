@@ -104,6 +104,9 @@ struct Cursor {
   // A LEB128 (or a DW_CFA_set_loc or advance_loc1/2/4 operand) ran into the
   // end: libdw keeps what it read of a LEB128 and reads the others past it.
   bool short_leb = false;
+  // A LEB128 of more than 10 bytes: libdw decodes at most 10 and reads the
+  // rest as what follows (CfiStats::long_leb).
+  bool long_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
   bool u8(std::uint8_t& v) {
@@ -127,11 +130,16 @@ struct Cursor {
   }
   bool uleb(std::uint64_t& v) {
     v = 0;
+    bool overflow = false;
     for (unsigned shift = 0; p < end;) {
       const std::uint8_t b = *p++;
       if (shift < 64) v |= std::uint64_t{b & 0x7fu} << shift;
-      shift += 7;
-      if (!(b & 0x80)) return true;
+      // Bits past 64: a value no field here can hold (DWARF 5 §7.6 sets no
+      // length, so zero padding is fine); refused rather than cut.
+      if ((shift >= 64 && (b & 0x7f)) || (shift == 63 && (b & 0x7e))) overflow = true;
+      if (shift < 77) shift += 7;  // bounded: a LEB128 may run for the whole section
+      if (shift > 70) long_leb = true;
+      if (!(b & 0x80)) return !overflow;
     }
     short_leb = true;
     return false;
@@ -146,7 +154,8 @@ struct Cursor {
       }
       const std::uint8_t b = *p++;
       if (shift < 64) v |= std::uint64_t{b & 0x7fu} << shift;
-      shift += 7;
+      if (shift < 77) shift += 7;  // bounded: a LEB128 may run for the whole section
+      if (shift > 70) long_leb = true;
       if (!(b & 0x80)) {
         if (shift < 64 && (b & 0x40)) v |= ~std::uint64_t{0} << shift;
         break;
@@ -575,7 +584,9 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   // The CIE's initial instructions, once, from the ABI's initial state.
   State s = abi_initial_state(abi_);
   std::uint64_t loc = 0, emitted = 0;
-  if (!execute(cie, &x, cie.insns, cie.insns_end, s, true, loc, emitted, 0, nullptr)) return index;
+  const bool read = execute(cie, &x, cie.insns, cie.insns_end, s, true, loc, emitted, 0, nullptr);
+  if (cur_.long_leb && stats_) ++stats_->long_leb;
+  if (!read) return index;
   cie.initial = s;
   cie.ok = true;
   // An AArch64 CIE that leaves the CFA to the ABI: libdw's ABI state says
@@ -989,6 +1000,7 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
     srcs_.pop_back();
     // An operand cut by the program's end: libdw applies what it read.
     if (!read && cur_.short_leb && stats_) ++stats_->truncated;
+    if (cur_.long_leb && stats_) ++stats_->long_leb;
     // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
     if (read && emitted < stop) {
       emit(cie, s, emitted, stop, f, dirty_);
