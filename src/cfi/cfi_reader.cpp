@@ -589,10 +589,11 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   if (!read) return index;
   cie.initial = s;
   cie.ok = true;
-  // An AArch64 CIE that leaves the CFA to the ABI: libdw's ABI state says
-  // x30 + 0 there (elfutils backends/aarch64_cfi.c, against its own comment
-  // and AADWARF64, which say SP); ours says SP + 0.
-  if (aarch64_ && stats_ && s.cfa.kind == CfaRule::kRegOff && s.cfa.reg == 31 && s.cfa.offset == 0 &&
+  // An AArch64 CIE that leaves the CFA register to the ABI: libdw's ABI
+  // state says x30 + 0 there (elfutils backends/aarch64_cfi.c, against its
+  // own comment and AADWARF64, which say SP); ours says SP + 0. Also when the
+  // CIE then changes only the offset (DW_CFA_def_cfa_offset).
+  if (aarch64_ && stats_ && s.cfa.kind == CfaRule::kRegOff && s.cfa.reg == 31 &&
       !cfa_defined_in(cie.insns, cie.insns_end))
     ++stats_->abi_default_cfa;
   return index;
