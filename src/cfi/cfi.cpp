@@ -272,9 +272,13 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
         it = cies.emplace(cie_off, std::pair{*enc, cie->size}).first;
       }
       std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
-      auto start = read_encoded(eh, at, it->second.first, eh_address, big);
+      // DW_EH_PE_datarel: libdw's data base for .eh_frame is 0
+      // (libdw/dwarf_getcfi_elf.c), not the section (read_encoded() knows
+      // the .eh_frame_hdr meaning only).
+      const std::uint8_t enc = it->second.first;
+      auto start = read_encoded(eh, at, (enc & 0x70) == 0x30 ? enc & 0x8f : enc, eh_address, big);
       if (!start) return std::nullopt;
-      if (it->second.first & 0x80) {
+      if (enc & 0x80) {
         // DW_EH_PE_indirect: the start is the pointer stored at that
         // address, which libdw reads only inside .eh_frame
         // (libdw/encoded-value.h); elsewhere it finds no such FDE.
