@@ -103,7 +103,10 @@ struct CfiSource {
   /// Bytes of an address (DW_EH_PE_absptr, .debug_frame FDE fields): 4 or 8.
   unsigned address_size = 8;
   /// Bases of DW_EH_PE_textrel and DW_EH_PE_datarel pointers (GNU ld emits
-  /// neither for x86-64, AArch64 or s390x; 0 when unknown).
+  /// neither for x86-64, AArch64 or s390x). cfi_sources() leaves both 0:
+  /// libgcc's unwinder sets them only where CRT_GET_RFIB_DATA is defined
+  /// (i386 and a few others; unwind-dw2-fde-dip.c), so 0 on x86-64 and
+  /// AArch64, and libdw uses 0 too (libdw/dwarf_getcfi_elf.c).
   std::uint64_t text_base = 0;
   std::uint64_t data_base = 0;
 };
@@ -129,7 +132,8 @@ struct CfiStats {
   /// DW_CFA_advance_loc1/2/4 operand (the function ends at its last complete
   /// row). libdw reads such fields and set_loc and advance_loc operands from
   /// the bytes after the record, and applies the part of a LEB128 it could
-  /// read.
+  /// read. Also CFA, RA and FP expression blocks that end inside an
+  /// operand (ours leaves the rule out, libdw applies the partial LEB128).
   std::uint64_t truncated = 0;
   /// AArch64 CIEs whose initial instructions do not start by defining the
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's

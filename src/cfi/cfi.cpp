@@ -272,11 +272,12 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
         it = cies.emplace(cie_off, std::pair{*enc, cie->size}).first;
       }
       std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
-      // DW_EH_PE_datarel: libdw's data base for .eh_frame is 0
+      // DW_EH_PE_textrel and _datarel: libdw's bases for .eh_frame are 0
       // (libdw/dwarf_getcfi_elf.c), not the section (read_encoded() knows
-      // the .eh_frame_hdr meaning only).
+      // the .eh_frame_hdr meaning of datarel only).
       const std::uint8_t enc = it->second.first;
-      auto start = read_encoded(eh, at, (enc & 0x70) == 0x30 ? enc & 0x8f : enc, eh_address, big);
+      const bool zero_base = (enc & 0x70) == 0x20 || (enc & 0x70) == 0x30;
+      auto start = read_encoded(eh, at, zero_base ? enc & 0x8f : enc, eh_address, big);
       if (!start) return std::nullopt;
       if (enc & 0x80) {
         // DW_EH_PE_indirect: the start is the pointer stored at that
@@ -477,8 +478,7 @@ Expected<std::vector<CfiSource>> cfi_sources(const elf::ElfFile& file) {
     src.kind = name[1] == 'e' ? CfiKind::kEhFrame : CfiKind::kDebugFrame;
     src.big_endian = info.big_endian;
     src.address_size = info.bits == 64 ? 8 : 4;
-    if (const auto text = file.section_bytes(".text")) src.text_base = text->header.address;
-    if (const auto got = file.section_bytes(".got")) src.data_base = got->header.address;
+    // text_base and data_base stay 0, as libgcc and libdw have them here.
     out.push_back(src);
   }
   if (out.empty()) return make_error(Errc::kElfError, 0);

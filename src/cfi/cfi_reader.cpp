@@ -299,23 +299,29 @@ struct Op {
 };
 
 // Decodes up to `max` ops of an expression block; false if an op is not one
-// the rule forms use, the block holds more, or an operand is truncated.
-bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n) {
+// the rule forms use, the block holds more, or an operand is truncated
+// (then `*cut` is set, if given).
+bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n,
+                bool* cut = nullptr) {
   Cursor c{p, p + len, big};
   n = 0;
+  const auto fail = [&] {
+    if (cut) *cut = c.short_leb;
+    return false;
+  };
   while (c.p < c.end) {
     if (n == max) return false;
     Op& op = ops[n++];
     if (!c.u8(op.atom)) return false;
     std::int64_t s = 0;
     if (op.atom >= kOpBreg0 && op.atom <= kOpBreg31) {
-      if (!c.sleb(s)) return false;
+      if (!c.sleb(s)) return fail();
       op.a = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpBregx) {
-      if (!c.uleb(op.a) || !c.sleb(s)) return false;
+      if (!c.uleb(op.a) || !c.sleb(s)) return fail();
       op.b = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpRegx || op.atom == kOpPlusUconst) {
-      if (!c.uleb(op.a)) return false;
+      if (!c.uleb(op.a)) return fail();
     } else if (!((op.atom >= kOpReg0 && op.atom <= kOpReg31) || op.atom == kOpDeref || op.atom == kOpCallFrameCfa ||
                  op.atom == kOpStackValue)) {
       return false;
@@ -723,6 +729,16 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     }
     return true;
   };
+  // An expression block that ends inside an operand of its ops (DWARF 5
+  // §2.5 gives it no meaning): ours leaves the rule out, libdw applies the
+  // part of the LEB128 it read (CfiStats::truncated).
+  const auto cut_operand = [&](const std::uint8_t* e, std::uint64_t len) {
+    Op ops[3];
+    std::size_t n = 0;
+    bool cut = false;
+    decode_ops(e, len, src.big_endian, ops, 3, n, &cut);
+    if (cut && stats_) ++stats_->truncated;
+  };
   // Moves to `to`: the state so far holds for [emitted, to).
   const auto advance = [&](std::uint64_t to) {
     if (in_cie) return false;  // a CIE has no location to move
@@ -859,6 +875,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         continue;
       case kDefCfaExpression:
         if (!c.uleb(u) || u > c.left()) return false;
+        cut_operand(c.p, u);
         s.cfa.kind = CfaRule::kExpr;
         s.cfa.expr = c.p;
         s.cfa.expr_len = u;
@@ -872,6 +889,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         // §6.4.2; libgcc's execute_stack_op returns that initial entry);
         // libdw reports it as undefined (CfiStats::empty_expression).
         if (u == 0 && column(reg) && stats_) ++stats_->empty_expression;
+        if (column(reg)) cut_operand(c.p, u);
         const std::uint8_t* e = c.p;
         c.p += u;
         if (!set(reg, op == kExpression ? RegRule::kExpr : RegRule::kValExpr, 0)) return false;
