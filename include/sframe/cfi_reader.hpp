@@ -161,7 +161,8 @@ struct CfiStats {
   /// (DWARF 5 §7.6 sets no length limit). libdw decodes at most 10 bytes
   /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
   /// after them as the next instructions; ours reads the whole number, and
-  /// refuses one past 64 bits (the program ends at its last complete row).
+  /// refuses one past 64 bits (the program ends at its last complete row;
+  /// libdw keeps the low 64 bits), counted here too.
   std::uint64_t long_leb = 0;
 };
 

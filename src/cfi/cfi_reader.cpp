@@ -104,8 +104,8 @@ struct Cursor {
   // A LEB128 (or a DW_CFA_set_loc or advance_loc1/2/4 operand) ran into the
   // end: libdw keeps what it read of a LEB128 and reads the others past it.
   bool short_leb = false;
-  // A LEB128 of more than 10 bytes: libdw decodes at most 10 and reads the
-  // rest as what follows (CfiStats::long_leb).
+  // A LEB128 of more than 10 bytes (libdw decodes at most 10 and reads the
+  // rest as what follows) or past 64 bits (CfiStats::long_leb).
   bool long_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
@@ -139,7 +139,10 @@ struct Cursor {
       if ((shift >= 64 && (b & 0x7f)) || (shift == 63 && (b & 0x7e))) overflow = true;
       if (shift < 77) shift += 7;  // bounded: a LEB128 may run for the whole section
       if (shift > 70) long_leb = true;
-      if (!(b & 0x80)) return !overflow;
+      if (!(b & 0x80)) {
+        if (overflow) long_leb = true;  // libdw keeps the low 64 bits
+        return !overflow;
+      }
     }
     short_leb = true;
     return false;
