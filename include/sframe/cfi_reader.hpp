@@ -157,7 +157,7 @@ struct CfiStats {
   /// CFA for an empty block (libdw/dwarf_getlocation.c) and reports the
   /// register undefined. No toolchain emits empty blocks.
   std::uint64_t empty_expression = 0;
-  /// CIE and FDE programs with a LEB128 operand of more than 10 bytes
+  /// CIE and FDE programs and headers with a LEB128 of more than 10 bytes
   /// (DWARF 5 §7.6 sets no length limit). libdw decodes at most 10 bytes
   /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
   /// after them as the next instructions; ours reads the whole number, and

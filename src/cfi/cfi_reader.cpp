@@ -589,6 +589,9 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
     }
   }
   cie.insns = c.p;
+  // Its header fields too (alignment factors, RA column, augmentation
+  // length): libdw parses the rest of the CIE from other bytes.
+  if (c.long_leb && stats_) ++stats_->long_leb;
   cie.insns_end = rec_end;
   // The CIE's initial instructions, once, from the ABI's initial state.
   State s = abi_initial_state(abi_);
@@ -681,6 +684,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       Cursor whole{c.p, base + size, src.big_endian};
       bool where = false;
       fields(c, ok, where);
+      if (c.long_leb && stats_) ++stats_->long_leb;  // the augmentation length
       // Its range is known though the rest is not: kept to tell overlaps.
       if (!ok && f.end > f.start && stats_) bad_ranges_.push_back({f.start, f.end});
       if (!ok && !where && stats_) {
