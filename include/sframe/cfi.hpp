@@ -152,6 +152,21 @@ struct ReaderComparison {
   /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
   /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
   std::uint64_t abi_default_cfa = 0;
+  /// Zero length words in .debug_frame with records after them
+  /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
+  std::uint64_t debug_frame_zero_length = 0;
+  /// Register rules for register numbers no ABI has (CfiStats::large_regno):
+  /// libdw would allocate gigabytes for them, so it is not run at all and
+  /// nothing is compared.
+  std::uint64_t large_regno = 0;
+  /// Expression rules with an empty block (CfiStats::empty_expression):
+  /// the CFA to us and to libgcc, undefined to libdw.
+  std::uint64_t empty_expression = 0;
+  /// Programs with a LEB128 of more than 10 bytes or past 64 bits
+  /// (CfiStats::long_leb): libdw reads the bytes past its 10th as
+  /// instructions, where a register number could make it allocate without
+  /// bound, so it is not run and nothing is compared.
+  std::uint64_t long_leb = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };
@@ -160,9 +175,14 @@ struct ReaderComparison {
 /// (libdw_functions) at every row start of either, function by function:
 /// the same translated row (FrameRow without ra_mangled, which libdw does
 /// not report; signal; FLEX need; reason) must hold at each. Functions
-/// libdw gives up on (kCfiTooLong) are not compared. Errors: those of
-/// either reader.
-Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16);
+/// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
+/// when our reader counts any of the input classes above that are not
+/// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
+/// debug_frame_zero_length, empty_expression), libdw is not run either (the
+/// fuzz target, where such hostile CFI can keep libdw busy for seconds).
+/// Errors: those of either reader.
+Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16,
+                                           bool known_classes_only = false);
 
 /// The ABI of an ELF machine, if SFrame has one.
 std::optional<Abi> abi_of(const elf::ElfInfo& info);

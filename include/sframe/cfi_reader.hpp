@@ -106,7 +106,10 @@ struct CfiSource {
   /// Bytes of an address (DW_EH_PE_absptr, .debug_frame FDE fields): 4 or 8.
   unsigned address_size = 8;
   /// Bases of DW_EH_PE_textrel and DW_EH_PE_datarel pointers (GNU ld emits
-  /// neither for x86-64, AArch64 or s390x; 0 when unknown).
+  /// neither for x86-64, AArch64 or s390x). cfi_sources() leaves both 0:
+  /// libgcc's unwinder sets them only where CRT_GET_RFIB_DATA is defined
+  /// (i386 and a few others; unwind-dw2-fde-dip.c), so 0 on x86-64 and
+  /// AArch64, and libdw uses 0 too (libdw/dwarf_getcfi_elf.c).
   std::uint64_t text_base = 0;
   std::uint64_t data_base = 0;
 };
@@ -116,7 +119,8 @@ struct CfiStats {
   /// FDE records found (before dropping duplicates and empty ones).
   std::uint64_t fdes = 0;
   /// FDEs left out because their CIE, their fields or the start of their
-  /// program cannot be read (no row at their start).
+  /// program cannot be read (no row at their start), and records too short
+  /// to hold their CIE id or pointer.
   std::uint64_t unreadable = 0;
   /// Later FDEs with the start PC of an earlier one, dropped.
   std::uint64_t duplicates = 0;
@@ -127,15 +131,42 @@ struct CfiStats {
   std::uint64_t overlapping = 0;
   /// FDEs whose initial location, address range or augmentation data run
   /// past the end of their own record (counted in `unreadable` too), or
-  /// whose program ends inside a LEB128 or DW_CFA_set_loc operand (the
-  /// function ends at its last complete row). libdw reads such fields and
-  /// set_loc operands from the bytes after the record, and applies the part
-  /// of a LEB128 it could read.
+  /// whose program ends inside a LEB128, DW_CFA_set_loc or
+  /// DW_CFA_advance_loc1/2/4 operand (the function ends at its last complete
+  /// row). libdw reads such fields and set_loc and advance_loc operands from
+  /// the bytes after the record, and applies the part of a LEB128 it could
+  /// read. Also CFA, RA and FP expression blocks that end inside an
+  /// operand (ours leaves the rule out, libdw applies the partial LEB128).
   std::uint64_t truncated = 0;
   /// AArch64 CIEs whose initial instructions do not start by defining the
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's
   /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c).
   std::uint64_t abi_default_cfa = 0;
+  /// Runs of zero length words in .debug_frame followed by a record. DWARF 5
+  /// §6.4.1 gives a zero length no meaning there; we skip the word and read
+  /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame
+  /// terminator and ends the section (elfutils libdw/dwarf_next_cfi.c).
+  std::uint64_t debug_frame_zero_length = 0;
+  /// Register rules (DW_CFA_offset and the like, DW_CFA_restore) for
+  /// register numbers of 2^16 or more, which no ABI's DWARF numbering has.
+  /// libdw's frame state holds a rule for every register up to the largest
+  /// one named (elfutils libdw/cfi.c), some 16 bytes each: a few bytes of
+  /// CFI make it allocate gigabytes.
+  std::uint64_t large_regno = 0;
+  /// DW_CFA_expression and DW_CFA_val_expression rules with an empty block
+  /// for the RA or FP column. The CFA is pushed before the block runs (DWARF
+  /// 5 §6.4.2), so the result is the CFA, as libgcc's unwinder computes it
+  /// (execute_stack_op returns its initial entry); libdw drops the pushed
+  /// CFA for an empty block (libdw/dwarf_getlocation.c) and reports the
+  /// register undefined. No toolchain emits empty blocks.
+  std::uint64_t empty_expression = 0;
+  /// CIE and FDE programs and headers with a LEB128 of more than 10 bytes
+  /// (DWARF 5 §7.6 sets no length limit). libdw decodes at most 10 bytes
+  /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
+  /// after them as the next instructions; ours reads the whole number, and
+  /// refuses one past 64 bits (the program ends at its last complete row;
+  /// libdw keeps the low 64 bits), counted here too.
+  std::uint64_t long_leb = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

@@ -91,15 +91,22 @@ enum : std::uint8_t {
 // Register numbers past this are rejected as libdw rejects them (its
 // register table is indexed by them); real ABIs use fewer than 200.
 constexpr std::uint64_t kMaxRegno = 0x0ffffffe;
+// Register numbers from here on name no register of any ABI's DWARF
+// numbering (x86-64 psABI and AADWARF64 stay under 200); counted in
+// CfiStats::large_regno.
+constexpr std::uint64_t kLargeRegno = 0x10000;
 
 // A bounded little/big-endian reader over [p, end).
 struct Cursor {
   const std::uint8_t* p;
   const std::uint8_t* end;
   bool big;
-  // A LEB128 (or a DW_CFA_set_loc operand) ran into the end: libdw keeps
-  // what it read of a LEB128 and reads a set_loc operand past the end.
+  // A LEB128 (or a DW_CFA_set_loc or advance_loc1/2/4 operand) ran into the
+  // end: libdw keeps what it read of a LEB128 and reads the others past it.
   bool short_leb = false;
+  // A LEB128 of more than 10 bytes (libdw decodes at most 10 and reads the
+  // rest as what follows) or past 64 bits (CfiStats::long_leb).
+  bool long_leb = false;
 
   std::size_t left() const { return static_cast<std::size_t>(end - p); }
   bool u8(std::uint8_t& v) {
@@ -123,11 +130,19 @@ struct Cursor {
   }
   bool uleb(std::uint64_t& v) {
     v = 0;
+    bool overflow = false;
     for (unsigned shift = 0; p < end;) {
       const std::uint8_t b = *p++;
       if (shift < 64) v |= std::uint64_t{b & 0x7fu} << shift;
-      shift += 7;
-      if (!(b & 0x80)) return true;
+      // Bits past 64: a value no field here can hold (DWARF 5 §7.6 sets no
+      // length, so zero padding is fine); refused rather than cut.
+      if ((shift >= 64 && (b & 0x7f)) || (shift == 63 && (b & 0x7e))) overflow = true;
+      if (shift < 77) shift += 7;  // bounded: a LEB128 may run for the whole section
+      if (shift > 70) long_leb = true;
+      if (!(b & 0x80)) {
+        if (overflow) long_leb = true;  // libdw keeps the low 64 bits
+        return !overflow;
+      }
     }
     short_leb = true;
     return false;
@@ -142,7 +157,8 @@ struct Cursor {
       }
       const std::uint8_t b = *p++;
       if (shift < 64) v |= std::uint64_t{b & 0x7fu} << shift;
-      shift += 7;
+      if (shift < 77) shift += 7;  // bounded: a LEB128 may run for the whole section
+      if (shift > 70) long_leb = true;
       if (!(b & 0x80)) {
         if (shift < 64 && (b & 0x40)) v |= ~std::uint64_t{0} << shift;
         break;
@@ -211,10 +227,19 @@ bool read_encoded(Cursor& c, std::uint8_t enc, const Ctx& x, bool range, std::ui
       case 0x30: v += x.src->data_base; break;  // datarel
       default: return false;                    // funcrel: no function here
     }
-    // DW_EH_PE_indirect (0x80) names where the pointer is stored at run
-    // time; FDE ranges are never indirect, so the flag is ignored.
   }
   if (asize == 4) v &= 0xffffffffu;
+  if (!range && (enc & 0x80)) {
+    // DW_EH_PE_indirect: the value is the address of an address-sized
+    // pointer holding the real one (LSB 5.0 §10.5.1; libgcc's unwinder
+    // loads it at run time). Only a pointer inside this CFI section can be
+    // read here, as libdw reads it (elfutils libdw/encoded-value.h); any
+    // other is unreadable. FDE ranges are never indirect.
+    const std::uint64_t size = x.src->bytes.size();
+    if (v < x.src->address || size < asize || v - x.src->address > size - asize) return false;
+    Cursor at{x.base + (v - x.src->address), x.base + size, x.src->big_endian};
+    return at.word(asize, out);
+  }
   out = v;
   return true;
 }
@@ -277,23 +302,29 @@ struct Op {
 };
 
 // Decodes up to `max` ops of an expression block; false if an op is not one
-// the rule forms use, the block holds more, or an operand is truncated.
-bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n) {
+// the rule forms use, the block holds more, or an operand is truncated
+// (then `*cut` is set, if given).
+bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n,
+                bool* cut = nullptr) {
   Cursor c{p, p + len, big};
   n = 0;
+  const auto fail = [&] {
+    if (cut) *cut = c.short_leb;
+    return false;
+  };
   while (c.p < c.end) {
     if (n == max) return false;
     Op& op = ops[n++];
     if (!c.u8(op.atom)) return false;
     std::int64_t s = 0;
     if (op.atom >= kOpBreg0 && op.atom <= kOpBreg31) {
-      if (!c.sleb(s)) return false;
+      if (!c.sleb(s)) return fail();
       op.a = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpBregx) {
-      if (!c.uleb(op.a) || !c.sleb(s)) return false;
+      if (!c.uleb(op.a) || !c.sleb(s)) return fail();
       op.b = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpRegx || op.atom == kOpPlusUconst) {
-      if (!c.uleb(op.a)) return false;
+      if (!c.uleb(op.a)) return fail();
     } else if (!((op.atom >= kOpReg0 && op.atom <= kOpReg31) || op.atom == kOpDeref || op.atom == kOpCallFrameCfa ||
                  op.atom == kOpStackValue)) {
       return false;
@@ -558,17 +589,23 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
     }
   }
   cie.insns = c.p;
+  // Its header fields too (alignment factors, RA column, augmentation
+  // length): libdw parses the rest of the CIE from other bytes.
+  if (c.long_leb && stats_) ++stats_->long_leb;
   cie.insns_end = rec_end;
   // The CIE's initial instructions, once, from the ABI's initial state.
   State s = abi_initial_state(abi_);
   std::uint64_t loc = 0, emitted = 0;
-  if (!execute(cie, &x, cie.insns, cie.insns_end, s, true, loc, emitted, 0, nullptr)) return index;
+  const bool read = execute(cie, &x, cie.insns, cie.insns_end, s, true, loc, emitted, 0, nullptr);
+  if (cur_.long_leb && stats_) ++stats_->long_leb;
+  if (!read) return index;
   cie.initial = s;
   cie.ok = true;
-  // An AArch64 CIE that leaves the CFA to the ABI: libdw's ABI state says
-  // x30 + 0 there (elfutils backends/aarch64_cfi.c, against its own comment
-  // and AADWARF64, which say SP); ours says SP + 0.
-  if (aarch64_ && stats_ && s.cfa.kind == CfaRule::kRegOff && s.cfa.reg == 31 && s.cfa.offset == 0 &&
+  // An AArch64 CIE that leaves the CFA register to the ABI: libdw's ABI
+  // state says x30 + 0 there (elfutils backends/aarch64_cfi.c, against its
+  // own comment and AADWARF64, which say SP); ours says SP + 0. Also when the
+  // CIE then changes only the offset (DW_CFA_def_cfa_offset).
+  if (aarch64_ && stats_ && s.cfa.kind == CfaRule::kRegOff && s.cfa.reg == 31 &&
       !cfa_defined_in(cie.insns, cie.insns_end))
     ++stats_->abi_default_cfa;
   return index;
@@ -583,15 +620,21 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   const std::uint64_t size = src.bytes.size();
   const bool eh = src.kind == CfiKind::kEhFrame;
   std::uint32_t order = 0;
+  bool zeros_before = false;  // .debug_frame: zero length words before this record
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
     std::uint64_t len = 0;
     if (!c.word(4, len)) return make_error(Errc::kBadCfi, off, size - off);
     if (len == 0) {
       if (eh) break;  // the zero terminator (LSB 5.0)
+      // DWARF 5 §6.4.1 gives a zero length no meaning in .debug_frame:
+      // skipped as binutils' readelf skips it, and the records after it read.
       off += 4;
+      zeros_before = true;
       continue;
     }
+    if (zeros_before && stats_) ++stats_->debug_frame_zero_length;
+    zeros_before = false;
     unsigned id_size = 4;
     if (len == 0xffffffff) {
       if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
@@ -604,6 +647,10 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     std::uint64_t id = 0;
     c.end = rec_end;
     if (!c.word(id_size, id)) {
+      // Too short to hold its CIE id or pointer: neither CIE nor FDE
+      // (DWARF 5 §6.4.1), an FDE record we cannot read. libdw's linear FDE
+      // search stops at it (libdw/dwarf_next_cfi.c: invalid DWARF).
+      if (stats_) ++stats_->unreadable;
       off = next;
       continue;
     }
@@ -637,6 +684,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       Cursor whole{c.p, base + size, src.big_endian};
       bool where = false;
       fields(c, ok, where);
+      if (c.long_leb && stats_) ++stats_->long_leb;  // the augmentation length
       // Its range is known though the rest is not: kept to tell overlaps.
       if (!ok && f.end > f.start && stats_) bad_ranges_.push_back({f.start, f.end});
       if (!ok && !where && stats_) {
@@ -680,12 +728,23 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   };
   const auto set = [&](std::uint64_t reg, RegRule::Kind k, std::uint64_t v) {
     if (reg >= kMaxRegno) return false;
+    if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
     if (RegRule* r = column(reg)) {
       r->kind = k;
       r->value = v;
       dirty = true;
     }
     return true;
+  };
+  // An expression block that ends inside an operand of its ops (DWARF 5
+  // §2.5 gives it no meaning): ours leaves the rule out, libdw applies the
+  // part of the LEB128 it read (CfiStats::truncated).
+  const auto cut_operand = [&](const std::uint8_t* e, std::uint64_t len) {
+    Op ops[3];
+    std::size_t n = 0;
+    bool cut = false;
+    decode_ops(e, len, src.big_endian, ops, 3, n, &cut);
+    if (cut && stats_) ++stats_->truncated;
   };
   // Moves to `to`: the state so far holds for [emitted, to).
   const auto advance = [&](std::uint64_t to) {
@@ -732,17 +791,17 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         continue;
       }
       case kAdvanceLoc1:
-        if (!c.word(1, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
       case kAdvanceLoc2:
-        if (!c.word(2, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
       case kAdvanceLoc4:
-        if (!c.word(4, u) || !advance(loc + u * cie.code_align)) return false;
+      case kMipsAdvanceLoc8: {
+        const unsigned n = op == kAdvanceLoc1 ? 1 : op == kAdvanceLoc2 ? 2 : op == kAdvanceLoc4 ? 4 : 8;
+        if (!c.word(n, u)) {
+          c.short_leb = true;  // libdw reads the delta past the program's end
+          return false;
+        }
+        if (!advance(loc + u * cie.code_align)) return false;
         continue;
-      case kMipsAdvanceLoc8:
-        if (!c.word(8, u) || !advance(loc + u * cie.code_align)) return false;
-        continue;
+      }
       case kOffsetExtended:
         if (!c.uleb(reg) || !c.uleb(u) || !set(reg, RegRule::kOff, u * static_cast<std::uint64_t>(cie.data_align)))
           return false;
@@ -823,6 +882,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         continue;
       case kDefCfaExpression:
         if (!c.uleb(u) || u > c.left()) return false;
+        cut_operand(c.p, u);
         s.cfa.kind = CfaRule::kExpr;
         s.cfa.expr = c.p;
         s.cfa.expr_len = u;
@@ -832,6 +892,11 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
       case kExpression:
       case kValExpression: {
         if (!c.uleb(reg) || !c.uleb(u) || u > c.left()) return false;
+        // An empty block leaves the pushed CFA as its result (DWARF 5
+        // §6.4.2; libgcc's execute_stack_op returns that initial entry);
+        // libdw reports it as undefined (CfiStats::empty_expression).
+        if (u == 0 && column(reg) && stats_) ++stats_->empty_expression;
+        if (column(reg)) cut_operand(c.p, u);
         const std::uint8_t* e = c.p;
         c.p += u;
         if (!set(reg, op == kExpression ? RegRule::kExpr : RegRule::kValExpr, 0)) return false;
@@ -872,6 +937,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   restore:
     // DW_CFA_restore: back to the CIE's initial rule (not in a CIE).
     if (in_cie || reg >= kMaxRegno) return false;
+    if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
     if (reg == ra_col_) {
       s.ra = cie.initial.ra;
       dirty = true;
@@ -960,6 +1026,7 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
     srcs_.pop_back();
     // An operand cut by the program's end: libdw applies what it read.
     if (!read && cur_.short_leb && stats_) ++stats_->truncated;
+    if (cur_.long_leb && stats_) ++stats_->long_leb;
     // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
     if (read && emitted < stop) {
       emit(cie, s, emitted, stop, f, dirty_);

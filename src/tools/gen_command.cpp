@@ -359,7 +359,9 @@ int GenCommand::generate() {
                          {"libdw_unreadable_fdes", diff->libdw_unreadable},
                          {"libdw_too_long_rows", diff->libdw_too_long},
                          {"overlapping_fdes", diff->overlapping_fdes},
-                         {"truncated_fdes", diff->truncated_fdes}};
+                         {"truncated_fdes", diff->truncated_fdes},
+                         {"large_regno_rules", diff->large_regno},
+                         {"long_leb_programs", diff->long_leb}};
     if (opt.files.size() > 1) {
       json_ = std::move(j);
       return 0;
@@ -386,7 +388,13 @@ int GenCommand::generate() {
   if (opt.size.optimize) fmt::print(report, "  --optimize-size: {} FDEs for {} functions\n", fdes_out, functions_out);
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
-  if (diff)
+  if (diff && diff->large_regno != 0)
+    fmt::print(report, "  libdw: not run ({} rules for register numbers of 2^16 or more, which no ABI has)\n",
+               diff->large_regno);
+  else if (diff && diff->long_leb != 0)
+    fmt::print(report, "  libdw: not run ({} programs with a LEB128 of more than 10 bytes or past 64 bits)\n",
+               diff->long_leb);
+  else if (diff)
     fmt::print(report, "  libdw: {} rows compared, {} differ ({} FDEs libdw cannot read, {} rows it gave up on)\n",
                diff->rows_compared, diff->differing_rows, diff->libdw_unreadable, diff->libdw_too_long);
   return 0;
