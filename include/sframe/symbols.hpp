@@ -129,11 +129,12 @@ class SymbolTable {
   std::string display_name(const FunctionSymbol& sym) const;
 
  private:
-  // Sorts symbols_ (address, then policy order) and fills max_end_.
+  // Sorts symbols_ (address, then policy order) and fills max_last_.
   void finish();
   std::vector<FunctionSymbol> symbols_;
-  // max_end_[i]: the largest address + max(size, 1) among symbols_[0..i].
-  std::vector<std::uint64_t> max_end_;
+  // max_last_[i]: the largest last byte, address + max(size, 1) - 1
+  // (saturated), among symbols_[0..i].
+  std::vector<std::uint64_t> max_last_;
   SymbolSource source_ = SymbolSource::kNone;
   NamingPolicy policy_ = NamingPolicy::kEuStack;
 };

@@ -266,12 +266,14 @@ void SymbolTable::finish() {
       if (j < t.symbols_.size()) t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
     }
   }
-  t.max_end_.reserve(t.symbols_.size());
-  std::uint64_t end = 0;
+  // The last byte, not the end: a symbol reaching the top of the address
+  // space (address + size wraps) still covers its own bytes.
+  t.max_last_.reserve(t.symbols_.size());
+  std::uint64_t last = 0;
   for (const auto& s : t.symbols_) {
-    const std::uint64_t size = std::max<std::uint64_t>(s.size, 1);
-    end = std::max(end, s.address + size < s.address ? ~std::uint64_t{0} : s.address + size);
-    t.max_end_.push_back(end);
+    const std::uint64_t span = std::max<std::uint64_t>(s.size, 1) - 1;
+    last = std::max(last, s.address + span < s.address ? ~std::uint64_t{0} : s.address + span);
+    t.max_last_.push_back(last);
   }
 }
 
@@ -283,7 +285,7 @@ std::optional<SymbolHit> SymbolTable::find(std::uint64_t address) const noexcept
   const FunctionSymbol* local = nullptr;
   // Address groups from the nearest start down, while a symbol below could
   // still reach the address.
-  while (hi > 0 && max_end_[hi - 1] > address) {
+  while (hi > 0 && max_last_[hi - 1] >= address) {
     std::size_t lo = hi - 1;
     while (lo > 0 && symbols_[lo - 1].address == symbols_[hi - 1].address) --lo;
     for (std::size_t k = lo; k < hi; ++k) {
