@@ -334,6 +334,26 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
   }
 }
 
+// --cold-only: our cold full walks alone (the cold rows of full_walks, no
+// other method), so that `valgrind --tool=callgrind` counts the
+// instructions of cold walks and nothing else.
+[[gnu::noinline]] void cold_only() {
+  std::printf("== cold full walks, sframe only (median of 301 walks)\n");
+  for (const int extra : {2, 10, 40}) {
+    std::vector<double> runs;
+    std::size_t frames = 0;
+    for (int i = 0; i < 301; ++i) {
+      sframe::backtrace_flush_cache();
+      unw_flush_cache(unw_local_addr_space, 0, 0);
+      FullJob job{kOurs};
+      call_chain(kOurs, 1 + i % 63, extra, full_single_bottom, &job);
+      runs.push_back(job.ns);
+      frames = job.frames;
+    }
+    std::printf("main + %2d: %zu frames, %.1f ns\n", extra, frames, median(runs));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,7 +362,8 @@ int main(int argc, char** argv) {
   std::size_t first_frames[3][4] = {};
   // --full-only: only the full walks; a --benchmark_filter: only those.
   const bool full_only = argc > 1 && std::string(argv[1]) == "--full-only";
-  const bool full = full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0);
+  const bool cold_only_run = argc > 1 && std::string(argv[1]) == "--cold-only";
+  const bool full = !cold_only_run && (full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0));
   if (full) {
     const int extras[3] = {2, 10, 40};
     for (int e = 0; e < 3; ++e) first_walks(extras[e], first[e], first_frames[e]);
@@ -362,6 +383,10 @@ int main(int argc, char** argv) {
   sframe::backtrace_wait_ready();
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
+  if (argc > 1 && std::string(argv[1]) == "--cold-only") {
+    cold_only();
+    return 0;
+  }
   if (full_only) {
     full_walks(first, first_frames);
     return 0;

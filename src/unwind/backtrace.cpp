@@ -290,7 +290,8 @@ struct WalkState {
     }
     CompactRule fresh;
     if (!c && cache && !detail::in_ranges(tramps, pc.value())) {
-      c = cache->lookup(lpc);
+      const std::size_t set = cache->set(lpc);
+      c = cache->lookup_in(set, lpc);
       if (!c) {
         // A miss: look the rule up here (native sections, then generated
         // ones) and keep it, so that a cold frame with a cacheable rule
@@ -324,7 +325,7 @@ struct WalkState {
           // kValid set on the whole 8-byte value at once: a 2-byte store
           // into it would stall the 8-byte loads of it that follow.
           fresh = fresh.with_valid();
-          cache->insert(lpc, fresh);
+          cache->insert_in(set, lpc, fresh);
           c = &fresh;
         }
       }

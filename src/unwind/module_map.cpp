@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The module map and the rule cache: the unwinder's setup-time state.
+#include <algorithm>
 #include <atomic>
 #include <bit>
 
@@ -65,12 +66,15 @@ const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
 }
 
 RuleCache::RuleCache(std::span<Entry> storage) noexcept {
-  const std::size_t n = storage.size() < 2 ? 0 : std::bit_floor(storage.size());
+  // At most 2^31 entries, so that set indices fit the clear() log.
+  const std::size_t usable = std::min<std::size_t>(storage.size(), std::size_t{1} << 31);
+  const std::size_t n = usable < 2 ? 0 : std::bit_floor(usable);
   entries_ = storage.first(n);
   // Sets of two: log2(n / 2) bits of the folded PC pick the set, times 2.
   const std::size_t sets = n / 2;
   shift_ = sets > 1 ? static_cast<unsigned>(std::countr_zero(sets)) : 1u;
   mask_ = sets > 1 ? sets - 1 : 0;
+  written_ = kLogged + 1;  // the caller's storage: every entry cleared
   clear();
 }
 
@@ -80,7 +84,15 @@ void RuleCache::reset(std::uint64_t generation) noexcept {
 }
 
 void RuleCache::clear() noexcept {
-  for (Entry& e : entries_) e = Entry{};
+  if (written_ <= kLogged) {
+    for (unsigned i = 0; i < written_; ++i) {
+      entries_[written_sets_[i]] = Entry{};
+      entries_[written_sets_[i] + 1] = Entry{};
+    }
+  } else {
+    for (Entry& e : entries_) e = Entry{};
+  }
+  written_ = 0;
 }
 
 }  // namespace sframe
