@@ -136,7 +136,7 @@ class RowIndex {
       // A PC below lo_ wraps to an offset above span_ (< 2^32).
       const std::uint64_t off = pc - lo_;
       if (off >= span_) return kNotCovered;
-      const std::uint32_t row = entries_[boundary(static_cast<std::uint32_t>(off))].row;
+      const std::uint32_t row = row_at_offset(static_cast<std::uint32_t>(off));
       if (row < num_rows_) return row;
       return row == kGap ? kNotCovered : kUseFind;
     }
@@ -154,6 +154,22 @@ class RowIndex {
       if (last - e <= 2) [[likely]]
         return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
       return index_->clustered(o, e, last);
+    }
+    /// entries_[boundary(o)].row, the common case without a load that
+    /// waits for the comparisons: the three candidate entries are read at
+    /// once and the row picked from them (the entries are sorted, so the
+    /// third starting at or before `o` implies the second does).
+    std::uint32_t row_at_offset(std::uint32_t o) const noexcept {
+      const std::size_t b = o >> shift_;
+      const std::size_t e = bucket_[b];
+      const std::size_t last = bucket_[b + 1];
+      if (last - e <= 2) [[likely]] {
+        const Entry e0 = entries_[e], e1 = entries_[e + 1], e2 = entries_[e + 2];
+        std::uint32_t row = e1.start <= o ? e1.row : e0.row;
+        row = e2.start <= o ? e2.row : row;
+        return row;
+      }
+      return entries_[index_->clustered(o, e, last)].row;
     }
     std::uint64_t lo_ = 0;
     std::uint64_t span_ = 0;  // 0: covers nothing
