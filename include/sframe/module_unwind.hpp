@@ -40,7 +40,8 @@ struct UnwindSection {
   std::vector<std::byte> bytes;
   /// Set when `bytes` parse and pass validate(kLenient).
   std::optional<Section> section;
-  /// Built for every usable section.
+  /// Built for every usable section, unless assign() was told to leave it
+  /// out where `rows` is built (the RowIndex answers every lookup then).
   std::optional<FdeIndex> index;
   /// Built when the section passes validate(kStrict) (8 bytes per FRE): a
   /// lookup reads one bucket and one row.
@@ -50,10 +51,15 @@ struct UnwindSection {
   std::vector<CompactRule> compact_rows;
 
   /// Takes `bytes` as a section at link-time `address` and builds the
-  /// accelerators. Errors: the parse, validate(kLenient) or FdeIndex error
-  /// (the object is then empty).
-  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address);
-  bool usable() const noexcept { return section.has_value() && index.has_value(); }
+  /// accelerators; with `fde_index_with_rows` false, no FdeIndex beside a
+  /// RowIndex (its 16-byte entries and buckets, about 20 bytes per FDE,
+  /// saved). Errors: the parse,
+  /// validate(kLenient) or FdeIndex error (the object is then empty).
+  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool fde_index_with_rows = true);
+  bool usable() const noexcept { return section.has_value() && (index.has_value() || rows.has_value()); }
+  /// Whether an FDE of the section covers link-time `pc`, or one exists
+  /// whose rows start later (the function is the section's). Needs usable().
+  bool covers(std::uint64_t pc) const noexcept;
 };
 
 /// Bytes of one executable segment, at its link-time address.
@@ -84,6 +90,10 @@ struct ModuleUnwindOptions {
   Version version = Version::kV3;
   /// Ignore the module's own section (generate everything; tests).
   bool ignore_own = false;
+  /// Keep an FdeIndex beside each RowIndex (UnwindSection::assign), for
+  /// callers that read `index` (the remote side's LoadedModule). The
+  /// in-process backtrace looks up through the RowIndex alone.
+  bool fde_index_with_rows = true;
 };
 
 /// Where a module's primary unwind information comes from.
@@ -186,6 +196,7 @@ class ModuleUnwind {
   bool generated_once_ = false;
   std::optional<Error> generate_error_;
   Version version_ = Version::kV3;
+  bool fde_index_with_rows_ = true;
   std::vector<AddressRange> trampolines_;
   std::string reason_;
 

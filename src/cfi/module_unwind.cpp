@@ -12,7 +12,7 @@
 
 namespace sframe::cfi {
 
-Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address) {
+Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address, bool fde_index_with_rows) {
   bytes = std::move(b);
   section.reset();
   index.reset();
@@ -32,10 +32,7 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
   if (!strict) {
     if (auto ok = validate(*s, Strictness::kLenient); !ok) return fail(ok.error());
   }
-  Expected<FdeIndex> idx = FdeIndex::build(*s);
-  if (!idx) return fail(idx.error());
   section = *s;
-  index.emplace(std::move(*idx));
   if (strict) {
     Expected<RowIndex> r = RowIndex::build(*section);
     if (r) {
@@ -43,7 +40,27 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
       compact_rows = detail::compile_rows(*rows, *section, arch_of(section->abi()));
     }
   }
+  if (!rows || fde_index_with_rows) {
+    Expected<FdeIndex> idx = FdeIndex::build(*s);
+    if (!idx) {
+      rows.reset();
+      compact_rows.clear();
+      return fail(idx.error());
+    }
+    index.emplace(std::move(*idx));
+  }
   return {};
+}
+
+bool UnwindSection::covers(std::uint64_t pc) const noexcept {
+  // Both accelerators answer as sframe::find() does (kPcNotCovered: no FDE).
+  if (index) {
+    auto m = index->find(pc);
+    return m || m.error().code != Errc::kPcNotCovered;
+  }
+  if (!rows) return false;
+  auto m = rows->find_row(pc);
+  return m || m.error().code != Errc::kPcNotCovered;
 }
 
 std::string_view to_string(ModuleSource s) noexcept {
@@ -66,18 +83,14 @@ std::uint32_t load_u32(const std::byte* p) {
   return v;
 }
 
-// The own section covers `pc` (an FDE covers it, or one exists but its
-// rows start later: the function is the section's).
-bool covers(const FdeIndex& own, std::uint64_t pc) {
-  auto m = own.find(pc);
-  return m || m.error().code != Errc::kPcNotCovered;
-}
-
 std::string error_words(const Error& e) { return std::string(describe(e.code)); }
 
-}  // namespace
-
-Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address) {
+// The number of FDEs a .eh_frame_hdr's table lists, checked as
+// eh_frame_hdr_starts() checks it; their start PCs into `out` when given
+// (the count alone reads only the header: the table of a module that
+// generates everything is never touched, nor copied).
+Expected<std::size_t> hdr_table(std::span<const std::byte> hdr, std::uint64_t address,
+                                std::vector<std::uint64_t>* out) {
   // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
   // eh_frame_ptr and fde_count, then the table.
   constexpr unsigned kOmit = 0xff, kUdata4 = 0x03, kSdata4 = 0x0b, kPcrel = 0x10, kDatarel = 0x30;
@@ -85,8 +98,7 @@ Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::by
   const unsigned ptr_enc = std::to_integer<unsigned>(hdr[1]);
   const unsigned count_enc = std::to_integer<unsigned>(hdr[2]);
   const unsigned table_enc = std::to_integer<unsigned>(hdr[3]);
-  std::vector<std::uint64_t> out;
-  if (count_enc == kOmit || table_enc == kOmit) return out;  // no table: nothing listed
+  if (count_enc == kOmit || table_enc == kOmit) return std::size_t{0};  // no table: nothing listed
   std::size_t at = 4;
   const auto size4 = [](unsigned enc) { return (enc & 0x0f) == kUdata4 || (enc & 0x0f) == kSdata4; };
   if (!size4(ptr_enc) || (count_enc != kUdata4 && count_enc != (kUdata4 | kPcrel) && count_enc != kSdata4) ||
@@ -97,11 +109,21 @@ Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::by
   const std::uint32_t count = load_u32(hdr.data() + at);
   at += 4;
   if ((hdr.size() - at) / 8 < count) return make_error(Errc::kElfError, at, count);
-  out.reserve(count);
+  if (!out) return std::size_t{count};
+  out->reserve(count);
   for (std::uint32_t i = 0; i < count; ++i, at += 8) {
     const auto rel = static_cast<std::int32_t>(load_u32(hdr.data() + at));
-    out.push_back(address + static_cast<std::uint64_t>(static_cast<std::int64_t>(rel)));
+    out->push_back(address + static_cast<std::uint64_t>(static_cast<std::int64_t>(rel)));
   }
+  return std::size_t{count};
+}
+
+}  // namespace
+
+Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address) {
+  std::vector<std::uint64_t> out;
+  Expected<std::size_t> n = hdr_table(hdr, address, &out);
+  if (!n) return Unexpected{n.error()};
   return out;
 }
 
@@ -152,11 +174,13 @@ std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, s
 ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOptions& opt) {
   ModuleUnwind m;
   m.version_ = opt.version;
+  m.fde_index_with_rows_ = opt.fde_index_with_rows;
   m.trampolines_ = find_sigreturn_code(image.code);
   std::string own_note;
   if (!image.sframe.empty() && !opt.ignore_own) {
     m.has_own_ = true;
-    auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address);
+    auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address,
+                                opt.fde_index_with_rows);
     if (ok)
       m.source_ = ModuleSource::kNative;
     else
@@ -166,22 +190,25 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   } else {
     own_note = "no SFrame section";
   }
+  // The start PCs only where an own section is checked against them.
   std::vector<std::uint64_t> starts;
   bool hdr_known = true;
+  std::size_t listed = 0;
   if (!image.eh_frame_hdr.empty()) {
-    auto s = eh_frame_hdr_starts(image.eh_frame_hdr, image.eh_frame_hdr_address);
-    if (s)
-      starts = std::move(*s);
+    auto n = hdr_table(image.eh_frame_hdr, image.eh_frame_hdr_address,
+                       m.source_ == ModuleSource::kNative ? &starts : nullptr);
+    if (n)
+      listed = *n;
     else
       hdr_known = false;
   }
-  m.listed_ = hdr_known ? starts.size() : 1;
+  m.listed_ = hdr_known ? listed : 1;
   if (m.source_ == ModuleSource::kNative) {
     if (!hdr_known) {
       m.pending_ = 1;  // unreadable table: let generation decide
     } else {
       for (std::uint64_t pc : starts)
-        if (!covers(*m.primary_.index, pc)) ++m.pending_;
+        if (!m.primary_.covers(pc)) ++m.pending_;
     }
     m.reason_ = m.pending_ == 0 ? "own SFrame section covers every .eh_frame FDE"
                                 : "own SFrame section; " + std::to_string(m.pending_) + " .eh_frame FDEs it lacks";
@@ -206,14 +233,19 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   // Streamed: each function goes into the encoder as the reader gives it,
   // so memory stays proportional to the output (no model of the section).
   SectionEncoder enc(section_header(abi, version_, section_address));
+  // Sized from the FDEs .eh_frame_hdr lists (compiled code averages under
+  // 64 bytes of FREs per function), so that the buffers are not grown by
+  // doubling, each step a copy and fresh pages; a guess too large costs
+  // address space only, one too small a doubling.
+  if (!has_native) enc.reserve(listed_ + 8, listed_ * 64);
   std::optional<Error> add_error;
   std::size_t kept = 0;
-  const FdeIndex* own = has_native ? &*primary_.index : nullptr;
+  const UnwindSection* own = has_native ? &primary_ : nullptr;
   Expected<Generated> gen =
       for_each_generated(srcs, abi, version_, section_address, plts, [&](const FunctionSpec& fn) {
         if (add_error) return;
         // Only what the own section lacks (start or last byte not covered).
-        if (own && covers(*own, fn.start_pc) && covers(*own, fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
+        if (own && own->covers(fn.start_pc) && own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
         if (auto ok = enc.add(fn); !ok) add_error = ok.error();
         ++kept;
       });
@@ -237,7 +269,7 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   Expected<std::vector<std::byte>> bytes = enc.finish();
   if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
   UnwindSection& target = has_native ? extra_ : primary_;
-  if (auto ok = target.assign(std::move(*bytes), section_address); !ok)
+  if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_); !ok)
     return fail(ok.error(), "generated SFrame unusable");
   if (has_native) {
     reason_ = "own SFrame section; " + std::to_string(extra_functions_) + " .eh_frame functions it lacks generated";
