@@ -120,7 +120,8 @@ struct CfiStats {
   std::uint64_t fdes = 0;
   /// FDEs left out because their CIE, their fields or the start of their
   /// program cannot be read (no row at their start), and records too short
-  /// to hold their CIE id or pointer.
+  /// to hold their CIE id or pointer and one byte more (a CIE's version, an
+  /// FDE's initial location), CIE or not.
   std::uint64_t unreadable = 0;
   /// Later FDEs with the start PC of an earlier one, dropped.
   std::uint64_t duplicates = 0;
@@ -167,6 +168,14 @@ struct CfiStats {
   /// refuses one past 64 bits (the program ends at its last complete row;
   /// libdw keeps the low 64 bits), counted here too.
   std::uint64_t long_leb = 0;
+  /// offset(N) and val_offset(N) register rules whose N (the factored
+  /// offset times the data alignment factor, in 64-bit arithmetic) lies
+  /// outside [-2^60, 2^60). libdw keeps a rule's value in a 61-bit signed
+  /// bitfield (elfutils libdw/cfi.h, struct dwarf_frame_register) and
+  /// reports such an offset cut to its low 61 bits; ours keeps all 64 (gen
+  /// leaves the function out: SFrame offsets are 32-bit). No stack frame is
+  /// an exabyte.
+  std::uint64_t wide_offset = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

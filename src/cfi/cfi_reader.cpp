@@ -184,6 +184,12 @@ bool read_encoded(Cursor& c, std::uint8_t enc, const Ctx& x, bool range, std::ui
   const std::uint64_t field = x.src->address + static_cast<std::uint64_t>(c.p - x.base);
   if (!range && (enc & 0x70) == 0x50) {
     // DW_EH_PE_aligned: an absolute pointer at the next aligned address.
+    // GCC knows it as a whole encoding (libgcc's unwind-pe.h tests for it
+    // by equality). With a value format or DW_EH_PE_indirect beside it,
+    // readers part ways: libgcc reads that format unaligned (base 0), libdw
+    // aligns to the format's size (elfutils libdw/encoded-value.h), LSB 5.0
+    // §10.5.1 says an address-unit boundary. No defined meaning: unreadable.
+    if (enc != 0x50) return false;
     const std::uint64_t mis = field % asize;
     if (mis != 0) {
       if (c.left() < asize - mis) return false;
@@ -646,10 +652,12 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
     std::uint64_t id = 0;
     c.end = rec_end;
-    if (!c.word(id_size, id)) {
-      // Too short to hold its CIE id or pointer: neither CIE nor FDE
-      // (DWARF 5 §6.4.1), an FDE record we cannot read. libdw's linear FDE
-      // search stops at it (libdw/dwarf_next_cfi.c: invalid DWARF).
+    if (len < id_size + 1 || !c.word(id_size, id)) {
+      // Too short to hold its CIE id or pointer and one byte more (a CIE's
+      // version, an FDE's initial location): neither CIE nor FDE (DWARF 5
+      // §6.4.1), a record we cannot read, even when nothing refers to it.
+      // libdw's linear FDE search stops at it (libdw/dwarf_next_cfi.c
+      // rejects it before it knows where the next record starts).
       if (stats_) ++stats_->unreadable;
       off = next;
       continue;
@@ -727,8 +735,14 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     return nullptr;
   };
   const auto set = [&](std::uint64_t reg, RegRule::Kind k, std::uint64_t v) {
-    if (reg >= kMaxRegno) return false;
+    // libdw keeps a rule's offset in a 61-bit signed bitfield: CfiStats::wide_offset.
+    constexpr std::int64_t kLimit = std::int64_t{1} << 60;
+    if ((k == RegRule::kOff || k == RegRule::kValOff) && stats_ &&
+        (static_cast<std::int64_t>(v) < -kLimit || static_cast<std::int64_t>(v) >= kLimit))
+      ++stats_->wide_offset;
+    // Counted before the refusal: libdw accepts 0x0ffffffe itself.
     if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
+    if (reg >= kMaxRegno) return false;
     if (RegRule* r = column(reg)) {
       r->kind = k;
       r->value = v;
@@ -936,8 +950,8 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     }
   restore:
     // DW_CFA_restore: back to the CIE's initial rule (not in a CIE).
-    if (in_cie || reg >= kMaxRegno) return false;
     if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
+    if (in_cie || reg >= kMaxRegno) return false;
     if (reg == ra_col_) {
       s.ra = cie.initial.ra;
       dirty = true;
