@@ -183,6 +183,9 @@ struct ReaderComparison {
   /// Register rules with offsets outside [-2^60, 2^60) (CfiStats::
   /// wide_offset): libdw reports them cut to 61 bits, a libdw limit.
   std::uint64_t wide_offset = 0;
+  /// Programs nesting DW_CFA_remember_state past our bound (CfiStats::
+  /// deep_remember): ours ends the function there, libdw reads on.
+  std::uint64_t deep_remember = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };
@@ -194,7 +197,8 @@ struct ReaderComparison {
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
 /// when our reader counts any of the input classes above that are not
 /// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// debug_frame_zero_length, empty_expression, wide_offset), libdw is not run either (the
+/// debug_frame_zero_length, empty_expression, wide_offset, deep_remember),
+/// libdw is not run either (the
 /// fuzz target, where such hostile CFI can keep libdw busy for seconds).
 /// Errors: those of either reader.
 Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16,

@@ -162,7 +162,8 @@ struct CfiStats {
   /// register undefined. No toolchain emits empty blocks.
   std::uint64_t empty_expression = 0;
   /// CIE and FDE programs and headers with a LEB128 of more than 10 bytes
-  /// (DWARF 5 §7.6 sets no length limit). libdw decodes at most 10 bytes
+  /// (DWARF 5 §7.6 sets no length limit), operands in the expression
+  /// blocks of the CFA, RA and FP rules included. libdw decodes at most 10 bytes
   /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
   /// after them as the next instructions; ours reads the whole number, and
   /// refuses one past 64 bits (the program ends at its last complete row;
@@ -176,6 +177,12 @@ struct CfiStats {
   /// leaves the function out: SFrame offsets are 32-bit). No stack frame is
   /// an exabyte.
   std::uint64_t wide_offset = 0;
+  /// Programs nesting DW_CFA_remember_state deeper than kMaxRememberDepth.
+  /// DWARF 5 §6.4.2.4 sets no depth; ours bounds it (a fixed stack, usable
+  /// without allocating) and ends the function at its last complete row,
+  /// where libdw keeps a copy per level and reads on. A limit of ours on
+  /// hostile input: compilers nest one or two.
+  std::uint64_t deep_remember = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

@@ -673,6 +673,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.empty_expression = stats.empty_expression;
   out.long_leb = stats.long_leb;
   out.wide_offset = stats.wide_offset;
+  out.deep_remember = stats.deep_remember;
   // After a LEB128 it decodes otherwise, libdw reads the bytes that follow
   // as instructions: register numbers there are not screened by our reader
   // (it stopped or read on elsewhere), so libdw could allocate a rule per
@@ -680,7 +681,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   if (out.large_regno != 0 || out.long_leb != 0) return out;
   if (known_classes_only && (out.overlapping_fdes != 0 || out.truncated_fdes != 0 || out.ours_unreadable != 0 ||
                              out.abi_default_cfa != 0 || out.debug_frame_zero_length != 0 ||
-                             out.empty_expression != 0 || out.wide_offset != 0))
+                             out.empty_expression != 0 || out.wide_offset != 0 || out.deep_remember != 0))
     return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};

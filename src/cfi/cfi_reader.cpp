@@ -311,32 +311,35 @@ struct Op {
 // the rule forms use, the block holds more, or an operand is truncated
 // (then `*cut` is set, if given).
 bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n,
-                bool* cut = nullptr) {
+                bool* cut = nullptr, bool* long_leb = nullptr) {
   Cursor c{p, p + len, big};
   n = 0;
-  const auto fail = [&] {
-    if (cut) *cut = c.short_leb;
-    return false;
+  // `cut`: an operand ran into the block's end; `long_leb`: an operand's
+  // LEB128 is longer than 10 bytes (CfiStats::long_leb).
+  const auto done = [&](bool ok) {
+    if (cut && !ok) *cut = c.short_leb;
+    if (long_leb) *long_leb = c.long_leb;
+    return ok;
   };
   while (c.p < c.end) {
-    if (n == max) return false;
+    if (n == max) return done(false);
     Op& op = ops[n++];
-    if (!c.u8(op.atom)) return false;
+    if (!c.u8(op.atom)) return done(false);
     std::int64_t s = 0;
     if (op.atom >= kOpBreg0 && op.atom <= kOpBreg31) {
-      if (!c.sleb(s)) return fail();
+      if (!c.sleb(s)) return done(false);
       op.a = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpBregx) {
-      if (!c.uleb(op.a) || !c.sleb(s)) return fail();
+      if (!c.uleb(op.a) || !c.sleb(s)) return done(false);
       op.b = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpRegx || op.atom == kOpPlusUconst) {
-      if (!c.uleb(op.a)) return fail();
+      if (!c.uleb(op.a)) return done(false);
     } else if (!((op.atom >= kOpReg0 && op.atom <= kOpReg31) || op.atom == kOpDeref || op.atom == kOpCallFrameCfa ||
                  op.atom == kOpStackValue)) {
-      return false;
+      return done(false);
     }
   }
-  return true;
+  return done(true);
 }
 
 bool is_breg(const Op& op) { return op.atom == kOpBregx || (op.atom >= kOpBreg0 && op.atom <= kOpBreg31); }
@@ -756,9 +759,11 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   const auto cut_operand = [&](const std::uint8_t* e, std::uint64_t len) {
     Op ops[3];
     std::size_t n = 0;
-    bool cut = false;
-    decode_ops(e, len, src.big_endian, ops, 3, n, &cut);
+    bool cut = false, long_leb = false;
+    decode_ops(e, len, src.big_endian, ops, 3, n, &cut, &long_leb);
     if (cut && stats_) ++stats_->truncated;
+    // libdw decodes 10 bytes of it and the rest as further operations.
+    if (long_leb && stats_) ++stats_->long_leb;
   };
   // Moves to `to`: the state so far holds for [emitted, to).
   const auto advance = [&](std::uint64_t to) {
@@ -853,7 +858,10 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         if (!c.uleb(reg) || !c.uleb(u) || !set(reg, RegRule::kReg, u)) return false;
         continue;
       case kRememberState:
-        if (depth == kMaxRememberDepth) return false;
+        if (depth == kMaxRememberDepth) {
+          if (stats_) ++stats_->deep_remember;  // a bound of ours: libdw reads on
+          return false;
+        }
         stack_[depth++] = s;
         continue;
       case kRestoreState:

@@ -363,7 +363,8 @@ int GenCommand::generate() {
                          {"ours_unreadable_fdes", diff->ours_unreadable},
                          {"large_regno_rules", diff->large_regno},
                          {"long_leb_programs", diff->long_leb},
-                         {"wide_offset_rules", diff->wide_offset}};
+                         {"wide_offset_rules", diff->wide_offset},
+                         {"deep_remember_programs", diff->deep_remember}};
     if (opt.files.size() > 1) {
       json_ = std::move(j);
       return 0;
