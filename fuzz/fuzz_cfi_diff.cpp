@@ -124,7 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // (libdw applies the part it read; ours ends at the last complete row),
   // and more generally CFI with an FDE record we cannot read (without
   // .eh_frame_hdr libdw searches FDEs linearly and stops at such a record,
-  // losing the FDEs after it), and AArch64 CIEs that leave the CFA to the
+  // losing the FDEs after it; records too short for their id and one byte
+  // more are among them, even a CIE nothing refers to), and AArch64 CIEs that leave the CFA to the
   // ABI (libdw's AArch64 ABI state says CFA = x30 + 0, against AADWARF64's
   // SP; a libdw bug). Crashes and our row invariants are checked on every
   // input.
@@ -138,9 +139,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // §6.4.2, as libgcc evaluates them), undefined to libdw, a libdw bug.
   // And programs with a LEB128 longer than 10 bytes: libdw decodes 10 and
   // reads the rest as instructions (DWARF 5 §7.6 sets no length).
+  // And register rules whose offset lies outside [-2^60, 2^60): libdw keeps
+  // it in a 61-bit bitfield (libdw/cfi.h) and reports it cut, a libdw limit.
+  // And DW_CFA_remember_state nested past kMaxRememberDepth: a bound of ours
+  // (DWARF 5 §6.4.2.4 sets none; no compiler nests more than two), where
+  // ours ends the function and libdw reads on.
   if (d->differing_rows != 0 && d->overlapping_fdes == 0 && d->truncated_fdes == 0 &&
       d->ours_unreadable == 0 && d->abi_default_cfa == 0 && d->debug_frame_zero_length == 0 &&
-      d->large_regno == 0 && d->empty_expression == 0 && d->long_leb == 0) {
+      d->large_regno == 0 && d->empty_expression == 0 && d->long_leb == 0 && d->wide_offset == 0 &&
+      d->deep_remember == 0) {
     const auto& x = d->examples[0];
     std::fprintf(stderr, "sframe fuzz: %llu rows differ from libdw; first at 0x%llx (FDE 0x%llx): %s\n",
                  static_cast<unsigned long long>(d->differing_rows), static_cast<unsigned long long>(x.pc),

@@ -109,12 +109,25 @@ struct Comparison {
   std::uint64_t functions_checked = 0;
   /// FDEs of the CFI's table that libdw could not read (not compared).
   std::uint64_t unreadable_fdes = 0;
+  /// False when libdw was not run, because our reader found CFI on which
+  /// libdw could allocate without bound (then nothing was compared and the
+  /// four counts below say why): rules for register numbers of 2^16 or
+  /// more (CfiStats::large_regno), LEB128s of more than 10 bytes
+  /// (CfiStats::long_leb), FDEs cut short or unreadable (CfiStats::truncated,
+  /// CfiStats::unreadable: libdw reads such bytes otherwise than ours, or
+  /// bytes ours never interprets, where register numbers go unscreened).
+  bool libdw_run = true;
+  std::uint64_t large_regno = 0;
+  std::uint64_t long_leb = 0;
+  std::uint64_t truncated_fdes = 0;
+  std::uint64_t ours_unreadable = 0;
 };
 
 /// Compares, at every PC where the SFrame rows or the CFI rows of `file`
 /// change, the CFA, RA and FP recovery the two give (rules, not bytes; an
 /// SFrame padding word counts as the header's fixed offset or "unchanged").
 /// x86-64 PLT sections are left out (DWARF describes them by expression).
+/// libdw is not run on CFI it could allocate gigabytes on (libdw_run).
 Expected<Comparison> compare(const elf::ElfFile& file, const Section& s);
 
 /// One PC where read_cfi() and libdw give different rows.
@@ -167,6 +180,12 @@ struct ReaderComparison {
   /// instructions, where a register number could make it allocate without
   /// bound, so it is not run and nothing is compared.
   std::uint64_t long_leb = 0;
+  /// Register rules with offsets outside [-2^60, 2^60) (CfiStats::
+  /// wide_offset): libdw reports them cut to 61 bits, a libdw limit.
+  std::uint64_t wide_offset = 0;
+  /// Programs nesting DW_CFA_remember_state past our bound (CfiStats::
+  /// deep_remember): ours ends the function there, libdw reads on.
+  std::uint64_t deep_remember = 0;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };
@@ -178,7 +197,8 @@ struct ReaderComparison {
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
 /// when our reader counts any of the input classes above that are not
 /// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// debug_frame_zero_length, empty_expression), libdw is not run either (the
+/// debug_frame_zero_length, empty_expression, wide_offset, deep_remember),
+/// libdw is not run either (the
 /// fuzz target, where such hostile CFI can keep libdw busy for seconds).
 /// Errors: those of either reader.
 Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16,

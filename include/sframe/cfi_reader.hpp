@@ -120,7 +120,8 @@ struct CfiStats {
   std::uint64_t fdes = 0;
   /// FDEs left out because their CIE, their fields or the start of their
   /// program cannot be read (no row at their start), and records too short
-  /// to hold their CIE id or pointer.
+  /// to hold their CIE id or pointer and one byte more (a CIE's version, an
+  /// FDE's initial location), CIE or not.
   std::uint64_t unreadable = 0;
   /// Later FDEs with the start PC of an earlier one, dropped.
   std::uint64_t duplicates = 0;
@@ -161,12 +162,27 @@ struct CfiStats {
   /// register undefined. No toolchain emits empty blocks.
   std::uint64_t empty_expression = 0;
   /// CIE and FDE programs and headers with a LEB128 of more than 10 bytes
-  /// (DWARF 5 §7.6 sets no length limit). libdw decodes at most 10 bytes
+  /// (DWARF 5 §7.6 sets no length limit), operands in the expression
+  /// blocks of the CFA, RA and FP rules included. libdw decodes at most 10 bytes
   /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
   /// after them as the next instructions; ours reads the whole number, and
   /// refuses one past 64 bits (the program ends at its last complete row;
   /// libdw keeps the low 64 bits), counted here too.
   std::uint64_t long_leb = 0;
+  /// offset(N) and val_offset(N) register rules whose N (the factored
+  /// offset times the data alignment factor, in 64-bit arithmetic) lies
+  /// outside [-2^60, 2^60). libdw keeps a rule's value in a 61-bit signed
+  /// bitfield (elfutils libdw/cfi.h, struct dwarf_frame_register) and
+  /// reports such an offset cut to its low 61 bits; ours keeps all 64 (gen
+  /// leaves the function out: SFrame offsets are 32-bit). No stack frame is
+  /// an exabyte.
+  std::uint64_t wide_offset = 0;
+  /// Programs nesting DW_CFA_remember_state deeper than kMaxRememberDepth.
+  /// DWARF 5 §6.4.2.4 sets no depth; ours bounds it (a fixed stack, usable
+  /// without allocating) and ends the function at its last complete row,
+  /// where libdw keeps a copy per level and reads on. A limit of ours on
+  /// hostile input: compilers nest one or two.
+  std::uint64_t deep_remember = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting

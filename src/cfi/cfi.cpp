@@ -563,6 +563,27 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   const detail::PltRanges plt(plt_list);
   const Header& h = s.header();
   Comparison out;
+  // libdw's frame state holds a rule for every register up to the largest
+  // one named (elfutils libdw/cfi.c), so a few hostile CFI bytes make each
+  // lookup allocate gigabytes. Screened by our reader first, as
+  // compare_readers() screens them; also where libdw reads bytes ours reads
+  // otherwise or not at all (programs cut short, unreadable FDEs), whose
+  // register numbers ours cannot vouch for.
+  if (const auto abi = abi_of(file.info()); abi) {
+    if (auto srcs = cfi_sources(file); srcs) {
+      CfiStats stats;
+      if (read_cfi(*srcs, *abi, [](const Function&) {}, &stats)) {
+        out.large_regno = stats.large_regno;
+        out.long_leb = stats.long_leb;
+        out.truncated_fdes = stats.truncated;
+        out.ours_unreadable = stats.unreadable;
+        if (out.large_regno != 0 || out.long_leb != 0 || out.truncated_fdes != 0 || out.ours_unreadable != 0) {
+          out.libdw_run = false;
+          return out;
+        }
+      }
+    }
+  }
   std::vector<std::uint64_t> pcs;
   auto walked = libdw_functions(file, [&](const Function& fn) {
     if (x86 && plt.contains(fn.start)) return;
@@ -651,6 +672,8 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.large_regno = stats.large_regno;
   out.empty_expression = stats.empty_expression;
   out.long_leb = stats.long_leb;
+  out.wide_offset = stats.wide_offset;
+  out.deep_remember = stats.deep_remember;
   // After a LEB128 it decodes otherwise, libdw reads the bytes that follow
   // as instructions: register numbers there are not screened by our reader
   // (it stopped or read on elsewhere), so libdw could allocate a rule per
@@ -658,7 +681,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   if (out.large_regno != 0 || out.long_leb != 0) return out;
   if (known_classes_only && (out.overlapping_fdes != 0 || out.truncated_fdes != 0 || out.ours_unreadable != 0 ||
                              out.abi_default_cfa != 0 || out.debug_frame_zero_length != 0 ||
-                             out.empty_expression != 0))
+                             out.empty_expression != 0 || out.wide_offset != 0 || out.deep_remember != 0))
     return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};

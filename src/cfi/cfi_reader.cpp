@@ -184,6 +184,12 @@ bool read_encoded(Cursor& c, std::uint8_t enc, const Ctx& x, bool range, std::ui
   const std::uint64_t field = x.src->address + static_cast<std::uint64_t>(c.p - x.base);
   if (!range && (enc & 0x70) == 0x50) {
     // DW_EH_PE_aligned: an absolute pointer at the next aligned address.
+    // GCC knows it as a whole encoding (libgcc's unwind-pe.h tests for it
+    // by equality). With a value format or DW_EH_PE_indirect beside it,
+    // readers part ways: libgcc reads that format unaligned (base 0), libdw
+    // aligns to the format's size (elfutils libdw/encoded-value.h), LSB 5.0
+    // §10.5.1 says an address-unit boundary. No defined meaning: unreadable.
+    if (enc != 0x50) return false;
     const std::uint64_t mis = field % asize;
     if (mis != 0) {
       if (c.left() < asize - mis) return false;
@@ -305,32 +311,35 @@ struct Op {
 // the rule forms use, the block holds more, or an operand is truncated
 // (then `*cut` is set, if given).
 bool decode_ops(const std::uint8_t* p, std::uint64_t len, bool big, Op* ops, std::size_t max, std::size_t& n,
-                bool* cut = nullptr) {
+                bool* cut = nullptr, bool* long_leb = nullptr) {
   Cursor c{p, p + len, big};
   n = 0;
-  const auto fail = [&] {
-    if (cut) *cut = c.short_leb;
-    return false;
+  // `cut`: an operand ran into the block's end; `long_leb`: an operand's
+  // LEB128 is longer than 10 bytes (CfiStats::long_leb).
+  const auto done = [&](bool ok) {
+    if (cut && !ok) *cut = c.short_leb;
+    if (long_leb) *long_leb = c.long_leb;
+    return ok;
   };
   while (c.p < c.end) {
-    if (n == max) return false;
+    if (n == max) return done(false);
     Op& op = ops[n++];
-    if (!c.u8(op.atom)) return false;
+    if (!c.u8(op.atom)) return done(false);
     std::int64_t s = 0;
     if (op.atom >= kOpBreg0 && op.atom <= kOpBreg31) {
-      if (!c.sleb(s)) return fail();
+      if (!c.sleb(s)) return done(false);
       op.a = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpBregx) {
-      if (!c.uleb(op.a) || !c.sleb(s)) return fail();
+      if (!c.uleb(op.a) || !c.sleb(s)) return done(false);
       op.b = static_cast<std::uint64_t>(s);
     } else if (op.atom == kOpRegx || op.atom == kOpPlusUconst) {
-      if (!c.uleb(op.a)) return fail();
+      if (!c.uleb(op.a)) return done(false);
     } else if (!((op.atom >= kOpReg0 && op.atom <= kOpReg31) || op.atom == kOpDeref || op.atom == kOpCallFrameCfa ||
                  op.atom == kOpStackValue)) {
-      return false;
+      return done(false);
     }
   }
-  return true;
+  return done(true);
 }
 
 bool is_breg(const Op& op) { return op.atom == kOpBregx || (op.atom >= kOpBreg0 && op.atom <= kOpBreg31); }
@@ -646,10 +655,12 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
     std::uint64_t id = 0;
     c.end = rec_end;
-    if (!c.word(id_size, id)) {
-      // Too short to hold its CIE id or pointer: neither CIE nor FDE
-      // (DWARF 5 §6.4.1), an FDE record we cannot read. libdw's linear FDE
-      // search stops at it (libdw/dwarf_next_cfi.c: invalid DWARF).
+    if (len < id_size + 1 || !c.word(id_size, id)) {
+      // Too short to hold its CIE id or pointer and one byte more (a CIE's
+      // version, an FDE's initial location): neither CIE nor FDE (DWARF 5
+      // §6.4.1), a record we cannot read, even when nothing refers to it.
+      // libdw's linear FDE search stops at it (libdw/dwarf_next_cfi.c
+      // rejects it before it knows where the next record starts).
       if (stats_) ++stats_->unreadable;
       off = next;
       continue;
@@ -727,8 +738,14 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     return nullptr;
   };
   const auto set = [&](std::uint64_t reg, RegRule::Kind k, std::uint64_t v) {
-    if (reg >= kMaxRegno) return false;
+    // libdw keeps a rule's offset in a 61-bit signed bitfield: CfiStats::wide_offset.
+    constexpr std::int64_t kLimit = std::int64_t{1} << 60;
+    if ((k == RegRule::kOff || k == RegRule::kValOff) && stats_ &&
+        (static_cast<std::int64_t>(v) < -kLimit || static_cast<std::int64_t>(v) >= kLimit))
+      ++stats_->wide_offset;
+    // Counted before the refusal: libdw accepts 0x0ffffffe itself.
     if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
+    if (reg >= kMaxRegno) return false;
     if (RegRule* r = column(reg)) {
       r->kind = k;
       r->value = v;
@@ -742,9 +759,11 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   const auto cut_operand = [&](const std::uint8_t* e, std::uint64_t len) {
     Op ops[3];
     std::size_t n = 0;
-    bool cut = false;
-    decode_ops(e, len, src.big_endian, ops, 3, n, &cut);
+    bool cut = false, long_leb = false;
+    decode_ops(e, len, src.big_endian, ops, 3, n, &cut, &long_leb);
     if (cut && stats_) ++stats_->truncated;
+    // libdw decodes 10 bytes of it and the rest as further operations.
+    if (long_leb && stats_) ++stats_->long_leb;
   };
   // Moves to `to`: the state so far holds for [emitted, to).
   const auto advance = [&](std::uint64_t to) {
@@ -839,7 +858,10 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         if (!c.uleb(reg) || !c.uleb(u) || !set(reg, RegRule::kReg, u)) return false;
         continue;
       case kRememberState:
-        if (depth == kMaxRememberDepth) return false;
+        if (depth == kMaxRememberDepth) {
+          if (stats_) ++stats_->deep_remember;  // a bound of ours: libdw reads on
+          return false;
+        }
         stack_[depth++] = s;
         continue;
       case kRestoreState:
@@ -936,8 +958,8 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     }
   restore:
     // DW_CFA_restore: back to the CIE's initial rule (not in a CIE).
-    if (in_cie || reg >= kMaxRegno) return false;
     if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
+    if (in_cie || reg >= kMaxRegno) return false;
     if (reg == ra_col_) {
       s.ra = cie.initial.ra;
       dirty = true;

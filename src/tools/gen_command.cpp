@@ -360,8 +360,11 @@ int GenCommand::generate() {
                          {"libdw_too_long_rows", diff->libdw_too_long},
                          {"overlapping_fdes", diff->overlapping_fdes},
                          {"truncated_fdes", diff->truncated_fdes},
+                         {"ours_unreadable_fdes", diff->ours_unreadable},
                          {"large_regno_rules", diff->large_regno},
-                         {"long_leb_programs", diff->long_leb}};
+                         {"long_leb_programs", diff->long_leb},
+                         {"wide_offset_rules", diff->wide_offset},
+                         {"deep_remember_programs", diff->deep_remember}};
     if (opt.files.size() > 1) {
       json_ = std::move(j);
       return 0;

@@ -283,6 +283,12 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
         cmp.error().code == Errc::kElfError && !file.relocated() ? why_no_cfi(file) : std::string();
     return not_compared("cannot read the DWARF CFI: " + (why.empty() ? error_text(cmp.error()) : why), true);
   }
+  if (!cmp->libdw_run)
+    return not_compared(fmt::format("CFI on which libdw could allocate without bound, so libdw was not run: {} rules "
+                                    "for register numbers of 2^16 or more, {} LEB128s of more than 10 bytes, {} FDEs "
+                                    "cut short, {} unreadable FDEs",
+                                    cmp->large_regno, cmp->long_leb, cmp->truncated_fdes, cmp->ours_unreadable),
+                        true);
   const auto syms = elf::SymbolTable::read(file);
   Json mism = Json::array(), miss = Json::array();
   for (const auto& m : cmp->mismatches) {

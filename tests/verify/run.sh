@@ -149,5 +149,29 @@ run 0 "$shared/corpus/raw-sections/gnu-v3-amd64.o"
 printf 'not sframe' > "$work/junk"
 run 1 "$exe" --raw "$work/junk"
 
+# 8. Hostile CFI whose rules name register numbers no ABI has: libdw keeps a
+#    rule per register up to the largest named (elfutils libdw/cfi.c) and
+#    made verify peak at 530 MB for r67108864 (2^26), 2.1 GB for r268435454.
+#    verify screens the CFI with our reader first and does not run libdw:
+#    exit 1, "not compared", and a peak RSS far below that (truth: the
+#    register numbers written here, readelf's reading of them).
+for reg in '0x80, 0x80, 0x80, 0x20:67108864' '0xfe, 0xff, 0xff, 0x7f:268435454'; do
+  bytes=${reg%%:*} num=${reg##*:}
+  h="$work/hostile-r$num"
+  printf '%s\n' 'int main(void) { return 0; }' \
+    "__asm__(\".text\\n.globl hostile\\n.type hostile,@function\\nhostile:\\n.cfi_startproc\\nnop\\n.cfi_escape 0x05, $bytes, 0x01\\nnop\\nret\\n.cfi_endproc\\n.size hostile, .-hostile\\n\");" \
+    > "$h.c"
+  gcc -O2 -Wa,--gsframe -o "$h" "$h.c" 2>/dev/null || { bad "compile $h"; continue; }
+  readelf --debug-dump=frames "$h" 2>/dev/null | grep -q "DW_CFA_offset_extended: .*r$num " && ok ||
+    bad "$h: readelf does not show a rule for r$num"
+  run 1 "$h"
+  [[ "$line" == *"DWARF: not compared: CFI on which libdw could allocate without bound"* ]] && ok ||
+    bad "hostile r$num: verdict '$line'"
+  peak=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$bin" verify "$h")
+  [ "$peak" -lt 204800 ] && ok || bad "hostile r$num: verify peaked at $peak KiB (libdw run?)"
+done
+
 echo "verify: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
