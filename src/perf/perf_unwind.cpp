@@ -4,6 +4,7 @@
 #include "sframe/perf_unwind.hpp"
 
 #include "file_bytes.hpp"
+#include "kallsyms.hpp"
 
 #include <elf.h>
 #include <gelf.h>
@@ -42,25 +43,6 @@ std::string_view to_string(FrameOrigin o) noexcept {
 }
 
 namespace {
-
-// The value of 8 lowercase hex digits at `s` (kallsyms addresses), eight
-// bytes at a time; false when any is not one.
-bool hex8(const char* s, std::uint64_t& out) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
-  std::uint64_t v;
-  std::memcpy(&v, s, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  if (v & kHigh) return false;  // below, per-byte sums stay within the byte
-  const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
-  const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
-  if (((digit | letter) & kHigh) != kHigh) return false;
-  v = (v & kOnes * 0x0f) + ((v >> 6) & kOnes) * 9;  // each byte its nibble
-  // The first character is the most significant digit and the lowest byte.
-  v = ((v << 4) | (v >> 8)) & 0x00ff00ff00ff00ffULL;
-  v = ((v << 8) | (v >> 16)) & 0x0000ffff0000ffffULL;
-  out = ((v << 16) | (v >> 32)) & 0xffffffffULL;
-  return true;
-}
 
 // One file as mapped by the recorded processes (one per path + build-id).
 struct Dso {
@@ -116,6 +98,7 @@ struct Space {
   // the old pages, as mmap(MAP_FIXED) does). `exec` false: only cuts.
   void insert(const MapEntry& e, bool exec) {
     std::vector<MapEntry> keep;
+    bool cut = false;
     auto it = maps.upper_bound(e.start);
     if (it != maps.begin()) --it;
     while (it != maps.end() && it->second.start < e.end) {
@@ -125,6 +108,7 @@ struct Space {
         continue;
       }
       it = maps.erase(it);
+      cut = true;
       if (old.start < e.start) {
         MapEntry l = old;
         l.end = e.start;
@@ -139,13 +123,18 @@ struct Space {
     }
     for (const MapEntry& k : keep) maps[k.start] = k;
     if (exec) maps[e.start] = e;
-    dirty = true;
+    // Data mappings (malloc's, the interpreter's) that cut no code leave
+    // the unwinder's maps as they are.
+    if (exec || cut) dirty = true;
   }
 };
 
-void fill(const std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map) {
-  storage.assign(mods.size(), Module{});
+void fill(std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map,
+          std::size_t capacity = 0) {
+  storage.assign(std::max(mods.size(), capacity), Module{});
   map = std::make_unique<ModuleMap>(std::span<Module>(storage));
+  // In address order: each add() appends.
+  std::sort(mods.begin(), mods.end(), [](const Module& a, const Module& b) { return a.range.begin < b.range.begin; });
   for (const Module& m : mods) (void)map->add(m);
 }
 
@@ -173,12 +162,7 @@ struct Session::Impl {
   std::vector<process::RuleSource> sources;
   // kallsyms as read: its text and, per function symbol, where its name
   // is; names are resolved per symbol start on first use (kgroups).
-  struct KSym {
-    std::uint64_t address;
-    std::uint32_t name_at;
-    std::uint16_t name_len;  // kallsyms names are at most KSYM_NAME_LEN (512)
-    char type;
-  };
+  using KSym = detail::KSym;
   detail::FileBytes kfile;
   std::string_view ktext;
   std::vector<KSym> ksyms;
@@ -256,10 +240,13 @@ struct Session::Impl {
       auto own = d.file->sframe_section();
       d.unwind = std::make_unique<cfi::ModuleUnwind>(
           cfi::ModuleUnwind::build(process::module_image(*d.file, own), cfi::ModuleUnwindOptions{}));
+      // SFrame for what the own section lacks, one FDE at a time as walks
+      // need it (whole-module generation where .eh_frame_hdr cannot lead).
+      if (d.unwind->needs_generation()) (void)d.unwind->enable_on_demand(*d.file);
+      // By code (x86-64 rt_sigreturn sequences, glibc's __restore_rt) and by
+      // CFI ('S' FDEs, once generated): not by symbol, so that a file's
+      // symbols are read only when one of its frames is printed.
       d.trampolines.assign(d.unwind->trampolines().begin(), d.unwind->trampolines().end());
-      for (const auto& s : symbols_of(d).symbols())
-        if (s.name == "__restore_rt" || s.name == "__kernel_rt_sigreturn")
-          d.trampolines.push_back({s.address, s.address + std::max<std::uint64_t>(s.size, 1)});
     }
     return d.unwind.get();
   }
@@ -297,14 +284,30 @@ struct Session::Impl {
       };
       if (u->primary().usable()) prim.push_back(module_of(u->primary()));
       if (u->extra().usable()) extra.push_back(module_of(u->extra()));
+      // FDEs generated one at a time: beside the own section (extra map),
+      // or in its place (primary map, whose rules the walk caches).
+      auto& fdes = u->primary().usable() ? extra : prim;
+      for (const cfi::GeneratedFde* g : u->generated_fdes())
+        if (auto fm = fde_module(m, *g)) fdes.push_back(*fm);
       for (const AddressRange& t : m.dso->trampolines)
         if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end)
           s.trampolines.push_back({t.begin + m.bias, t.end + m.bias});
     }
-    fill(prim, s.prim_storage, s.prim);
-    fill(extra, s.extra_storage, s.extra);
+    // Room for the FDEs generated from now on (View::generate_for).
+    fill(prim, s.prim_storage, s.prim, prim.size() + 64);
+    fill(extra, s.extra_storage, s.extra, extra.size() + 64);
     s.dirty = false;
     s.built_epoch = epoch;
+  }
+
+  // The unwinder's module for one generated FDE of the file mapped at `m`
+  // (its range cut to the mapping); none when nothing of it is mapped there.
+  static std::optional<Module> fde_module(const MapEntry& m, const cfi::GeneratedFde& g) {
+    const std::uint64_t lo = std::max(g.start + m.bias, m.start), hi = std::min(g.end + m.bias, m.end);
+    if (lo >= hi || !g.section.usable()) return std::nullopt;
+    const cfi::UnwindSection& us = g.section;
+    return Module{{lo, hi}, m.bias, *us.section, &*us.index, us.rows ? &*us.rows : nullptr,
+                  us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
   }
 
   // walk_chain()'s view of one process.
@@ -319,8 +322,29 @@ struct Session::Impl {
     }
     bool generate_for(std::uint64_t lpc) {
       const MapEntry* m = s.find(lpc);
-      if (!m || !m->dso || !m->dso->unwind || !m->dso->unwind->needs_generation()) return false;
+      if (!m || !m->dso || !m->dso->unwind) return false;
       Dso& d = *m->dso;
+      if (d.unwind->on_demand()) {
+        // The FDE covering lpc alone; its module joins this process's
+        // extra map (others mapping the file pick it up when they need it,
+        // or at their next rebuild).
+        const std::size_t before = d.unwind->generated_fdes().size();
+        Expected<const cfi::GeneratedFde*> g = d.unwind->generate_for_pc(lpc - m->bias);
+        const std::size_t after = d.unwind->generated_fdes().size();
+        im.stats.generated_fdes += after - before;
+        im.stats.generated_dsos += before == 0 && after > 0;
+        if (!g) return false;
+        ModuleMap& map = d.unwind->primary().usable() ? *s.extra : *s.prim;
+        if (map.find(lpc)) return false;  // already there: nothing new
+        std::optional<Module> fm = fde_module(*m, **g);
+        if (!fm || !fm->range.contains(lpc)) return false;
+        if (map.modules().size() == map.capacity()) {
+          im.rebuild(s);  // grows the storage; takes every generated FDE
+          return (d.unwind->primary().usable() ? *s.extra : *s.prim).find(lpc) != nullptr;
+        }
+        return static_cast<bool>(map.add(*fm));  // overlapping (hostile FDE ranges): no
+      }
+      if (!d.unwind->needs_generation()) return false;
       auto eh = d.file->section_bytes(".eh_frame");
       (void)d.unwind->generate(*d.file, eh ? eh->header.address : 0);
       ++im.stats.generated_dsos;
@@ -414,51 +438,7 @@ struct Session::Impl {
     if (kfile.open(path, std::size_t{64} << 20) != 0) return;
     ktext = kfile.text();
     ksyms.reserve(ktext.size() / 32);  // untouched capacity costs no page
-    const char* const base = ktext.data();
-    const char* p = base;
-    const char* const end = p + ktext.size();
-    static constexpr auto kHex = [] {
-      std::array<std::int8_t, 256> t{};
-      t.fill(-1);
-      for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<std::int8_t>(c);
-      for (int c = 0; c < 6; ++c) t['a' + c] = static_cast<std::int8_t>(10 + c);
-      return t;
-    }();
-    const auto hex = [](char c) { return int{kHex[static_cast<unsigned char>(c)]}; };
-    const auto is_text = [](char t) { return t == 't' || t == 'T' || t == 'w' || t == 'W'; };
-    while (p < end) {
-      // "ADDRESS TYPE NAME[\tMODULE]\n"; the type is looked at first so
-      // that the address of a data symbol is never parsed.
-      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-      if (!nl) nl = end;
-      const char* q = p;
-      std::uint64_t addr = 0;
-      bool ok = false;
-      if (nl - p > 19 && p[16] == ' ' && p[18] == ' ') {  // the 64-bit layout
-        if (!is_text(p[17])) {
-          p = nl + 1;
-          continue;
-        }
-        q = p + 16;
-        std::uint64_t hi = 0, lo = 0;
-        ok = hex8(p, hi) && hex8(p + 8, lo);
-        addr = hi << 32 | lo;
-      } else {
-        while (q < nl && hex(*q) >= 0) ++q;
-        ok = q > p && q - p <= 16;
-        for (const char* d = p; ok && d < q; ++d) addr = addr << 4 | static_cast<unsigned>(hex(*d));
-      }
-      if (ok && nl - q > 3 && q[0] == ' ' && q[2] == ' ' && is_text(q[1]) && addr != 0) {  // 0: kptr_restrict
-        const char* name = q + 3;
-        const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
-        ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
-                         static_cast<std::uint16_t>(std::min<std::ptrdiff_t>((tab ? tab : nl) - name, 0xffff)), q[1]});
-      }
-      p = nl + 1;
-    }
-    const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
-    if (!std::is_sorted(ksyms.begin(), ksyms.end(), by_address))
-      std::stable_sort(ksyms.begin(), ksyms.end(), by_address);
+    detail::parse_kallsyms(ktext, ksyms);
   }
 
   // The name of the kernel symbol starting at ksyms[lo].address (the group

@@ -285,6 +285,7 @@ class PerfCommand final : public Command {
     j["lost_records"] = rs.lost_records;
     j["files"] = st.dsos;
     j["generated_files"] = st.generated_dsos;
+    j["generated_fdes"] = st.generated_fdes;
     return j;
   }
 
@@ -297,9 +298,11 @@ class PerfCommand final : public Command {
     for (const auto& [why, n] : st.stops) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", why, n);
     fmt::print(stderr,
                "sframe perf script: {} samples, {} frames ({:.1f} per sample); frames from: {}; user walks ended: "
-               "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {}\n",
+               "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {} "
+               "({} FDEs one at a time)\n",
                st.samples, st.frames, st.samples ? double(st.frames) / double(st.samples) : 0.0, origins,
-               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos);
+               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos,
+               st.generated_fdes);
   }
 
   PerfScriptOptions opt_;

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// sframepp (private): the text of /proc/kallsyms (or perf's cached copy of
+// it) as function symbols, for naming the kernel frames of `sframe perf
+// script`. Separate from the session so that the fuzz_perf target feeds it
+// hostile text.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace sframe::perf::detail {
+
+/// One function symbol of kallsyms: its address and where its name lies in
+/// the text.
+struct KSym {
+  std::uint64_t address;
+  std::uint32_t name_at;
+  std::uint16_t name_len;  // kallsyms names are at most KSYM_NAME_LEN (512)
+  char type;
+};
+
+/// Appends the function symbols ('t', 'T', 'w', 'W') of kallsyms `text`
+/// ("ADDRESS TYPE NAME[\tMODULE]\n" lines, the kernel's
+/// kernel/kallsyms.c s_show()) to `out`, sorted by address (stable: aliases
+/// keep their order). Lines that do not parse, and addresses of 0 (hidden by
+/// kptr_restrict), are skipped. Every KSym's name lies inside `text`, which
+/// must be at most 4 GiB. Linear in the text (one sort when it is not in
+/// address order).
+void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
+
+}  // namespace sframe::perf::detail
