@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,28 @@ void check_kallsyms(const std::uint8_t* data, std::size_t size) {
       SFRAME_FUZZ_CHECK(c != '\n' && c != '\t');
       sink += static_cast<unsigned char>(c);
     }
+  }
+  // The index (lines parsed on demand when sorted) answers as the full
+  // parse does, at and around every symbol and at the extremes.
+  const sframe::perf::detail::KallsymsIndex index(text);
+  std::vector<std::uint64_t> probes = {0, 1, UINT64_MAX};
+  for (std::size_t i = 0; i < syms.size() && i < 64; ++i)
+    probes.insert(probes.end(), {syms[i].address - 1, syms[i].address, syms[i].address + 1});
+  std::vector<sframe::perf::detail::KSym> group;
+  for (const std::uint64_t a : probes) {
+    std::uint64_t next = 0;
+    const bool hit = index.lookup(a, group, next);
+    auto up = std::upper_bound(syms.begin(), syms.end(), a, [](std::uint64_t v, const auto& k) { return v < k.address; });
+    SFRAME_FUZZ_CHECK(hit == (up != syms.begin()));
+    if (!hit) continue;
+    auto lo = up - 1;
+    while (lo != syms.begin() && (lo - 1)->address == (up - 1)->address) --lo;
+    SFRAME_FUZZ_CHECK(group.size() == static_cast<std::size_t>(up - lo));
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      SFRAME_FUZZ_CHECK(group[k].address == lo[k].address && group[k].name_at == lo[k].name_at);
+      SFRAME_FUZZ_CHECK(group[k].name_len == lo[k].name_len && group[k].type == lo[k].type);
+    }
+    SFRAME_FUZZ_CHECK(next == (up != syms.end() ? up->address : 0));
   }
   sframe::fuzz::g_sink = sink;
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -78,20 +80,24 @@ void parse_line(const char* base, const char* p, const char* nl, const char* nam
 
 }  // namespace
 
-void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
-  const std::size_t first = out.size();
+namespace {
+
+// Calls fn(line, nl, tab) for each line [line, nl) of `text` (nl: its
+// '\n' or the end; tab: its first '\t', else nl). Each '\n' or '\t' is
+// found sixteen bytes at a time (two memchr calls per line of some 40
+// bytes cost more).
+template <class Fn>
+void for_each_line(std::string_view text, Fn&& fn) {
   const char* const base = text.data();
   const char* const end = base + text.size();
   const char* line = base;
   const char* tab = nullptr;  // the line's first tab
-  // Each '\n' or '\t' found ends a line or a name: sixteen bytes compared
-  // at a time (two memchr calls per line of some 40 bytes cost more).
   const auto found = [&](const char* at) {
     if (*at == '\t') {
       if (!tab) tab = at;
       return;
     }
-    parse_line(base, line, at, tab ? tab : at, out);
+    fn(line, at, tab ? tab : at);
     line = at + 1;
     tab = nullptr;
   };
@@ -106,10 +112,147 @@ void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
 #endif
   for (; p < end; ++p)
     if (*p == '\n' || *p == '\t') found(p);
-  if (line < end) parse_line(base, line, end, tab ? tab : end, out);  // no final newline
+  if (line < end) fn(line, end, tab ? tab : end);  // no final newline
+}
+
+// The 16 address characters of a line in the 64-bit layout, as a pair
+// whose order is their string order.
+using Key = std::pair<std::uint64_t, std::uint64_t>;
+Key prefix_key(const char* p) {
+  std::uint64_t hi, lo;
+  std::memcpy(&hi, p, 8);
+  std::memcpy(&lo, p + 8, 8);
+  if constexpr (std::endian::native == std::endian::little) {
+    hi = __builtin_bswap64(hi);
+    lo = __builtin_bswap64(lo);
+  }
+  return {hi, lo};
+}
+
+// A line with the 64-bit layout's address, space, type, space.
+bool layout64(const char* p, const char* nl) { return nl - p >= 19 && p[16] == ' ' && p[18] == ' '; }
+
+}  // namespace
+
+void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
+  const std::size_t first = out.size();
+  const char* const base = text.data();
+  for_each_line(text, [&](const char* line, const char* nl, const char* name_end) {
+    parse_line(base, line, nl, name_end, out);
+  });
   const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
   if (!std::is_sorted(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_address))
     std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_address);
+}
+
+KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
+  // One pass: every 64th line start, and whether all lines have the
+  // 64-bit layout in address order (then string order is address order).
+  const char* const base = text.data();
+  bool ok = true;
+  Key prev{0, 0};
+  std::size_t n = 0;
+  for_each_line(text, [&](const char* line, const char* nl, const char*) {
+    if (!ok || nl == line) return;  // empty lines name nothing
+    if (!layout64(line, nl)) {
+      ok = false;
+      return;
+    }
+    const Key k = prefix_key(line);
+    if (k < prev) ok = false;
+    prev = k;
+    if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
+  });
+  if (!ok || text.size() > UINT32_MAX) {
+    sparse_.clear();
+    sorted_ = false;
+    parse_kallsyms(text, all_);
+  }
+}
+
+bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const {
+  group.clear();
+  next = 0;
+  if (!sorted_) {
+    auto up = std::upper_bound(all_.begin(), all_.end(), addr, [](std::uint64_t v, const KSym& k) { return v < k.address; });
+    if (up == all_.begin()) return false;
+    auto lo = up - 1;
+    while (lo != all_.begin() && (lo - 1)->address == (up - 1)->address) --lo;
+    group.assign(lo, up);
+    if (up != all_.end()) next = up->address;
+    return true;
+  }
+  const char* const base = text_.data();
+  const char* const end = base + text_.size();
+  char target_text[17];
+  std::snprintf(target_text, sizeof target_text, "%016llx", static_cast<unsigned long long>(addr));
+  const Key target = prefix_key(target_text);
+  // The line [p, nl) and its name end; nl is end for the last line.
+  const auto line_end = [&](const char* p) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+    return nl ? nl : end;
+  };
+  std::vector<KSym> one;
+  const auto symbol = [&](const char* p, const char* nl) -> const KSym* {
+    one.clear();
+    const char* tab = static_cast<const char*>(std::memchr(p, '\t', static_cast<std::size_t>(nl - p)));
+    parse_line(base, p, nl, tab ? tab : nl, one);
+    return one.empty() ? nullptr : &one.front();
+  };
+  const auto prev_line = [&](const char* p) -> const char* {  // start of the line before p's (p > base)
+    const char* q = p - 1;  // its '\n'
+    while (q > base && q[-1] != '\n') --q;
+    return q;
+  };
+  // The last sparse entry whose line is at or below the target.
+  auto it = std::upper_bound(sparse_.begin(), sparse_.end(), target,
+                             [&](const Key& t, std::uint32_t at) { return t < prefix_key(base + at); });
+  if (it == sparse_.begin()) return false;  // every line lies above
+  // L: the last symbol line at or below the target, forward from there...
+  const char* last = nullptr;
+  for (const char* p = base + *(it - 1); p < end;) {
+    const char* nl = line_end(p);
+    if (nl != p) {
+      if (prefix_key(p) > target) break;
+      if (symbol(p, nl)) last = p;
+    }
+    p = nl + 1;
+  }
+  // ... else backward from it.
+  for (const char* p = base + *(it - 1); !last && p > base;) {
+    p = prev_line(p);
+    const char* nl = line_end(p);
+    if (nl != p && symbol(p, nl)) last = p;
+  }
+  if (!last) return false;
+  // The group: symbol lines of the same address around L (contiguous:
+  // sorted), in file order.
+  const Key key = prefix_key(last);
+  const char* first = last;
+  for (const char* p = last; p > base;) {
+    p = prev_line(p);
+    const char* nl = line_end(p);
+    if (nl == p) continue;
+    if (prefix_key(p) != key) break;
+    first = p;
+  }
+  for (const char* p = first; p <= last;) {
+    const char* nl = line_end(p);
+    if (nl != p)
+      if (const KSym* k = symbol(p, nl)) group.push_back(*k);
+    p = nl + 1;
+  }
+  // The next symbol above them.
+  for (const char* p = line_end(last) + 1; p < end;) {
+    const char* nl = line_end(p);
+    if (nl != p)
+      if (const KSym* k = symbol(p, nl)) {
+        next = k->address;
+        break;
+      }
+    p = nl + 1;
+  }
+  return !group.empty();
 }
 
 }  // namespace sframe::perf::detail

@@ -29,4 +29,29 @@ struct KSym {
 /// address order).
 void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
 
+/// kallsyms text looked up by address, as parse_kallsyms() would list it.
+/// When every line has the 64-bit layout ("%016lx %c %s") and the lines
+/// come in address order (the kernel's s_show() lists the core kernel so;
+/// loaded modules' symbols may not be), only every 64th line start is kept
+/// (one pass, no per-symbol memory) and a lookup parses the lines near its
+/// address; else every function symbol is parsed and sorted. `text` must
+/// outlive the index.
+class KallsymsIndex {
+ public:
+  explicit KallsymsIndex(std::string_view text);
+  /// The function symbols at the greatest address at or below `addr`
+  /// (aliases, in file order) into `group`, and in `next` the address of
+  /// the first function symbol above them (0: none). False when no
+  /// function symbol lies at or below `addr`.
+  bool lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
+  /// Lookups parse lines on demand (the sorted case).
+  bool sparse() const noexcept { return sorted_; }
+
+ private:
+  std::string_view text_;
+  bool sorted_ = true;
+  std::vector<std::uint32_t> sparse_;
+  std::vector<KSym> all_;
+};
+
 }  // namespace sframe::perf::detail

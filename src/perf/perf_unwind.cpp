@@ -160,12 +160,19 @@ struct Session::Impl {
   UnwoundSample out;
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
-  // kallsyms as read: its text and, per function symbol, where its name
-  // is; names are resolved per symbol start on first use (kgroups).
+  // kallsyms as read: its text and an index over it (lines parsed on
+  // demand when in address order); names are resolved per symbol start on
+  // first use (kgroups), lookups cached per address (kframes).
   using KSym = detail::KSym;
   detail::FileBytes kfile;
   std::string_view ktext;
-  std::vector<KSym> ksyms;
+  std::optional<detail::KallsymsIndex> kindex;
+  std::vector<KSym> kgroup;  // reused by kernel_frame()
+  struct KFrame {
+    const std::string* name = nullptr;
+    std::uint64_t start = 0;
+  };
+  std::unordered_map<std::uint64_t, KFrame> kframes;
   bool kallsyms_read = false;
   std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
   const std::string kernel_dso = "[kernel.kallsyms]";
@@ -238,8 +245,13 @@ struct Session::Impl {
     if (!d.unwind_built) {
       d.unwind_built = true;
       auto own = d.file->sframe_section();
-      d.unwind = std::make_unique<cfi::ModuleUnwind>(
-          cfi::ModuleUnwind::build(process::module_image(*d.file, own), cfi::ModuleUnwindOptions{}));
+      cfi::ModuleImage img = process::module_image(*d.file, own);
+      // Without an own section, signal trampolines come from the CFI ('S'
+      // FDEs: the generated FDE's signal bit, SFrame v3 §2.4.1): the code
+      // of every mapped file is not scanned (a few ms for a Python run's
+      // dozens of files).
+      if (!own) img.code.clear();
+      d.unwind = std::make_unique<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(img, cfi::ModuleUnwindOptions{}));
       // SFrame for what the own section lacks, one FDE at a time as walks
       // need it (whole-module generation where .eh_frame_hdr cannot lead).
       if (d.unwind->needs_generation()) (void)d.unwind->enable_on_demand(*d.file);
@@ -437,21 +449,20 @@ struct Session::Impl {
     // mapped; 64 MiB bounds a hostile source (a real one is ~10 MB).
     if (kfile.open(path, std::size_t{64} << 20) != 0) return;
     ktext = kfile.text();
-    ksyms.reserve(ktext.size() / 32);  // untouched capacity costs no page
-    detail::parse_kallsyms(ktext, ksyms);
+    kindex.emplace(ktext);
   }
 
-  // The name of the kernel symbol starting at ksyms[lo].address (the group
-  // [lo, hi) of aliases there), chosen by the shared symbol reader's perf
-  // policy over that group; each reaches the next symbol's start, as
-  // perf's symbols__fixup_end() makes kallsyms symbols.
-  const std::optional<std::string>& kernel_name(std::size_t lo, std::size_t hi) {
-    auto [it, fresh] = kgroups.try_emplace(ksyms[lo].address);
+  // The name of the kernel symbol starting at group.front().address (the
+  // group of aliases there), chosen by the shared symbol reader's perf
+  // policy over that group; each reaches the next symbol's start (`next`),
+  // as perf's symbols__fixup_end() makes kallsyms symbols.
+  const std::optional<std::string>& kernel_name(const std::vector<KSym>& group, std::uint64_t next) {
+    auto [it, fresh] = kgroups.try_emplace(group.front().address);
     if (!fresh) return it->second;
-    std::vector<elf::FunctionSymbol> group;
-    const std::uint64_t size = hi < ksyms.size() ? ksyms[hi].address - ksyms[lo].address : 0;
-    for (std::size_t i = lo; i < hi; ++i) {
-      const KSym& k = ksyms[i];
+    std::vector<elf::FunctionSymbol> syms;
+    const std::uint64_t size = next != 0 ? next - group.front().address : 0;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      const KSym& k = group[i];
       elf::FunctionSymbol f;
       f.name.assign(ktext.substr(k.name_at, k.name_len));
       f.address = k.address;
@@ -459,10 +470,10 @@ struct Session::Impl {
       f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
       f.type = STT_FUNC;
       f.order = static_cast<std::uint32_t>(i);
-      group.push_back(std::move(f));
+      syms.push_back(std::move(f));
     }
-    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(group), elf::NamingPolicy::kPerf);
-    if (auto hit = t.find(ksyms[lo].address)) it->second = t.display_name(*hit->symbol);
+    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(syms), elf::NamingPolicy::kPerf);
+    if (auto hit = t.find(group.front().address)) it->second = t.display_name(*hit->symbol);
     return it->second;
   }
 
@@ -472,20 +483,22 @@ struct Session::Impl {
     f.address = f.ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
-    auto up = std::upper_bound(ksyms.begin(), ksyms.end(), addr,
-                               [](std::uint64_t v, const KSym& k) { return v < k.address; });
-    if (up != ksyms.begin()) {
-      const std::size_t hi = static_cast<std::size_t>(up - ksyms.begin());
-      std::size_t lo = hi - 1;
-      while (lo > 0 && ksyms[lo - 1].address == ksyms[hi - 1].address) --lo;
+    // Per address: kernel callchains repeat a few hundred addresses.
+    auto [it, fresh] = kframes.try_emplace(addr);
+    KFrame& kf = it->second;
+    if (fresh && kindex) {
+      std::uint64_t next = 0;
       // The last symbol holds only its own address (no next start).
-      const bool covered = hi < ksyms.size() || addr == ksyms[lo].address;
-      if (covered) {
-        if (const std::optional<std::string>& name = kernel_name(lo, hi)) {
-          f.symbol = &*name;
-          f.symoff = addr - ksyms[lo].address;
+      if (kindex->lookup(addr, kgroup, next) && (next != 0 || addr == kgroup.front().address)) {
+        if (const std::optional<std::string>& name = kernel_name(kgroup, next)) {
+          kf.name = &*name;
+          kf.start = kgroup.front().address;
         }
       }
+    }
+    if (kf.name) {
+      f.symbol = kf.name;
+      f.symoff = addr - kf.start;
     }
     out.frames.push_back(f);
   }
