@@ -128,7 +128,7 @@ class Translator {
  public:
   Translator(Abi abi, Version version, std::uint64_t section_address, std::span<const PltSection> plt_sections,
              Generated& g)
-      : abi_(abi), version_(version), section_address_(section_address), x86_(abi == Abi::kAmd64Little),
+      : version_(version), section_address_(section_address), x86_(abi == Abi::kAmd64Little),
         plt_sections_(x86_ ? plt_sections : std::span<const PltSection>()), plt_(plt_sections_), g_(g) {
     g_.spec = section_header(abi, version, section_address);
   }
@@ -196,7 +196,6 @@ class Translator {
   }
 
  private:
-  Abi abi_;
   Version version_;
   std::uint64_t section_address_;
   bool x86_;
