@@ -354,7 +354,12 @@ struct Session::Impl {
           im.rebuild(s);  // grows the storage; takes every generated FDE
           return (d.unwind->primary().usable() ? *s.extra : *s.prim).find(lpc) != nullptr;
         }
-        return static_cast<bool>(map.add(*fm));  // overlapping (hostile FDE ranges): no
+        const std::uint64_t gen = map.generation();
+        if (!map.add(*fm)) return false;  // overlapping (hostile FDE ranges)
+        // The cached rules of other PCs stay true: only the new range's go.
+        if (&map == s.prim.get() && s.cache && s.cache->generation() == gen)
+          s.cache->adopt(map.generation(), fm->range.begin, fm->range.end);
+        return true;
       }
       if (!d.unwind->needs_generation()) return false;
       auto eh = d.file->section_bytes(".eh_frame");

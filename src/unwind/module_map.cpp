@@ -90,10 +90,15 @@ void RuleCache::reset(std::uint64_t generation) noexcept {
   generation_ = generation;
 }
 
+void RuleCache::adopt(std::uint64_t generation, std::uint64_t lo, std::uint64_t hi) noexcept {
+  for (Entry& e : entries_)
+    if (e.pc >= lo && e.pc < hi) e = Entry{};
+  generation_ = generation;
+}
+
 void RuleCache::clear() noexcept {
   // An empty entry is all zero bytes (Entry{}); memset is some 30x fewer
-  // instructions than an entry-by-entry loop, and a walk that generates
-  // SFrame one FDE at a time clears the cache once per FDE.
+  // instructions than an entry-by-entry loop.
   static_assert(std::is_trivially_copyable_v<Entry>);
   std::memset(static_cast<void*>(entries_.data()), 0, entries_.size_bytes());
 }
