@@ -149,20 +149,38 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
   // One pass: every 64th line start, and whether all lines have the
   // 64-bit layout in address order (then string order is address order).
   const char* const base = text.data();
+  const char* const end = base + text.size();
   bool ok = true;
   Key prev{0, 0};
   std::size_t n = 0;
-  for_each_line(text, [&](const char* line, const char* nl, const char*) {
-    if (!ok || nl == line) return;  // empty lines name nothing
-    if (!layout64(line, nl)) {
-      ok = false;
-      return;
+  const char* line = base;
+  const auto at_line_end = [&](const char* nl) {
+    if (nl != line) {  // empty lines name nothing
+      if (!layout64(line, nl)) {
+        ok = false;
+      } else {
+        const Key k = prefix_key(line);
+        ok = ok && !(k < prev);
+        prev = k;
+        if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
+      }
     }
-    const Key k = prefix_key(line);
-    if (k < prev) ok = false;
-    prev = k;
-    if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
-  });
+    line = nl < end ? nl + 1 : end;
+  };
+  // Newlines only (names end at a tab only in lookups), sixteen bytes at a
+  // time; stops at the first line out of layout or order.
+  const char* p = base;
+#if defined(__SSE2__)
+  const __m128i nl16 = _mm_set1_epi8('\n');
+  for (; ok && end - p >= 16; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    for (auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl16))); mask != 0; mask &= mask - 1)
+      at_line_end(p + std::countr_zero(mask));
+  }
+#endif
+  for (; ok && p < end; ++p)
+    if (*p == '\n') at_line_end(p);
+  if (ok && line < end) at_line_end(end);  // no final newline
   if (!ok || text.size() > UINT32_MAX) {
     sparse_.clear();
     sorted_ = false;

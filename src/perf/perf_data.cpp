@@ -136,6 +136,19 @@ static_assert(popcount64(0) == 0 && popcount64(~std::uint64_t{0}) == 64 && popco
 
 }  // namespace
 
+std::uint64_t Sample::user_regs(std::span<std::uint64_t> out) const noexcept {
+  if (!attr || !regs_data || regs_abi == RegsAbi::kNone) return 0;
+  std::uint64_t present = 0;
+  std::size_t idx = 0;
+  for (std::uint64_t m = attr->sample_regs_user; m != 0; m &= m - 1, ++idx) {
+    const auto r = static_cast<unsigned>(std::countr_zero(m));
+    if (r >= out.size()) break;  // ascending: the rest lie above too
+    out[r] = load_le<std::uint64_t>(regs_data + 8 * idx);
+    present |= std::uint64_t{1} << r;
+  }
+  return present;
+}
+
 std::optional<std::uint64_t> Sample::user_reg(unsigned r) const noexcept {
   if (!attr || !regs_data || regs_abi == RegsAbi::kNone || r >= 64) return std::nullopt;
   const std::uint64_t mask = attr->sample_regs_user;

@@ -88,15 +88,24 @@ struct Space {
   std::vector<AddressRange> trampolines;
   std::unique_ptr<StaticRuleCache<1024>> cache;
 
+  // The mapping holding `addr`. A walk asks for every frame, mostly in the
+  // mapping it asked for last: that one is kept (forget() drops it
+  // whenever `maps` changes).
   const MapEntry* find(std::uint64_t addr) const {
+    if (last && addr >= last->start && addr < last->end) return last;
     auto it = maps.upper_bound(addr);
     if (it == maps.begin()) return nullptr;
     --it;
-    return addr < it->second.end ? &it->second : nullptr;
+    if (addr >= it->second.end) return nullptr;
+    last = &it->second;
+    return last;
   }
+  void forget() { last = nullptr; }
+  mutable const MapEntry* last = nullptr;
   // Inserts [start, end), cutting what it overlaps (a new mapping replaces
   // the old pages, as mmap(MAP_FIXED) does). `exec` false: only cuts.
   void insert(const MapEntry& e, bool exec) {
+    forget();
     std::vector<MapEntry> keep;
     bool cut = false;
     auto it = maps.upper_bound(e.start);
@@ -408,6 +417,7 @@ struct Session::Impl {
         if (r.comm.exec && r.comm.pid == r.comm.tid) {
           Space& s = space(r.comm.pid);
           s.maps.clear();
+          s.forget();
           s.dirty = true;
         }
         return;
@@ -420,6 +430,7 @@ struct Session::Impl {
           auto p = spaces.find(t.ppid);
           Space& s = space(t.pid);
           s.maps = p != spaces.end() ? p->second->maps : std::map<std::uint64_t, MapEntry>{};
+          s.forget();
           s.dirty = true;
         }
         return;
@@ -558,22 +569,26 @@ struct Session::Impl {
       }
       if (in_kernel) kernel_frame(v);
     }
-    const auto ip = smp.user_reg(kX86Ip), sp = smp.user_reg(kX86Sp), bp = smp.user_reg(kX86Bp);
-    if (ip && sp && bp && out.frames.size() < opt.max_stack) {
+    // The sampled registers, in one pass over the mask.
+    std::array<std::uint64_t, kX86R15 + 1> reg{};
+    const std::uint64_t has = smp.user_regs(reg);
+    const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
+    if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
+      const std::uint64_t sp = reg[kX86Sp];
       out.walked = true;
       Space& s = space(r.id.pid);
       if (s.dirty || s.built_epoch != epoch) rebuild(s);
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
       s.cache->sync(s.prim->generation());
-      Regs regs = Regs::amd64(*ip, *sp, *bp);
+      Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
       // The other sampled registers: frame 0's FLEX rules may name them.
       static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {
           {kX86Ax, 0}, {kX86Dx, 1}, {kX86Cx, 2}, {kX86Bx, 3}, {kX86Si, 4}, {kX86Di, 5}};
       for (auto [p, d] : kPerfToDwarf)
-        if (auto v = smp.user_reg(p)) regs.set(d, *v);
+        if (have(p)) regs.set(d, reg[p]);
       for (unsigned k = 0; k < 8; ++k)
-        if (auto v = smp.user_reg(kX86R8 + k)) regs.set(8 + k, *v);
-      const BufferMemory mem(smp.stack, *sp);
+        if (have(kX86R8 + k)) regs.set(8 + k, reg[kX86R8 + k]);
+      const BufferMemory mem(smp.stack, sp);
       const std::size_t cap = opt.max_stack - out.frames.size();
       View view{*this, s};
       process::WalkOptions wo;
@@ -591,7 +606,7 @@ struct Session::Impl {
       out.stop = w.reason;
       out.why = why(s, w);
       out.stop_address = w.address;
-      out.stack_base = *sp;
+      out.stack_base = sp;
       out.stack_size = smp.stack.size();
     }
     stats.frames += out.frames.size();
