@@ -58,6 +58,12 @@ struct Dso {
   bool unwind_built = false;
   std::unique_ptr<elf::SymbolTable> symbols;
   std::unordered_map<const elf::FunctionSymbol*, std::string> names;
+  // Link-time PC -> its name (in `names`) and offset; null name: none.
+  struct PcName {
+    const std::string* name = nullptr;
+    std::uint64_t offset = 0;
+  };
+  std::unordered_map<std::uint64_t, PcName> pcs;
   std::vector<AddressRange> trampolines;  // link-time
 
   // runtime - link-time for a mapping of this file at `start` from file
@@ -531,12 +537,20 @@ struct Session::Impl {
       Dso& d = *m->dso;
       f.dso = &d.name;
       if (!d.et_exec) f.ip = at - m->start + m->pgoff;
-      const elf::SymbolTable& t = symbols_of(d);
-      if (auto hit = t.find(at - m->bias)) {
-        auto [it, fresh] = d.names.try_emplace(hit->symbol);
-        if (fresh) it->second = t.display_name(*hit->symbol);
-        f.symbol = &it->second;
-        f.symoff = hit->offset;
+      // Per link-time address: a profile repeats a few thousand PCs, and a
+      // hash lookup costs a fraction of the symbol table's search.
+      auto [c, fresh] = d.pcs.try_emplace(at - m->bias);
+      if (fresh) {
+        const elf::SymbolTable& t = symbols_of(d);
+        if (auto hit = t.find(at - m->bias)) {
+          auto [it, added] = d.names.try_emplace(hit->symbol);
+          if (added) it->second = t.display_name(*hit->symbol);
+          c->second = {&it->second, hit->offset};
+        }
+      }
+      if (c->second.name) {
+        f.symbol = c->second.name;
+        f.symoff = c->second.offset;
       }
     }
     out.frames.push_back(f);
