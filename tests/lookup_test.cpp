@@ -13,6 +13,7 @@
 
 #include "sframe/elf.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/module_unwind.hpp"
 #include "support/corpus.hpp"
 
 namespace {
@@ -109,6 +110,60 @@ TEST(Lookup, EveryGoldenRowOfLinkedFiles) {
       }
     }
   }
+  EXPECT_GT(checked, 300u);
+}
+
+// The in-process backtrace keeps a RowIndex without an FdeIndex beside it
+// (cfi::UnwindSection::assign with fde_index_with_rows false): its
+// coverage, rows and FRE starts must still be those objdump printed, and
+// the same as with the FdeIndex kept.
+TEST(Lookup, UnwindSectionWithoutFdeIndexAnswersAsObjdump) {
+  std::size_t checked = 0, sections = 0;
+  for (const auto& c : sframe_test::golden_cases()) {
+    const std::string dir = c.dir.filename().string();
+    if (dir.find("linked") == std::string::npos) continue;
+    Loaded l = open_section(c.dir / c.file);
+    const std::vector<std::byte> bytes(l.data.bytes.begin(), l.data.bytes.end());
+    sframe::cfi::UnwindSection lean, full;
+    ASSERT_TRUE(lean.assign(bytes, l.data.address, false)) << c.name();
+    ASSERT_TRUE(full.assign(bytes, l.data.address, true)) << c.name();
+    ASSERT_TRUE(lean.usable() && full.usable()) << c.name();
+    ASSERT_TRUE(full.index.has_value());
+    // No FdeIndex exactly where a RowIndex answers.
+    EXPECT_EQ(lean.index.has_value(), !lean.rows.has_value()) << c.name();
+    EXPECT_EQ(lean.rows.has_value(), full.rows.has_value()) << c.name();
+    if (lean.rows) ++sections;
+    const std::vector<GoldenFde> golden = parse_golden(sframe_test::read_file(c.golden));
+    const auto in_golden = [&](std::uint64_t pc) {
+      for (const GoldenFde& g : golden)
+        if (pc >= g.pc && pc - g.pc < g.size) return true;
+      return false;
+    };
+    for (const GoldenFde& g : golden) {
+      if (g.size == 0) continue;
+      for (std::uint64_t pc : {g.pc, g.pc + g.size - 1, g.pc + g.size, g.pc - 1}) {
+        EXPECT_EQ(lean.covers(pc), in_golden(pc)) << c.name() << " pc " << std::hex << pc;
+        EXPECT_EQ(full.covers(pc), in_golden(pc)) << c.name() << " pc " << std::hex << pc;
+        ++checked;
+      }
+      if (g.mask || !lean.rows) continue;
+      // Each printed row start maps to an FRE starting there.
+      for (std::uint64_t start : g.rows) {
+        if (start >= g.pc + g.size) continue;
+        auto r = lean.rows->find(start);
+        ASSERT_TRUE(r) << c.name() << " pc " << std::hex << start;
+        auto fde = lean.section->fde(r->fde_index);
+        ASSERT_TRUE(fde);
+        EXPECT_EQ(fde->start_pc, g.pc) << c.name() << " pc " << std::hex << start;
+        std::optional<sframe::Fre> fre;
+        for (const auto& x : lean.section->fres(*fde))
+          if (x && x->index == r->fre_index) fre = *x;
+        ASSERT_TRUE(fre);
+        EXPECT_EQ(fre->start_offset, start - g.pc) << c.name() << " pc " << std::hex << start;
+      }
+    }
+  }
+  EXPECT_GT(sections, 3u);
   EXPECT_GT(checked, 300u);
 }
 

@@ -145,6 +145,42 @@ TEST(UnwindRuleCache, DirectMappedAndGenerationKeyed) {
   static_assert(sizeof(RuleCache::Entry) == 16);
 }
 
+TEST(UnwindRuleCache, ClearEmptiesEveryEntry) {
+  // clear() rewrites only the sets written since the last clear while
+  // there were at most kLogged inserts, else everything: either way no
+  // entry survives, which the caller's storage shows.
+  std::array<RuleCache::Entry, 1024> storage;
+  CompactRule r;
+  r.cfa_offset = 8;
+  // The caller's storage may hold anything: the constructor clears it all.
+  for (RuleCache::Entry& e : storage) e = RuleCache::Entry{0x4000, r.with_valid()};
+  RuleCache cache(storage);
+  EXPECT_EQ(cache.lookup(0x4000), nullptr);
+  for (const unsigned n : {1u, 7u, RuleCache::kLogged - 1, RuleCache::kLogged, RuleCache::kLogged + 1,
+                           3 * RuleCache::kLogged}) {
+    // Distinct pseudo-random PCs, many sharing sets (1024 entries: 512
+    // sets), so that both entries of a set get written.
+    const auto pc = [](unsigned i) { return 0x10000 + (std::uint64_t{i} * 0x9e3779b97f4a7c15ULL >> 40); };
+    for (unsigned i = 0; i < n; ++i) cache.insert(pc(i), r);
+    ASSERT_NE(cache.lookup(pc(n - 1)), nullptr) << n;
+    cache.clear();
+    for (unsigned i = 0; i < n; ++i) EXPECT_EQ(cache.lookup(pc(i)), nullptr) << n << " " << i;
+    for (const RuleCache::Entry& e : storage) {
+      EXPECT_EQ(e.pc, 0u) << n;
+      EXPECT_EQ(e.rule, CompactRule{}) << n;
+    }
+  }
+  // Storage the cache does not use (past the power of two) stays untouched.
+  std::array<RuleCache::Entry, 6> odd;
+  for (RuleCache::Entry& e : odd) e = RuleCache::Entry{0x77, r};
+  RuleCache small(odd);  // 4 entries used
+  small.insert(0x10, r);
+  small.clear();
+  EXPECT_EQ(small.lookup(0x10), nullptr);
+  EXPECT_EQ(odd[4].pc, 0x77u);
+  EXPECT_EQ(odd[5].pc, 0x77u);
+}
+
 // A map that only gained a module over [lo, hi): adopt() keeps the rules of
 // PCs outside it (their lookups cannot change), drops those inside (a
 // cached "no SFrame" there is now wrong), and sync() with the new

@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sframe/backtrace.hpp"
@@ -189,6 +190,11 @@ class Recorder : public benchmark::ConsoleReporter {
 //         median batch, and the spread);
 //  cold:  before each walk our rule cache and libunwind's caches are
 //         flushed and another chain is on the stack (median of 301 walks);
+//  cold*: informational, not a goal: each walk on a new thread after one
+//         walk of that thread's own frames, so that the chain's return
+//         addresses are new to both libraries' caches (libunwind's
+//         per-thread trace cache survives unw_flush_cache; "cold" above
+//         measures its hits). Median of 31 walks; ends at clone3.
 //  first: the first walk in a fresh process (forked before anything
 //         walked), after backtrace_init() for ours: what a crash reporter's
 //         first trace costs.
@@ -328,9 +334,57 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
     std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx%s\n", "cold", extra, cframes, cold[0], cold[1],
                 cold[2], cold[3], cold[kLibunwind] / cold[kOurs],
                 cold[kLibunwind] / cold[kOurs] >= 1 ? "  goal met (ns/frame <= libunwind's)" : "  goal NOT met");
+    // Informational: cold for both caches. Each walk on a new thread (ours
+    // registered), after one walk of the thread's own frames there: the
+    // chain's return addresses are new to our rule cache and to
+    // libunwind's per-thread trace cache, which unw_flush_cache keeps.
+    double fresh[2] = {};
+    std::size_t fresh_frames = 0;
+    for (int k = 0; k < 2; ++k) {
+      const Method m = k == 0 ? kOurs : kLibunwind;
+      std::vector<double> runs;
+      for (int i = 0; i < 31; ++i) {
+        FullJob job{m};
+        std::thread t([&job, m, i, extra] {
+          if (m == kOurs) sframe::backtrace_register_thread();
+          void* prime[256];
+          (void)full_walk(m, prime);
+          unw_flush_cache(unw_local_addr_space, 0, 0);
+          call_chain(m, 1 + i % 63, extra, full_single_bottom, &job);
+        });
+        t.join();
+        runs.push_back(job.ns);
+        if (m == kOurs) fresh_frames = job.frames;
+      }
+      fresh[k] = median(runs);
+    }
+    std::printf("%-5s %4d %6zu | %16.1f %16s %16s %16.1f | %9.2fx  (new thread: PCs new to both caches)\n", "cold*",
+                extra, fresh_frames, fresh[0], "", "", fresh[1], fresh[1] / fresh[0]);
     const double* f = first_by_extra[e];
     std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx\n", "first", extra, first_frames[e][kOurs], f[0],
                 f[1], f[2], f[3], f[kLibunwind] / f[kOurs]);
+  }
+}
+
+// --cold-only [N]: our cold full walks alone (the cold rows of full_walks,
+// no other method; only main + N if given), so that
+// `valgrind --tool=callgrind` counts the instructions of cold walks and
+// nothing else.
+[[gnu::noinline]] void cold_only(int only_extra) {
+  std::printf("== cold full walks, sframe only (median of 301 walks)\n");
+  for (const int extra : {2, 10, 40}) {
+    if (only_extra != 0 && extra != only_extra) continue;
+    std::vector<double> runs;
+    std::size_t frames = 0;
+    for (int i = 0; i < 301; ++i) {
+      sframe::backtrace_flush_cache();
+      unw_flush_cache(unw_local_addr_space, 0, 0);
+      FullJob job{kOurs};
+      call_chain(kOurs, 1 + i % 63, extra, full_single_bottom, &job);
+      runs.push_back(job.ns);
+      frames = job.frames;
+    }
+    std::printf("main + %2d: %zu frames, %.1f ns\n", extra, frames, median(runs));
   }
 }
 
@@ -342,7 +396,8 @@ int main(int argc, char** argv) {
   std::size_t first_frames[3][4] = {};
   // --full-only: only the full walks; a --benchmark_filter: only those.
   const bool full_only = argc > 1 && std::string(argv[1]) == "--full-only";
-  const bool full = full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0);
+  const bool cold_only_run = argc > 1 && std::string(argv[1]) == "--cold-only";
+  const bool full = !cold_only_run && (full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0));
   if (full) {
     const int extras[3] = {2, 10, 40};
     for (int e = 0; e < 3; ++e) first_walks(extras[e], first[e], first_frames[e]);
@@ -362,6 +417,10 @@ int main(int argc, char** argv) {
   sframe::backtrace_wait_ready();
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
+  if (argc > 1 && std::string(argv[1]) == "--cold-only") {
+    cold_only(argc > 2 ? std::atoi(argv[2]) : 0);
+    return 0;
+  }
   if (full_only) {
     full_walks(first, first_frames);
     return 0;

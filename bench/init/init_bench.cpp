@@ -13,8 +13,12 @@
 // do not carry its modules.
 //
 // Usage: init_bench [RUNS] [--case c++|llvm]...   (RUNS defaults to 7)
+// INIT_BENCH_SMAPS=1 in a child (init_bench --child sframepp c++|llvm)
+// prints the RSS added per mapping; INIT_BENCH_REPORT=1 each module's
+// outcome.
 // Prints medians (min-max) per case and the ratios. Never asserts a speed.
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sframe/backtrace.hpp"
@@ -38,38 +43,101 @@ double now_ns(clockid_t c) {
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
 
-// Resident set size in KiB (VmRSS of /proc/self/status).
-long rss_kib() {
+// A line of /proc/self/status in KiB (VmRSS: resident set size; RssAnon:
+// its anonymous part, heap and stacks; the rest is file pages, such as the
+// .eh_frame bytes generation reads, and shared memory).
+long status_kib(const char* field) {
   FILE* f = std::fopen("/proc/self/status", "re");
   if (!f) return -1;
   char line[256];
   long kib = -1;
+  const std::size_t n = std::strlen(field);
   while (std::fgets(line, sizeof line, f))
-    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtol(line + 6, nullptr, 10);
+    if (std::strncmp(line, field, n) == 0) kib = std::strtol(line + n, nullptr, 10);
   std::fclose(f);
   return kib;
+}
+
+long rss_kib() { return status_kib("VmRSS:"); }
+long anon_kib() { return status_kib("RssAnon:"); }
+
+// Resident KiB per mapping (/proc/self/smaps), keyed by "start-end name",
+// for INIT_BENCH_SMAPS: where the RSS a measurement adds lives (heap and
+// anonymous memory, the thread stack, file pages of .eh_frame read in).
+std::vector<std::pair<std::string, long>> smaps_rss() {
+  std::vector<std::pair<std::string, long>> out;
+  FILE* f = std::fopen("/proc/self/smaps", "re");
+  if (!f) return out;
+  char line[512];
+  std::string key;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long b = 0, e = 0;
+    char perms[8] = {};
+    int name_at = 0;
+    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &b, &e, perms, &name_at) == 3 && name_at > 0) {
+      std::string name = line + name_at;
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%lx-%lx %s ", b, e, perms);
+      key = buf + name;
+    } else if (std::strncmp(line, "Rss:", 4) == 0) {
+      out.emplace_back(key, std::strtol(line + 4, nullptr, 10));
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+
+// malloc's view (all arenas): bytes in use, free but kept, mmapped.
+void print_malloc_stats(const char* when) {
+  const struct mallinfo2 mi = mallinfo2();
+  std::fprintf(stderr, "malloc %s: in use %zu KiB, free kept %zu KiB (releasable at top %zu KiB), mmapped %zu KiB\n",
+               when, (mi.uordblks) / 1024, mi.fordblks / 1024, mi.keepcost / 1024, mi.hblkhd / 1024);
+}
+
+void print_smaps_delta(const std::vector<std::pair<std::string, long>>& before,
+                       const std::vector<std::pair<std::string, long>>& after) {
+  std::vector<std::pair<long, std::string>> d;
+  for (const auto& [k, v] : after) {
+    long old = 0;
+    for (const auto& [k0, v0] : before)
+      if (k0 == k) old = v0;
+    if (v != old) d.emplace_back(v - old, k);
+  }
+  std::sort(d.begin(), d.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [kib, k] : d) std::fprintf(stderr, "  %+7ld KiB %s\n", kib, k.c_str());
 }
 
 struct Sample {
   // backtrace_init(): wall, the calling thread's CPU, the RSS it added.
   double init_wall_us = 0, init_cpu_us = 0;
-  long init_rss_kib = 0;
+  long init_rss_kib = 0, init_anon_kib = 0;
   // Until every module is ready (backtrace_wait_ready()): wall, the whole
   // process's CPU (the background generator's included), RSS added.
   double ready_wall_us = 0, ready_cpu_us = 0;
-  long ready_rss_kib = 0;
+  long ready_rss_kib = 0, ready_anon_kib = 0;
   double first_walk_us = 0;
   std::size_t frames = 0;
 };
 
 [[gnu::noinline]] Sample measure_sframepp() {
   Sample s;
+  const bool smaps = std::getenv("INIT_BENCH_SMAPS") != nullptr;
+  const auto maps0 = smaps ? smaps_rss() : std::vector<std::pair<std::string, long>>();
+  if (smaps) print_malloc_stats("before");
+  const long anon0 = anon_kib();
   const long rss0 = rss_kib();
   const double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID),
                p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
   auto ok = sframe::backtrace_init();
   const double w1 = now_ns(CLOCK_MONOTONIC), c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   s.init_rss_kib = rss_kib() - rss0;
+  s.init_anon_kib = anon_kib() - anon0;
+  if (smaps) {
+    std::fprintf(stderr, "RSS added by backtrace_init(), by mapping:\n");
+    print_smaps_delta(maps0, smaps_rss());
+    print_malloc_stats("after backtrace_init()");
+  }
   if (!ok) std::fprintf(stderr, "backtrace_init: %s\n", sframe::backtrace_report().message().c_str());
   void* out[256];
   const double b0 = now_ns(CLOCK_MONOTONIC);
@@ -79,6 +147,12 @@ struct Sample {
   sframe::backtrace_wait_ready();
   const double w2 = now_ns(CLOCK_MONOTONIC) - (b1 - b0), p2 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
   s.ready_rss_kib = rss_kib() - rss0;
+  s.ready_anon_kib = anon_kib() - anon0;
+  if (smaps) {
+    std::fprintf(stderr, "RSS added until ready, by mapping:\n");
+    print_smaps_delta(maps0, smaps_rss());
+    print_malloc_stats("when ready");
+  }
   if (std::getenv("INIT_BENCH_REPORT"))
     for (const auto& m : sframe::backtrace_report().modules)
       std::fprintf(stderr, "  %s: %s\n", m.name.c_str(), m.reason.c_str());
@@ -100,6 +174,7 @@ struct Sample {
   auto fn = reinterpret_cast<Fn>(dlsym(lib, "unw_backtrace"));
   if (!fn) std::exit(3);
   void* out[256];
+  const long anon0 = anon_kib();
   const long rss0 = rss_kib();
   const double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
   const int n = fn(out, 256);
@@ -107,6 +182,7 @@ struct Sample {
   s.init_wall_us = s.ready_wall_us = s.first_walk_us = (w1 - w0) / 1e3;
   s.init_cpu_us = s.ready_cpu_us = (c1 - c0) / 1e3;
   s.init_rss_kib = s.ready_rss_kib = rss_kib() - rss0;
+  s.init_anon_kib = s.ready_anon_kib = anon_kib() - anon0;
   s.frames = n > 0 ? static_cast<std::size_t>(n) : 0;
   return s;
 }
@@ -117,8 +193,9 @@ int child(const char* who, const char* kase) {
     return 3;
   }
   const Sample s = std::strcmp(who, "sframepp") == 0 ? measure_sframepp() : measure_libunwind();
-  std::printf("%.1f %.1f %ld %.1f %.1f %ld %.1f %zu\n", s.init_wall_us, s.init_cpu_us, s.init_rss_kib, s.ready_wall_us,
-              s.ready_cpu_us, s.ready_rss_kib, s.first_walk_us, s.frames);
+  std::printf("%.1f %.1f %ld %.1f %.1f %ld %.1f %zu %ld %ld\n", s.init_wall_us, s.init_cpu_us, s.init_rss_kib,
+              s.ready_wall_us, s.ready_cpu_us, s.ready_rss_kib, s.first_walk_us, s.frames, s.init_anon_kib,
+              s.ready_anon_kib);
   return 0;
 }
 
@@ -145,8 +222,9 @@ bool run_child(const char* self, const char* who, const char* kase, Sample& s) {
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0, buf);
     return false;
   }
-  return std::sscanf(buf, "%lf %lf %ld %lf %lf %ld %lf %zu", &s.init_wall_us, &s.init_cpu_us, &s.init_rss_kib,
-                     &s.ready_wall_us, &s.ready_cpu_us, &s.ready_rss_kib, &s.first_walk_us, &s.frames) == 8;
+  return std::sscanf(buf, "%lf %lf %ld %lf %lf %ld %lf %zu %ld %ld", &s.init_wall_us, &s.init_cpu_us, &s.init_rss_kib,
+                     &s.ready_wall_us, &s.ready_cpu_us, &s.ready_rss_kib, &s.first_walk_us, &s.frames,
+                     &s.init_anon_kib, &s.ready_anon_kib) == 10;
 }
 
 struct Stat {
@@ -167,14 +245,17 @@ void print_row(const char* name, const std::vector<Sample>& v) {
   const Stat iw = col([](const Sample& s) { return s.init_wall_us; });
   const Stat ic = col([](const Sample& s) { return s.init_cpu_us; });
   const Stat ir = col([](const Sample& s) { return s.init_rss_kib; });
+  const Stat ia = col([](const Sample& s) { return s.init_anon_kib; });
+  const Stat ra = col([](const Sample& s) { return s.ready_anon_kib; });
   const Stat rw = col([](const Sample& s) { return s.ready_wall_us; });
   const Stat rc = col([](const Sample& s) { return s.ready_cpu_us; });
   const Stat rr = col([](const Sample& s) { return s.ready_rss_kib; });
   const Stat f = col([](const Sample& s) { return s.first_walk_us; });
-  std::printf("  %-9s init: wall %8.0f us (%.0f-%.0f) cpu %8.0f us (%.0f-%.0f) RSS +%6.0f KiB | ready: wall %8.0f us cpu "
-              "%8.0f us (%.0f-%.0f) RSS +%6.0f KiB (%.0f-%.0f) | first walk %6.1f us, %zu frames\n",
-              name, iw.med, iw.lo, iw.hi, ic.med, ic.lo, ic.hi, ir.med, rw.med, rc.med, rc.lo, rc.hi, rr.med, rr.lo, rr.hi,
-              f.med, v.front().frames);
+  std::printf("  %-9s init: wall %8.0f us (%.0f-%.0f) cpu %8.0f us (%.0f-%.0f) RSS +%6.0f KiB (%.0f-%.0f; anon +%.0f) | "
+              "ready: wall %8.0f us cpu %8.0f us (%.0f-%.0f) RSS +%6.0f KiB (%.0f-%.0f; anon +%.0f) | first walk %6.1f "
+              "us, %zu frames\n",
+              name, iw.med, iw.lo, iw.hi, ic.med, ic.lo, ic.hi, ir.med, ir.lo, ir.hi, ia.med, rw.med, rc.med, rc.lo, rc.hi,
+              rr.med, rr.lo, rr.hi, ra.med, f.med, v.front().frames);
 }
 
 }  // namespace

@@ -273,7 +273,15 @@ struct BacktraceCacheStats {
 };
 BacktraceCacheStats backtrace_stats() noexcept;
 
-/// Empties the calling thread's rule cache (benchmarks: cold walks).
+/// Empties the calling thread's software caches (benchmarks: cold walks):
+/// its rule cache and its memo of the last walk's rules, so that the next
+/// walk looks every frame's rule up again in the modules' RowIndex. What
+/// survives is the unwind data itself, built by backtrace_init() and
+/// refreshes: the module table and each module's section, RowIndex and
+/// compiled rows. (libunwind's unw_flush_cache, by contrast, keeps its
+/// per-thread trace cache of return addresses.) Writes only the entries
+/// walks filled since the last flush (every entry after more than 256 new
+/// rules).
 void backtrace_flush_cache() noexcept;
 
 }  // namespace sframe

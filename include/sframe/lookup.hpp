@@ -117,13 +117,78 @@ class RowIndex {
   /// the distinct row covering absolute `pc` (< num_rows()), kNotCovered,
   /// or kUseFind for anything else (a PC-mask FDE; a PC before its FDE's
   /// first FRE), which find_row()/find() then tell apart. Never fails.
-  std::uint32_t row_id(std::uint64_t pc) const noexcept {
-    // A PC below lo_ wraps to an offset above span_ (< 2^32).
-    const std::uint64_t off = pc - lo_;
-    if (off >= span_) return kNotCovered;
-    const std::uint32_t row = entries_[boundary(static_cast<std::uint32_t>(off))].row;
-    if (row < rows_.size()) return row;
-    return row == kGap ? kNotCovered : kUseFind;
+  std::uint32_t row_id(std::uint64_t pc) const noexcept { return view().row_id(pc); }
+
+ private:
+  struct Entry;
+
+ public:
+  /// What row_id() reads, copied out of the index: a walk keeps the view of
+  /// the module its last cold frame was in, so that the next frame's
+  /// lookup starts from values in registers (no load of the index's
+  /// vectors, no division for the number of rows). Valid while the index
+  /// lives; async-signal-safe.
+  class View {
+   public:
+    View() = default;
+    /// RowIndex::row_id() of the index viewed (kNotCovered for an empty view).
+    std::uint32_t row_id(std::uint64_t pc) const noexcept {
+      // A PC below lo_ wraps to an offset above span_ (< 2^32).
+      const std::uint64_t off = pc - lo_;
+      if (off >= span_) return kNotCovered;
+      const std::uint32_t row = row_at_offset(static_cast<std::uint32_t>(off));
+      if (row < num_rows_) return row;
+      return row == kGap ? kNotCovered : kUseFind;
+    }
+
+   private:
+    friend class RowIndex;
+    /// The boundary entry covering offset `o` from lo_ (< span_). Inline: a
+    /// walk's cold step runs it for every frame.
+    std::size_t boundary(std::uint32_t o) const noexcept {
+      const std::size_t b = o >> shift_;
+      const std::size_t e = bucket_[b];
+      const std::size_t last = bucket_[b + 1];
+      // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
+      // both comparisons are safe (and the sentinels keep them in bounds).
+      if (last - e <= 2) [[likely]]
+        return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
+      return index_->clustered(o, e, last);
+    }
+    /// entries_[boundary(o)].row, the common case without a load that
+    /// waits for the comparisons: the three candidate entries are read at
+    /// once and the row picked from them (the entries are sorted, so the
+    /// third starting at or before `o` implies the second does).
+    std::uint32_t row_at_offset(std::uint32_t o) const noexcept {
+      const std::size_t b = o >> shift_;
+      const std::size_t e = bucket_[b];
+      const std::size_t last = bucket_[b + 1];
+      if (last - e <= 2) [[likely]] {
+        const Entry e0 = entries_[e], e1 = entries_[e + 1], e2 = entries_[e + 2];
+        std::uint32_t row = e1.start <= o ? e1.row : e0.row;
+        row = e2.start <= o ? e2.row : row;
+        return row;
+      }
+      return entries_[index_->clustered(o, e, last)].row;
+    }
+    std::uint64_t lo_ = 0;
+    std::uint64_t span_ = 0;  // 0: covers nothing
+    const Entry* entries_ = nullptr;
+    const std::uint32_t* bucket_ = nullptr;
+    const RowIndex* index_ = nullptr;
+    std::uint32_t num_rows_ = 0;
+    unsigned shift_ = 0;
+  };
+  View view() const noexcept {
+    View v;
+    v.lo_ = lo_;
+    v.span_ = span_;
+    v.entries_ = entries_.data();
+    v.bucket_ = bucket_.data();
+    v.index_ = this;
+    v.num_rows_ = static_cast<std::uint32_t>(rows_.size());
+    v.shift_ = shift_;
+    return v;
   }
   /// Distinct row `id` (< num_rows()) as the section's decoder gives it.
   const FrameRow& row_at(std::uint32_t id) const noexcept { return rows_[id].row; }
@@ -160,18 +225,8 @@ class RowIndex {
     bool signal;
     FdeType fde_type;
   };
-  /// The boundary entry covering offset `o` from lo_ (< span_). Inline: a
-  /// walk's cold step runs it for every frame.
-  std::size_t boundary(std::uint32_t o) const noexcept {
-    const std::size_t b = o >> shift_;
-    const std::size_t e = bucket_[b];
-    const std::size_t last = bucket_[b + 1];
-    // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
-    // both comparisons are safe (and the sentinels keep them in bounds).
-    if (last - e <= 2) [[likely]]
-      return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
-    return clustered(o, e, last);
-  }
+  /// The boundary entry covering offset `o` from lo_ (< span_).
+  std::size_t boundary(std::uint32_t o) const noexcept { return view().boundary(o); }
   /// boundary() where more than two boundaries share a bucket: a binary
   /// search of entries (e, last].
   std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;

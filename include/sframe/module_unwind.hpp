@@ -42,7 +42,8 @@ struct UnwindSection {
   std::vector<std::byte> bytes;
   /// Set when `bytes` parse and pass validate(kLenient).
   std::optional<Section> section;
-  /// Built for every usable section.
+  /// Built for every usable section, unless assign() was told to leave it
+  /// out where `rows` is built (the RowIndex answers every lookup then).
   std::optional<FdeIndex> index;
   /// Built when the section passes validate(kStrict) (8 bytes per FRE): a
   /// lookup reads one bucket and one row.
@@ -52,12 +53,19 @@ struct UnwindSection {
   std::vector<CompactRule> compact_rows;
 
   /// Takes `bytes` as a section at link-time `address` and builds the
-  /// accelerators (`row_index` false: no RowIndex, for the one-function
-  /// sections of per-FDE generation, looked up a few times each and then
-  /// through the walker's rule cache). Errors: the parse,
+  /// accelerators; with `fde_index_with_rows` false, no FdeIndex beside a
+  /// RowIndex (its 16-byte entries and buckets, about 20 bytes per FDE,
+  /// saved). Errors: the parse,
   /// validate(kLenient) or FdeIndex error (the object is then empty).
-  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool row_index = true);
-  bool usable() const noexcept { return section.has_value() && index.has_value(); }
+  /// `row_index` false: no RowIndex (an FdeIndex only), for the
+  /// one-function sections of per-FDE generation, looked up a few times
+  /// each and then through the walker's rule cache.
+  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool fde_index_with_rows = true,
+                        bool row_index = true);
+  bool usable() const noexcept { return section.has_value() && (index.has_value() || rows.has_value()); }
+  /// Whether an FDE of the section covers link-time `pc`, or one exists
+  /// whose rows start later (the function is the section's). Needs usable().
+  bool covers(std::uint64_t pc) const noexcept;
 };
 
 /// Bytes of one executable segment, at its link-time address.
@@ -108,6 +116,10 @@ struct ModuleUnwindOptions {
   Version version = Version::kV3;
   /// Ignore the module's own section (generate everything; tests).
   bool ignore_own = false;
+  /// Keep an FdeIndex beside each RowIndex (UnwindSection::assign), for
+  /// callers that read `index` (the remote side's LoadedModule). The
+  /// in-process backtrace looks up through the RowIndex alone.
+  bool fde_index_with_rows = true;
 };
 
 /// Where a module's primary unwind information comes from.
@@ -257,6 +269,7 @@ class ModuleUnwind {
   bool generated_once_ = false;
   std::optional<Error> generate_error_;
   Version version_ = Version::kV3;
+  bool fde_index_with_rows_ = true;
   std::vector<AddressRange> trampolines_;
   std::string reason_;
 

@@ -411,8 +411,9 @@ class RuleCache {
   static_assert(sizeof(Entry) <= 16, "cache entries must stay within 16 bytes");
 
   /// `storage.size()` should be a power of two, at least 2 (otherwise only
-  /// the largest power of two not above it is used; fewer than 2 entries
-  /// make a cache that never hits); it must outlive the cache.
+  /// the largest power of two not above it is used, and at most 2^31
+  /// entries; fewer than 2 entries make a cache that never hits); it must
+  /// outlive the cache.
   explicit RuleCache(std::span<Entry> storage) noexcept;
 
   /// Empties the cache if `generation` differs from the one it holds.
@@ -421,26 +422,45 @@ class RuleCache {
   }
   /// The rule cached for runtime lookup PC `pc`, or null. The pointer is
   /// valid until the next insert(), clear() or sync().
-  const CompactRule* lookup(std::uint64_t pc) const noexcept {
+  const CompactRule* lookup(std::uint64_t pc) const noexcept { return lookup_in(set(pc), pc); }
+  /// Inserts as the most recent entry of its set, evicting the older one.
+  void insert(std::uint64_t pc, const CompactRule& r) noexcept { insert_in(set(pc), pc, r); }
+  /// The set of runtime lookup PC `pc`, for lookup_in() and insert_in(): a
+  /// miss then hashes the PC once for both.
+  std::size_t set(std::uint64_t pc) const noexcept {
+    // Two folds of the PC: one cycle each, where a multiplicative hash would
+    // add its latency to every frame's dependency chain (the rule of frame
+    // N + 1 depends on the RA read in frame N).
+    return (static_cast<std::size_t>(pc ^ (pc >> shift_) ^ (pc >> (2 * shift_))) & mask_) * 2;
+  }
+  /// lookup() of `pc` in set `s` (= set(pc)).
+  const CompactRule* lookup_in(std::size_t s, std::uint64_t pc) const noexcept {
     if (entries_.empty()) return nullptr;
-    const std::size_t b = set(pc);
-    const Entry& e0 = entries_[b];
+    const Entry& e0 = entries_[s];
     if (e0.pc == pc && (e0.rule.flags & CompactRule::kValid)) return &e0.rule;
-    const Entry& e1 = entries_[b + 1];
+    const Entry& e1 = entries_[s + 1];
     if (e1.pc == pc && (e1.rule.flags & CompactRule::kValid)) return &e1.rule;
     return nullptr;
   }
-  /// Inserts as the most recent entry of its set, evicting the older one.
-  void insert(std::uint64_t pc, const CompactRule& r) noexcept {
+  /// insert() of `pc` into set `s` (= set(pc)).
+  void insert_in(std::size_t s, std::uint64_t pc, const CompactRule& r) noexcept {
     if (entries_.empty()) return;
-    const std::size_t b = set(pc);
-    entries_[b + 1] = entries_[b];
-    Entry& e = entries_[b];
+    // Logged for clear(); a count past kLogged means "clear everything".
+    if (written_ < kLogged) written_sets_[written_] = static_cast<std::uint32_t>(s);
+    written_ += written_ <= kLogged;
+    entries_[s + 1] = entries_[s];
+    Entry& e = entries_[s];
     e.pc = pc;
     e.rule = r.with_valid();
   }
-  /// Drops every entry (keeps the generation and the counters).
+  /// Drops every entry (keeps the generation and the counters). Entries
+  /// become valid only through insert(), so when at most kLogged inserts
+  /// came since the last clear only their sets are emptied (a flush then
+  /// writes a few cache lines rather than the whole storage, which would
+  /// evict the walker's tables from the CPU's caches); else every entry.
   void clear() noexcept;
+  /// Inserts clear() remembers by set.
+  static constexpr unsigned kLogged = 256;
   /// The map generation the entries hold for.
   std::uint64_t generation() const noexcept { return generation_; }
   /// For a map whose only change since generation() is modules added over
@@ -455,18 +475,15 @@ class RuleCache {
   std::uint64_t misses = 0;
 
  private:
-  // First entry of the pc's two-entry set.
-  std::size_t set(std::uint64_t pc) const noexcept {
-    // Two folds of the PC: one cycle each, where a multiplicative hash would
-    // add its latency to every frame's dependency chain (the rule of frame
-    // N + 1 depends on the RA read in frame N).
-    return (static_cast<std::size_t>(pc ^ (pc >> shift_) ^ (pc >> (2 * shift_))) & mask_) * 2;
-  }
   std::span<Entry> entries_;
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
   void reset(std::uint64_t generation) noexcept;
   std::uint64_t generation_ = 0;
+  /// Inserts since the last clear() (counting stops at kLogged + 1) and
+  /// the sets of the first kLogged of them.
+  unsigned written_ = 0;
+  std::uint32_t written_sets_[kLogged];
 };
 
 /// A RuleCache with its own storage of N entries (N a power of two, >= 2).

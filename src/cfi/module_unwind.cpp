@@ -3,7 +3,9 @@
 #include "sframe/module_unwind.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <cstring>
 #include <string.h>
 
@@ -12,7 +14,8 @@
 
 namespace sframe::cfi {
 
-Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address, bool row_index) {
+Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address, bool fde_index_with_rows,
+                                     bool row_index) {
   bytes = std::move(b);
   section.reset();
   index.reset();
@@ -32,10 +35,7 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
   if (!strict) {
     if (auto ok = validate(*s, Strictness::kLenient); !ok) return fail(ok.error());
   }
-  Expected<FdeIndex> idx = FdeIndex::build(*s);
-  if (!idx) return fail(idx.error());
   section = *s;
-  index.emplace(std::move(*idx));
   if (strict && row_index) {
     Expected<RowIndex> r = RowIndex::build(*section);
     if (r) {
@@ -43,7 +43,27 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
       compact_rows = detail::compile_rows(*rows, *section, arch_of(section->abi()));
     }
   }
+  if (!rows || fde_index_with_rows) {
+    Expected<FdeIndex> idx = FdeIndex::build(*s);
+    if (!idx) {
+      rows.reset();
+      compact_rows.clear();
+      return fail(idx.error());
+    }
+    index.emplace(std::move(*idx));
+  }
   return {};
+}
+
+bool UnwindSection::covers(std::uint64_t pc) const noexcept {
+  // Both accelerators answer as sframe::find() does (kPcNotCovered: no FDE).
+  if (index) {
+    auto m = index->find(pc);
+    return m || m.error().code != Errc::kPcNotCovered;
+  }
+  if (!rows) return false;
+  auto m = rows->find_row(pc);
+  return m || m.error().code != Errc::kPcNotCovered;
 }
 
 std::string_view to_string(ModuleSource s) noexcept {
@@ -66,28 +86,14 @@ std::uint32_t load_u32(const std::byte* p) {
   return v;
 }
 
-// The own section covers `pc` (an FDE covers it, or one exists but its
-// rows start later: the function is the section's).
-bool covers(const FdeIndex& own, std::uint64_t pc) {
-  auto m = own.find(pc);
-  return m || m.error().code != Errc::kPcNotCovered;
-}
-
 std::string error_words(const Error& e) { return std::string(describe(e.code)); }
 
-}  // namespace
-
-namespace {
-
-// The binary search table of a .eh_frame_hdr: `count` 8-byte entries at
-// `table` (each a datarel sdata4 initial location, then the FDE's address);
-// count 0 when the header omits it.
-struct HdrTable {
-  const std::byte* table = nullptr;
-  std::uint32_t count = 0;
-};
-
-Expected<HdrTable> hdr_table(std::span<const std::byte> hdr) {
+// The number of FDEs a .eh_frame_hdr's table lists, checked as
+// eh_frame_hdr_starts() checks it; their start PCs into `out` when given
+// (the count alone reads only the header: the table of a module that
+// generates everything is never touched, nor copied).
+Expected<std::size_t> hdr_table(std::span<const std::byte> hdr, std::uint64_t address,
+                                std::vector<std::uint64_t>* out) {
   // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
   // eh_frame_ptr and fde_count, then the table.
   constexpr unsigned kOmit = 0xff, kUdata4 = 0x03, kSdata4 = 0x0b, kPcrel = 0x10, kDatarel = 0x30;
@@ -95,8 +101,7 @@ Expected<HdrTable> hdr_table(std::span<const std::byte> hdr) {
   const unsigned ptr_enc = std::to_integer<unsigned>(hdr[1]);
   const unsigned count_enc = std::to_integer<unsigned>(hdr[2]);
   const unsigned table_enc = std::to_integer<unsigned>(hdr[3]);
-  HdrTable out;
-  if (count_enc == kOmit || table_enc == kOmit) return out;  // no table: nothing listed
+  if (count_enc == kOmit || table_enc == kOmit) return std::size_t{0};  // no table: nothing listed
   std::size_t at = 4;
   const auto size4 = [](unsigned enc) { return (enc & 0x0f) == kUdata4 || (enc & 0x0f) == kSdata4; };
   if (!size4(ptr_enc) || (count_enc != kUdata4 && count_enc != (kUdata4 | kPcrel) && count_enc != kSdata4) ||
@@ -107,9 +112,41 @@ Expected<HdrTable> hdr_table(std::span<const std::byte> hdr) {
   const std::uint32_t count = load_u32(hdr.data() + at);
   at += 4;
   if ((hdr.size() - at) / 8 < count) return make_error(Errc::kElfError, at, count);
-  out.table = hdr.data() + at;
-  out.count = count;
+  if (!out) return std::size_t{count};
+  out->reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i, at += 8) {
+    const auto rel = static_cast<std::int32_t>(load_u32(hdr.data() + at));
+    out->push_back(address + static_cast<std::uint64_t>(static_cast<std::int64_t>(rel)));
+  }
+  return std::size_t{count};
+}
+
+}  // namespace
+
+Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address) {
+  std::vector<std::uint64_t> out;
+  Expected<std::size_t> n = hdr_table(hdr, address, &out);
+  if (!n) return Unexpected{n.error()};
   return out;
+}
+
+namespace {
+
+// The binary search table of a .eh_frame_hdr, checked as hdr_table()
+// checks it: `count` 8-byte entries at `table` (each a datarel sdata4
+// initial location, then the FDE's address); count 0 when omitted.
+struct HdrTable {
+  const std::byte* table = nullptr;
+  std::uint32_t count = 0;
+};
+
+Expected<HdrTable> hdr_table_view(std::span<const std::byte> hdr) {
+  Expected<std::size_t> n = hdr_table(hdr, 0, nullptr);
+  if (!n) return Unexpected{n.error()};
+  HdrTable t;
+  t.count = static_cast<std::uint32_t>(*n);
+  if (t.count != 0) t.table = hdr.data() + 12;  // after the 4 header bytes and two 4-byte fields
+  return t;
 }
 
 std::uint64_t datarel(std::uint64_t address, const std::byte* p) {
@@ -118,18 +155,9 @@ std::uint64_t datarel(std::uint64_t address, const std::byte* p) {
 
 }  // namespace
 
-Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address) {
-  Expected<HdrTable> t = hdr_table(hdr);
-  if (!t) return Unexpected{t.error()};
-  std::vector<std::uint64_t> out;
-  out.reserve(t->count);
-  for (std::uint32_t i = 0; i < t->count; ++i) out.push_back(datarel(address, t->table + std::size_t{8} * i));
-  return out;
-}
-
 Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address,
                                               std::uint64_t pc) {
-  Expected<HdrTable> t = hdr_table(hdr);
+  Expected<HdrTable> t = hdr_table_view(hdr);
   if (!t) return Unexpected{t.error()};
   const auto start = [&](std::uint32_t i) { return datarel(address, t->table + std::size_t{8} * i); };
   // First entry starting above pc; the one before it is the candidate.
@@ -197,11 +225,13 @@ std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, s
 ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOptions& opt) {
   ModuleUnwind m;
   m.version_ = opt.version;
+  m.fde_index_with_rows_ = opt.fde_index_with_rows;
   m.trampolines_ = find_sigreturn_code(image.code);
   std::string own_note;
   if (!image.sframe.empty() && !opt.ignore_own) {
     m.has_own_ = true;
-    auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address);
+    auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address,
+                                opt.fde_index_with_rows);
     if (ok)
       m.source_ = ModuleSource::kNative;
     else
@@ -211,22 +241,25 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   } else {
     own_note = "no SFrame section";
   }
+  // The start PCs only where an own section is checked against them.
   std::vector<std::uint64_t> starts;
   bool hdr_known = true;
+  std::size_t listed = 0;
   if (!image.eh_frame_hdr.empty()) {
-    auto s = eh_frame_hdr_starts(image.eh_frame_hdr, image.eh_frame_hdr_address);
-    if (s)
-      starts = std::move(*s);
+    auto n = hdr_table(image.eh_frame_hdr, image.eh_frame_hdr_address,
+                       m.source_ == ModuleSource::kNative ? &starts : nullptr);
+    if (n)
+      listed = *n;
     else
       hdr_known = false;
   }
-  m.listed_ = hdr_known ? starts.size() : 1;
+  m.listed_ = hdr_known ? listed : 1;
   if (m.source_ == ModuleSource::kNative) {
     if (!hdr_known) {
       m.pending_ = 1;  // unreadable table: let generation decide
     } else {
       for (std::uint64_t pc : starts)
-        if (!covers(*m.primary_.index, pc)) ++m.pending_;
+        if (!m.primary_.covers(pc)) ++m.pending_;
     }
     m.reason_ = m.pending_ == 0 ? "own SFrame section covers every .eh_frame FDE"
                                 : "own SFrame section; " + std::to_string(m.pending_) + " .eh_frame FDEs it lacks";
@@ -251,14 +284,19 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   // Streamed: each function goes into the encoder as the reader gives it,
   // so memory stays proportional to the output (no model of the section).
   SectionEncoder enc(section_header(abi, version_, section_address));
+  // Sized from the FDEs .eh_frame_hdr lists (compiled code averages under
+  // 64 bytes of FREs per function), so that the buffers are not grown by
+  // doubling, each step a copy and fresh pages; a guess too large costs
+  // address space only, one too small a doubling.
+  if (!has_native) enc.reserve(listed_ + 8, listed_ * 64);
   std::optional<Error> add_error;
   std::size_t kept = 0;
-  const FdeIndex* own = has_native ? &*primary_.index : nullptr;
+  const UnwindSection* own = has_native ? &primary_ : nullptr;
   Expected<Generated> gen =
       for_each_generated(srcs, abi, version_, section_address, plts, [&](const FunctionSpec& fn) {
         if (add_error) return;
         // Only what the own section lacks (start or last byte not covered).
-        if (own && covers(*own, fn.start_pc) && covers(*own, fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
+        if (own && own->covers(fn.start_pc) && own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
         if (auto ok = enc.add(fn); !ok) add_error = ok.error();
         ++kept;
       });
@@ -282,7 +320,7 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   Expected<std::vector<std::byte>> bytes = enc.finish();
   if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
   UnwindSection& target = has_native ? extra_ : primary_;
-  if (auto ok = target.assign(std::move(*bytes), section_address); !ok)
+  if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_); !ok)
     return fail(ok.error(), "generated SFrame unusable");
   if (has_native) {
     reason_ = "own SFrame section; " + std::to_string(extra_functions_) + " .eh_frame functions it lacks generated";
@@ -310,7 +348,7 @@ struct ModuleUnwind::OnDemand {
 };
 
 Expected<void> ModuleUnwind::enable_on_demand(OnDemandSource src) {
-  Expected<HdrTable> t = hdr_table(src.eh_frame_hdr);
+  Expected<HdrTable> t = hdr_table_view(src.eh_frame_hdr);
   if (!t) return Unexpected{t.error()};
   if (t->count == 0) return make_error(Errc::kElfError, 2);
   on_demand_ = std::make_shared<OnDemand>(std::move(src));

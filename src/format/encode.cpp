@@ -503,8 +503,16 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   const std::uint8_t flags = preserve ? header_.flags
                                       : static_cast<std::uint8_t>((disjoint ? flags::kFdeSorted : 0) |
                                                                   flags::kFdeFuncStartPcrel);
-  std::vector<std::byte> head(kHeaderSize + n * fde_size);
-  Writer w(header_.big_endian, head.data());
+  // The section is written once into a buffer of its exact size: inserting
+  // the head in front of the FREs would reallocate them into a buffer grown
+  // by doubling, up to half of it never used (the section is kept for the
+  // life of a module in the in-process backtrace).
+  const std::size_t head_size = kHeaderSize + n * fde_size;
+  const std::size_t fres_size = fres.size();
+  std::vector<std::byte> out(head_size + fres_size);
+  if (fres_size != 0) std::memcpy(out.data() + head_size, fres.data(), fres_size);
+  fres = std::vector<std::byte>();
+  Writer w(header_.big_endian, out.data());
   w.put(kMagic, 2);
   w.put(static_cast<unsigned>(header_.version), 1);
   w.put(flags, 1);
@@ -514,7 +522,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   w.put(0, 1);  // no auxiliary header
   w.put(n, 4);
   w.put(num_fres, 4);
-  w.put(fres.size(), 4);
+  w.put(fres_size, 4);
   w.put(0, 4);               // FDE sub-section right after the header
   w.put(n * fde_size, 4);    // FRE sub-section right after the FDEs
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -539,10 +547,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
       w.put(0, 2);
     }
   }
-  // The FREs stay where they are when the buffer has room for the head in
-  // front of them: no second copy of the section.
-  fres.insert(fres.begin(), head.begin(), head.end());
-  return fres;
+  return out;
 }
 
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) {

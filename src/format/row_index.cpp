@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // RowIndex: a section compiled into one boundary table for O(1) lookups.
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <unordered_map>
 
 #include "sframe/lookup.hpp"
@@ -44,6 +46,92 @@ struct Span {
   std::uint32_t fde;
 };
 
+// Row ids by an FRE's encoded rules: its info byte and data words as
+// stored, with its FDE's type and signal bit. The row an FRE decodes to
+// depends on nothing else in a section (the header is the same for all;
+// spec §3: the info byte names the CFA base, the word count and size, the
+// mangled-RA bit), so FREs with the same bytes get the same row without
+// being decoded again. Compiled code repeats a few thousand encodings
+// across a million FREs; decoding each (Section::row) and hashing the
+// decoded row was most of build(). Open addressing over a power-of-two
+// table of 16-byte keys; FREs whose words take more than 12 bytes (FLEX)
+// are not cached.
+class EncodedRows {
+ public:
+  static constexpr std::uint32_t kAbsent = 0xffffffff;
+  struct Key {
+    std::uint64_t lo = 0, hi = 0;  // the bytes, zero past their end
+    std::uint32_t tag = 0;         // length, signal bit, FDE type
+    friend bool operator==(const Key&, const Key&) = default;
+  };
+  // The key of the FRE whose info byte and words are the `n` bytes at `p`
+  // of which `avail` can be read, or false when they take more than 13.
+  static bool key_of(const std::byte* p, std::size_t n, std::size_t avail, bool signal, FdeType type,
+                     Key& key) noexcept {
+    if (n > 13) return false;
+    key.tag = static_cast<std::uint32_t>(n) | (signal ? 1u << 8 : 0u) | static_cast<std::uint32_t>(type) << 9;
+    if (avail >= 16) {
+      // Two fixed-size loads (no store to forward), then the bytes past
+      // the FRE masked off.
+      std::memcpy(&key.lo, p, 8);
+      std::memcpy(&key.hi, p + 8, 8);
+      if (n < 8) {
+        key.lo &= first_bytes(n);
+        key.hi = 0;
+      } else {
+        key.hi &= first_bytes(n - 8);
+      }
+    } else {
+      key.lo = key.hi = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        (i < 8 ? key.lo : key.hi) |= std::uint64_t{std::to_integer<std::uint8_t>(p[i])} << (8 * (i % 8));
+    }
+    return true;
+  }
+  std::uint32_t find(const Key& key) const noexcept {
+    if (slots_.empty()) return kAbsent;
+    for (std::size_t i = slot(key);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (s.id == kAbsent) return kAbsent;
+      if (s.key == key) return s.id;
+    }
+  }
+  void insert(const Key& key, std::uint32_t id) {
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    std::size_t i = slot(key);
+    while (slots_[i].id != kAbsent) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = {key, id};
+    ++used_;
+  }
+
+ private:
+  struct Slot {
+    Key key;
+    std::uint32_t id;
+  };
+  // A mask keeping the first `k` (< 8) bytes of a word loaded from memory.
+  static std::uint64_t first_bytes(std::size_t k) noexcept {
+    if (k == 0) return 0;
+    if constexpr (std::endian::native == std::endian::little) return ~std::uint64_t{0} >> (64 - 8 * k);
+    return ~std::uint64_t{0} << (64 - 8 * k);
+  }
+  std::size_t slot(const Key& key) const noexcept {
+    std::uint64_t h = (key.lo * 0x9e3779b97f4a7c15ULL) ^ (key.hi * 0xc2b2ae3d27d4eb4fULL) ^ key.tag;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return static_cast<std::size_t>(h ^ (h >> 32)) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 256 : old.size() * 2, Slot{Key{}, kAbsent});
+    used_ = 0;
+    for (const Slot& s : old)
+      if (s.id != kAbsent) insert(s.key, s.id);
+  }
+  std::vector<Slot> slots_;
+  std::size_t used_ = 0;
+};
+
 }  // namespace
 
 Expected<RowIndex> RowIndex::build(const Section& s) {
@@ -74,6 +162,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   if (ix.span_ > UINT32_MAX) return make_error(Errc::kNotRepresentable, 0, ix.span_);
 
   std::unordered_map<RowKey, std::uint32_t, RowKeyHash> ids;
+  EncodedRows by_encoding;
   const auto row_id = [&](const FrameRow& row, bool signal, FdeType type) {
     const auto [it, added] = ids.try_emplace(RowKey{row, signal, type}, static_cast<std::uint32_t>(ix.rows_.size()));
     if (added) ix.rows_.push_back({row, signal, type});
@@ -101,9 +190,20 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
         if (!first && fre->start_offset < prev)
           return make_error(Errc::kFreStartNotIncreasing, fre->section_offset, fre->start_offset, sp.fde, fre->index);
         if (first && fre->start_offset > 0) ix.add(at, kBeforeFirstFre);
-        Expected<FrameRow> row = s.row(*f, *fre);
-        if (!row) return Unexpected{row.error()};
-        ix.add(at + fre->start_offset, row_id(*row, f->signal, f->fde_type));
+        // The info byte and data words follow the start address.
+        const std::uint32_t enc_size = 1u + std::uint32_t{fre->dataword_count} * fre->dataword_size;
+        const std::size_t enc_at = std::size_t{fre->section_offset} + fre->encoded_size - enc_size;
+        EncodedRows::Key key;
+        const bool keyed = EncodedRows::key_of(s.bytes().data() + enc_at, enc_size, s.bytes().size() - enc_at,
+                                               f->signal, f->fde_type, key);
+        std::uint32_t id = keyed ? by_encoding.find(key) : EncodedRows::kAbsent;
+        if (id == EncodedRows::kAbsent) {
+          Expected<FrameRow> row = s.row(*f, *fre);
+          if (!row) return Unexpected{row.error()};
+          id = row_id(*row, f->signal, f->fde_type);
+          if (keyed) by_encoding.insert(key, id);
+        }
+        ix.add(at + fre->start_offset, id);
         prev = fre->start_offset;
         first = false;
       }

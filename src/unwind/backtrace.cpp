@@ -279,19 +279,27 @@ struct WalkState {
     // to a FrameRow over the full register set). The rule comes from the
     // memo when this depth had the same PC in the last walk, else from the
     // cache (and then goes into the memo).
-    const CompactRule* c = nullptr;
+    // By value, not through a pointer into the memo or the cache: a rule
+    // just looked up is applied from registers rather than stored and
+    // loaded back (a store-to-load forwarding on every cold frame's chain).
+    CompactRule rule;
+    bool have_rule = false;
     bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
     if (memo && depth < kMemoDepth) {
-      if (memo->holds(depth, lpc) && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]]
-        c = &memo->rule[depth];
-      else
+      if (memo->holds(depth, lpc) && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]] {
+        rule = memo->rule[depth];
+        have_rule = true;
+      } else {
         fill_memo = true;
+      }
     }
-    CompactRule fresh;
-    if (!c && cache && !detail::in_ranges(tramps, pc.value())) {
-      c = cache->lookup(lpc);
-      if (!c) {
+    if (!have_rule && cache && !detail::in_ranges(tramps, pc.value())) {
+      const std::size_t set = cache->set(lpc);
+      if (const CompactRule* hit = cache->lookup_in(set, lpc)) {
+        rule = *hit;
+        have_rule = true;
+      } else {
         // A miss: look the rule up here (native sections, then generated
         // ones) and keep it, so that a cold frame with a cacheable rule
         // takes this path too rather than the Stepper's full evaluation
@@ -300,6 +308,7 @@ struct WalkState {
         // a walk to the outermost frame costs no lookup once warm.
         // The compiled rule straight from the module's rows when it has
         // one; the full lookup for everything else.
+        CompactRule fresh;
         detail::CompactLookup k = detail::lookup_compact(table->map, &table->extra_map, Arch::kAmd64, lpc, hint, fresh);
         if (k == detail::CompactLookup::kFull) [[unlikely]] {
           const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
@@ -323,24 +332,21 @@ struct WalkState {
           ++cache->misses;
           // kValid set on the whole 8-byte value at once: a 2-byte store
           // into it would stall the 8-byte loads of it that follow.
-          fresh = fresh.with_valid();
-          cache->insert(lpc, fresh);
-          c = &fresh;
+          rule = fresh.with_valid();
+          have_rule = true;
+          cache->insert_in(set, lpc, rule);
         }
       }
-      if (c && (c->flags & kSlow)) c = nullptr;
+      if (have_rule && (rule.flags & kSlow)) have_rule = false;
     }
-    if (c) {
-      const bool fp_based = (c->flags & CompactRule::kCfaBaseFp) != 0;
+    if (have_rule) {
+      const bool fp_based = (rule.flags & CompactRule::kCfaBaseFp) != 0;
       if (!fp_based || fp_ok) [[likely]] {
         ++hits;
-        if (fill_memo) {
-          memo->set(depth, lpc, *c);
-          c = &memo->rule[depth];
-        }
+        if (fill_memo) memo->set(depth, lpc, rule);
         const detail::CompactFrame f = detail::CompactFrame::of(cur_sp, cur_fp, fp_ok, have_prev && !unchecked, prev_cfa);
         detail::CompactStep step;
-        const detail::CompactStatus status = detail::apply_rule(*c, f, mem, Arch::kAmd64, nullptr, step);
+        const detail::CompactStatus status = detail::apply_rule(rule, f, mem, Arch::kAmd64, nullptr, step);
         if (status != detail::CompactStatus::kStepped) [[unlikely]] {
           res.reason = stop_of(detail::stop_reason(status));
           res.address = status == detail::CompactStatus::kOutermost ? 0 : step.address;

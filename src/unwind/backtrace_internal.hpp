@@ -201,14 +201,21 @@ struct Memo {
     key[depth] = key_of(lookup_pc);
     rule[depth] = r.with_valid();
     step[depth] = straight_code(r);
+    used = depth < used ? used : depth + 1;
   }
+  /// Empties the depths set since the last clear (every other entry is
+  /// empty already): a flush then writes only what the last walks filled.
   void clear() noexcept {
-    for (std::size_t i = 0; i < kEntries; ++i) {
+    for (std::size_t i = 0; i < used; ++i) {
       key[i] = 0;
       step[i] = 0;
       rule[i] = CompactRule{};
     }
+    used = 0;
   }
+  /// Entries [used, kEntries) are empty. After the arrays: the assembly
+  /// entry reads them at fixed offsets.
+  std::size_t used = 0;
 };
 
 /// Per-thread state, created by backtrace_register_thread().

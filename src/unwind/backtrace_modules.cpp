@@ -136,6 +136,9 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   cfi::ModuleUnwindOptions uo;
   uo.version = opt.generated_version;
   uo.ignore_own = opt.always_generate;
+  // The walk looks up through the RowIndex where there is one (rules.cpp):
+  // an FdeIndex beside it would be 12 bytes per FDE never read.
+  uo.fde_index_with_rows = false;
   cfi::ModuleImage image = image_of(m);
   // Code bytes are scanned for trampolines only in modules with their own
   // SFrame (a v2 section has no signal bit); generated ones take theirs

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The module map and the rule cache: the unwinder's setup-time state.
+#include <algorithm>
 #include <atomic>
 #include <bit>
-
-#include <cstring>
-#include <type_traits>
 
 #include "sframe/unwind.hpp"
 
@@ -26,16 +24,8 @@ Expected<void> ModuleMap::add(const Module& m) noexcept {
   if (m.range.begin >= m.range.end) return make_error(Errc::kBadModuleRange, 0, m.range.begin);
   if (size_ == storage_.size()) return make_error(Errc::kModuleMapFull, 0, storage_.size());
   // First module starting after m: m goes before it.
-  // By binary search: adding n modules in address order costs O(n log n)
-  // (no shifting), as maps of thousands of generated FDEs are built.
-  std::size_t at = 0, hi = size_;
-  while (at < hi) {
-    const std::size_t mid = at + (hi - at) / 2;
-    if (storage_[mid].range.begin < m.range.begin)
-      at = mid + 1;
-    else
-      hi = mid;
-  }
+  std::size_t at = 0;
+  while (at < size_ && storage_[at].range.begin < m.range.begin) ++at;
   if (at > 0 && storage_[at - 1].range.end > m.range.begin) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
   if (at < size_ && storage_[at].range.begin < m.range.end) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
   for (std::size_t i = size_; i > at; --i) storage_[i] = storage_[i - 1];
@@ -76,12 +66,15 @@ const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
 }
 
 RuleCache::RuleCache(std::span<Entry> storage) noexcept {
-  const std::size_t n = storage.size() < 2 ? 0 : std::bit_floor(storage.size());
+  // At most 2^31 entries, so that set indices fit the clear() log.
+  const std::size_t usable = std::min<std::size_t>(storage.size(), std::size_t{1} << 31);
+  const std::size_t n = usable < 2 ? 0 : std::bit_floor(usable);
   entries_ = storage.first(n);
   // Sets of two: log2(n / 2) bits of the folded PC pick the set, times 2.
   const std::size_t sets = n / 2;
   shift_ = sets > 1 ? static_cast<unsigned>(std::countr_zero(sets)) : 1u;
   mask_ = sets > 1 ? sets - 1 : 0;
+  written_ = kLogged + 1;  // the caller's storage: every entry cleared
   clear();
 }
 
@@ -91,16 +84,22 @@ void RuleCache::reset(std::uint64_t generation) noexcept {
 }
 
 void RuleCache::adopt(std::uint64_t generation, std::uint64_t lo, std::uint64_t hi) noexcept {
+  // Emptied in place: clear()'s log of written sets stays a superset.
   for (Entry& e : entries_)
     if (e.pc >= lo && e.pc < hi) e = Entry{};
   generation_ = generation;
 }
 
 void RuleCache::clear() noexcept {
-  // An empty entry is all zero bytes (Entry{}); memset is some 30x fewer
-  // instructions than an entry-by-entry loop.
-  static_assert(std::is_trivially_copyable_v<Entry>);
-  std::memset(static_cast<void*>(entries_.data()), 0, entries_.size_bytes());
+  if (written_ <= kLogged) {
+    for (unsigned i = 0; i < written_; ++i) {
+      entries_[written_sets_[i]] = Entry{};
+      entries_[written_sets_[i] + 1] = Entry{};
+    }
+  } else {
+    for (Entry& e : entries_) e = Entry{};
+  }
+  written_ = 0;
 }
 
 }  // namespace sframe

@@ -139,30 +139,21 @@ LookedUpRules lookup_in_compiled(const Module& m, const Section& s, Arch arch, s
   return out;
 }
 
-// lookup_compact() in one map: kRule, kNoSFrame (no module, or no FDE in
-// it), or kFull.
-CompactLookup compact_in(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, const Module*& hint,
-                         CompactRule& out) noexcept {
-  const Module* m = hint && hint->range.contains(lookup_pc) ? hint : modules.find(lookup_pc);
-  if (!m) return CompactLookup::kNoSFrame;
-  hint = m;
-  if (!m->rows || !m->compact_rows || arch_of(m->section.abi()) != arch) return CompactLookup::kFull;
-  const std::uint32_t id = m->rows->row_id(lookup_pc - m->bias);
-  if (id == RowIndex::kNotCovered) return CompactLookup::kNoSFrame;
-  if (id == RowIndex::kUseFind) return CompactLookup::kFull;
-  const CompactRule c = m->compact_rows[id];
-  if (!(c.flags & CompactRule::kValid)) return CompactLookup::kFull;
-  out = c;
-  return CompactLookup::kRule;
-}
-
 }  // namespace
 
-CompactLookup lookup_compact(const ModuleMap& modules, const ModuleMap* fallback, Arch arch, std::uint64_t lookup_pc,
-                             ModuleHint& hint, CompactRule& out) noexcept {
-  const CompactLookup r = compact_in(modules, arch, lookup_pc, hint.primary, out);
-  if (r != CompactLookup::kNoSFrame || !fallback) return r;
-  return compact_in(*fallback, arch, lookup_pc, hint.fallback, out);
+bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& slot) noexcept {
+  const Module* m = modules.find(lookup_pc);
+  if (!m) {
+    slot = ModuleHint::Slot{};
+    return false;
+  }
+  slot.begin = m->range.begin;
+  slot.size = m->range.end - m->range.begin;
+  slot.bias = m->bias;
+  const bool lean = m->rows && m->compact_rows && arch_of(m->section.abi()) == arch;
+  slot.rows = lean ? m->rows->view() : RowIndex::View{};
+  slot.compact = lean ? m->compact_rows : nullptr;
+  return true;
 }
 
 std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& s, Arch arch) {

@@ -78,6 +78,34 @@ TEST_P(BacktraceTest, WarmCacheHits) {
   EXPECT_LE(after.misses - before.misses, 2u);
 }
 
+TEST_P(BacktraceTest, FlushMakesTheNextWalkCold) {
+  // backtrace_flush_cache() empties the rule cache and the memo (the flush
+  // writes only what walks filled since the last one; every rule looked up
+  // before it must be looked up again after it): the walk after a flush
+  // misses as often as the first one, and the one after that not at all.
+  for (const int depth : {20, 300}) {
+    std::uint64_t misses[3] = {};
+    std::size_t frames[3] = {};
+    sframe::backtrace_flush_cache();
+    for (int i = 0; i < 3; ++i) {
+      Traces t;
+      const sframe::BacktraceCacheStats before = sframe::backtrace_stats();
+      recurse(depth, t);
+      misses[i] = sframe::backtrace_stats().misses - before.misses;
+      frames[i] = t.ours.size();
+      if (i == 1) sframe::backtrace_flush_cache();
+    }
+    ASSERT_GT(frames[0], static_cast<std::size_t>(std::min(depth, 200))) << depth;
+    EXPECT_EQ(frames[1], frames[0]) << depth;
+    EXPECT_EQ(frames[2], frames[0]) << depth;
+    // The first walk: each distinct return address once (recurse() calls
+    // itself from one site, so that is far fewer than the frames).
+    EXPECT_GT(misses[0], 2u) << depth;
+    EXPECT_LE(misses[1], 2u) << depth;
+    EXPECT_EQ(misses[2], misses[0]) << depth;
+  }
+}
+
 TEST_P(BacktraceTest, RepeatedWalksOverBothCfaKinds) {
   // The first walk fills the per-depth memo, the next ones take it (the
   // straight run): SP- and FP-based CFAs mixed, the same chain at other

@@ -64,21 +64,68 @@ enum class CompactLookup : std::uint8_t {
 
 /// The modules a walk's last lookups found, one per map: consecutive
 /// frames are mostly in one module, so the next lookup checks it before
-/// searching its map. Each pointer must point into its map's storage (or be
-/// null); valid while the maps do not change.
+/// searching its map. Each slot keeps what the lookup reads of its module
+/// (range, bias, a RowIndex::View, the compiled rows), so that a lookup in
+/// the same module starts from values the walk holds, not from the
+/// module's fields. Valid while the maps (and so their modules' indexes)
+/// do not change; one hint per arch.
 struct ModuleHint {
-  const Module* primary = nullptr;
-  const Module* fallback = nullptr;
+  struct Slot {
+    /// The module's runtime range as [begin, begin + size); size 0: none.
+    std::uint64_t begin = 0;
+    std::uint64_t size = 0;
+    std::uint64_t bias = 0;
+    RowIndex::View rows;
+    /// Module::compact_rows, or null where lookup_compact() must answer
+    /// kFull for the whole module (no compiled rows, another arch).
+    const CompactRule* compact = nullptr;
+  };
+  Slot primary;
+  Slot fallback;
 };
+
+/// Points `slot` at the module of `modules` that holds runtime `lookup_pc`
+/// for `arch`; false (slot emptied) when no module does. For
+/// lookup_compact(); defined in src/unwind/rules.cpp.
+bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& slot) noexcept;
+
+/// lookup_compact() in one map: kRule, kNoSFrame (no module, or no FDE in
+/// it), or kFull.
+[[gnu::always_inline]] inline CompactLookup compact_in(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc,
+                                                       ModuleHint::Slot& h, CompactRule& out) noexcept {
+  // One subtraction and one comparison when the PC is in the hint's
+  // module (an empty slot's size 0 never holds a PC).
+  if (lookup_pc - h.begin >= h.size) [[unlikely]] {
+    if (!fill_hint(modules, arch, lookup_pc, h)) return CompactLookup::kNoSFrame;
+  }
+  if (!h.compact) [[unlikely]]
+    return CompactLookup::kFull;
+  const std::uint32_t id = h.rows.row_id(lookup_pc - h.bias);
+  if (id == RowIndex::kNotCovered) return CompactLookup::kNoSFrame;
+  if (id == RowIndex::kUseFind) [[unlikely]]
+    return CompactLookup::kFull;
+  const CompactRule c = h.compact[id];
+  if (!(c.flags & CompactRule::kValid)) [[unlikely]]
+    return CompactLookup::kFull;
+  out = c;
+  return CompactLookup::kRule;
+}
 
 /// The cold step's lookup: lookup_rules(modules, fallback, arch, lookup_pc)
 /// reduced to what a cacheable rule needs, without building a
 /// LookedUpRules (module, one RowIndex::row_id(), one 8-byte compiled
 /// rule). Answers kFull rather than guess wherever the full lookup has more
-/// to say. Allocation-free, async-signal-safe. Defined in
-/// src/unwind/rules.cpp.
-CompactLookup lookup_compact(const ModuleMap& modules, const ModuleMap* fallback, Arch arch, std::uint64_t lookup_pc,
-                             ModuleHint& hint, CompactRule& out) noexcept;
+/// to say. `hint` must be used with one `arch` and one pair of maps.
+/// Inline (a walk runs it for every cold frame); allocation-free,
+/// async-signal-safe.
+[[gnu::always_inline]] inline CompactLookup lookup_compact(const ModuleMap& modules, const ModuleMap* fallback, Arch arch,
+                                                           std::uint64_t lookup_pc, ModuleHint& hint,
+                                                           CompactRule& out) noexcept {
+  const CompactLookup r = compact_in(modules, arch, lookup_pc, hint.primary, out);
+  if (r != CompactLookup::kNoSFrame || !fallback) [[likely]]
+    return r;
+  return compact_in(*fallback, arch, lookup_pc, hint.fallback, out);
+}
 
 /// AArch64 PAuth: drop the signature in the bits above the VA width
 /// (sign-extending bit 55, which selects the address-space half), keeping
