@@ -14,7 +14,7 @@
 #   -fomit-frame-pointer -Wa,--gsframe), python (python3.11 running a
 #   loop), cxx (tests/perf/cxx.cpp); default: c python.
 # Speed is reported, never asserted: the exit status only says whether
-# everything ran. Needs root (or perf_event_paranoid <= 1) and GNU time.
+# everything ran. Needs root (or perf_event_paranoid <= 1).
 set -euo pipefail
 bin=$(readlink -f "$1")
 runs=${2:-5}
@@ -22,17 +22,19 @@ shift $(($# >= 2 ? 2 : $#))
 workloads=("$@")
 [ ${#workloads[@]} -eq 0 ] && workloads=(c python)
 here=$(cd "$(dirname "$0")/.." && pwd)
-time_bin=/usr/bin/time
-[ -x "$time_bin" ] || { echo "needs GNU time ($time_bin)" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-# One measured run: appends "wall cpu" to $tmp/$name.
+# One measured run: appends "wall cpu" (seconds) to $tmp/$name. CPU time is
+# perf stat's task-clock (user + system of the command and its children, to
+# the microsecond: GNU time's %U + %S count in 10 ms ticks, coarser than our
+# whole run); wall time is its duration_time.
 run() {
   local name=$1; shift
-  "$time_bin" -o t -f "%e %U %S" "$@" > /dev/null 2> err ||
+  perf stat -x, -e task-clock,duration_time -o t -- "$@" > /dev/null 2> err ||
     { echo "$name failed:" >&2; cat err >&2; exit 1; }
-  awk '{ printf "%s %.4f\n", $1, $2 + $3 }' t >> "$name"
+  awk -F, '$3 == "task-clock" { cpu = $1 / 1000 } $3 == "duration_time" { wall = $1 / 1e9 }
+           END { printf "%.5f %.6f\n", wall, cpu }' t >> "$name"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4f-%.4f", lo, hi }'; }

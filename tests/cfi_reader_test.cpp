@@ -562,3 +562,188 @@ TEST(CfiReader, HostileInputIsBounded) {
 }
 
 }  // namespace
+
+namespace {
+
+// One function as a one-function section, by the translation generation
+// uses (generate_function); empty when the translation leaves it out.
+std::vector<std::byte> section_of(const cfi::Function& fn, std::uint64_t address, cfi::Reason& why) {
+  SectionEncoder enc(cfi::section_header(Abi::kAmd64Little, Version::kV3, address));
+  const cfi::Generated g = cfi::generate_function(fn, Abi::kAmd64Little, Version::kV3, address, {},
+                                                  [&](const FunctionSpec& f) { (void)enc.add(f); });
+  why = g.skipped.empty() ? cfi::Reason::kNone : g.skipped.front().reason;
+  if (why != cfi::Reason::kNone) return {};
+  auto bytes = enc.finish();
+  return bytes ? std::move(*bytes) : std::vector<std::byte>{};
+}
+
+}  // namespace
+
+// Per-FDE (on-demand) generation: for every FDE of libc and libstdc++,
+// at its start, its last byte, its middle and each row's start, the row
+// generate_for_pc() gives (found through .eh_frame_hdr's table, read alone
+// by FdeReader) equals the row of the same function as libdw reads it (the
+// independent truth, cfi::libdw_functions), both put through the one
+// translation and encoder; a function libdw's rows say SFrame cannot hold
+// is refused with that reason. PLT sections are left to the PC-mask tests.
+TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
+  const char* libs[] = {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+  for (const char* lib : libs) {
+    auto f = elf::ElfFile::open(lib);
+    ASSERT_TRUE(f) << lib;
+    cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{});
+    ASSERT_TRUE(u.enable_on_demand(*f)) << lib;
+    const std::vector<cfi::PltSection> plts = cfi::plt_sections(*f);
+    const auto in_plt = [&](const cfi::Function& fn) {
+      for (const auto& p : plts)
+        if (fn.start < p.address + p.size && p.address < fn.end) return true;
+      return false;
+    };
+    std::size_t functions = 0, pcs = 0, refused = 0;
+    std::vector<std::string> diffs;
+    auto ok = cfi::libdw_functions(*f, [&](const cfi::Function& fn) {
+      if (in_plt(fn) || fn.rows.empty()) return;
+      for (const auto& r : fn.rows)
+        if (r.reason == cfi::Reason::kCfiTooLong) return;  // past libdw's work bound: no truth
+      ++functions;
+      cfi::Reason why = cfi::Reason::kNone;
+      const std::vector<std::byte> bytes = section_of(fn, 0, why);
+      auto ref = bytes.empty() ? Expected<Section>(make_error(Errc::kTruncatedHeader, 0)) : Section::parse(bytes, 0);
+      std::vector<std::uint64_t> at = {fn.start, fn.end - 1, fn.start + (fn.end - fn.start) / 2};
+      for (std::size_t i = 0; i < fn.rows.size() && i < 16; ++i) at.push_back(fn.rows[i].start);
+      for (const std::uint64_t pc : at) {
+        ++pcs;
+        Expected<const cfi::GeneratedFde*> g = u.generate_for_pc(pc);
+        if (why != cfi::Reason::kNone) {
+          ++refused;
+          if (g || g.error().code != Errc::kNotRepresentable || g.error().value != static_cast<std::uint64_t>(why))
+            diffs.push_back(fmt::format("{:#x}: libdw's rows give reason {}, on-demand {}", pc, describe(why),
+                                        g ? "generated" : describe(g.error().code)));
+          continue;
+        }
+        ASSERT_TRUE(ref) << lib;
+        if (!g) {
+          diffs.push_back(fmt::format("{:#x}: on-demand error {}", pc, describe(g.error().code)));
+          continue;
+        }
+        auto want = find(*ref, pc);
+        auto got = find(*(*g)->section.section, pc);
+        if (!want || !got) {
+          diffs.push_back(fmt::format("{:#x}: lookup {} / {}", pc, want ? "ok" : describe(want.error().code),
+                                      got ? "ok" : describe(got.error().code)));
+          continue;
+        }
+        if (!(want->row == got->row) || want->fde.start_pc != got->fde.start_pc || want->fde.size != got->fde.size ||
+            want->fde.signal != got->fde.signal)
+          diffs.push_back(fmt::format("{:#x}: rows differ (function {:#x}-{:#x})", pc, fn.start, fn.end));
+      }
+    });
+    ASSERT_TRUE(ok) << lib;
+    EXPECT_GT(functions, 1000u) << lib;
+    EXPECT_TRUE(diffs.empty()) << lib << ": " << diffs.size() << " of " << pcs << " PCs differ, first "
+                               << (diffs.empty() ? "" : diffs.front());
+    std::printf("%s: %zu functions, %zu PCs (%zu refused with libdw's reason), %zu FDEs generated\n", lib, functions,
+                pcs, refused, u.generated_fdes().size());
+  }
+}
+
+// Per-FDE generation over hostile .eh_frame_hdr tables and .eh_frame
+// records stays bounded: each PC gets the error for its own entry (the
+// offsets are the record's, in .eh_frame), the good FDE is still generated,
+// and an unsorted table gives some entry or none, never a read outside the
+// bytes. Hand-made, with the values the LSB's .eh_frame_hdr layout gives.
+TEST(CfiReader, OnDemandHostileTableIsBounded) {
+  const std::uint64_t eh_addr = 0x2000, hdr_addr = 0x1800;
+  Bytes e;
+  x86_cie(e);
+  const std::size_t good = e.b.size();
+  x86_fde(e, eh_addr, 0x1000, 0x20, {0x41, 0x0e, 16});  // +1: CFA rsp+16
+  const std::size_t bad = e.b.size();
+  x86_fde(e, eh_addr, 0x1100, 0x20, {0x41, 0x0e, 16});
+  e.b[bad + 4] = std::byte{0x7f};  // its CIE pointer now points before the section
+  e.word(0, 4);                     // zero terminator
+  // The table: (start, FDE address) pairs, datarel sdata4 from hdr_addr.
+  const auto hdr = [&](std::initializer_list<std::pair<std::uint64_t, std::uint64_t>> entries) {
+    Bytes h;
+    h.bytes({1, 0x1b, 0x03, 0x3b});
+    h.word(static_cast<std::uint32_t>(eh_addr - (hdr_addr + 4)), 4);
+    h.word(entries.size(), 4);
+    for (auto [start, fde] : entries) {
+      h.word(static_cast<std::uint32_t>(start - hdr_addr), 4);
+      h.word(static_cast<std::uint32_t>(fde - hdr_addr), 4);
+    }
+    return h.b;
+  };
+  const auto make = [&](const std::vector<std::byte>& table) {
+    cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{});
+    cfi::OnDemandSource src;
+    src.eh_frame_hdr = table;
+    src.eh_frame_hdr_address = hdr_addr;
+    src.eh_frame = cfi::CfiSource{e.b, eh_addr};
+    EXPECT_TRUE(u.enable_on_demand(src));
+    return u;
+  };
+  {
+    // Sorted; entries for the good FDE, the bad one, one past .eh_frame's
+    // end, one before its start, and one pointing at the CIE.
+    const std::vector<std::byte> t = hdr({{0x1000, eh_addr + good},
+                                          {0x1100, eh_addr + bad},
+                                          {0x1200, eh_addr + 0x100000},
+                                          {0x1300, eh_addr - 64},
+                                          {0x1400, eh_addr}});
+    cfi::ModuleUnwind u = make(t);
+    auto g = u.generate_for_pc(0x1005);
+    ASSERT_TRUE(g);
+    EXPECT_EQ((*g)->start, 0x1000u);
+    EXPECT_EQ((*g)->end, 0x1020u);
+    auto m = find(*(*g)->section.section, 0x1005);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->row.cfa.offset, 16);
+    auto miss = u.generate_for_pc(0x1050);  // after the function, before the next entry
+    ASSERT_FALSE(miss);
+    EXPECT_EQ(miss.error().code, Errc::kPcNotCovered);
+    auto below = u.generate_for_pc(0x0fff);
+    ASSERT_FALSE(below);
+    EXPECT_EQ(below.error().code, Errc::kPcNotCovered);
+    for (std::uint64_t pc : {0x1105u, 0x1205u, 0x1305u, 0x1405u}) {
+      SCOPED_TRACE(pc);
+      auto r = u.generate_for_pc(pc);
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error().code, Errc::kBadCfi);
+      auto again = u.generate_for_pc(pc);  // kept: the same reason
+      ASSERT_FALSE(again);
+      EXPECT_EQ(again.error().code, Errc::kBadCfi);
+    }
+    EXPECT_EQ(u.generate_for_pc(0x1105).error().offset, bad);
+    EXPECT_EQ(u.generated_fdes().size(), 1u);
+  }
+  {
+    // Unsorted: the search lands on some entry; the PC it returns for is
+    // inside what was generated, else the error says not covered.
+    const std::vector<std::byte> t = hdr({{0x1400, eh_addr + good}, {0x1000, eh_addr + good}, {0x1200, eh_addr + good}});
+    cfi::ModuleUnwind u = make(t);
+    for (std::uint64_t pc = 0x0ff0; pc < 0x1500; pc += 8) {
+      auto r = u.generate_for_pc(pc);
+      if (r) {
+        EXPECT_GE(pc, (*r)->start);
+        EXPECT_LT(pc, (*r)->end);
+      } else {
+        EXPECT_EQ(r.error().code, Errc::kPcNotCovered);
+      }
+    }
+  }
+  {
+    // A count larger than the table: refused when turning it on.
+    std::vector<std::byte> t = hdr({{0x1000, eh_addr + good}});
+    t[8] = std::byte{0xff};
+    cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{});
+    cfi::OnDemandSource src;
+    src.eh_frame_hdr = t;
+    src.eh_frame_hdr_address = hdr_addr;
+    src.eh_frame = cfi::CfiSource{e.b, eh_addr};
+    auto ok = u.enable_on_demand(src);
+    ASSERT_FALSE(ok);
+    EXPECT_EQ(ok.error().code, Errc::kElfError);
+    EXPECT_FALSE(u.on_demand());
+  }
+}

@@ -181,6 +181,35 @@ TEST(UnwindRuleCache, ClearEmptiesEveryEntry) {
   EXPECT_EQ(odd[5].pc, 0x77u);
 }
 
+// A map that only gained a module over [lo, hi): adopt() keeps the rules of
+// PCs outside it (their lookups cannot change), drops those inside (a
+// cached "no SFrame" there is now wrong), and sync() with the new
+// generation then keeps what is left. Entries from the set layout: PCs 64
+// apart share no set in a 64-entry cache.
+TEST(UnwindRuleCache, AdoptDropsOnlyTheAddedRange) {
+  StaticRuleCache<64> cache;
+  cache.sync(3);
+  CompactRule r;
+  r.cfa_offset = 8;
+  CompactRule none;
+  none.flags = CompactRule::kNoSFrame;
+  cache.insert(0x1000, r);      // below the range
+  cache.insert(0x2000, none);   // inside: no module was there
+  cache.insert(0x2fff, none);   // inside, last byte
+  cache.insert(0x3000, r);      // at its end: outside
+  cache.adopt(4, 0x2000, 0x3000);
+  EXPECT_EQ(cache.generation(), 4u);
+  cache.sync(4);
+  ASSERT_NE(cache.lookup(0x1000), nullptr);
+  EXPECT_EQ(cache.lookup(0x1000)->cfa_offset, 8);
+  EXPECT_EQ(cache.lookup(0x2000), nullptr);
+  EXPECT_EQ(cache.lookup(0x2fff), nullptr);
+  EXPECT_NE(cache.lookup(0x3000), nullptr);
+  cache.sync(5);  // any other change: everything goes
+  EXPECT_EQ(cache.lookup(0x1000), nullptr);
+  EXPECT_EQ(cache.lookup(0x3000), nullptr);
+}
+
 // ---------------------------------------------------------------------------
 // Robustness on every corpus section
 // ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -212,6 +213,34 @@ Expected<void> read_cfi(const CfiSource& src, Abi abi, const std::function<void(
 Expected<void> read_cfi(std::span<const CfiSource> srcs, Abi abi, const std::function<void(const Function&)>& fn,
                         CfiStats* stats = nullptr);
 
+/// Reads the FDEs of one CFI section one at a time, by the byte offset of
+/// their record (e.g. from .eh_frame_hdr's table; LSB 5.0 "Exception
+/// Frames"), with the same interpreter and translation as read_cfi(): the
+/// on-demand form of it. Each CIE is parsed once and kept. Not thread-safe.
+class FdeReader {
+ public:
+  /// `src.bytes` must outlive the reader (the reader keeps views into
+  /// them).
+  FdeReader(const CfiSource& src, Abi abi);
+  FdeReader(FdeReader&&) noexcept;
+  FdeReader& operator=(FdeReader&&) noexcept;
+  ~FdeReader();
+
+  /// The FDE whose record starts at byte `offset` of the source, with every
+  /// row of its table (as read_cfi() gives it), cut at `stop` when `stop`
+  /// lies inside its range (read_cfi() cuts a function at the next FDE's
+  /// start). The Function stays valid until the next read(). Errors:
+  /// kBadCfi with the record's offset: outside the section, its length
+  /// runs past the end, it is a CIE or the zero terminator, its CIE or
+  /// fields cannot be read, or its program gives no row at its start.
+  Expected<const Function*> read(std::uint64_t offset, std::uint64_t stop = UINT64_MAX);
+  const CfiSource& source() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// A function left out of the output, and why.
 struct Skipped {
   std::uint64_t start = 0;
@@ -265,6 +294,19 @@ SectionSpec section_header(Abi abi, Version version, std::uint64_t section_addre
 Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
                                        std::uint64_t section_address, std::span<const PltSection> plts,
                                        const std::function<void(const FunctionSpec&)>& fn);
+
+/// for_each_generated() for one CFI function (e.g. from FdeReader::read(),
+/// the on-demand path): calls `fn` with the SFrame function it becomes, by
+/// the same translation (or, x86-64 without `plts`, with GNU ld's PC-mask
+/// functions when its rows are ld's .plt FDE's; nothing when it lies in one
+/// of `plts`: see plt_functions_at()). The function left out is listed in
+/// `skipped` with its reason. No error: reading is FdeReader's.
+Generated generate_function(const Function& cfi, Abi abi, Version version, std::uint64_t section_address,
+                            std::span<const PltSection> plts, const std::function<void(const FunctionSpec&)>& fn);
+
+/// The PC-mask functions for_each_generated() makes for the x86-64 PLT
+/// section of `plts` that holds link-time `pc` (empty when none does).
+std::vector<FunctionSpec> plt_functions_at(std::span<const PltSection> plts, std::uint64_t pc);
 
 /// for_each_generated() collected into `spec.functions`.
 Expected<Generated> generate(std::span<const CfiSource> srcs, Abi abi, Version version,

@@ -20,9 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sframe/cfi_reader.hpp"
@@ -55,7 +57,11 @@ struct UnwindSection {
   /// RowIndex (its 16-byte entries and buckets, about 20 bytes per FDE,
   /// saved). Errors: the parse,
   /// validate(kLenient) or FdeIndex error (the object is then empty).
-  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool fde_index_with_rows = true);
+  /// `row_index` false: no RowIndex (an FdeIndex only), for the
+  /// one-function sections of per-FDE generation, looked up a few times
+  /// each and then through the walker's rule cache.
+  Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool fde_index_with_rows = true,
+                        bool row_index = true);
   bool usable() const noexcept { return section.has_value() && (index.has_value() || rows.has_value()); }
   /// Whether an FDE of the section covers link-time `pc`, or one exists
   /// whose rows start later (the function is the section's). Needs usable().
@@ -82,6 +88,26 @@ struct ModuleImage {
   std::uint64_t eh_frame_hdr_address = 0;
   /// The executable segments, scanned for signal trampolines.
   std::vector<CodeBytes> code;
+};
+
+/// What per-FDE (on-demand) generation reads: the module's .eh_frame_hdr
+/// (its binary search table finds a PC's FDE) and .eh_frame, with the
+/// x86-64 PLT sections when known. The bytes must outlive the ModuleUnwind
+/// (e.g. views into its ElfFile, which the owner keeps beside it).
+struct OnDemandSource {
+  std::span<const std::byte> eh_frame_hdr;
+  std::uint64_t eh_frame_hdr_address = 0;
+  CfiSource eh_frame;
+  Abi abi = Abi::kAmd64Little;
+  std::vector<PltSection> plts;
+};
+
+/// SFrame generated for one FDE of .eh_frame (or one x86-64 PLT section):
+/// a section holding its function(s), covering link-time [start, end).
+struct GeneratedFde {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  UnwindSection section;
 };
 
 /// How a module's unwind information is built.
@@ -121,6 +147,25 @@ Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::by
 /// find a loaded module's .eh_frame. Errors: kElfError (too short, unknown
 /// version or encoding; the offset of the field).
 Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, std::uint64_t address);
+
+/// One entry of a .eh_frame_hdr binary search table (link-time addresses).
+struct EhFrameHdrEntry {
+  /// Index in the table.
+  std::uint32_t index = 0;
+  /// The FDE's initial location and the address of its record.
+  std::uint64_t start = 0;
+  std::uint64_t fde = 0;
+  /// The next entry's initial location (UINT64_MAX for the last entry).
+  std::uint64_t next_start = UINT64_MAX;
+};
+
+/// The table entry for link-time `pc` by binary search (LSB 5.0 "Exception
+/// Frames": entries sorted by initial location; an unsorted table gives some
+/// entry or none, never a read outside `hdr`), i.e. the last entry whose
+/// start is at or below `pc`. `address` is the link-time address of `hdr`.
+/// Errors: kElfError as eh_frame_hdr_starts(); kPcNotCovered (value: pc)
+/// when `pc` lies below every entry or the table is empty.
+Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address, std::uint64_t pc);
 
 /// Link-time ranges (1 byte each, at the `mov $15,%rax`) of x86-64
 /// rt_sigreturn sequences (`mov $15,%rax; syscall`, glibc's __restore_rt)
@@ -167,6 +212,34 @@ class ModuleUnwind {
     return generate(std::span<const CfiSource>(&src, 1), abi, section_address);
   }
 
+  /// Turns on per-FDE generation (generate_for_pc()) from `src`, used by
+  /// `sframe perf script` and `sframe stack` instead of generate(): a PC's
+  /// FDE is found through .eh_frame_hdr's table, read alone with FdeReader
+  /// (its CIE parsed once) and translated as generate() translates it
+  /// (generate_function()). The in-process backtrace keeps generate(): a
+  /// signal handler never generates. Errors: kElfError (the table is
+  /// missing, or not in the encoding linkers write; see
+  /// eh_frame_hdr_starts()): then generate() stays the way.
+  Expected<void> enable_on_demand(OnDemandSource src);
+  /// The file form: .eh_frame_hdr and .eh_frame by section header, the PLT
+  /// sections. Errors: kNotRepresentable (machine), kElfError (no
+  /// .eh_frame_hdr table, or the file also has .debug_frame FDEs, which
+  /// the table does not list: whole-module generation reads both).
+  Expected<void> enable_on_demand(const elf::ElfFile& file);
+  /// enable_on_demand() succeeded.
+  bool on_demand() const noexcept { return on_demand_ != nullptr; }
+  /// SFrame for the FDE covering link-time `pc` (only for PCs the own
+  /// section does not cover: the caller asks after it found none), generated
+  /// on first need and kept per FDE for the object's life; an x86-64 PLT
+  /// section's PC-mask functions as generate() makes them. Errors (the
+  /// reason for that PC; an unreadable FDE's is kept and returned again):
+  /// kPcNotCovered (no FDE covers `pc`), kBadCfi (the FDE's record cannot
+  /// be read; its offset), kNotRepresentable (its rows have no SFrame form;
+  /// value: the cfi::Reason), encode errors; kElfError when not on_demand().
+  Expected<const GeneratedFde*> generate_for_pc(std::uint64_t pc);
+  /// The FDEs generated so far, in the order they were generated.
+  std::span<const GeneratedFde* const> generated_fdes() const noexcept { return generated_list_; }
+
   ModuleSource source() const noexcept { return source_; }
   /// The section walks use first: the own one (kNative) or the generated
   /// one (kGenerated); not usable for kNone.
@@ -201,6 +274,11 @@ class ModuleUnwind {
   std::string reason_;
 
   Expected<void> first_outcome() const;
+
+  // Per-FDE generation state (enable_on_demand()).
+  struct OnDemand;
+  std::shared_ptr<OnDemand> on_demand_;
+  std::vector<const GeneratedFde*> generated_list_;
 };
 
 }  // namespace sframe::cfi

@@ -203,6 +203,10 @@ struct Sample {
   const std::byte* regs_data = nullptr;
   /// The user register with perf index `r` (X86Reg), if it was sampled.
   std::optional<std::uint64_t> user_reg(unsigned r) const noexcept;
+  /// user_reg() for registers 0 .. out.size() - 1 at once, in one pass over
+  /// sample_regs_user: out[r] is set and bit r of the result is set for
+  /// each of them the sample holds (out.size() at most 64).
+  std::uint64_t user_regs(std::span<std::uint64_t> out) const noexcept;
   /// PERF_SAMPLE_STACK_USER: the first dyn_size bytes of the copy (the
   /// valid part, starting at the user SP).
   std::span<const std::byte> stack;

@@ -112,6 +112,9 @@ struct SessionStats {
   /// Files opened, and those SFrame was generated for.
   std::uint64_t dsos = 0;
   std::uint64_t generated_dsos = 0;
+  /// FDEs SFrame was generated for one at a time (files with
+  /// .eh_frame_hdr), as walks needed them.
+  std::uint64_t generated_fdes = 0;
 };
 
 /// A recording being replayed.

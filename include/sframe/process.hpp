@@ -249,7 +249,9 @@ struct LoadedModule {
   /// "file deleted; read through /proc/PID/map_files".
   std::string how_opened;
   /// SFrame may still be generated for it (ModuleOptions::on_demand) by
-  /// LoadedModules::generate_for(): its whole section when `source` is
+  /// LoadedModules::generate_for(): one FDE at a time when its
+  /// .eh_frame_hdr table leads to them (`unwind->on_demand()`; cleared once
+  /// the first is generated), else its whole section when `source` is
   /// kFramePointer, the `extra` section when it is kSFrameSection and its
   /// .eh_frame_hdr lists FDEs its own section lacks (never for a module
   /// whose own section covers every FDE).
@@ -376,9 +378,12 @@ class LoadedModules {
   const sframe::ModuleMap& extra_map() const noexcept { return *extra_map_; }
 
   /// Generates SFrame for the module whose code contains runtime `pc` if
-  /// its generation is pending (its whole section, or the `extra` one for a
-  /// module with its own section); true when that added unwind information
-  /// (the caller should unwind again). Not async-signal-safe.
+  /// its generation is pending: for the FDE covering `pc` alone where the
+  /// module's .eh_frame_hdr leads to it (cfi::ModuleUnwind::generate_for_pc;
+  /// into the unwind map for a module without its own section, else the
+  /// extra map), else its whole section (or the `extra` one for a module
+  /// with its own section); true when that added unwind information (the
+  /// caller should unwind again). Not async-signal-safe.
   bool generate_for(std::uint64_t pc);
 
   /// Runtime `addr` lies in an executable mapping of the process (any, not

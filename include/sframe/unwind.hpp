@@ -461,6 +461,14 @@ class RuleCache {
   void clear() noexcept;
   /// Inserts clear() remembers by set.
   static constexpr unsigned kLogged = 256;
+  /// The map generation the entries hold for.
+  std::uint64_t generation() const noexcept { return generation_; }
+  /// For a map whose only change since generation() is modules added over
+  /// runtime [lo, hi): drops the entries for PCs in that range (the only
+  /// lookups the change can alter) and takes `generation`, keeping the
+  /// others, where sync() would drop them all. A walk that generates SFrame
+  /// one function at a time adds a module per function. O(entries).
+  void adopt(std::uint64_t generation, std::uint64_t lo, std::uint64_t hi) noexcept;
 
   /// Counters maintained by unwind() (not by lookup() itself).
   std::uint64_t hits = 0;

@@ -740,4 +740,23 @@ Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t se
   return generate(*srcs, *abi, section_address, plts);
 }
 
+Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  auto srcs = cfi_sources(file);
+  if (!srcs) return Unexpected{srcs.error()};
+  // .debug_frame FDEs are not in .eh_frame_hdr's table: whole-module
+  // generation (generate()) reads both sections.
+  if (srcs->size() != 1 || srcs->front().kind != CfiKind::kEhFrame) return make_error(Errc::kElfError, 0);
+  auto hdr = file.section_bytes(".eh_frame_hdr");
+  if (!hdr || hdr->header.type == SHT_NOBITS) return make_error(Errc::kElfError, 0);
+  OnDemandSource src;
+  src.eh_frame_hdr = hdr->bytes;
+  src.eh_frame_hdr_address = hdr->header.address;
+  src.eh_frame = srcs->front();
+  src.abi = *abi;
+  src.plts = plt_sections(file);
+  return enable_on_demand(std::move(src));
+}
+
 }  // namespace sframe::cfi

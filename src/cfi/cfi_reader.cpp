@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include "translate.hpp"
@@ -485,10 +486,20 @@ class Reader {
 
   Expected<void> scan(const CfiSource& src, std::uint32_t source_index);
   void run(const std::function<void(const Function&)>& fn);
+  // The FDE record at byte `off` of `src` alone (FdeReader), its rows cut
+  // at `stop`. Errors: kBadCfi at `off`.
+  Expected<const Function*> one(const CfiSource& src, std::uint64_t off, std::uint64_t stop, Function& f);
 
  private:
   // Parses the CIE at `off` of the current source; its index in cies_.
   std::uint32_t cie_at(const Ctx& x, std::uint64_t off);
+  // The fields of the FDE record whose CIE pointer `id` is at `id_at`
+  // (`c` just past it, bounded by `rec_end`); false when they or its CIE
+  // cannot be read.
+  bool fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t id_at, const std::uint8_t* rec_end, Fde& f);
+  // Runs `fde`'s program into `f`, rows cut at `stop`; false when it gives
+  // no row (counted unreadable).
+  bool rows_of(const Fde& fde, std::uint64_t stop, Function& f);
   // Runs instructions [p, end) on `s`; `rows` (FDE programs) emits rows.
   // False when an instruction cannot be read (the rest is unreadable).
   bool execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const std::uint8_t* end, State& s, bool in_cie,
@@ -671,47 +682,8 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       continue;
     }
     if (stats_) ++stats_->fdes;
-    // An FDE: find its CIE.
-    const std::uint64_t cie_off = eh ? id_at - id : id;
-    const bool cie_in_range = eh ? id <= id_at : id < size;
-    const std::uint32_t ci = cie_in_range ? cie_at(x, cie_off) : UINT32_MAX;
     Fde f;
-    bool ok = ci != UINT32_MAX && cies_[ci].ok;
-    if (ok) {
-      const Cie& cie = cies_[ci];
-      CfiSource local = src;
-      local.address_size = cie.address_size;
-      const Ctx lx{&local, base};
-      std::uint64_t range = 0;
-      const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
-      // `where`: the initial location and range read; `fits`: all fields.
-      const auto fields = [&](Cursor& k, bool& fits, bool& where) {
-        std::uint64_t alen = 0;
-        where = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range);
-        f.end = where ? f.start + (cie.address_size == 4 ? range & 0xffffffffu : range) : f.start;
-        fits = where && (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
-        if (fits && cie.has_z) k.p += alen;
-      };
-      Cursor whole{c.p, base + size, src.big_endian};
-      bool where = false;
-      fields(c, ok, where);
-      if (c.long_leb && stats_) ++stats_->long_leb;  // the augmentation length
-      // Its range is known though the rest is not: kept to tell overlaps.
-      if (!ok && f.end > f.start && stats_) bad_ranges_.push_back({f.start, f.end});
-      if (!ok && !where && stats_) {
-        // Would its location and range read with the bytes after the
-        // record? (libdw reads them there.)
-        bool all = false, beyond = false;
-        fields(whole, all, beyond);
-        stats_->truncated += beyond;
-      }
-      if (ok && cie.address_size == 4) range &= 0xffffffffu;
-      f.end = f.start + range;
-      if (ok && f.end < f.start) ok = false;  // wraps the address space
-      f.insns = c.p;
-      f.insns_end = rec_end;
-      f.cie = ci;
-    }
+    const bool ok = fde_fields(x, c, id, id_at, rec_end, f);
     if (!ok) {
       if (stats_) ++stats_->unreadable;
     } else if (f.end > f.start) {
@@ -722,6 +694,55 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     off = next;
   }
   return {};
+}
+
+bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t id_at, const std::uint8_t* rec_end,
+                        Fde& f) {
+  const CfiSource& src = *x.src;
+  const auto* base = x.base;
+  const std::uint64_t size = src.bytes.size();
+  const bool eh = src.kind == CfiKind::kEhFrame;
+  // An FDE: find its CIE.
+  const std::uint64_t cie_off = eh ? id_at - id : id;
+  const bool cie_in_range = eh ? id <= id_at : id < size;
+  const std::uint32_t ci = cie_in_range ? cie_at(x, cie_off) : UINT32_MAX;
+  bool ok = ci != UINT32_MAX && cies_[ci].ok;
+  if (ok) {
+    const Cie& cie = cies_[ci];
+    CfiSource local = src;
+    local.address_size = cie.address_size;
+    const Ctx lx{&local, base};
+    std::uint64_t range = 0;
+    const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
+    // `where`: the initial location and range read; `fits`: all fields.
+    const auto fields = [&](Cursor& k, bool& fits, bool& where) {
+      std::uint64_t alen = 0;
+      where = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range);
+      f.end = where ? f.start + (cie.address_size == 4 ? range & 0xffffffffu : range) : f.start;
+      fits = where && (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
+      if (fits && cie.has_z) k.p += alen;
+    };
+    Cursor whole{c.p, base + size, src.big_endian};
+    bool where = false;
+    fields(c, ok, where);
+    if (c.long_leb && stats_) ++stats_->long_leb;  // the augmentation length
+    // Its range is known though the rest is not: kept to tell overlaps.
+    if (!ok && f.end > f.start && stats_) bad_ranges_.push_back({f.start, f.end});
+    if (!ok && !where && stats_) {
+      // Would its location and range read with the bytes after the
+      // record? (libdw reads them there.)
+      bool all = false, beyond = false;
+      fields(whole, all, beyond);
+      stats_->truncated += beyond;
+    }
+    if (ok && cie.address_size == 4) range &= 0xffffffffu;
+    f.end = f.start + range;
+    if (ok && f.end < f.start) ok = false;  // wraps the address space
+    f.insns = c.p;
+    f.insns_end = rec_end;
+    f.cie = ci;
+  }
+  return ok;
 }
 
 bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const std::uint8_t* end, State& s,
@@ -1034,33 +1055,69 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
           ++stats_->overlapping;
           break;
         }
-    const Cie& cie = cies_[fde.cie];
-    f.start = fde.start;
-    f.rows.clear();
-    State s = cie.initial;
-    std::uint64_t loc = fde.start, emitted = fde.start;
-    dirty_ = true;
-    // The source the FDE came from decodes its expressions' byte order.
-    const CfiSource* src = cie_src_[fde.cie];
-    srcs_.push_back(src);
-    const Ctx x{src, reinterpret_cast<const std::uint8_t*>(src->bytes.data())};
-    const bool read = execute(cie, &x, fde.insns, fde.insns_end, s, false, loc, emitted, stop, &f);
-    srcs_.pop_back();
-    // An operand cut by the program's end: libdw applies what it read.
-    if (!read && cur_.short_leb && stats_) ++stats_->truncated;
-    if (cur_.long_leb && stats_) ++stats_->long_leb;
-    // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
-    if (read && emitted < stop) {
-      emit(cie, s, emitted, stop, f, dirty_);
-      emitted = stop;
-    }
-    if (f.rows.empty()) {
-      if (stats_) ++stats_->unreadable;
-      continue;
-    }
-    f.end = emitted;
+    if (!rows_of(fde, stop, f)) continue;
     fn(f);
   }
+}
+
+bool Reader::rows_of(const Fde& fde, std::uint64_t stop, Function& f) {
+  const Cie& cie = cies_[fde.cie];
+  f.start = fde.start;
+  f.rows.clear();
+  State s = cie.initial;
+  std::uint64_t loc = fde.start, emitted = fde.start;
+  dirty_ = true;
+  // The source the FDE came from decodes its expressions' byte order.
+  const CfiSource* src = cie_src_[fde.cie];
+  srcs_.push_back(src);
+  const Ctx x{src, reinterpret_cast<const std::uint8_t*>(src->bytes.data())};
+  const bool read = execute(cie, &x, fde.insns, fde.insns_end, s, false, loc, emitted, stop, &f);
+  srcs_.pop_back();
+  // An operand cut by the program's end: libdw applies what it read.
+  if (!read && cur_.short_leb && stats_) ++stats_->truncated;
+  if (cur_.long_leb && stats_) ++stats_->long_leb;
+  // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
+  if (read && emitted < stop) {
+    emit(cie, s, emitted, stop, f, dirty_);
+    emitted = stop;
+  }
+  if (f.rows.empty()) {
+    if (stats_) ++stats_->unreadable;
+    return false;
+  }
+  f.end = emitted;
+  return true;
+}
+
+Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, std::uint64_t stop, Function& f) {
+  // The record as scan() reads it (length, CIE pointer, fields), alone.
+  if (src.address_size != 4 && src.address_size != 8) return make_error(Errc::kBadCfi, 0, src.address_size);
+  if (srcs_.empty()) srcs_.push_back(&src);
+  const auto* base = reinterpret_cast<const std::uint8_t*>(src.bytes.data());
+  const Ctx x{&src, base};
+  const std::uint64_t size = src.bytes.size();
+  if (off >= size) return make_error(Errc::kBadCfi, off, size);
+  Cursor c{base + off, base + size, src.big_endian};
+  std::uint64_t len = 0;
+  if (!c.word(4, len) || len == 0) return make_error(Errc::kBadCfi, off, len);
+  unsigned id_size = 4;
+  if (len == 0xffffffff) {
+    if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
+    id_size = 8;
+  }
+  if (len > c.left()) return make_error(Errc::kBadCfi, off, len);
+  const std::uint8_t* rec_end = c.p + len;
+  const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
+  std::uint64_t id = 0;
+  c.end = rec_end;
+  const bool eh = src.kind == CfiKind::kEhFrame;
+  const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
+  // Too short for its CIE pointer, or a CIE: not an FDE.
+  if (!c.word(id_size, id) || id == cie_id) return make_error(Errc::kBadCfi, off, id);
+  Fde fde;
+  if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(Errc::kBadCfi, off);
+  if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(Errc::kBadCfi, off);
+  return &f;
 }
 
 }  // namespace
@@ -1073,6 +1130,24 @@ Expected<void> read_cfi(std::span<const CfiSource> srcs, Abi abi, const std::fun
   r.run(fn);
   return {};
 }
+
+struct FdeReader::Impl {
+  Impl(const CfiSource& s, Abi abi) : src(s), reader(abi, nullptr) {}
+  CfiSource src;
+  Reader reader;
+  Function f;
+};
+
+FdeReader::FdeReader(const CfiSource& src, Abi abi) : impl_(std::make_unique<Impl>(src, abi)) {}
+FdeReader::FdeReader(FdeReader&&) noexcept = default;
+FdeReader& FdeReader::operator=(FdeReader&&) noexcept = default;
+FdeReader::~FdeReader() = default;
+
+Expected<const Function*> FdeReader::read(std::uint64_t offset, std::uint64_t stop) {
+  return impl_->reader.one(impl_->src, offset, stop, impl_->f);
+}
+
+const CfiSource& FdeReader::source() const noexcept { return impl_->src; }
 
 Expected<void> read_cfi(const CfiSource& src, Abi abi, const std::function<void(const Function&)>& fn,
                         CfiStats* stats) {

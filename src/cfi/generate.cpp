@@ -120,74 +120,119 @@ SectionSpec section_header(Abi abi, Version version, std::uint64_t section_addre
   return spec;
 }
 
-Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
-                                       std::uint64_t section_address, std::span<const PltSection> plt_sections,
-                                       const std::function<void(const FunctionSpec&)>& out) {
-  Generated g;
-  g.spec = section_header(abi, version, section_address);
-  const bool x86 = abi == Abi::kAmd64Little;
-  const std::span<const PltSection> none;
-  const detail::PltRanges plt(x86 ? plt_sections : none);
-  // PLT FDEs go in by start PC among the others, so the output is sorted.
-  const std::vector<FunctionSpec> plts = x86 ? plt_functions(plt_sections) : std::vector<FunctionSpec>{};
-  std::size_t next_plt = 0;
-  const auto plts_before = [&](std::uint64_t pc) {
-    for (; next_plt < plts.size() && plts[next_plt].start_pc <= pc; ++next_plt) {
-      const FunctionSpec& p = plts[next_plt];
-      if (version == Version::kV2 && too_far_for_v2(p.start_pc, section_address)) {
-        g.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
+namespace {
+
+// for_each_generated()'s work per CFI function, shared with the on-demand
+// form (generate_function()): one mechanism for both.
+class Translator {
+ public:
+  Translator(Abi abi, Version version, std::uint64_t section_address, std::span<const PltSection> plt_sections,
+             Generated& g)
+      : version_(version), section_address_(section_address), x86_(abi == Abi::kAmd64Little),
+        plt_sections_(x86_ ? plt_sections : std::span<const PltSection>()), plt_(plt_sections_), g_(g) {
+    g_.spec = section_header(abi, version, section_address);
+  }
+
+  // The PLT functions (x86-64 sections known) up to `pc`, in order.
+  void plts_before(std::uint64_t pc, const std::function<void(const FunctionSpec&)>& out) {
+    if (!plts_made_) {
+      // PLT FDEs go in by start PC among the others, so the output is sorted.
+      plts_ = plt_functions(plt_sections_);
+      plts_made_ = true;
+    }
+    for (; next_plt_ < plts_.size() && plts_[next_plt_].start_pc <= pc; ++next_plt_) {
+      const FunctionSpec& p = plts_[next_plt_];
+      if (version_ == Version::kV2 && too_far_for_v2(p.start_pc, section_address_)) {
+        g_.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
         continue;
       }
       out(p);
-      ++g.plt_functions;
+      ++g_.plt_functions;
     }
-  };
-  FunctionSpec f;  // reused: its rows keep their capacity
-  auto walked = read_cfi(srcs, abi, [&](const Function& fn) {
-    if (x86 && plt.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
-    if (x86 && plt_sections.empty() && is_ld_plt(fn)) {
+  }
+
+  // One CFI function; `interleave`: PLT functions before it first.
+  void function(const Function& fn, const std::function<void(const FunctionSpec&)>& out, bool interleave) {
+    if (x86_ && plt_.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
+    if (x86_ && plt_sections_.empty() && is_ld_plt(fn)) {
       // No section headers: ld's .plt recognized by its FDE's rows.
       const PltSection sec{".plt", fn.start, fn.end - fn.start, true};
       for (const FunctionSpec& p : plt_functions(std::span<const PltSection>(&sec, 1))) {
         out(p);
-        ++g.plt_functions;
+        ++g_.plt_functions;
       }
       return;
     }
-    ++g.functions_in;
+    ++g_.functions_in;
     const std::uint64_t size = fn.end - fn.start;
-    Reason why = detail::blocking_reason(fn, version == Version::kV3);
+    Reason why = detail::blocking_reason(fn, version_ == Version::kV3);
     bool flex = false, signal = false;
     for (const Row& r : fn.rows) {
       signal |= r.signal;
       flex |= r.flex;
     }
-    if (signal) g.signal_ranges.push_back({fn.start, fn.end});
+    if (signal) g_.signal_ranges.push_back({fn.start, fn.end});
     if (size > UINT32_MAX) why = Reason::kUnsupportedRule;
-    if (why == Reason::kNone && version == Version::kV2 && too_far_for_v2(fn.start, section_address))
+    if (why == Reason::kNone && version_ == Version::kV2 && too_far_for_v2(fn.start, section_address_))
       why = Reason::kTooFarForV2;
     if (why != Reason::kNone) {
-      g.skipped.push_back({fn.start, size, why});
+      g_.skipped.push_back({fn.start, size, why});
       return;
     }
-    f.start_pc = fn.start;
-    f.size = static_cast<std::uint32_t>(size);
-    f.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
-    f.signal = signal && version == Version::kV3;
-    f.rows.clear();
+    f_.start_pc = fn.start;
+    f_.size = static_cast<std::uint32_t>(size);
+    f_.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
+    f_.signal = signal && version_ == Version::kV3;
+    f_.rows.clear();
     for (const Row& r : fn.rows) {
-      RowSpec& rs = f.rows.emplace_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
+      RowSpec& rs = f_.rows.emplace_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
       // FLEX writes "RA at the header's fixed offset" as a padding word when
       // an FP pair follows.
       if (flex && rs.row.fp.kind == Rule::Kind::kExpr && rs.row.ra.from_header) rs.row.ra = Rule{Rule::Kind::kPadding};
     }
-    g.flex_functions += flex;
-    plts_before(f.start_pc);
-    out(f);
-  });
+    g_.flex_functions += flex;
+    if (interleave) plts_before(f_.start_pc, out);
+    out(f_);
+  }
+
+ private:
+  Version version_;
+  std::uint64_t section_address_;
+  bool x86_;
+  std::span<const PltSection> plt_sections_;
+  detail::PltRanges plt_;
+  Generated& g_;
+  std::vector<FunctionSpec> plts_;
+  bool plts_made_ = false;
+  std::size_t next_plt_ = 0;
+  FunctionSpec f_;  // reused: its rows keep their capacity
+};
+
+}  // namespace
+
+Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                       std::uint64_t section_address, std::span<const PltSection> plt_sections,
+                                       const std::function<void(const FunctionSpec&)>& out) {
+  Generated g;
+  Translator t(abi, version, section_address, plt_sections, g);
+  auto walked = read_cfi(srcs, abi, [&](const Function& fn) { t.function(fn, out, true); });
   if (!walked) return Unexpected{walked.error()};
-  plts_before(UINT64_MAX);
+  t.plts_before(UINT64_MAX, out);
   return g;
+}
+
+Generated generate_function(const Function& fn, Abi abi, Version version, std::uint64_t section_address,
+                            std::span<const PltSection> plts, const std::function<void(const FunctionSpec&)>& out) {
+  Generated g;
+  Translator t(abi, version, section_address, plts, g);
+  t.function(fn, out, false);
+  return g;
+}
+
+std::vector<FunctionSpec> plt_functions_at(std::span<const PltSection> plts, std::uint64_t pc) {
+  for (const PltSection& p : plts)
+    if (pc >= p.address && pc - p.address < p.size) return plt_functions(std::span<const PltSection>(&p, 1));
+  return {};
 }
 
 Expected<Generated> generate(std::span<const CfiSource> srcs, Abi abi, Version version,

@@ -3,7 +3,9 @@
 #include "sframe/module_unwind.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <cstring>
 #include <string.h>
 
@@ -12,7 +14,8 @@
 
 namespace sframe::cfi {
 
-Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address, bool fde_index_with_rows) {
+Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t address, bool fde_index_with_rows,
+                                     bool row_index) {
   bytes = std::move(b);
   section.reset();
   index.reset();
@@ -33,7 +36,7 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
     if (auto ok = validate(*s, Strictness::kLenient); !ok) return fail(ok.error());
   }
   section = *s;
-  if (strict) {
+  if (strict && row_index) {
     Expected<RowIndex> r = RowIndex::build(*section);
     if (r) {
       rows.emplace(std::move(*r));
@@ -125,6 +128,54 @@ Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::by
   Expected<std::size_t> n = hdr_table(hdr, address, &out);
   if (!n) return Unexpected{n.error()};
   return out;
+}
+
+namespace {
+
+// The binary search table of a .eh_frame_hdr, checked as hdr_table()
+// checks it: `count` 8-byte entries at `table` (each a datarel sdata4
+// initial location, then the FDE's address); count 0 when omitted.
+struct HdrTable {
+  const std::byte* table = nullptr;
+  std::uint32_t count = 0;
+};
+
+Expected<HdrTable> hdr_table_view(std::span<const std::byte> hdr) {
+  Expected<std::size_t> n = hdr_table(hdr, 0, nullptr);
+  if (!n) return Unexpected{n.error()};
+  HdrTable t;
+  t.count = static_cast<std::uint32_t>(*n);
+  if (t.count != 0) t.table = hdr.data() + 12;  // after the 4 header bytes and two 4-byte fields
+  return t;
+}
+
+std::uint64_t datarel(std::uint64_t address, const std::byte* p) {
+  return address + static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(load_u32(p))));
+}
+
+}  // namespace
+
+Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address,
+                                              std::uint64_t pc) {
+  Expected<HdrTable> t = hdr_table_view(hdr);
+  if (!t) return Unexpected{t.error()};
+  const auto start = [&](std::uint32_t i) { return datarel(address, t->table + std::size_t{8} * i); };
+  // First entry starting above pc; the one before it is the candidate.
+  std::uint32_t lo = 0, hi = t->count;
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (start(mid) <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return make_error(Errc::kPcNotCovered, 0, pc);
+  EhFrameHdrEntry e;
+  e.index = lo - 1;
+  e.start = start(e.index);
+  e.fde = datarel(address, t->table + std::size_t{8} * e.index + 4);
+  e.next_start = lo < t->count ? start(lo) : UINT64_MAX;
+  return e;
 }
 
 Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, std::uint64_t address) {
@@ -278,6 +329,102 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
     reason_ = before + "; generated from CFI";
   }
   return {};
+}
+
+// ---------------------------------------------------------------------------
+// Per-FDE generation
+
+struct ModuleUnwind::OnDemand {
+  explicit OnDemand(OnDemandSource s) : src(std::move(s)), reader(src.eh_frame, src.abi) {}
+  OnDemandSource src;
+  FdeReader reader;
+  // Outcome per table entry (by index), and per PLT section (kPltKey + i).
+  struct Slot {
+    std::unique_ptr<GeneratedFde> fde;
+    std::optional<Error> error;
+  };
+  std::unordered_map<std::uint64_t, Slot> slots;
+  static constexpr std::uint64_t kPltKey = std::uint64_t{1} << 63;
+};
+
+Expected<void> ModuleUnwind::enable_on_demand(OnDemandSource src) {
+  Expected<HdrTable> t = hdr_table_view(src.eh_frame_hdr);
+  if (!t) return Unexpected{t.error()};
+  if (t->count == 0) return make_error(Errc::kElfError, 2);
+  on_demand_ = std::make_shared<OnDemand>(std::move(src));
+  return {};
+}
+
+Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
+  if (!on_demand_) return make_error(Errc::kElfError, 0);
+  OnDemand& od = *on_demand_;
+  // The slot: a PLT section (replaced by ld's PC-mask functions, as
+  // generate() replaces them), else the table entry at or below pc.
+  std::uint64_t key = 0;
+  std::optional<EhFrameHdrEntry> entry;
+  for (std::size_t i = 0; i < od.src.plts.size(); ++i) {
+    const PltSection& p = od.src.plts[i];
+    if (p.executable && pc >= p.address && pc - p.address < p.size) key = OnDemand::kPltKey + i;
+  }
+  if (key == 0) {
+    Expected<EhFrameHdrEntry> e = eh_frame_hdr_lookup(od.src.eh_frame_hdr, od.src.eh_frame_hdr_address, pc);
+    if (!e) return Unexpected{e.error()};
+    entry = *e;
+    key = e->index;
+  }
+  const auto in_range = [&](const GeneratedFde& g) -> Expected<const GeneratedFde*> {
+    if (pc >= g.start && pc < g.end) return &g;
+    return make_error(Errc::kPcNotCovered, 0, pc);  // between functions
+  };
+  auto [it, fresh] = od.slots.try_emplace(key);
+  OnDemand::Slot& slot = it->second;
+  if (!fresh) {
+    if (slot.fde) return in_range(*slot.fde);
+    return Unexpected{*slot.error};
+  }
+  const auto fail = [&](const Error& e) -> Expected<const GeneratedFde*> {
+    slot.error = e;
+    return Unexpected{e};
+  };
+  // The functions, by the translation generate() uses.
+  const std::uint64_t section_address = od.src.eh_frame.address;
+  SectionEncoder enc(section_header(od.src.abi, version_, section_address));
+  std::optional<Error> add_error;
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  const auto add = [&](const FunctionSpec& fn) {
+    if (add_error) return;
+    if (auto ok = enc.add(fn); !ok) add_error = ok.error();
+    lo = std::min(lo, fn.start_pc);
+    hi = std::max(hi, fn.start_pc + fn.size);
+  };
+  Reason why = Reason::kNone;
+  if (entry) {
+    // The record's offset in .eh_frame; the reader checks it lies inside.
+    const std::uint64_t off = entry->fde - od.src.eh_frame.address;
+    Expected<const Function*> fn = od.reader.read(off, entry->next_start);
+    if (!fn) return fail(fn.error());
+    const Generated g = generate_function(**fn, od.src.abi, version_, section_address, od.src.plts, add);
+    if (!g.skipped.empty()) why = g.skipped.front().reason;
+    if (lo == UINT64_MAX && why == Reason::kNone) why = Reason::kNoRow;  // in a PLT section: not ours
+  } else {
+    for (const FunctionSpec& f : plt_functions_at(od.src.plts, pc)) add(f);
+    if (lo == UINT64_MAX) why = Reason::kNoRow;
+  }
+  if (why != Reason::kNone) return fail(Error{Errc::kNotRepresentable, 0, static_cast<std::uint64_t>(why)});
+  if (add_error) return fail(*add_error);
+  Expected<std::vector<std::byte>> bytes = enc.finish();
+  if (!bytes) return fail(bytes.error());
+  auto g = std::make_unique<GeneratedFde>();
+  g->start = lo;
+  g->end = hi;
+  if (auto ok = g->section.assign(std::move(*bytes), section_address, false); !ok) return fail(ok.error());
+  slot.fde = std::move(g);
+  generated_list_.push_back(slot.fde.get());
+  if (source_ == ModuleSource::kNone) {
+    source_ = ModuleSource::kGenerated;
+    reason_ += "; generated per FDE from .eh_frame";
+  }
+  return in_range(*slot.fde);
 }
 
 Expected<void> ModuleUnwind::first_outcome() const {

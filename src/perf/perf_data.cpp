@@ -122,11 +122,38 @@ ReadShape read_shape(std::uint64_t rf) {
 
 }  // namespace
 
+namespace {
+
+// std::popcount is a call into libgcc without -mpopcnt (not in the x86-64
+// baseline); a register's place is asked for some 17 times per sample.
+constexpr unsigned popcount64(std::uint64_t v) noexcept {
+  v = v - ((v >> 1) & 0x5555555555555555ULL);
+  v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+  v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<unsigned>((v * 0x0101010101010101ULL) >> 56);
+}
+static_assert(popcount64(0) == 0 && popcount64(~std::uint64_t{0}) == 64 && popcount64(0x8000000000000101ULL) == 3);
+
+}  // namespace
+
+std::uint64_t Sample::user_regs(std::span<std::uint64_t> out) const noexcept {
+  if (!attr || !regs_data || regs_abi == RegsAbi::kNone) return 0;
+  std::uint64_t present = 0;
+  std::size_t idx = 0;
+  for (std::uint64_t m = attr->sample_regs_user; m != 0; m &= m - 1, ++idx) {
+    const auto r = static_cast<unsigned>(std::countr_zero(m));
+    if (r >= out.size()) break;  // ascending: the rest lie above too
+    out[r] = load_le<std::uint64_t>(regs_data + 8 * idx);
+    present |= std::uint64_t{1} << r;
+  }
+  return present;
+}
+
 std::optional<std::uint64_t> Sample::user_reg(unsigned r) const noexcept {
   if (!attr || !regs_data || regs_abi == RegsAbi::kNone || r >= 64) return std::nullopt;
   const std::uint64_t mask = attr->sample_regs_user;
   if (!((mask >> r) & 1)) return std::nullopt;
-  const unsigned idx = static_cast<unsigned>(std::popcount(mask & ((std::uint64_t{1} << r) - 1)));
+  const unsigned idx = popcount64(mask & ((std::uint64_t{1} << r) - 1));
   return load_le<std::uint64_t>(regs_data + 8 * idx);
 }
 

@@ -4,6 +4,7 @@
 #include "sframe/perf_unwind.hpp"
 
 #include "file_bytes.hpp"
+#include "kallsyms.hpp"
 
 #include <elf.h>
 #include <gelf.h>
@@ -43,25 +44,6 @@ std::string_view to_string(FrameOrigin o) noexcept {
 
 namespace {
 
-// The value of 8 lowercase hex digits at `s` (kallsyms addresses), eight
-// bytes at a time; false when any is not one.
-bool hex8(const char* s, std::uint64_t& out) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
-  std::uint64_t v;
-  std::memcpy(&v, s, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  if (v & kHigh) return false;  // below, per-byte sums stay within the byte
-  const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
-  const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
-  if (((digit | letter) & kHigh) != kHigh) return false;
-  v = (v & kOnes * 0x0f) + ((v >> 6) & kOnes) * 9;  // each byte its nibble
-  // The first character is the most significant digit and the lowest byte.
-  v = ((v << 4) | (v >> 8)) & 0x00ff00ff00ff00ffULL;
-  v = ((v << 8) | (v >> 16)) & 0x0000ffff0000ffffULL;
-  out = ((v << 16) | (v >> 32)) & 0xffffffffULL;
-  return true;
-}
-
 // One file as mapped by the recorded processes (one per path + build-id).
 struct Dso {
   std::string name;
@@ -76,6 +58,12 @@ struct Dso {
   bool unwind_built = false;
   std::unique_ptr<elf::SymbolTable> symbols;
   std::unordered_map<const elf::FunctionSymbol*, std::string> names;
+  // Link-time PC -> its name (in `names`) and offset; null name: none.
+  struct PcName {
+    const std::string* name = nullptr;
+    std::uint64_t offset = 0;
+  };
+  std::unordered_map<std::uint64_t, PcName> pcs;
   std::vector<AddressRange> trampolines;  // link-time
 
   // runtime - link-time for a mapping of this file at `start` from file
@@ -106,16 +94,26 @@ struct Space {
   std::vector<AddressRange> trampolines;
   std::unique_ptr<StaticRuleCache<1024>> cache;
 
+  // The mapping holding `addr`. A walk asks for every frame, mostly in the
+  // mapping it asked for last: that one is kept (forget() drops it
+  // whenever `maps` changes).
   const MapEntry* find(std::uint64_t addr) const {
+    if (last && addr >= last->start && addr < last->end) return last;
     auto it = maps.upper_bound(addr);
     if (it == maps.begin()) return nullptr;
     --it;
-    return addr < it->second.end ? &it->second : nullptr;
+    if (addr >= it->second.end) return nullptr;
+    last = &it->second;
+    return last;
   }
+  void forget() { last = nullptr; }
+  mutable const MapEntry* last = nullptr;
   // Inserts [start, end), cutting what it overlaps (a new mapping replaces
   // the old pages, as mmap(MAP_FIXED) does). `exec` false: only cuts.
   void insert(const MapEntry& e, bool exec) {
+    forget();
     std::vector<MapEntry> keep;
+    bool cut = false;
     auto it = maps.upper_bound(e.start);
     if (it != maps.begin()) --it;
     while (it != maps.end() && it->second.start < e.end) {
@@ -125,6 +123,7 @@ struct Space {
         continue;
       }
       it = maps.erase(it);
+      cut = true;
       if (old.start < e.start) {
         MapEntry l = old;
         l.end = e.start;
@@ -139,13 +138,18 @@ struct Space {
     }
     for (const MapEntry& k : keep) maps[k.start] = k;
     if (exec) maps[e.start] = e;
-    dirty = true;
+    // Data mappings (malloc's, the interpreter's) that cut no code leave
+    // the unwinder's maps as they are.
+    if (exec || cut) dirty = true;
   }
 };
 
-void fill(const std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map) {
-  storage.assign(mods.size(), Module{});
+void fill(std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map,
+          std::size_t capacity = 0) {
+  storage.assign(std::max(mods.size(), capacity), Module{});
   map = std::make_unique<ModuleMap>(std::span<Module>(storage));
+  // In address order: each add() appends.
+  std::sort(mods.begin(), mods.end(), [](const Module& a, const Module& b) { return a.range.begin < b.range.begin; });
   for (const Module& m : mods) (void)map->add(m);
 }
 
@@ -171,17 +175,19 @@ struct Session::Impl {
   UnwoundSample out;
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
-  // kallsyms as read: its text and, per function symbol, where its name
-  // is; names are resolved per symbol start on first use (kgroups).
-  struct KSym {
-    std::uint64_t address;
-    std::uint32_t name_at;
-    std::uint16_t name_len;  // kallsyms names are at most KSYM_NAME_LEN (512)
-    char type;
-  };
+  // kallsyms as read: its text and an index over it (lines parsed on
+  // demand when in address order); names are resolved per symbol start on
+  // first use (kgroups), lookups cached per address (kframes).
+  using KSym = detail::KSym;
   detail::FileBytes kfile;
   std::string_view ktext;
-  std::vector<KSym> ksyms;
+  std::optional<detail::KallsymsIndex> kindex;
+  std::vector<KSym> kgroup;  // reused by kernel_frame()
+  struct KFrame {
+    const std::string* name = nullptr;
+    std::uint64_t start = 0;
+  };
+  std::unordered_map<std::uint64_t, KFrame> kframes;
   bool kallsyms_read = false;
   std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
   const std::string kernel_dso = "[kernel.kallsyms]";
@@ -254,12 +260,20 @@ struct Session::Impl {
     if (!d.unwind_built) {
       d.unwind_built = true;
       auto own = d.file->sframe_section();
-      d.unwind = std::make_unique<cfi::ModuleUnwind>(
-          cfi::ModuleUnwind::build(process::module_image(*d.file, own), cfi::ModuleUnwindOptions{}));
+      cfi::ModuleImage img = process::module_image(*d.file, own);
+      // Without an own section, signal trampolines come from the CFI ('S'
+      // FDEs: the generated FDE's signal bit, SFrame v3 §2.4.1): the code
+      // of every mapped file is not scanned (a few ms for a Python run's
+      // dozens of files).
+      if (!own) img.code.clear();
+      d.unwind = std::make_unique<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(img, cfi::ModuleUnwindOptions{}));
+      // SFrame for what the own section lacks, one FDE at a time as walks
+      // need it (whole-module generation where .eh_frame_hdr cannot lead).
+      if (d.unwind->needs_generation()) (void)d.unwind->enable_on_demand(*d.file);
+      // By code (x86-64 rt_sigreturn sequences, glibc's __restore_rt) and by
+      // CFI ('S' FDEs, once generated): not by symbol, so that a file's
+      // symbols are read only when one of its frames is printed.
       d.trampolines.assign(d.unwind->trampolines().begin(), d.unwind->trampolines().end());
-      for (const auto& s : symbols_of(d).symbols())
-        if (s.name == "__restore_rt" || s.name == "__kernel_rt_sigreturn")
-          d.trampolines.push_back({s.address, s.address + std::max<std::uint64_t>(s.size, 1)});
     }
     return d.unwind.get();
   }
@@ -297,14 +311,30 @@ struct Session::Impl {
       };
       if (u->primary().usable()) prim.push_back(module_of(u->primary()));
       if (u->extra().usable()) extra.push_back(module_of(u->extra()));
+      // FDEs generated one at a time: beside the own section (extra map),
+      // or in its place (primary map, whose rules the walk caches).
+      auto& fdes = u->primary().usable() ? extra : prim;
+      for (const cfi::GeneratedFde* g : u->generated_fdes())
+        if (auto fm = fde_module(m, *g)) fdes.push_back(*fm);
       for (const AddressRange& t : m.dso->trampolines)
         if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end)
           s.trampolines.push_back({t.begin + m.bias, t.end + m.bias});
     }
-    fill(prim, s.prim_storage, s.prim);
-    fill(extra, s.extra_storage, s.extra);
+    // Room for the FDEs generated from now on (View::generate_for).
+    fill(prim, s.prim_storage, s.prim, prim.size() + 64);
+    fill(extra, s.extra_storage, s.extra, extra.size() + 64);
     s.dirty = false;
     s.built_epoch = epoch;
+  }
+
+  // The unwinder's module for one generated FDE of the file mapped at `m`
+  // (its range cut to the mapping); none when nothing of it is mapped there.
+  static std::optional<Module> fde_module(const MapEntry& m, const cfi::GeneratedFde& g) {
+    const std::uint64_t lo = std::max(g.start + m.bias, m.start), hi = std::min(g.end + m.bias, m.end);
+    if (lo >= hi || !g.section.usable()) return std::nullopt;
+    const cfi::UnwindSection& us = g.section;
+    return Module{{lo, hi}, m.bias, *us.section, &*us.index, us.rows ? &*us.rows : nullptr,
+                  us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
   }
 
   // walk_chain()'s view of one process.
@@ -319,8 +349,34 @@ struct Session::Impl {
     }
     bool generate_for(std::uint64_t lpc) {
       const MapEntry* m = s.find(lpc);
-      if (!m || !m->dso || !m->dso->unwind || !m->dso->unwind->needs_generation()) return false;
+      if (!m || !m->dso || !m->dso->unwind) return false;
       Dso& d = *m->dso;
+      if (d.unwind->on_demand()) {
+        // The FDE covering lpc alone; its module joins this process's
+        // extra map (others mapping the file pick it up when they need it,
+        // or at their next rebuild).
+        const std::size_t before = d.unwind->generated_fdes().size();
+        Expected<const cfi::GeneratedFde*> g = d.unwind->generate_for_pc(lpc - m->bias);
+        const std::size_t after = d.unwind->generated_fdes().size();
+        im.stats.generated_fdes += after - before;
+        im.stats.generated_dsos += before == 0 && after > 0;
+        if (!g) return false;
+        ModuleMap& map = d.unwind->primary().usable() ? *s.extra : *s.prim;
+        if (map.find(lpc)) return false;  // already there: nothing new
+        std::optional<Module> fm = fde_module(*m, **g);
+        if (!fm || !fm->range.contains(lpc)) return false;
+        if (map.modules().size() == map.capacity()) {
+          im.rebuild(s);  // grows the storage; takes every generated FDE
+          return (d.unwind->primary().usable() ? *s.extra : *s.prim).find(lpc) != nullptr;
+        }
+        const std::uint64_t gen = map.generation();
+        if (!map.add(*fm)) return false;  // overlapping (hostile FDE ranges)
+        // The cached rules of other PCs stay true: only the new range's go.
+        if (&map == s.prim.get() && s.cache && s.cache->generation() == gen)
+          s.cache->adopt(map.generation(), fm->range.begin, fm->range.end);
+        return true;
+      }
+      if (!d.unwind->needs_generation()) return false;
       auto eh = d.file->section_bytes(".eh_frame");
       (void)d.unwind->generate(*d.file, eh ? eh->header.address : 0);
       ++im.stats.generated_dsos;
@@ -367,6 +423,7 @@ struct Session::Impl {
         if (r.comm.exec && r.comm.pid == r.comm.tid) {
           Space& s = space(r.comm.pid);
           s.maps.clear();
+          s.forget();
           s.dirty = true;
         }
         return;
@@ -379,6 +436,7 @@ struct Session::Impl {
           auto p = spaces.find(t.ppid);
           Space& s = space(t.pid);
           s.maps = p != spaces.end() ? p->second->maps : std::map<std::uint64_t, MapEntry>{};
+          s.forget();
           s.dirty = true;
         }
         return;
@@ -413,65 +471,20 @@ struct Session::Impl {
     // mapped; 64 MiB bounds a hostile source (a real one is ~10 MB).
     if (kfile.open(path, std::size_t{64} << 20) != 0) return;
     ktext = kfile.text();
-    ksyms.reserve(ktext.size() / 32);  // untouched capacity costs no page
-    const char* const base = ktext.data();
-    const char* p = base;
-    const char* const end = p + ktext.size();
-    static constexpr auto kHex = [] {
-      std::array<std::int8_t, 256> t{};
-      t.fill(-1);
-      for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<std::int8_t>(c);
-      for (int c = 0; c < 6; ++c) t['a' + c] = static_cast<std::int8_t>(10 + c);
-      return t;
-    }();
-    const auto hex = [](char c) { return int{kHex[static_cast<unsigned char>(c)]}; };
-    const auto is_text = [](char t) { return t == 't' || t == 'T' || t == 'w' || t == 'W'; };
-    while (p < end) {
-      // "ADDRESS TYPE NAME[\tMODULE]\n"; the type is looked at first so
-      // that the address of a data symbol is never parsed.
-      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-      if (!nl) nl = end;
-      const char* q = p;
-      std::uint64_t addr = 0;
-      bool ok = false;
-      if (nl - p > 19 && p[16] == ' ' && p[18] == ' ') {  // the 64-bit layout
-        if (!is_text(p[17])) {
-          p = nl + 1;
-          continue;
-        }
-        q = p + 16;
-        std::uint64_t hi = 0, lo = 0;
-        ok = hex8(p, hi) && hex8(p + 8, lo);
-        addr = hi << 32 | lo;
-      } else {
-        while (q < nl && hex(*q) >= 0) ++q;
-        ok = q > p && q - p <= 16;
-        for (const char* d = p; ok && d < q; ++d) addr = addr << 4 | static_cast<unsigned>(hex(*d));
-      }
-      if (ok && nl - q > 3 && q[0] == ' ' && q[2] == ' ' && is_text(q[1]) && addr != 0) {  // 0: kptr_restrict
-        const char* name = q + 3;
-        const char* tab = static_cast<const char*>(std::memchr(name, '\t', static_cast<std::size_t>(nl - name)));
-        ksyms.push_back({addr, static_cast<std::uint32_t>(name - base),
-                         static_cast<std::uint16_t>(std::min<std::ptrdiff_t>((tab ? tab : nl) - name, 0xffff)), q[1]});
-      }
-      p = nl + 1;
-    }
-    const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
-    if (!std::is_sorted(ksyms.begin(), ksyms.end(), by_address))
-      std::stable_sort(ksyms.begin(), ksyms.end(), by_address);
+    kindex.emplace(ktext);
   }
 
-  // The name of the kernel symbol starting at ksyms[lo].address (the group
-  // [lo, hi) of aliases there), chosen by the shared symbol reader's perf
-  // policy over that group; each reaches the next symbol's start, as
-  // perf's symbols__fixup_end() makes kallsyms symbols.
-  const std::optional<std::string>& kernel_name(std::size_t lo, std::size_t hi) {
-    auto [it, fresh] = kgroups.try_emplace(ksyms[lo].address);
+  // The name of the kernel symbol starting at group.front().address (the
+  // group of aliases there), chosen by the shared symbol reader's perf
+  // policy over that group; each reaches the next symbol's start (`next`),
+  // as perf's symbols__fixup_end() makes kallsyms symbols.
+  const std::optional<std::string>& kernel_name(const std::vector<KSym>& group, std::uint64_t next) {
+    auto [it, fresh] = kgroups.try_emplace(group.front().address);
     if (!fresh) return it->second;
-    std::vector<elf::FunctionSymbol> group;
-    const std::uint64_t size = hi < ksyms.size() ? ksyms[hi].address - ksyms[lo].address : 0;
-    for (std::size_t i = lo; i < hi; ++i) {
-      const KSym& k = ksyms[i];
+    std::vector<elf::FunctionSymbol> syms;
+    const std::uint64_t size = next != 0 ? next - group.front().address : 0;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      const KSym& k = group[i];
       elf::FunctionSymbol f;
       f.name.assign(ktext.substr(k.name_at, k.name_len));
       f.address = k.address;
@@ -479,10 +492,10 @@ struct Session::Impl {
       f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
       f.type = STT_FUNC;
       f.order = static_cast<std::uint32_t>(i);
-      group.push_back(std::move(f));
+      syms.push_back(std::move(f));
     }
-    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(group), elf::NamingPolicy::kPerf);
-    if (auto hit = t.find(ksyms[lo].address)) it->second = t.display_name(*hit->symbol);
+    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(syms), elf::NamingPolicy::kPerf);
+    if (auto hit = t.find(group.front().address)) it->second = t.display_name(*hit->symbol);
     return it->second;
   }
 
@@ -492,20 +505,22 @@ struct Session::Impl {
     f.address = f.ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
-    auto up = std::upper_bound(ksyms.begin(), ksyms.end(), addr,
-                               [](std::uint64_t v, const KSym& k) { return v < k.address; });
-    if (up != ksyms.begin()) {
-      const std::size_t hi = static_cast<std::size_t>(up - ksyms.begin());
-      std::size_t lo = hi - 1;
-      while (lo > 0 && ksyms[lo - 1].address == ksyms[hi - 1].address) --lo;
+    // Per address: kernel callchains repeat a few hundred addresses.
+    auto [it, fresh] = kframes.try_emplace(addr);
+    KFrame& kf = it->second;
+    if (fresh && kindex) {
+      std::uint64_t next = 0;
       // The last symbol holds only its own address (no next start).
-      const bool covered = hi < ksyms.size() || addr == ksyms[lo].address;
-      if (covered) {
-        if (const std::optional<std::string>& name = kernel_name(lo, hi)) {
-          f.symbol = &*name;
-          f.symoff = addr - ksyms[lo].address;
+      if (kindex->lookup(addr, kgroup, next) && (next != 0 || addr == kgroup.front().address)) {
+        if (const std::optional<std::string>& name = kernel_name(kgroup, next)) {
+          kf.name = &*name;
+          kf.start = kgroup.front().address;
         }
       }
+    }
+    if (kf.name) {
+      f.symbol = kf.name;
+      f.symoff = addr - kf.start;
     }
     out.frames.push_back(f);
   }
@@ -522,12 +537,20 @@ struct Session::Impl {
       Dso& d = *m->dso;
       f.dso = &d.name;
       if (!d.et_exec) f.ip = at - m->start + m->pgoff;
-      const elf::SymbolTable& t = symbols_of(d);
-      if (auto hit = t.find(at - m->bias)) {
-        auto [it, fresh] = d.names.try_emplace(hit->symbol);
-        if (fresh) it->second = t.display_name(*hit->symbol);
-        f.symbol = &it->second;
-        f.symoff = hit->offset;
+      // Per link-time address: a profile repeats a few thousand PCs, and a
+      // hash lookup costs a fraction of the symbol table's search.
+      auto [c, fresh] = d.pcs.try_emplace(at - m->bias);
+      if (fresh) {
+        const elf::SymbolTable& t = symbols_of(d);
+        if (auto hit = t.find(at - m->bias)) {
+          auto [it, added] = d.names.try_emplace(hit->symbol);
+          if (added) it->second = t.display_name(*hit->symbol);
+          c->second = {&it->second, hit->offset};
+        }
+      }
+      if (c->second.name) {
+        f.symbol = c->second.name;
+        f.symoff = c->second.offset;
       }
     }
     out.frames.push_back(f);
@@ -560,22 +583,26 @@ struct Session::Impl {
       }
       if (in_kernel) kernel_frame(v);
     }
-    const auto ip = smp.user_reg(kX86Ip), sp = smp.user_reg(kX86Sp), bp = smp.user_reg(kX86Bp);
-    if (ip && sp && bp && out.frames.size() < opt.max_stack) {
+    // The sampled registers, in one pass over the mask.
+    std::array<std::uint64_t, kX86R15 + 1> reg{};
+    const std::uint64_t has = smp.user_regs(reg);
+    const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
+    if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
+      const std::uint64_t sp = reg[kX86Sp];
       out.walked = true;
       Space& s = space(r.id.pid);
       if (s.dirty || s.built_epoch != epoch) rebuild(s);
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
       s.cache->sync(s.prim->generation());
-      Regs regs = Regs::amd64(*ip, *sp, *bp);
+      Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
       // The other sampled registers: frame 0's FLEX rules may name them.
       static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {
           {kX86Ax, 0}, {kX86Dx, 1}, {kX86Cx, 2}, {kX86Bx, 3}, {kX86Si, 4}, {kX86Di, 5}};
       for (auto [p, d] : kPerfToDwarf)
-        if (auto v = smp.user_reg(p)) regs.set(d, *v);
+        if (have(p)) regs.set(d, reg[p]);
       for (unsigned k = 0; k < 8; ++k)
-        if (auto v = smp.user_reg(kX86R8 + k)) regs.set(8 + k, *v);
-      const BufferMemory mem(smp.stack, *sp);
+        if (have(kX86R8 + k)) regs.set(8 + k, reg[kX86R8 + k]);
+      const BufferMemory mem(smp.stack, sp);
       const std::size_t cap = opt.max_stack - out.frames.size();
       View view{*this, s};
       process::WalkOptions wo;
@@ -593,7 +620,7 @@ struct Session::Impl {
       out.stop = w.reason;
       out.why = why(s, w);
       out.stop_address = w.address;
-      out.stack_base = *sp;
+      out.stack_base = sp;
       out.stack_size = smp.stack.size();
     }
     stats.frames += out.frames.size();

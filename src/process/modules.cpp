@@ -253,7 +253,10 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
     } else if (!opt.generate) {
       if (mod.source != UnwindSource::kSFrameSection) mod.why += "; generation disabled";
     } else if (opt.on_demand) {
+      // One FDE at a time where .eh_frame_hdr leads to it; else the whole
+      // module on first need.
       mod.generation_pending = true;
+      (void)mod.unwind->enable_on_demand(*mod.file);
     } else {
       generate_sframe(mod);
     }
@@ -286,10 +289,13 @@ namespace {
 
 // A new map (new generation: rule caches refill) over storage sized once;
 // moving LoadedModules moves the vector's buffer, not the modules.
-void fill_map(const std::vector<sframe::Module>& mods, std::vector<sframe::Module>& storage,
+void fill_map(std::vector<sframe::Module>& mods, std::vector<sframe::Module>& storage,
               std::unique_ptr<sframe::ModuleMap>& map) {
   storage.assign(mods.size(), sframe::Module{});
   map = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(storage));
+  // In address order: each add() appends.
+  std::sort(mods.begin(), mods.end(),
+            [](const sframe::Module& a, const sframe::Module& b) { return a.range.begin < b.range.begin; });
   for (const auto& m : mods) (void)map->add(m);
 }
 
@@ -313,6 +319,17 @@ void LoadedModules::rebuild_unwind_map() {
       };
       if (p) mods.push_back(module_of(*p));
       if (x) extra.push_back(module_of(*x));
+      // FDEs generated one at a time: beside the own section, or in its
+      // place.
+      if (!m.unwind) continue;
+      for (const cfi::GeneratedFde* g : m.unwind->generated_fdes()) {
+        const std::uint64_t lo = std::max(g->start + m.bias, r.first), hi = std::min(g->end + m.bias, r.second);
+        if (lo >= hi || !g->section.usable()) continue;
+        const cfi::UnwindSection& u = g->section;
+        (p ? extra : mods)
+            .push_back(sframe::Module{{lo, hi}, m.bias, *u.section, &*u.index, u.rows ? &*u.rows : nullptr,
+                                      u.rows && !u.compact_rows.empty() ? u.compact_rows.data() : nullptr});
+      }
     }
   }
   fill_map(mods, unwind_storage_, unwind_map_);
@@ -321,6 +338,22 @@ void LoadedModules::rebuild_unwind_map() {
 
 bool LoadedModules::generate_for(std::uint64_t pc) {
   auto it = std::find_if(modules_.begin(), modules_.end(), [pc](const LoadedModule& m) { return m.contains_exec(pc); });
+  if (it != modules_.end() && it->unwind && it->unwind->on_demand()) {
+    // Only for what the own section lacks.
+    if (it->index) {
+      auto own = it->index->find(pc - it->bias);
+      if (own || own.error().code != Errc::kPcNotCovered) return false;
+    }
+    // The FDE covering pc alone; true only when it is new (a known one is
+    // in the maps already: the walk found no rule in it).
+    const std::size_t before = it->unwind->generated_fdes().size();
+    Expected<const cfi::GeneratedFde*> g = it->unwind->generate_for_pc(pc - it->bias);
+    if (!g || it->unwind->generated_fdes().size() == before) return false;
+    it->generation_pending = false;
+    take_views(*it);
+    rebuild_unwind_map();
+    return true;
+  }
   if (it == modules_.end() || !it->generation_pending) return false;
   it->generation_pending = false;
   generate_sframe(*it);

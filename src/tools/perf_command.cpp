@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -213,17 +214,6 @@ class PerfCommand final : public Command {
     // a fifth of the command's instructions.
     auto o = fmt::appender(b);
     const auto put = [&b](std::string_view v) { b.append(v.data(), v.data() + v.size()); };
-    // printf's "%*lx": lowercase hex, right-aligned in `width` columns.
-    const auto hex = [&b](std::uint64_t v, std::size_t width) {
-      char d[16];
-      std::size_t n = 0;
-      do {
-        d[15 - n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-      } while (v != 0);
-      for (; width > n; --width) b.push_back(' ');
-      b.append(d + 16 - n, d + 16);
-    };
     if (f & kComm) {
       if (f & kIp) {
         put(comm);
@@ -245,27 +235,49 @@ class PerfCommand final : public Command {
     if (f & kEvent) fmt::format_to(o, "{:>{}}: ", rec.attr ? rec.attr->name : "", name_width);
     b.push_back('\n');
     if (!(f & kIp)) return;
+    // Each frame line written straight into the buffer, its room reserved
+    // once (a push_back per character checked the capacity each time).
+    const auto copy = [](char* p, std::string_view v) {
+      std::memcpy(p, v.data(), v.size());
+      return p + v.size();
+    };
+    // Lowercase hex of v right-aligned in `width` columns (printf "%*lx").
+    const auto hex_at = [](char* p, std::uint64_t v, std::size_t width) {
+      char d[16];
+      std::size_t n = 0;
+      do {
+        d[15 - n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+      } while (v != 0);
+      for (; width > n; --width) *p++ = ' ';
+      std::memcpy(p, d + 16 - n, n);
+      return p + n;
+    };
     for (const perf::ResolvedFrame& fr : u.frames) {
-      b.push_back('\t');
-      hex(fr.ip, 16);
+      const std::string_view sym = fr.symbol ? std::string_view(*fr.symbol) : std::string_view("[unknown]");
+      const std::string_view dso = fr.dso ? std::string_view(*fr.dso) : std::string_view("[unknown]");
+      // Tab, ip, space, name, "+0x" offset, " (", dso, ")", newline.
+      const std::size_t most = 1 + 16 + 1 + sym.size() + 3 + 16 + 2 + dso.size() + 2;
+      const std::size_t at = b.size();
+      b.resize(at + most);
+      char* p = b.data() + at;
+      *p++ = '\t';
+      p = hex_at(p, fr.ip, 16);
       if (f & (kSym | kSymoff)) {
-        b.push_back(' ');
-        if (fr.symbol) {
-          put(*fr.symbol);
-          if (f & kSymoff) {
-            put("+0x");
-            hex(fr.symoff, 0);
-          }
-        } else {
-          put("[unknown]");
+        *p++ = ' ';
+        p = copy(p, sym);
+        if (fr.symbol && (f & kSymoff)) {
+          p = copy(p, "+0x");
+          p = hex_at(p, fr.symoff, 0);
         }
       }
       if (f & kDso) {
-        put(" (");
-        put(fr.dso ? std::string_view(*fr.dso) : std::string_view("[unknown]"));
-        b.push_back(')');
+        p = copy(p, " (");
+        p = copy(p, dso);
+        *p++ = ')';
       }
-      b.push_back('\n');
+      *p++ = '\n';
+      b.resize(static_cast<std::size_t>(p - b.data()));
     }
     b.push_back('\n');
   }
@@ -285,6 +297,7 @@ class PerfCommand final : public Command {
     j["lost_records"] = rs.lost_records;
     j["files"] = st.dsos;
     j["generated_files"] = st.generated_dsos;
+    j["generated_fdes"] = st.generated_fdes;
     return j;
   }
 
@@ -297,9 +310,11 @@ class PerfCommand final : public Command {
     for (const auto& [why, n] : st.stops) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", why, n);
     fmt::print(stderr,
                "sframe perf script: {} samples, {} frames ({:.1f} per sample); frames from: {}; user walks ended: "
-               "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {}\n",
+               "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {} "
+               "({} FDEs one at a time)\n",
                st.samples, st.frames, st.samples ? double(st.frames) / double(st.samples) : 0.0, origins,
-               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos);
+               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos,
+               st.generated_fdes);
   }
 
   PerfScriptOptions opt_;

@@ -198,11 +198,41 @@ TEST(Modules, GenerationOnlyForWhatTheOwnSectionLacks) {
   const long eh = count(count_eh), sf = count(count_sf);
   if (eh == 0 || sf == 0) GTEST_SKIP() << "no readelf/objdump";
   EXPECT_EQ(m->generation_pending, eh > sf);
+  // One FDE at a time (the default): never for a PC the own section covers;
+  // for each .eh_frame FDE it lacks, once.
+  ASSERT_TRUE(m->unwind->on_demand());
+  auto hdr = m->file->section_bytes(".eh_frame_hdr");
+  ASSERT_TRUE(hdr);
+  auto starts = cfi::eh_frame_hdr_starts(hdr->bytes, hdr->header.address);
+  ASSERT_TRUE(starts);
+  long missing = 0, tried = 0, covered = 0;
+  for (std::uint64_t start : *starts) {
+    auto own = m->index->find(start);
+    if (own || own.error().code != Errc::kPcNotCovered) {
+      if (covered++ < 20) {
+        EXPECT_FALSE(mods.generate_for(start + m->bias)) << std::hex << start;
+      }
+      continue;
+    }
+    ++missing;
+    if (tried == 20) continue;
+    ++tried;
+    const std::uint64_t pc = start + m->bias;
+    EXPECT_TRUE(mods.generate_for(pc)) << std::hex << start;
+    EXPECT_NE(mods.extra_map().find(pc), nullptr) << std::hex << start;
+    EXPECT_FALSE(mods.generate_for(pc)) << std::hex << start;
+  }
+  EXPECT_GE(missing, eh - sf);
+  EXPECT_LE(missing, eh - sf + 4);
+  // The whole module at load (on_demand off): what the own section lacks.
+  ModuleOptions whole;
+  whole.on_demand = false;
+  auto all = LoadedModules::load(getpid(), *maps, mem, whole);
+  const LoadedModule* w = all.find(self);
+  ASSERT_NE(w, nullptr);
   if (eh > sf) {
-    EXPECT_TRUE(mods.generate_for(self));
-    const LoadedModule* after = mods.find(self);
-    EXPECT_GE(static_cast<long>(after->extra_functions), eh - sf);
-    EXPECT_LE(static_cast<long>(after->extra_functions), eh - sf + 4);
+    EXPECT_GE(static_cast<long>(w->extra_functions), eh - sf);
+    EXPECT_LE(static_cast<long>(w->extra_functions), eh - sf + 4);
   }
 }
 

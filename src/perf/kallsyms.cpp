@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+// sframepp: kallsyms text -> function symbols (see kallsyms.hpp).
+#include "kallsyms.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace sframe::perf::detail {
+namespace {
+
+// The value of 8 lowercase hex digits at `s` (kallsyms addresses), eight
+// bytes at a time; false when any is not one.
+bool hex8(const char* s, std::uint64_t& out) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
+  std::uint64_t v;
+  std::memcpy(&v, s, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  if (v & kHigh) return false;  // below, per-byte sums stay within the byte
+  const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
+  const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
+  if (((digit | letter) & kHigh) != kHigh) return false;
+  v = (v & kOnes * 0x0f) + ((v >> 6) & kOnes) * 9;  // each byte its nibble
+  // The first character is the most significant digit and the lowest byte.
+  v = ((v << 4) | (v >> 8)) & 0x00ff00ff00ff00ffULL;
+  v = ((v << 8) | (v >> 16)) & 0x0000ffff0000ffffULL;
+  out = ((v << 16) | (v >> 32)) & 0xffffffffULL;
+  return true;
+}
+
+bool is_text(char t) { return t == 't' || t == 'T' || t == 'w' || t == 'W'; }
+
+// One line [p, nl), its name ending at `name_end` (its first tab, else nl).
+void parse_line(const char* base, const char* p, const char* nl, const char* name_end, std::vector<KSym>& out) {
+  static constexpr auto kHex = [] {
+    std::array<std::int8_t, 256> t{};
+    t.fill(-1);
+    for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<std::int8_t>(c);
+    for (int c = 0; c < 6; ++c) t['a' + c] = static_cast<std::int8_t>(10 + c);
+    return t;
+  }();
+  const auto hex = [](char c) { return int{kHex[static_cast<unsigned char>(c)]}; };
+  // "ADDRESS TYPE NAME[\tMODULE]"; the type is looked at first so that the
+  // address of a data symbol is never parsed.
+  std::uint64_t addr = 0;
+  const char* q = p;
+  if (name_end - p > 19 && p[16] == ' ' && p[18] == ' ') {  // the 64-bit layout
+    if (!is_text(p[17])) return;
+    q = p + 16;
+    // The 64-bit kernel's addresses start with these 8 digits: compared as
+    // one word, only the low 8 are parsed.
+    std::uint64_t hi = 0, lo = 0, w, kernel_hi;
+    std::memcpy(&w, p, 8);
+    std::memcpy(&kernel_hi, "ffffffff", 8);
+    if (w == kernel_hi) {
+      hi = 0xffffffffu;
+      if (!hex8(p + 8, lo)) return;
+    } else if (!hex8(p, hi) || !hex8(p + 8, lo)) {
+      return;
+    }
+    addr = hi << 32 | lo;
+  } else {
+    while (q < nl && hex(*q) >= 0) ++q;
+    if (q == p || q - p > 16) return;
+    for (const char* d = p; d < q; ++d) addr = addr << 4 | static_cast<unsigned>(hex(*d));
+    if (name_end - q <= 3 || q[0] != ' ' || q[2] != ' ' || !is_text(q[1])) return;
+  }
+  if (addr == 0) return;  // kptr_restrict
+  const char* name = q + 3;
+  out.push_back({addr, static_cast<std::uint32_t>(name - base),
+                 static_cast<std::uint16_t>(std::min<std::ptrdiff_t>(name_end - name, 0xffff)), q[1]});
+}
+
+}  // namespace
+
+namespace {
+
+// Calls fn(line, nl, tab) for each line [line, nl) of `text` (nl: its
+// '\n' or the end; tab: its first '\t', else nl). Each '\n' or '\t' is
+// found sixteen bytes at a time (two memchr calls per line of some 40
+// bytes cost more).
+template <class Fn>
+void for_each_line(std::string_view text, Fn&& fn) {
+  const char* const base = text.data();
+  const char* const end = base + text.size();
+  const char* line = base;
+  const char* tab = nullptr;  // the line's first tab
+  const auto found = [&](const char* at) {
+    if (*at == '\t') {
+      if (!tab) tab = at;
+      return;
+    }
+    fn(line, at, tab ? tab : at);
+    line = at + 1;
+    tab = nullptr;
+  };
+  const char* p = base;
+#if defined(__SSE2__)
+  const __m128i nl16 = _mm_set1_epi8('\n'), tab16 = _mm_set1_epi8('\t');
+  for (; end - p >= 16; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, nl16), _mm_cmpeq_epi8(v, tab16))));
+    for (; mask != 0; mask &= mask - 1) found(p + std::countr_zero(mask));
+  }
+#endif
+  for (; p < end; ++p)
+    if (*p == '\n' || *p == '\t') found(p);
+  if (line < end) fn(line, end, tab ? tab : end);  // no final newline
+}
+
+// The 16 address characters of a line in the 64-bit layout, as a pair
+// whose order is their string order.
+using Key = std::pair<std::uint64_t, std::uint64_t>;
+Key prefix_key(const char* p) {
+  std::uint64_t hi, lo;
+  std::memcpy(&hi, p, 8);
+  std::memcpy(&lo, p + 8, 8);
+  if constexpr (std::endian::native == std::endian::little) {
+    hi = __builtin_bswap64(hi);
+    lo = __builtin_bswap64(lo);
+  }
+  return {hi, lo};
+}
+
+// A line with the 64-bit layout's address, space, type, space.
+bool layout64(const char* p, const char* nl) { return nl - p >= 19 && p[16] == ' ' && p[18] == ' '; }
+
+}  // namespace
+
+void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
+  const std::size_t first = out.size();
+  const char* const base = text.data();
+  for_each_line(text, [&](const char* line, const char* nl, const char* name_end) {
+    parse_line(base, line, nl, name_end, out);
+  });
+  const auto by_address = [](const KSym& a, const KSym& b) { return a.address < b.address; };
+  if (!std::is_sorted(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_address))
+    std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), by_address);
+}
+
+KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
+  // One pass: every 64th line start, and whether all lines have the
+  // 64-bit layout in address order (then string order is address order).
+  const char* const base = text.data();
+  const char* const end = base + text.size();
+  bool ok = true;
+  Key prev{0, 0};
+  std::size_t n = 0;
+  const char* line = base;
+  const auto at_line_end = [&](const char* nl) {
+    if (nl != line) {  // empty lines name nothing
+      if (!layout64(line, nl)) {
+        ok = false;
+      } else {
+        const Key k = prefix_key(line);
+        ok = ok && !(k < prev);
+        prev = k;
+        if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
+      }
+    }
+    line = nl < end ? nl + 1 : end;
+  };
+  // Newlines only (names end at a tab only in lookups), sixteen bytes at a
+  // time; stops at the first line out of layout or order.
+  const char* p = base;
+#if defined(__SSE2__)
+  const __m128i nl16 = _mm_set1_epi8('\n');
+  for (; ok && end - p >= 16; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    for (auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl16))); mask != 0; mask &= mask - 1)
+      at_line_end(p + std::countr_zero(mask));
+  }
+#endif
+  for (; ok && p < end; ++p)
+    if (*p == '\n') at_line_end(p);
+  if (ok && line < end) at_line_end(end);  // no final newline
+  if (!ok || text.size() > UINT32_MAX) {
+    sparse_.clear();
+    sorted_ = false;
+    parse_kallsyms(text, all_);
+  }
+}
+
+bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const {
+  group.clear();
+  next = 0;
+  if (!sorted_) {
+    auto up = std::upper_bound(all_.begin(), all_.end(), addr, [](std::uint64_t v, const KSym& k) { return v < k.address; });
+    if (up == all_.begin()) return false;
+    auto lo = up - 1;
+    while (lo != all_.begin() && (lo - 1)->address == (up - 1)->address) --lo;
+    group.assign(lo, up);
+    if (up != all_.end()) next = up->address;
+    return true;
+  }
+  const char* const base = text_.data();
+  const char* const end = base + text_.size();
+  char target_text[17];
+  std::snprintf(target_text, sizeof target_text, "%016llx", static_cast<unsigned long long>(addr));
+  const Key target = prefix_key(target_text);
+  // The line [p, nl) and its name end; nl is end for the last line.
+  const auto line_end = [&](const char* p) {
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+    return nl ? nl : end;
+  };
+  std::vector<KSym> one;
+  const auto symbol = [&](const char* p, const char* nl) -> const KSym* {
+    one.clear();
+    const char* tab = static_cast<const char*>(std::memchr(p, '\t', static_cast<std::size_t>(nl - p)));
+    parse_line(base, p, nl, tab ? tab : nl, one);
+    return one.empty() ? nullptr : &one.front();
+  };
+  const auto prev_line = [&](const char* p) -> const char* {  // start of the line before p's (p > base)
+    const char* q = p - 1;  // its '\n'
+    while (q > base && q[-1] != '\n') --q;
+    return q;
+  };
+  // The last sparse entry whose line is at or below the target.
+  auto it = std::upper_bound(sparse_.begin(), sparse_.end(), target,
+                             [&](const Key& t, std::uint32_t at) { return t < prefix_key(base + at); });
+  if (it == sparse_.begin()) return false;  // every line lies above
+  // L: the last symbol line at or below the target, forward from there...
+  const char* last = nullptr;
+  for (const char* p = base + *(it - 1); p < end;) {
+    const char* nl = line_end(p);
+    if (nl != p) {
+      if (prefix_key(p) > target) break;
+      if (symbol(p, nl)) last = p;
+    }
+    p = nl + 1;
+  }
+  // ... else backward from it.
+  for (const char* p = base + *(it - 1); !last && p > base;) {
+    p = prev_line(p);
+    const char* nl = line_end(p);
+    if (nl != p && symbol(p, nl)) last = p;
+  }
+  if (!last) return false;
+  // The group: symbol lines of the same address around L (contiguous:
+  // sorted), in file order.
+  const Key key = prefix_key(last);
+  const char* first = last;
+  for (const char* p = last; p > base;) {
+    p = prev_line(p);
+    const char* nl = line_end(p);
+    if (nl == p) continue;
+    if (prefix_key(p) != key) break;
+    first = p;
+  }
+  for (const char* p = first; p <= last;) {
+    const char* nl = line_end(p);
+    if (nl != p)
+      if (const KSym* k = symbol(p, nl)) group.push_back(*k);
+    p = nl + 1;
+  }
+  // The next symbol above them.
+  for (const char* p = line_end(last) + 1; p < end;) {
+    const char* nl = line_end(p);
+    if (nl != p)
+      if (const KSym* k = symbol(p, nl)) {
+        next = k->address;
+        break;
+      }
+    p = nl + 1;
+  }
+  return !group.empty();
+}
+
+}  // namespace sframe::perf::detail

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// sframepp (private): the text of /proc/kallsyms (or perf's cached copy of
+// it) as function symbols, for naming the kernel frames of `sframe perf
+// script`. Separate from the session so that the fuzz_perf target feeds it
+// hostile text.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace sframe::perf::detail {
+
+/// One function symbol of kallsyms: its address and where its name lies in
+/// the text.
+struct KSym {
+  std::uint64_t address;
+  std::uint32_t name_at;
+  std::uint16_t name_len;  // kallsyms names are at most KSYM_NAME_LEN (512)
+  char type;
+};
+
+/// Appends the function symbols ('t', 'T', 'w', 'W') of kallsyms `text`
+/// ("ADDRESS TYPE NAME[\tMODULE]\n" lines, the kernel's
+/// kernel/kallsyms.c s_show()) to `out`, sorted by address (stable: aliases
+/// keep their order). Lines that do not parse, and addresses of 0 (hidden by
+/// kptr_restrict), are skipped. Every KSym's name lies inside `text`, which
+/// must be at most 4 GiB. Linear in the text (one sort when it is not in
+/// address order).
+void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
+
+/// kallsyms text looked up by address, as parse_kallsyms() would list it.
+/// When every line has the 64-bit layout ("%016lx %c %s") and the lines
+/// come in address order (the kernel's s_show() lists the core kernel so;
+/// loaded modules' symbols may not be), only every 64th line start is kept
+/// (one pass, no per-symbol memory) and a lookup parses the lines near its
+/// address; else every function symbol is parsed and sorted. `text` must
+/// outlive the index.
+class KallsymsIndex {
+ public:
+  explicit KallsymsIndex(std::string_view text);
+  /// The function symbols at the greatest address at or below `addr`
+  /// (aliases, in file order) into `group`, and in `next` the address of
+  /// the first function symbol above them (0: none). False when no
+  /// function symbol lies at or below `addr`.
+  bool lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
+  /// Lookups parse lines on demand (the sorted case).
+  bool sparse() const noexcept { return sorted_; }
+
+ private:
+  std::string_view text_;
+  bool sorted_ = true;
+  std::vector<std::uint32_t> sparse_;
+  std::vector<KSym> all_;
+};
+
+}  // namespace sframe::perf::detail
