@@ -51,7 +51,7 @@ done
 "$py" - "$tmp" "${groups[@]}" <<'PY'
 import collections, os, subprocess, sys
 tmp, groups = sys.argv[1], sys.argv[2:]
-TECH = ["none", "merge", "mask", "share", "coalesce", "coalesce16", "nocoalesce", "all", "nonshare"]
+TECH = ["none", "merge", "mask", "share", "coalesce", "coalesce16", "nocoalesce", "allnocap", "all", "nonshare"]
 
 def readelf_sizes(path):
     """sh_size of .eh_frame, .eh_frame_hdr and .sframe (readelf -SW)."""
@@ -102,6 +102,7 @@ for g in groups:
                          "coalesce": "coalesce adjacent FDEs (different rows)",
                          "coalesce16": "coalesce, at most 16 FREs per FDE",
                          "nocoalesce": "merge + mask + share (--optimize-size before coalescing)",
+                         "allnocap": "all, coalescing with no FRE limit",
                          "all": "all (--optimize-size, native order)",
                          "nonshare": "all but sharing (libsframe, foreign order)"}[t]
                 line = f"| {label} | {tot[t]} | {tot[t] / tot['none']:.3f} | {tot[t] / eh:.3f} |" if eh else \

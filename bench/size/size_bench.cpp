@@ -56,6 +56,7 @@ constexpr Technique kTechniques[] = {
     {"coalesce", kCoalesce, false},
     {"coalesce16", kCoalesce16, false},
     {"nocoalesce", kAllButCoalesce, false},
+    {"allnocap", SizeOptions{true, true, true, true, 0}, false},
     {"all", SizeOptions::all(), false},
     {"nonshare", kNonshare, true},
 };
