@@ -135,8 +135,9 @@ struct SizeOptions {
 
 /// The size optimizations that every consumer in `consumers` accepts for a
 /// section of version `v` in byte order `big_endian` (docs/consumers.md,
-/// "Smaller sections"): merging adjacent FDEs, PC-mask FDEs and the narrowest
-/// encodings for all; FRE-block sharing unless libsframe is listed and reads
+/// "Smaller sections"): merging adjacent FDEs (identical rows), coalescing
+/// adjacent FDEs (different rows, at most kDefaultCoalesceMaxFres FREs per
+/// joined FDE), PC-mask FDEs and the narrowest encodings for all; FRE-block sharing unless libsframe is listed and reads
 /// the section in the foreign byte order (its flip walks each FDE's FREs and
 /// requires them to fit in sfh_fre_len; sframepp judges "foreign" against
 /// this machine, as check_consumer() does). The kernel and glibc read FREs by
