@@ -51,7 +51,7 @@ done
 "$py" - "$tmp" "${groups[@]}" <<'PY'
 import collections, os, subprocess, sys
 tmp, groups = sys.argv[1], sys.argv[2:]
-TECH = ["none", "merge", "mask", "share", "all", "nonshare"]
+TECH = ["none", "merge", "mask", "share", "coalesce", "coalesce16", "nocoalesce", "allnocap", "all", "nonshare"]
 
 def readelf_sizes(path):
     """sh_size of .eh_frame, .eh_frame_hdr and .sframe (readelf -SW)."""
@@ -66,14 +66,17 @@ def readelf_sizes(path):
 bad = 0
 for g in groups:
     rows = collections.defaultdict(dict)  # (file, source, version) -> technique -> bytes
+    walk = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])  # (source, version, technique) -> FDEs, reads, covered, max FREs
     rejected = collections.Counter()
     gnu_version = {}  # file -> version of GNU's own section
     for line in open(os.path.join(tmp, g + ".tsv")):
-        f, src, v, t, n, rej = line.rstrip("\n").split("\t")
+        f, src, v, t, n, rej, fdes, reads, covered, maxf = line.rstrip("\n").split("\t")
         if src == "gnusec":
             gnu_version[f] = int(v)
             continue
         rows[(f, src, int(v))][t] = int(n)
+        w = walk[(src, int(v), t)]
+        w[0] += int(fdes); w[1] += float(reads); w[2] += float(covered); w[3] = max(w[3], int(maxf))
         rejected[(src, int(v), t)] += int(rej)
     files = sorted({k[0] for k in rows})
     sizes = {f: readelf_sizes(f) for f in files}
@@ -90,17 +93,24 @@ for g in groups:
             gnu = sum(sizes[k[0]][".sframe"] for k in gk)
             gnu_all = sum(rows[k]["all"] for k in gk)
             print(f"\n{src} model, SFrame v{v}, {len(keys)} files; bytes (ratio to 'none')")
-            print("| technique | bytes | x none | x (.eh_frame + .eh_frame_hdr) |" + (" x GNU .sframe |" if gk else ""))
-            print("|---|---|---|---|" + ("---|" if gk else ""))
+            print("| technique | bytes | x none | x (.eh_frame + .eh_frame_hdr) |" + (" x GNU .sframe |" if gk else "") +
+                  " FDEs | FREs read per lookup | most FREs in an FDE |")
+            print("|---|---|---|---|" + ("---|" if gk else "") + "---|---|---|")
             for t in TECH:
-                label = {"none": "none (narrowest encodings only)", "merge": "merge adjacent FDEs",
+                label = {"none": "none (narrowest encodings only)", "merge": "merge adjacent FDEs (identical rows)",
                          "mask": "PC-mask FDEs", "share": "FRE-block sharing",
+                         "coalesce": "coalesce adjacent FDEs (different rows)",
+                         "coalesce16": "coalesce, at most 16 FREs per FDE",
+                         "nocoalesce": "merge + mask + share (--optimize-size before coalescing)",
+                         "allnocap": "all, coalescing with no FRE limit",
                          "all": "all (--optimize-size, native order)",
                          "nonshare": "all but sharing (libsframe, foreign order)"}[t]
                 line = f"| {label} | {tot[t]} | {tot[t] / tot['none']:.3f} | {tot[t] / eh:.3f} |" if eh else \
                        f"| {label} | {tot[t]} | {tot[t] / tot['none']:.3f} | - |"
                 if gk:
                     line += f" {sum(rows[k][t] for k in gk) / gnu:.3f} |"
+                w = walk[(src, v, t)]
+                line += f" {w[0]} | {w[1] / w[2] if w[2] else 0:.2f} | {w[3]} |"
                 print(line)
             print(f".eh_frame + .eh_frame_hdr: {eh} bytes" +
                   (f"; GNU's v{v} .sframe ({len(gk)} files; 'x GNU' over these): {gnu} bytes" if gk else ""))

@@ -252,6 +252,102 @@ TEST(SizeOptions, MergeAdjacentNeverJoinsPcMaskOrDifferentFdeTypes) {
   expect_same_lookups(s, encode_ok(s, {}).section, opt.section, true, "v3");
 }
 
+// Coalescing adjacent FDEs whose rows differ.
+
+TEST(SizeOptions, CoalesceJoinsTouchingFunctionsWhenThatIsSmaller) {
+  const FrameRow leaf = amd64_row(8);
+  const FrameRow pushed = amd64_row(16, -16);
+  SizeOptions join;
+  join.coalesce_adjacent = true;
+  for (Version v : {Version::kV2, Version::kV3}) {
+    std::vector<FunctionSpec> fns;
+    // A: push; ...; pop; ret (ends on the leaf row). B right after, with a
+    // push of its own: joined, its first row (the leaf row, A's last)
+    // dropped, its push an FRE at 0x24.
+    fns.push_back(fn(0x1000, 0x20, {{0, leaf}, {1, pushed}, {0x1e, leaf}}));
+    fns.push_back(fn(0x1020, 0x10, {{0, leaf}, {4, pushed}}));
+    // C: 8 bytes of gap before it: its own FDE (the gap stays uncovered).
+    fns.push_back(fn(0x1038, 0x10, {{0, pushed}}));
+    // D: touching C, but its first row starts at 2 (its first two PCs have
+    // no row): its own FDE.
+    fns.push_back(fn(0x1048, 0x10, {{2, leaf}}));
+    // E: touching D, a signal frame in v3: its own FDE there (v2 has no
+    // signal bit: joined to D).
+    FunctionSpec e = fn(0x1058, 0x40, {{0, pushed}});
+    e.signal = v == Version::kV3;
+    fns.push_back(e);
+    // F: touching E, 250 bytes with 30 rows up to offset 232 (1-byte start
+    // addresses): joined, its starts would reach 0x40 + 232 > 255, and every
+    // FRE of the FDE would need a 2-byte start address (31 or 32 bytes more
+    // for 21 saved in v3, 20 in v2): its own FDE.
+    FunctionSpec f;
+    f.start_pc = 0x1098;
+    f.size = 250;
+    for (std::uint32_t k = 0; k < 30; ++k) f.rows.push_back({k * 8, k % 2 ? pushed : amd64_row(24)});
+    fns.push_back(f);
+    const SectionSpec s = amd64(v, fns);
+    const Encoded plain = encode_ok(s, {});
+    const Encoded opt = encode_ok(s, join);
+    const std::string what = v == Version::kV2 ? "v2" : "v3";
+    // Counted by hand: v3 {A,B} C D E F; v2 {A,B} C {D,E} F.
+    EXPECT_EQ(plain.section.num_fdes(), 6u) << what;
+    EXPECT_EQ(opt.section.num_fdes(), v == Version::kV3 ? 5u : 4u) << what;
+    const auto first = opt.section.fde(0);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->start_pc, 0x1000u);
+    EXPECT_EQ(first->size, 0x30u);
+    EXPECT_EQ(first->num_fres, 4u);
+    std::vector<std::uint32_t> starts;
+    for (const auto& fre : opt.section.fres(*first))
+      if (fre) starts.push_back(fre->start_offset);
+    EXPECT_EQ(starts, (std::vector<std::uint32_t>{0, 1, 0x1e, 0x24})) << what;
+    // Bytes saved, by hand. A+B: apart, A's FREs 3 x 3 bytes (1-byte start,
+    // info, one 1-byte word; the pushed row has two words: 4 bytes), B's 3 +
+    // 4, and B's FDE (v3: 16 + 5-byte attribute; v2: 20); joined, one FRE of
+    // 4 bytes more. v2 D+E: E's FDE (20) less nothing (E's row restated at
+    // 0x10 is 4 bytes, as it was).
+    const std::size_t ab = v == Version::kV3 ? (3 + 4) + 21 : (3 + 4) + 20;
+    const std::size_t de = v == Version::kV3 ? 0 : 20;
+    EXPECT_EQ(plain.bytes.size() - opt.bytes.size(), ab - 4 + de) << what;
+    expect_accepted(opt.section, what);
+    EXPECT_GT(expect_same_lookups(s, plain.section, opt.section, true, what), 0x190u) << what;
+    // At most 3 FREs per FDE: A+B (4 FREs) stays apart.
+    SizeOptions capped = join;
+    capped.coalesce_max_fres = 3;
+    const Encoded c = encode_ok(s, capped);
+    EXPECT_EQ(c.section.num_fdes(), v == Version::kV3 ? 6u : 5u) << what;
+    expect_same_lookups(s, plain.section, c.section, true, what + " capped");
+  }
+}
+
+TEST(SizeOptions, CoalesceWithSharingKeepsTheSmallerSection) {
+  // Ten identical two-function pairs: joined, each pair is a unique-looking
+  // block of its own until the second pair, which shares the first pair's
+  // joined block; apart, all but two blocks are shared. Whichever is
+  // smaller is returned, never more than sharing alone gives.
+  const FrameRow leaf = amd64_row(8);
+  const FrameRow pushed = amd64_row(16, -16);
+  std::vector<FunctionSpec> fns;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    const std::uint64_t at = 0x4000 + i * 0x40;
+    fns.push_back(fn(at, 0x20, {{0, leaf}, {1, pushed}, {0x1e, leaf}}));
+    fns.push_back(fn(at + 0x20, 0x10, {{0, pushed}}));
+  }
+  for (Version v : {Version::kV2, Version::kV3}) {
+    const SectionSpec s = amd64(v, fns);
+    SizeOptions share;
+    share.share_fre_blocks = true;
+    SizeOptions both = share;
+    both.coalesce_adjacent = true;
+    const Encoded shared = encode_ok(s, share);
+    const Encoded opt = encode_ok(s, both);
+    const std::string what = v == Version::kV2 ? "v2" : "v3";
+    EXPECT_LE(opt.bytes.size(), shared.bytes.size()) << what;
+    expect_accepted(opt.section, what);
+    expect_same_lookups(s, encode_ok(s, {}).section, opt.section, true, what);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // PC-mask FDEs for repeated stubs.
 
@@ -454,10 +550,13 @@ TEST(SizeOptions, CorpusSectionsKeepEveryLookup) {
         std::erase_if(s.functions, [](const FunctionSpec& f) { return f.fde_type == FdeType::kFlex; });
       const Encoded plain = encode_ok(s, {});
       for (SizeOptions o : {SizeOptions{true, false, false}, SizeOptions{false, true, false},
-                            SizeOptions{false, false, true}, SizeOptions::all()}) {
+                            SizeOptions{false, false, true}, SizeOptions{false, false, false, true, 0},
+                            SizeOptions{false, false, false, true, 2}, SizeOptions::all()}) {
         const std::string what = c.name() + (v == Version::kV2 ? " v2" : " v3") + " merge=" +
                                  std::to_string(o.merge_adjacent) + " mask=" + std::to_string(o.pc_mask) +
-                                 " share=" + std::to_string(o.share_fre_blocks);
+                                 " share=" + std::to_string(o.share_fre_blocks) +
+                                 " coalesce=" + std::to_string(o.coalesce_adjacent) + "/" +
+                                 std::to_string(o.coalesce_max_fres);
         const Encoded opt = encode_ok(s, o);
         EXPECT_LE(opt.bytes.size(), plain.bytes.size()) << what;
         if (s.big_endian == kNativeBig) {
@@ -486,7 +585,7 @@ TEST(SizeOptions, RandomModelsKeepEveryLookup) {
                               amd64_row(32, -24)};
   // Each technique must have fired somewhere: FDEs joined, PC-mask FDEs
   // made, blocks shared.
-  std::uint64_t joined = 0, masked = 0, shared = 0;
+  std::uint64_t joined = 0, masked = 0, shared = 0, coalesced = 0;
   for (int iter = 0; iter < 300; ++iter) {
     std::vector<FunctionSpec> fns;
     std::uint64_t pc = 0x10000;
@@ -528,6 +627,15 @@ TEST(SizeOptions, RandomModelsKeepEveryLookup) {
       EXPECT_LE(opt.bytes.size(), plain.bytes.size()) << what;
       expect_accepted(opt.section, what);
       expect_same_lookups(s, plain.section, opt.section, true, what);
+      // Coalescing alone (sharing would hide it: finish() may keep the
+      // section without joining).
+      SizeOptions join;
+      join.coalesce_adjacent = true;
+      const Encoded j = encode_ok(s, join);
+      EXPECT_LE(j.bytes.size(), plain.bytes.size()) << what << " coalesce";
+      expect_accepted(j.section, what + " coalesce");
+      expect_same_lookups(s, plain.section, j.section, true, what + " coalesce");
+      coalesced += plain.section.num_fdes() - j.section.num_fdes();
       if (HasFailure()) return;
       joined += plain.section.num_fdes() - opt.section.num_fdes();
       std::uint64_t fres = 0;
@@ -543,6 +651,7 @@ TEST(SizeOptions, RandomModelsKeepEveryLookup) {
   EXPECT_GT(joined, 50u);
   EXPECT_GT(masked, 50u);
   EXPECT_GT(shared, 50u);
+  EXPECT_GT(coalesced, joined);
   std::printf("random models: %llu FDEs joined, %llu PC-mask FDEs, %llu FREs shared\n",
               static_cast<unsigned long long>(joined), static_cast<unsigned long long>(masked),
               static_cast<unsigned long long>(shared));

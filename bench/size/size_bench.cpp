@@ -2,20 +2,24 @@
 // Section sizes under each --optimize-size technique (SizeOptions), one file
 // per line of input, for bench/size_bench.sh. For each linked ELF file read
 // from standard input (one path a line) it prints tab-separated lines:
-//   FILE  SOURCE  VERSION  TECHNIQUE  BYTES  REJECTED
+//   FILE  SOURCE  VERSION  TECHNIQUE  BYTES  REJECTED  FDES  READS  COVERED  MAXFRES
 // SOURCE "gen": the model `sframe gen` makes from the file's CFI (for every
 // file with CFI); "gnu": the model of the file's own .sframe (GNU ld's, as
 // `sframe convert` reads it; when the file has one). TECHNIQUE is one of
-// none, merge, mask, share (each alone), all (what --optimize-size does for
-// every consumer of the version in the native byte order) and nonshare (all
-// but sharing: libsframe in the foreign byte order). REJECTED counts what
-// rejects the section: validate(kStrict) and, for none/all/nonshare, each
-// consumer of the version (check_consumer; nonshare written and checked in
-// the foreign byte order by libsframe only). Files with a GNU section also
-// get a line "FILE gnusec VERSION own BYTES 0" giving its version. Files
-// without CFI print nothing; errors go to stderr.
+// none, merge, mask, share, coalesce (each alone), coalesce16 (coalesce up to
+// 16 FREs per FDE), nocoalesce (merge, mask and share: --optimize-size
+// before coalescing), all (what --optimize-size does for every consumer of
+// the version in the native byte order) and nonshare (all but sharing:
+// libsframe in the foreign byte order). REJECTED counts what rejects the
+// section: validate(kStrict) and each consumer of the version
+// (check_consumer; nonshare written and checked in the foreign byte order
+// by libsframe only). FDES is the FDE count; READS / COVERED the mean FREs
+// a lookup reads (walk_cost), MAXFRES the most FREs of one FDE. Files with
+// a GNU section also get a line "FILE gnusec VERSION own BYTES 0 0 0 0 0"
+// giving its version. Files without CFI print nothing; errors go to stderr.
 #include <elf.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <iostream>
@@ -39,14 +43,58 @@ struct Technique {
   bool foreign;  // written in the foreign byte order (libsframe's flip)
 };
 
+constexpr SizeOptions kCoalesce{false, false, false, true, 0};
+constexpr SizeOptions kCoalesce16{false, false, false, true, 16};
+constexpr SizeOptions kAllButCoalesce{true, true, true, false, 0};
+constexpr SizeOptions kNonshare{true, true, false, true, SizeOptions::kDefaultCoalesceMaxFres};
+
 constexpr Technique kTechniques[] = {
     {"none", {}, false},
     {"merge", {true, false, false}, false},
     {"mask", {false, true, false}, false},
     {"share", {false, false, true}, false},
-    {"all", SizeOptions{true, true, true}, false},
-    {"nonshare", SizeOptions{true, true, false}, true},
+    {"coalesce", kCoalesce, false},
+    {"coalesce16", kCoalesce16, false},
+    {"nocoalesce", kAllButCoalesce, false},
+    {"allnocap", SizeOptions{true, true, true, true, 0}, false},
+    {"all", SizeOptions::all(), false},
+    {"nonshare", kNonshare, true},
 };
+
+// What a lookup costs in FREs read: the consumers walk an FDE's FREs from
+// the first until one starts past the PC (kernel __find_fre, glibc and
+// libsframe sframe_find_fre), so a PC covered by FRE i of n reads
+// min(i + 2, n) FREs. Summed over every byte each FRE covers (PC-mask FDEs:
+// over one block, times the blocks), with the bytes covered and the
+// largest FRE count of an FDE.
+struct WalkCost {
+  double reads = 0;
+  double covered = 0;
+  std::uint32_t max_fres = 0;
+};
+
+WalkCost walk_cost(const Section& s) {
+  WalkCost c;
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    const auto f = s.fde(i);
+    if (!f) continue;
+    std::vector<std::uint32_t> starts;
+    for (const auto& fre : s.fres(*f))
+      if (fre) starts.push_back(fre->start_offset);
+    const std::uint32_t n = static_cast<std::uint32_t>(starts.size());
+    c.max_fres = std::max(c.max_fres, n);
+    const bool mask = f->pc_type == PcType::kMask && f->rep_size != 0;
+    const double span = mask ? f->rep_size : f->size;
+    const double scale = mask ? double(f->size) / f->rep_size : 1.0;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const double end = k + 1 < n ? starts[k + 1] : span;
+      const double bytes = std::max(0.0, end - starts[k]) * scale;
+      c.reads += bytes * std::min(k + 2, n);
+      c.covered += bytes;
+    }
+  }
+  return c;
+}
 
 void measure(const std::string& path, const char* source, SectionSpec spec) {
   std::vector<Consumer> readers;
@@ -69,17 +117,19 @@ void measure(const std::string& path, const char* source, SectionSpec spec) {
     }
     int rejected = 0;
     const auto section = Section::parse(*bytes, s.section_address);
+    const WalkCost walk = section ? walk_cost(*section) : WalkCost{};
     if (!section || !validate(*section, Strictness::kStrict)) {
       ++rejected;
     } else if (t.foreign) {
       // Only libsframe reads the foreign order.
       if (!check_consumer(*section, Consumer::kLibsframe).accepted()) ++rejected;
-    } else if (std::string_view(t.name) == "none" || std::string_view(t.name) == "all") {
+    } else if (native) {
       for (Consumer c : readers)
         if (!check_consumer(*section, c).accepted()) ++rejected;
     }
-    std::printf("%s\t%s\t%d\t%s\t%zu\t%d\n", path.c_str(), source, static_cast<int>(s.version), t.name, bytes->size(),
-                rejected);
+    std::printf("%s\t%s\t%d\t%s\t%zu\t%d\t%u\t%.0f\t%.0f\t%u\n", path.c_str(), source, static_cast<int>(s.version),
+                t.name, bytes->size(), rejected, section ? section->num_fdes() : 0u, walk.reads, walk.covered,
+                walk.max_fres);
   }
 }
 
@@ -104,7 +154,7 @@ int main() {
       auto spec = to_spec(*gnu);
       if (!spec) continue;
       // GNU's own section: its version (its bytes the script takes from readelf).
-      std::printf("%s\tgnusec\t%d\town\t%llu\t0\n", path.c_str(), static_cast<int>(gnu->version()),
+      std::printf("%s\tgnusec\t%d\town\t%llu\t0\t0\t0\t0\t0\n", path.c_str(), static_cast<int>(gnu->version()),
                   static_cast<unsigned long long>(gnu->used_size()));
       for (Version v : {Version::kV3, Version::kV2}) {
         SectionSpec s = *spec;

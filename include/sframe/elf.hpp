@@ -24,6 +24,8 @@ namespace sframe::elf {
 
 /// ELF section type of SFrame sections (SHT_GNU_SFRAME, errata 1).
 inline constexpr std::uint32_t kShtGnuSframe = 0x6ffffff4;
+/// PT_GNU_SFRAME, the program header of the SFrame section (SFrame v3 §1.1).
+inline constexpr std::uint32_t kPtGnuSframeSegment = 0x6474e554;
 
 /// The bytes of an SFrame section found in an ELF file.
 struct SFrameSectionData {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -105,16 +106,38 @@ struct SizeOptions {
   /// validate(kStrict) checks. Not for libsframe reading the section in the
   /// foreign byte order (docs/consumers.md, libsframe.foreign-lengths).
   bool share_fre_blocks = false;
+  /// A PC-increment function that starts exactly where the FDE before it
+  /// ends (no gap), with the same FDE type, PAuth key and signal bit, and
+  /// rows from offset 0, joins that FDE even when its rows differ: its rows
+  /// become FREs at their offsets from the FDE's start (the first dropped
+  /// when equal to the FDE's last row), saving an FDE entry (v3: 16 bytes
+  /// and the 5-byte attribute; v2: 20 bytes). Done only when the joined FDE
+  /// is smaller than the two apart (a wider FRE start-address type, spec
+  /// §2.3 fre_type, costs a byte or two per FRE of the joined FDE), and only
+  /// up to `coalesce_max_fres` FREs per FDE (0: no limit but the format's,
+  /// 65535 in v3): the consumers find a PC's FRE by a linear walk of its
+  /// FDE's FREs, so a longer FDE costs lookup time (docs/consumers.md,
+  /// "Smaller sections"). A lookup of any PC finds the row it found before,
+  /// but FDEs no longer match functions one to one (merge_adjacent does the
+  /// same for functions that add no row).
+  bool coalesce_adjacent = false;
+  std::uint16_t coalesce_max_fres = 0;
 
   /// Every optimization on.
-  static SizeOptions all() { return {true, true, true}; }
+  static constexpr SizeOptions all() { return {true, true, true, true, kDefaultCoalesceMaxFres}; }
+  /// The FRE limit of coalesce_adjacent that --optimize-size uses: without
+  /// one, python3.11's FDEs joined into runs that read 17.7 FREs per lookup
+  /// instead of 9.8; with 16, 11.0, for 71% of the bytes saved unlimited
+  /// (bench/size_bench.sh, docs/consumers.md).
+  static constexpr std::uint16_t kDefaultCoalesceMaxFres = 16;
   friend bool operator==(const SizeOptions&, const SizeOptions&) = default;
 };
 
 /// The size optimizations that every consumer in `consumers` accepts for a
 /// section of version `v` in byte order `big_endian` (docs/consumers.md,
-/// "Smaller sections"): merging adjacent FDEs, PC-mask FDEs and the narrowest
-/// encodings for all; FRE-block sharing unless libsframe is listed and reads
+/// "Smaller sections"): merging adjacent FDEs (identical rows), coalescing
+/// adjacent FDEs (different rows, at most kDefaultCoalesceMaxFres FREs per
+/// joined FDE), PC-mask FDEs and the narrowest encodings for all; FRE-block sharing unless libsframe is listed and reads
 /// the section in the foreign byte order (its flip walks each FDE's FREs and
 /// requires them to fit in sfh_fre_len; sframepp judges "foreign" against
 /// this machine, as check_consumer() does). The kernel and glibc read FREs by
@@ -137,8 +160,12 @@ class SectionEncoder {
   /// (kPreserve) flags; its `functions` are not used.
   explicit SectionEncoder(const SectionSpec& header, Layout layout = Layout::kOptimize);
   /// Also applies `size` (kOptimize only; kPreserve ignores it). With
-  /// merge_adjacent, a function may extend the FDE of the one added just
-  /// before it, so size() counts FDEs, not functions added.
+  /// merge_adjacent or coalesce_adjacent, a function may extend the FDE of
+  /// the one added just before it, so size() counts FDEs, not functions
+  /// added. Joining is greedy (each function joins when that is smaller at
+  /// that point), which can take a block that later functions would have
+  /// shared: with share_fre_blocks too, the section is also encoded without
+  /// joining (twice the output's memory) and finish() returns the smaller.
   SectionEncoder(const SectionSpec& header, Layout layout, SizeOptions size);
 
   /// Capacity for `functions` functions and `fre_bytes` bytes of FREs: a
@@ -149,8 +176,13 @@ class SectionEncoder {
   /// functions added before `f` and `fre` the row index in `f`.
   Expected<void> add(const FunctionSpec& f);
 
-  /// Functions added so far.
-  std::size_t size() const { return fdes_.size(); }
+  /// FDEs so far (functions added, less those merge_adjacent or
+  /// coalesce_adjacent joined to the FDE before them).
+  std::size_t size() const { return fdes_.size() + (pending_ ? 1 : 0); }
+
+  /// FDEs in the section the last finish() returned (with coalesce_adjacent
+  /// and share_fre_blocks, finish() may keep the section without joining).
+  std::size_t finished_fdes() const { return finished_fdes_; }
 
   /// The section: header, FDE sub-section, FRE sub-section. Leaves the
   /// encoder empty. Errors as encode() (sizes beyond the 32-bit fields, v2
@@ -158,6 +190,15 @@ class SectionEncoder {
   Expected<std::vector<std::byte>> finish();
 
  private:
+  // One FRE before it is written: start offset, the info byte's base-register
+  // and mangled-RA bits, the data-word size in bytes (1, 2, 4) and the words.
+  struct Row {
+    std::uint32_t start;
+    std::uint8_t info_base_mangled;
+    std::uint8_t word_size;
+    std::uint8_t num_words;
+    std::int64_t words[6];
+  };
   // What the FDE entry needs once the FREs are written.
   struct FdeRecord {
     std::uint64_t start_pc;
@@ -172,10 +213,20 @@ class SectionEncoder {
     std::uint32_t fre_bytes;  // length of the FRE block (v3: with the attribute)
   };
   // merge_adjacent: true if `f` (whose rows passed add()'s checks) only
-  // extends the last FDE.
+  // extends the pending FDE.
   bool extends_last(const FunctionSpec& f) const;
+  // coalesce_adjacent: true if `f`, with `rows` encoded (PC type `pc_type`),
+  // may join the pending FDE and the result is smaller.
+  bool coalesces(const FunctionSpec& f, PcType pc_type, const std::vector<Row>& rows, bool first_repeats) const;
+  // Writes the pending FDE's FREs (or points at an identical stored block)
+  // and records its FDE.
+  Expected<void> flush();
   // share_fre_blocks: the offset of an identical earlier block, if any.
-  std::optional<std::uint32_t> find_block(std::uint32_t begin, std::uint32_t len, std::uint8_t info) const;
+  std::optional<std::uint32_t> find_block(const std::byte* at, std::uint32_t len, std::uint8_t info) const;
+  // The FRE block of `rows` with start addresses of the FRE type in `info`
+  // (v3: after the attribute, from `rec`'s fields), written at `out`, which
+  // has room for it; returns its length.
+  std::size_t write_block(std::span<const Row> rows, const FdeRecord& rec, std::uint8_t info, std::byte* out) const;
 
   SectionSpec header_;
   Layout layout_;
@@ -184,7 +235,23 @@ class SectionEncoder {
   std::vector<std::byte> fres_;
   // FREs stored (a shared block once): sfh_num_fres.
   std::uint64_t stored_fres_ = 0;
-  // merge_adjacent: the last row of the last FDE added, and whether it has one.
+  // The last FDE, kept apart until the next function shows whether it
+  // extends it (merge_adjacent, coalesce_adjacent): its record (fre_begin,
+  // num_fres and fre_bytes are set by flush()), its FRE type in kPreserve,
+  // and its rows.
+  bool pending_ = false;
+  FdeRecord pending_rec_{};
+  PcType pending_pc_type_ = PcType::kInc;
+  FreType pending_fre_type_ = FreType::kAddr1;
+  std::vector<Row> pending_rows_;
+  // Functions added (errors name them by this index).
+  std::uint32_t added_ = 0;
+  std::size_t finished_fdes_ = 0;
+  // coalesce_adjacent with share_fre_blocks: the same functions encoded
+  // without joining; finish() returns the smaller section.
+  std::unique_ptr<SectionEncoder> alt_;
+  // merge_adjacent, coalesce_adjacent: the last row of the pending FDE, and
+  // whether it is a PC-increment FDE with rows another function may extend.
   FrameRow last_row_;
   bool last_mergeable_ = false;
   // share_fre_blocks: hash of each stored block -> index in fdes_ of its first user.

@@ -7,8 +7,10 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace sframe {
@@ -287,11 +289,19 @@ SizeOptions size_options_for(std::span<const Consumer> consumers, Version v, boo
 SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout, SizeOptions size)
     : SectionEncoder(header, layout) {
   if (layout == Layout::kOptimize) size_ = size;
+  // Joining greedily can take a block that later functions would have
+  // shared: the section without joining is encoded beside it, and finish()
+  // keeps the smaller.
+  if (size_.coalesce_adjacent && size_.share_fre_blocks) {
+    SizeOptions plain = size_;
+    plain.coalesce_adjacent = false;
+    alt_ = std::make_unique<SectionEncoder>(header, layout, plain);
+  }
 }
 
 bool SectionEncoder::extends_last(const FunctionSpec& f) const {
-  if (!last_mergeable_ || fdes_.empty() || f.rows.empty() || f.rows[0].start_offset != 0) return false;
-  const FdeRecord& prev = fdes_.back();
+  if (!pending_ || !last_mergeable_ || f.rows.empty() || f.rows[0].start_offset != 0) return false;
+  const FdeRecord& prev = pending_rec_;
   if (f.pc_type != PcType::kInc || f.size == 0 || prev.size == 0) return false;
   if (prev.start_pc + prev.size != f.start_pc || std::uint64_t{prev.size} + f.size > 0xffffffffu) return false;
   // PC type and PAuth key are bits 4 and 5 of the info byte.
@@ -303,16 +313,72 @@ bool SectionEncoder::extends_last(const FunctionSpec& f) const {
   return true;
 }
 
-std::optional<std::uint32_t> SectionEncoder::find_block(std::uint32_t begin, std::uint32_t len,
+namespace {
+
+// Bytes of FREs `rows` (SectionEncoder rows) take with start addresses of
+// `asz` bytes.
+template <class Rows>
+std::uint64_t fre_bytes_of(const Rows& rows, unsigned asz) {
+  std::uint64_t n = 0;
+  for (const auto& r : rows) n += asz + 1 + std::uint64_t{r.num_words} * r.word_size;
+  return n;
+}
+
+// The narrowest FRE start-address size for a largest start offset (spec §2.3 fre_type).
+unsigned address_size_for(std::uint64_t max_start) { return max_start <= 0xff ? 1 : max_start <= 0xffff ? 2 : 4; }
+
+}  // namespace
+
+bool SectionEncoder::coalesces(const FunctionSpec& f, PcType pc_type, const std::vector<Row>& rows,
+                               bool first_repeats) const {
+  if (!pending_ || !last_mergeable_ || rows.empty() || rows[0].start != 0) return false;
+  const FdeRecord& prev = pending_rec_;
+  if (pc_type != PcType::kInc || f.size == 0 || prev.size == 0) return false;
+  if (prev.start_pc + prev.size != f.start_pc || std::uint64_t{prev.size} + f.size > 0xffffffffu) return false;
+  if (f.fde_type != prev.fde_type || f.signal != prev.signal ||
+      ((prev.info >> 5) & 1) != static_cast<unsigned>(f.pauth_key))
+    return false;
+  const std::span<const Row> added = std::span<const Row>(rows).subspan(first_repeats ? 1 : 0);
+  const std::uint64_t joined_rows = pending_rows_.size() + added.size();
+  const std::uint64_t limit = size_.coalesce_max_fres != 0 ? size_.coalesce_max_fres
+                              : header_.version == Version::kV3 ? 0xffff
+                                                                : 0xffffffffu;
+  if (joined_rows > limit) return false;
+  // Bytes apart: both blocks as they are, and the second FDE entry (v3: with
+  // its attribute); joined: one block whose start addresses are as wide as
+  // the largest start offset needs.
+  // With share_fre_blocks, a block identical to one stored already costs
+  // nothing apart, and joining would lose that.
+  const unsigned attr = header_.version == Version::kV3 ? 5 : 0;
+  const auto apart_bytes = [&](std::span<const Row> block, const FdeRecord& rec) -> std::uint64_t {
+    const unsigned asz = address_size_for(block.back().start);
+    const std::uint64_t len = attr + fre_bytes_of(block, asz);
+    if (!size_.share_fre_blocks) return len;
+    thread_local std::vector<std::byte> scratch;
+    scratch.resize(len);
+    const auto info = static_cast<std::uint8_t>(rec.info | (asz == 1 ? 0u : asz == 2 ? 1u : 2u));
+    write_block(block, rec, info, scratch.data());
+    return find_block(scratch.data(), static_cast<std::uint32_t>(len), info) ? 0 : len;
+  };
+  FdeRecord f_rec = prev;
+  f_rec.rep_size = f.rep_size;
+  const std::uint64_t apart =
+      apart_bytes(pending_rows_, prev) + apart_bytes(rows, f_rec) + fde_entry_size(header_.version);
+  const unsigned asz = address_size_for(added.empty() ? pending_rows_.back().start : prev.size + added.back().start);
+  const std::uint64_t joined = attr + fre_bytes_of(pending_rows_, asz) + fre_bytes_of(added, asz);
+  return joined < apart;
+}
+
+std::optional<std::uint32_t> SectionEncoder::find_block(const std::byte* at, std::uint32_t len,
                                                         std::uint8_t info) const {
-  const std::size_t h = block_hash(fres_.data() + begin, len, info & 0x0f);
+  const std::size_t h = block_hash(at, len, info & 0x0f);
   const auto [lo, hi] = blocks_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
     const FdeRecord& r = fdes_[it->second];
     // v2 blocks read differently per FRE type (in the FDE); v3 attributes
     // carry it in the block.
     if (r.fre_bytes == len && (r.info & 0x0f) == (info & 0x0f) &&
-        std::memcmp(fres_.data() + r.fre_begin, fres_.data() + begin, len) == 0)
+        std::memcmp(fres_.data() + r.fre_begin, at, len) == 0)
       return r.fre_begin;
   }
   return std::nullopt;
@@ -331,13 +397,17 @@ SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout) : layou
 void SectionEncoder::reserve(std::size_t functions, std::size_t fre_bytes) {
   fdes_.reserve(functions);
   fres_.reserve(fre_bytes);
+  if (alt_) alt_->reserve(functions, fre_bytes);
 }
 
 Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (auto ok = check_header(header_); !ok) return ok;
+  // The same checks fail the same way in both.
+  if (alt_)
+    if (auto ok = alt_->add(f); !ok) return ok;
   const bool preserve = layout_ == Layout::kPreserve;
-  if (fdes_.size() >= 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, fdes_.size() + 1);
-  const auto index = static_cast<std::uint32_t>(fdes_.size());
+  if (added_ >= 0xffffffffu) return make_error(Errc::kNotRepresentable, 8, std::uint64_t{added_} + 1);
+  const std::uint32_t index = added_;
   if (f.fde_type == FdeType::kFlex && header_.version != Version::kV3)
     return make_error(Errc::kNotRepresentable, 0, 1, index);
   // Enum fields of the model come from the caller: out-of-range values would
@@ -359,7 +429,8 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
       return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
   }
   if (size_.merge_adjacent && extends_last(f)) {
-    fdes_.back().size += f.size;
+    pending_rec_.size += f.size;
+    ++added_;
     return {};
   }
   // pc_mask: the rows of one period under PcType::kMask, when they repeat.
@@ -381,78 +452,148 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   }
   const std::vector<RowSpec>& in_rows = *spec_rows;
   // Scratch reused by every call: no allocation per function once warm.
-  thread_local std::vector<EncodedRow> rows;
-  rows.clear();
+  thread_local std::vector<EncodedRow> encoded;
+  thread_local std::vector<Row> rows;
+  encoded.clear();
   Encoder encoder(header_, index);
   for (std::uint32_t k = 0; k < in_rows.size(); ++k) {
     if (!preserve && k > 0 && in_rows[k].row == in_rows[k - 1].row) continue;  // same rules: nothing to say
-    EncodedRow& r = rows.emplace_back();
+    EncodedRow& r = encoded.emplace_back();
     encoder.at_row(k);
     if (auto ok = encoder.row(f, in_rows[k], r); !ok) return ok;
   }
-  const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
-  const FreType fre_type = preserve ? f.fre_type
-                           : max_start <= 0xff ? FreType::kAddr1
-                           : max_start <= 0xffff ? FreType::kAddr2
-                                                 : FreType::kAddr4;
-  const unsigned asz = start_address_size(fre_type);
-  if (asz < 4 && max_start >> (8 * asz)) return make_error(Errc::kNotRepresentable, 0, max_start, index);
-  if (header_.version == Version::kV3 && rows.size() > 0xffff)
-    return make_error(Errc::kNotRepresentable, 0, rows.size(), index);
-  if (fres_.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres_.size());
-  // Data-word sizes first, so the function's bytes are sized once.
-  std::size_t len = header_.version == Version::kV3 ? 5 : 0;
-  for (std::uint32_t k = 0; k < rows.size(); ++k) {
-    EncodedRow& r = rows[k];
-    unsigned size = smallest_size(r.words);
+  const std::uint32_t max_start = encoded.empty() ? 0 : encoded.back().start;
+  if (preserve) {
+    const unsigned asz = start_address_size(f.fre_type);
+    if (asz < 4 && max_start >> (8 * asz)) return make_error(Errc::kNotRepresentable, 0, max_start, index);
+  }
+  if (header_.version == Version::kV3 && encoded.size() > 0xffff)
+    return make_error(Errc::kNotRepresentable, 0, encoded.size(), index);
+  // Data-word sizes.
+  rows.resize(encoded.size());
+  for (std::uint32_t k = 0; k < encoded.size(); ++k) {
+    const EncodedRow& e = encoded[k];
+    unsigned size = smallest_size(e.words);
     if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
       size = f.dataword_sizes[k];
       if (size != 1 && size != 2 && size != 4) return make_error(Errc::kNotRepresentable, 0, size, index, k);
     }
     if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
+    Row& r = rows[k];
+    r.start = e.start;
+    r.info_base_mangled = e.info_base_mangled;
     r.word_size = static_cast<std::uint8_t>(size);
-    len += asz + 1 + std::size_t{r.words.n} * size;
+    r.num_words = e.words.n;
+    for (std::uint8_t j = 0; j < e.words.n; ++j) r.words[j] = e.words.w[j].value;
   }
-  const std::size_t begin = fres_.size();
-  const std::uint8_t info = static_cast<std::uint8_t>(static_cast<unsigned>(fre_type) |
-                                                      (static_cast<unsigned>(pc_type) << 4) |
+  const std::uint8_t info = static_cast<std::uint8_t>((static_cast<unsigned>(pc_type) << 4) |
                                                       (static_cast<unsigned>(f.pauth_key) << 5));
-  fres_.resize(begin + len);
-  Writer w(header_.big_endian, fres_.data() + begin);
+  // coalesce_adjacent: `f`'s rows appended to the pending FDE's, its first
+  // dropped when it repeats the pending FDE's last row.
+  const bool first_repeats = !in_rows.empty() && last_mergeable_ && in_rows.front().row == last_row_;
+  if (size_.coalesce_adjacent && coalesces(f, pc_type, rows, first_repeats)) {
+    const std::uint32_t shift = static_cast<std::uint32_t>(f.start_pc - pending_rec_.start_pc);
+    for (std::size_t k = first_repeats ? 1 : 0; k < rows.size(); ++k) {
+      Row r = rows[k];
+      r.start += shift;
+      pending_rows_.push_back(r);
+    }
+    pending_rec_.size = shift + f.size;
+    last_row_ = in_rows.back().row;
+    ++added_;
+    return {};
+  }
+  if (pending_)
+    if (auto ok = flush(); !ok) return ok;
+  pending_ = true;
+  pending_rec_ = {f.start_pc, f.size, 0, 0, f.fre_offset, info, f.fde_type, rep_size, f.signal, 0};
+  pending_pc_type_ = pc_type;
+  pending_fre_type_ = f.fre_type;
+  pending_rows_.assign(rows.begin(), rows.end());
+  // merge_adjacent, coalesce_adjacent: a PC-increment FDE with rows can be
+  // extended by the next.
+  last_mergeable_ = (size_.merge_adjacent || size_.coalesce_adjacent) && pc_type == PcType::kInc && !in_rows.empty();
+  if (last_mergeable_) last_row_ = in_rows.back().row;
+  ++added_;
+  return {};
+}
+
+std::size_t SectionEncoder::write_block(std::span<const Row> rows, const FdeRecord& rec, std::uint8_t info,
+                                       std::byte* out) const {
+  const unsigned asz = start_address_size(static_cast<FreType>(info & 0x0f));
+  Writer w(header_.big_endian, out);
+  std::size_t len = 0;
   if (header_.version == Version::kV3) {
     w.put(rows.size(), 2);
-    w.put(info | (f.signal ? 0x80u : 0u), 1);
-    w.put(static_cast<unsigned>(f.fde_type), 1);
-    w.put(rep_size, 1);
+    w.put(info | (rec.signal ? 0x80u : 0u), 1);
+    w.put(static_cast<unsigned>(rec.fde_type), 1);
+    w.put(rec.rep_size, 1);
+    len = 5;
   }
-  for (const EncodedRow& r : rows) {
+  for (const Row& r : rows) {
     const unsigned code = r.word_size == 1 ? 0 : r.word_size == 2 ? 1 : 2;
     w.put(r.start, asz);
-    w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.words.n << 1) | (code << 5)), 1);
-    for (const Word& word : r.words) w.put(static_cast<std::uint64_t>(word.value), r.word_size);
+    w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.num_words << 1) | (code << 5)), 1);
+    for (std::uint8_t j = 0; j < r.num_words; ++j) w.put(static_cast<std::uint64_t>(r.words[j]), r.word_size);
+    len += asz + 1 + std::size_t{r.num_words} * r.word_size;
   }
+  return len;
+}
+
+Expected<void> SectionEncoder::flush() {
+  pending_ = false;
+  FdeRecord rec = pending_rec_;
+  const std::vector<Row>& rows = pending_rows_;
+  const std::uint32_t max_start = rows.empty() ? 0 : rows.back().start;
+  const FreType fre_type = layout_ == Layout::kPreserve ? pending_fre_type_
+                           : max_start <= 0xff          ? FreType::kAddr1
+                           : max_start <= 0xffff        ? FreType::kAddr2
+                                                        : FreType::kAddr4;
+  const unsigned asz = start_address_size(fre_type);
+  if (fres_.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres_.size());
+  const std::size_t len = (header_.version == Version::kV3 ? 5 : 0) + fre_bytes_of(rows, asz);
+  const std::size_t begin = fres_.size();
+  const std::uint8_t info = static_cast<std::uint8_t>(rec.info | static_cast<unsigned>(fre_type));
+  fres_.resize(begin + len);
+  write_block(rows, rec, info, fres_.data() + begin);
   std::uint32_t fre_begin = static_cast<std::uint32_t>(begin);
   std::optional<std::uint32_t> same;
   // (A v2 function without rows has no block to share.)
-  if (size_.share_fre_blocks && len > 0) same = find_block(fre_begin, static_cast<std::uint32_t>(len), info);
+  if (size_.share_fre_blocks && len > 0)
+    same = find_block(fres_.data() + begin, static_cast<std::uint32_t>(len), info);
   if (same) {
     fres_.resize(begin);  // an identical block is stored already: point at it
     fre_begin = *same;
   } else {
     stored_fres_ += rows.size();
     if (size_.share_fre_blocks && len > 0)
-      blocks_.emplace(block_hash(fres_.data() + begin, static_cast<std::uint32_t>(len), info & 0x0f), index);
+      blocks_.emplace(block_hash(fres_.data() + begin, static_cast<std::uint32_t>(len), info & 0x0f),
+                      static_cast<std::uint32_t>(fdes_.size()));
   }
-  fdes_.push_back({f.start_pc, f.size, fre_begin, static_cast<std::uint32_t>(rows.size()), f.fre_offset, info,
-                   f.fde_type, rep_size, f.signal, static_cast<std::uint32_t>(len)});
-  // merge_adjacent: a PC-increment FDE with rows can be extended by the next.
-  last_mergeable_ = size_.merge_adjacent && pc_type == PcType::kInc && !in_rows.empty();
-  if (last_mergeable_) last_row_ = in_rows.back().row;
+  rec.fre_begin = fre_begin;
+  rec.num_fres = static_cast<std::uint32_t>(rows.size());
+  rec.info = info;
+  rec.fre_bytes = static_cast<std::uint32_t>(len);
+  fdes_.push_back(rec);
   return {};
 }
 
 Expected<std::vector<std::byte>> SectionEncoder::finish() {
+  if (alt_) {
+    std::unique_ptr<SectionEncoder> alt = std::move(alt_);
+    auto joined = finish();
+    auto apart = alt->finish();
+    if (joined && apart && apart->size() < joined->size()) {
+      finished_fdes_ = alt->finished_fdes_;
+      joined = std::move(apart);
+    }
+    // Ready for another section, as finish() leaves it.
+    alt_ = std::move(alt);
+    return joined;
+  }
   if (auto ok = check_header(header_); !ok) return Unexpected{ok.error()};
+  if (pending_)
+    if (auto ok = flush(); !ok) return Unexpected{ok.error()};
   const bool preserve = layout_ == Layout::kPreserve;
   std::vector<FdeRecord> fdes = std::move(fdes_);
   std::vector<std::byte> fres = std::move(fres_);
@@ -462,7 +603,9 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   blocks_.clear();
   stored_fres_ = 0;
   last_mergeable_ = false;
+  added_ = 0;
   const auto n = static_cast<std::uint32_t>(fdes.size());
+  finished_fdes_ = n;
   if (fres.size() > 0xffffffffu) return make_error(Errc::kNotRepresentable, 16, fres.size());
 
   // FDE order: as added, or by start PC.

@@ -92,6 +92,14 @@ std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what
   return *v;
 }
 
+std::string cannot_add_segment(const Error& e) {
+  if (e.code == Errc::kNotRepresentable)
+    return fmt::format("cannot add a segment: it would start {} bytes past the end of the file (the gap up to the "
+                       "highest segment's end, written as zeros; at most {})",
+                       e.value, elf::kMaxGap);
+  return fmt::format("cannot add a segment: {}", error_text(e));
+}
+
 SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian) {
   if (!flags.optimize) return {};
   std::vector<Consumer> chosen;

@@ -48,8 +48,9 @@ struct SizeFlags {
 };
 /// Help of the two options, the same for every command.
 inline constexpr const char* kOptimizeSizeHelp =
-    "Write a smaller section: merge adjacent FDEs with identical rows, PC-mask FDEs for repeated stubs, share "
-    "identical FRE blocks, where every --for consumer accepts it (docs/consumers.md)";
+    "Write a smaller section: merge adjacent FDEs (with identical rows, or different ones when that is smaller), "
+    "PC-mask FDEs for repeated stubs, share identical FRE blocks, where every --for consumer accepts it "
+    "(docs/consumers.md)";
 inline constexpr const char* kForHelp =
     "With --optimize-size: the consumers that must accept the section, comma separated (kernel, glibc, "
     "libsframe; default: all that read the version written)";
@@ -58,6 +59,10 @@ inline constexpr const char* kForHelp =
 /// none without --optimize-size. Throws UsageError for an unknown consumer
 /// or one that does not read `v`.
 SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian);
+
+/// Why elf::plan_loadable_section() refused, in words (gen and convert
+/// check the common reasons before: 32-bit, not linked, no PT_LOAD).
+std::string cannot_add_segment(const Error& e);
 
 /// The sframe binary itself (/proc/self/exe resolved): what dump, stat and
 /// lookup read when given no FILE.

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // `sframe convert`: a file's SFrame section rewritten in another version,
-// inside the section's existing space.
+// inside the section's existing space, or else in a new segment.
 #include <elf.h>
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <optional>
 
 #include "cli.hpp"
@@ -43,7 +44,8 @@ class ConvertCommand final : public Command {
 
   void register_on(CLI::App& parent) override {
     app_ = parent.add_subcommand("convert",
-                                 "Rewrite a file's SFrame section in another version, inside its existing space");
+                                 "Rewrite a file's SFrame section in another version, inside its existing space "
+                                 "(else in a new PT_LOAD)");
     app_->add_option("file", opt_.file, "ELF file (linked), or a raw section")->required();
     app_->add_option("--format-version", opt_.version, "SFrame version to write")
         ->check(CLI::IsMember({2, 3}))
@@ -121,19 +123,49 @@ int ConvertCommand::convert() {
                                     "FDEs (spec v3 §2.3.3.2)",
                                     flex, flex == 1 ? "" : "s", first));
   }
-  auto bytes = encode(*spec, Layout::kOptimize, size_options(opt_.size, to, spec->big_endian));
+  const SizeOptions size = size_options(opt_.size, to, spec->big_endian);
+  auto bytes = encode(*spec, Layout::kOptimize, size);
   if (!bytes)
     return fail(path, fmt::format("not representable in SFrame v{}: {}", opt_.version, error_text(bytes.error())));
   const std::uint64_t space = l->raw ? bytes->size() : l->data.bytes.size();
-  if (bytes->size() > space)
-    return fail(path, fmt::format("the SFrame v{} section needs {} bytes; {} has {} (moving it to a new segment is "
-                                  "not implemented)",
-                                  opt_.version, bytes->size(), l->data.name, space));
+  // Larger than its space: into a new read-only PT_LOAD, as gen --loadable
+  // does, the file's PT_GNU_SFRAME retargeted (or one added). FDE start
+  // fields are relative to the section's address (spec v3 §2.3,
+  // SFRAME_F_FDE_FUNC_START_PCREL; v2 errata 1), so the section is encoded
+  // again for its new address.
+  std::optional<elf::LoadablePlan> plan;
+  if (bytes->size() > space) {
+    const auto needs = [&](const std::string& reason) {
+      return fail(path, fmt::format("the SFrame v{} section needs {} bytes; {} has {}, and {}", opt_.version,
+                                    bytes->size(), l->data.name, space, reason));
+    };
+    const auto& file = *l->file;
+    if (file.info().bits != 64) return needs("a new segment is added to 64-bit files only");
+    if (file.info().type != ET_EXEC && file.info().type != ET_DYN)
+      return needs("a new segment needs a linked executable or shared object");
+    const auto phdrs = file.program_headers();
+    if (std::none_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == PT_LOAD; }))
+      return needs("the file has no PT_LOAD segment to add one after");
+    const bool retarget =
+        std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == elf::kPtGnuSframeSegment; });
+    auto p = elf::plan_loadable_section(file, retarget);
+    if (!p) return needs(cannot_add_segment(p.error()));
+    plan = *p;
+    spec->section_address = plan->address;
+    bytes = encode(*spec, Layout::kOptimize, size);
+    if (!bytes)
+      return fail(path, fmt::format("not representable in SFrame v{} at 0x{:x} (a new segment): {}", opt_.version,
+                                    plan->address, error_text(bytes.error())));
+  }
   const auto cannot = [&](const Error& e) { return fail(dest, fmt::format("cannot write: {}", write_error_text(e))); };
   auto out = OutputFile::create(dest, path);
   if (!out) return cannot(out.error());
   if (l->raw) {
     if (auto ok = out->write(*bytes); !ok) return cannot(ok.error());
+  } else if (plan) {
+    if (auto ok = elf::write_with_loadable_section(path, *out, l->data.name, *bytes, plan->address, plan->retarget);
+        !ok)
+      return cannot(ok.error());
   } else if (auto ok = elf::write_with_section_replaced(path, *out, l->data.name, *bytes); !ok) {
     return cannot(ok.error());
   }
@@ -146,11 +178,24 @@ int ConvertCommand::convert() {
     j["version"] = opt_.version;
     j["functions"] = spec->functions.size();
     j["bytes"] = {{"old", l->section.used_size()}, {"new", bytes->size()}, {"space", space}};
+    if (plan)
+      j["new_segment"] = {{"vaddr", hex(plan->vaddr)},
+                          {"offset", hex(plan->offset)},
+                          {"address", hex(plan->address)},
+                          {"program_headers", plan->phnum},
+                          {"pt_gnu_sframe_retargeted", plan->retarget}};
     print(j.dump(2) + "\n");
     return 0;
   }
   fmt::print("{}: SFrame v{} -> v{}, {} functions, written to {}\n", path, static_cast<int>(from), opt_.version,
              spec->functions.size(), dest);
+  if (plan) {
+    fmt::print("  bytes: {} before, {} after: more than the {} of space; moved to a new PT_LOAD at 0x{:x} (file "
+               "offset 0x{:x}), {} at 0x{:x}, {} program headers{}\n",
+               l->section.used_size(), bytes->size(), space, plan->vaddr, plan->offset, l->data.name, plan->address,
+               plan->phnum, plan->retarget ? " (PT_GNU_SFRAME retargeted)" : " (PT_GNU_SFRAME added)");
+    return 0;
+  }
   fmt::print("  bytes: {} before, {} after, {} of space{}\n", l->section.used_size(), bytes->size(), space,
              bytes->size() < space ? " (the rest zero-filled)" : "");
   return 0;

@@ -29,16 +29,6 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
 
 // One rule for --compare-libdw's messages: "u" (unchanged), "-" (padding),
 // "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
-// Why plan_loadable_section() refused (gen checked the common reasons
-// before: 32-bit, not linked, no PT_LOAD, PT_GNU_SFRAME).
-std::string cannot_add_segment(const Error& e) {
-  if (e.code == Errc::kNotRepresentable)
-    return fmt::format("cannot add a segment: it would start {} bytes past the end of the file (the gap up to the "
-                       "highest segment's end, written as zeros; at most {})",
-                       e.value, elf::kMaxGap);
-  return fmt::format("cannot add a segment: {}", error_text(e));
-}
-
 std::string rule_words(const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: return "u";
@@ -216,7 +206,8 @@ int GenCommand::generate() {
     if (file->info().type != ET_EXEC && file->info().type != ET_DYN)
       return fail(path, fmt::format("not a linked executable or shared object: {} needs its segments", what));
     const auto phdrs = file->program_headers();
-    const bool has_segment = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == 0x6474e554; });
+    const bool has_segment =
+        std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == elf::kPtGnuSframeSegment; });
     if (std::none_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == PT_LOAD; }))
       return fail(path, fmt::format("no PT_LOAD segment: {} needs a loadable file", what));
     if (opt.repair) {
@@ -275,8 +266,8 @@ int GenCommand::generate() {
       const std::string why = g_at->error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
       return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g_at->error()) : why));
     }
-    fdes_out = enc.size();
     bytes_at.emplace(enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish());
+    fdes_out = enc.finished_fdes();
     if (!*bytes_at) {
       return fail(path, error_text(bytes_at->error()));
     }
