@@ -114,15 +114,12 @@ std::optional<FileFacts> consumer_facts(const ElfFile& file, const SFrameSection
 
 namespace {
 
-// PT_GNU_SFRAME (errata 1): the segment holding .sframe in linked files.
-constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
-
 Expected<SFrameSectionData> from_segment(Elf* elf) {
   std::size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) != 0) return make_error(Errc::kNoSFrameSection, 0);
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != kPtGnuSframe) continue;
+    if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != kPtGnuSframeSegment) continue;
     Elf_Data* d = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_BYTE);
     if (!d || (d->d_size && !d->d_buf)) return make_error(Errc::kElfError, ph.p_offset);
     SFrameSectionData out;

@@ -189,11 +189,10 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
   // sh_size (ELF64: 8 bytes at 32; ELF32: 4 bytes at 20).
   store(img, shdr_at + (is64 ? offsetof(Elf64_Shdr, sh_size) : offsetof(Elf32_Shdr, sh_size)), is64 ? 8 : 4,
         bytes.size(), big);
-  constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(ie.get(), static_cast<int>(i), &ph)) return make_error(Errc::kElfError, eh.e_phoff);
-    if (ph.p_type != kPtGnuSframe || ph.p_offset != sh.sh_offset) continue;
+    if (ph.p_type != kPtGnuSframeSegment || ph.p_offset != sh.sh_offset) continue;
     const std::uint64_t at = eh.e_phoff + i * std::uint64_t{eh.e_phentsize};
     if (at + eh.e_phentsize > in_size) return make_error(Errc::kElfError, at);
     store(img, at + (is64 ? offsetof(Elf64_Phdr, p_filesz) : offsetof(Elf32_Phdr, p_filesz)), is64 ? 8 : 4,
@@ -206,7 +205,6 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
 
 namespace {
 
-constexpr std::uint32_t kPtGnuSframeType = 0x6474e554;
 // The highest segment end plan_loadable_section() builds on (2^63: far
 // above every user address space; its page-aligned sums cannot wrap).
 constexpr std::uint64_t kAddressLimit = std::uint64_t{1} << 63;
@@ -250,7 +248,7 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
   std::size_t index = 0;
   for (const auto& ph : phdrs) {
     const std::uint64_t at = eh.e_phoff + index++ * std::uint64_t{eh.e_phentsize};
-    if (ph.type == kPtGnuSframeType && !retarget) return make_error(Errc::kElfError, at);
+    if (ph.type == kPtGnuSframeSegment && !retarget) return make_error(Errc::kElfError, at);
     if (ph.type != PT_LOAD) continue;
     GElf_Phdr raw;
     if (!gelf_getphdr(e, static_cast<int>(index - 1), &raw)) return make_error(Errc::kElfError, at);
@@ -261,7 +259,7 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
     end = std::max(end, ph.vaddr + ph.memsz);
     if (!lowest || ph.vaddr < lowest->vaddr) lowest = &ph;
   }
-  const bool has_sframe = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == kPtGnuSframeType; });
+  const bool has_sframe = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == kPtGnuSframeSegment; });
   if (!lowest || (retarget && !has_sframe)) return make_error(Errc::kElfError, eh.e_phoff);
   LoadablePlan plan;
   plan.page = page;
@@ -327,7 +325,7 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
       ph.p_offset = plan->offset;
       ph.p_vaddr = ph.p_paddr = plan->vaddr;
       ph.p_filesz = ph.p_memsz = table;
-    } else if (ph.p_type == kPtGnuSframeType) {
+    } else if (ph.p_type == kPtGnuSframeSegment) {
       ph.p_offset = sec_off;
       ph.p_vaddr = ph.p_paddr = address;
       ph.p_filesz = ph.p_memsz = bytes.size();
@@ -345,7 +343,7 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
   phdrs.insert(phdrs.begin() + static_cast<std::ptrdiff_t>(last_load), seg);
   if (!retarget) {
     GElf_Phdr sf{};
-    sf.p_type = kPtGnuSframeType;
+    sf.p_type = kPtGnuSframeSegment;
     sf.p_flags = PF_R;
     sf.p_offset = sec_off;
     sf.p_vaddr = sf.p_paddr = address;

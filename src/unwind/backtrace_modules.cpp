@@ -25,6 +25,7 @@
 #include "backtrace_internal.hpp"
 #include "module_file.hpp"
 #include "sframe/cfi_reader.hpp"
+#include "sframe/elf.hpp"
 #include "sframe/module_unwind.hpp"
 
 namespace sframe::bt {
@@ -36,8 +37,6 @@ std::atomic<bool> g_asymmetric{false};
 std::atomic<std::uint64_t> g_unknown_pc{0};
 
 namespace {
-
-constexpr std::uint32_t kPtGnuSframe = 0x6474e554;
 
 // The SFrame ABI of this process.
 #if defined(__x86_64__)
@@ -97,7 +96,7 @@ std::span<const std::byte> segment(const RawModule& m, const ElfW(Phdr)& p, std:
 cfi::ModuleImage image_of(const RawModule& m) {
   cfi::ModuleImage img;
   for (const ElfW(Phdr)& p : m.phdrs) {
-    if (p.p_type == kPtGnuSframe && p.p_memsz != 0 && img.sframe.empty()) {
+    if (p.p_type == elf::kPtGnuSframeSegment && p.p_memsz != 0 && img.sframe.empty()) {
       img.sframe = segment(m, p, p.p_memsz);
       img.sframe_address = p.p_vaddr;
     } else if (p.p_type == PT_GNU_EH_FRAME && p.p_memsz != 0 && img.eh_frame_hdr.empty()) {
