@@ -2,6 +2,8 @@
 // sframepp: kallsyms text -> function symbols (see kallsyms.hpp).
 #include "kallsyms.hpp"
 
+#include "sframe/byte_order.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -20,9 +22,8 @@ namespace {
 // bytes at a time; false when any is not one.
 bool hex8(const char* s, std::uint64_t& out) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
-  std::uint64_t v;
-  std::memcpy(&v, s, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  // Little-endian: the first digit in the low byte.
+  std::uint64_t v = endian::load<8>(reinterpret_cast<const std::byte*>(s), ByteOrder::kLittle);
   if (v & kHigh) return false;  // below, per-byte sums stay within the byte
   const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
   const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
@@ -119,14 +120,9 @@ void for_each_line(std::string_view text, Fn&& fn) {
 // whose order is their string order.
 using Key = std::pair<std::uint64_t, std::uint64_t>;
 Key prefix_key(const char* p) {
-  std::uint64_t hi, lo;
-  std::memcpy(&hi, p, 8);
-  std::memcpy(&lo, p + 8, 8);
-  if constexpr (std::endian::native == std::endian::little) {
-    hi = __builtin_bswap64(hi);
-    lo = __builtin_bswap64(lo);
-  }
-  return {hi, lo};
+  // Big-endian: the first character in the high byte.
+  const auto* b = reinterpret_cast<const std::byte*>(p);
+  return {endian::load<8>(b, ByteOrder::kBig), endian::load<8>(b + 8, ByteOrder::kBig)};
 }
 
 // A line with the 64-bit layout's address, space, type, space.

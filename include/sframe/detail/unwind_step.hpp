@@ -25,8 +25,8 @@ enum class LookupStatus : std::uint8_t {
   kDecodeError,
 };
 
-/// Rules for one frame with kPadding already resolved against the header's
-/// fixed offsets (so evaluation never needs the Section).
+/// Rules for one frame resolved (Section::row applied the header's
+/// fixed offsets), so evaluation never needs the Section.
 struct LookedUpRules {
   LookupStatus status = LookupStatus::kNoSFrame;
   Errc error = Errc::kPcNotCovered;
@@ -462,7 +462,7 @@ class Stepper {
   }
 
   StepOutcome apply(Regs& regs, CodeAddress& pc, const FrameRow& row, std::uint64_t lpc) noexcept {
-    if (row.ra_undefined || row.ra.kind == Rule::Kind::kUndefined) return stop(StopReason::kOutermost, 0);
+    if (row.outermost()) return stop(StopReason::kOutermost, 0);
     const ArchRegs ar = arch_regs(regs.arch);
     StepOutcome out;
     if (row.cfa.kind != Rule::Kind::kExpr || row.cfa.base != Rule::Base::kRegister)
