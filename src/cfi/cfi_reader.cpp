@@ -286,7 +286,6 @@ struct Cie {
   bool has_z = false;
   std::uint64_t code_align = 1;
   std::int64_t data_align = 1;
-  unsigned address_size = 8;
   const std::uint8_t* insns = nullptr;
   const std::uint8_t* insns_end = nullptr;
   State initial;
@@ -564,11 +563,15 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   if (c.p >= c.end) return index;
   const std::string_view augmentation(reinterpret_cast<const char*>(aug), static_cast<std::size_t>(c.p - aug));
   ++c.p;
-  cie.address_size = src.address_size;
   if (version == 4) {
     std::uint8_t asize = 0, seg = 0;
-    if (!c.u8(asize) || !c.u8(seg) || seg != 0 || (asize != 4 && asize != 8)) return index;
-    cie.address_size = asize;
+    // The ELF class fixes the size of an address: a CIE claiming another
+    // (DWARF 5 §6.4.1 lets it differ only for targets ELF cannot describe)
+    // is refused, as libgcc refuses it (its CIE reader wants the target's
+    // pointer size), rather than read with widths its FDEs' writer and every
+    // other reader disagree on (libdw reads .eh_frame pointers at the ELF
+    // class's width whatever the CIE says).
+    if (!c.u8(asize) || !c.u8(seg) || seg != 0 || asize != src.address_size) return index;
   }
   if (!c.uleb(cie.code_align) || !c.sleb(cie.data_align)) return index;
   std::uint64_t ra = 0;
@@ -709,16 +712,13 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
   bool ok = ci != UINT32_MAX && cies_[ci].ok;
   if (ok) {
     const Cie& cie = cies_[ci];
-    CfiSource local = src;
-    local.address_size = cie.address_size;
-    const Ctx lx{&local, base};
     std::uint64_t range = 0;
     const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
     // `where`: the initial location and range read; `fits`: all fields.
     const auto fields = [&](Cursor& k, bool& fits, bool& where) {
       std::uint64_t alen = 0;
-      where = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range);
-      f.end = where ? f.start + (cie.address_size == 4 ? range & 0xffffffffu : range) : f.start;
+      where = read_encoded(k, enc, x, false, f.start) && read_encoded(k, enc, x, true, range);
+      f.end = where ? f.start + (src.address_size == 4 ? range & 0xffffffffu : range) : f.start;
       fits = where && (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
       if (fits && cie.has_z) k.p += alen;
     };
@@ -735,7 +735,7 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
       fields(whole, all, beyond);
       stats_->truncated += beyond;
     }
-    if (ok && cie.address_size == 4) range &= 0xffffffffu;
+    if (ok && src.address_size == 4) range &= 0xffffffffu;
     f.end = f.start + range;
     if (ok && f.end < f.start) ok = false;  // wraps the address space
     f.insns = c.p;
@@ -818,12 +818,9 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     switch (op) {
       case kNop: continue;
       case kSetLoc: {
-        CfiSource local = src;
-        local.address_size = cie.address_size;
-        const Ctx lx{&local, x->base};
         std::uint64_t to = 0;
         const std::uint8_t enc = src.kind == CfiKind::kEhFrame || cie.has_z ? cie.fde_enc : 0;
-        if (!read_encoded(c, enc, lx, false, to)) {
+        if (!read_encoded(c, enc, *x, false, to)) {
           c.short_leb = true;  // libdw reads a set_loc operand past the program's end
           return false;
         }
