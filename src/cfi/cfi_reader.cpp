@@ -176,6 +176,37 @@ struct Ctx {
   const std::uint8_t* base;  // bytes[0]
 };
 
+// A CFI record's header (DWARF 5 §6.4.1, §7.4; LSB 5.0 §10.6.1): the
+// initial length, 32-bit or 0xffffffff and a 64-bit length; the CIE id or
+// pointer after it is `id_size` bytes wide.
+struct RecordHeader {
+  std::uint64_t length = 0;  // bytes after the length field
+  unsigned id_size = 4;      // 4, or 8 in the 64-bit DWARF format
+};
+
+// Reads the header at `c` and bounds `c` to the record. False when the length cannot be read (`h.length` is then 0) or runs
+// past the section (`h.length` holds it).
+bool record_header(Cursor& c, RecordHeader& h) {
+  h = RecordHeader{};
+  if (!c.word(4, h.length)) return false;
+  if (h.length == 0xffffffff) {
+    h.id_size = 8;
+    if (!c.word(8, h.length)) {
+      h.length = 0;
+      return false;
+    }
+  }
+  if (h.length > c.left()) return false;
+  c.end = c.p + h.length;
+  return true;
+}
+
+// The id that marks a CIE: 0 in .eh_frame (LSB 5.0 §10.6.1.1), all ones in
+// .debug_frame (DWARF 5 §6.4.1).
+constexpr std::uint64_t cie_id_of(bool eh, unsigned id_size) {
+  return eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
+}
+
 // Reads a DW_EH_PE_* encoded pointer at `c` (LSB 5.0 §10.5.1). `range`:
 // the value format only (FDE address ranges). nullopt: omitted, unknown
 // or past the end.
@@ -542,20 +573,10 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   const CfiSource& src = *x.src;
   const std::uint8_t* end = x.base + src.bytes.size();
   Cursor c{x.base + off, end, src.big_endian};
-  std::uint64_t len = 0, id = 0;
-  if (!c.word(4, len)) return index;
-  unsigned id_size = 4;
-  if (len == 0xffffffff) {
-    if (!c.word(8, len)) return index;
-    id_size = 8;
-  }
-  if (len < id_size || len > c.left()) return index;
-  const std::uint8_t* rec_end = c.p + len;
-  c.end = rec_end;
-  if (!c.word(id_size, id)) return index;
-  const bool eh = src.kind == CfiKind::kEhFrame;
-  const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
-  if (id != cie_id) return index;
+  RecordHeader h;
+  std::uint64_t id = 0;
+  if (!record_header(c, h) || h.length < h.id_size || !c.word(h.id_size, id)) return index;
+  if (id != cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size)) return index;
   std::uint8_t version = 0;
   if (!c.u8(version) || !(version == 1 || version == 3 || version == 4)) return index;
   const auto* aug = c.p;
@@ -615,7 +636,7 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   // Its header fields too (alignment factors, RA column, augmentation
   // length): libdw parses the rest of the CIE from other bytes.
   if (c.long_leb && stats_) ++stats_->long_leb;
-  cie.insns_end = rec_end;
+  cie.insns_end = c.end;
   // The CIE's initial instructions, once, from the ABI's initial state.
   State s = abi_initial_state(abi_);
   std::uint64_t loc = 0, emitted = 0;
@@ -646,9 +667,10 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   bool zeros_before = false;  // .debug_frame: zero length words before this record
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
-    std::uint64_t len = 0;
-    if (!c.word(4, len)) return make_error(Errc::kBadCfi, off, size - off);
-    if (len == 0) {
+    RecordHeader h;
+    if (!record_header(c, h)) return make_error(Errc::kBadCfi, off, h.length != 0 ? h.length : size - off);
+    const std::uint64_t len = h.length;
+    if (len == 0 && h.id_size == 4) {
       if (eh) break;  // the zero terminator (LSB 5.0)
       // DWARF 5 §6.4.1 gives a zero length no meaning in .debug_frame:
       // skipped as binutils' readelf skips it, and the records after it read.
@@ -658,17 +680,11 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     }
     if (zeros_before && stats_) ++stats_->debug_frame_zero_length;
     zeros_before = false;
-    unsigned id_size = 4;
-    if (len == 0xffffffff) {
-      if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
-      id_size = 8;
-    }
-    if (len > c.left()) return make_error(Errc::kBadCfi, off, len);
-    const std::uint8_t* rec_end = c.p + len;
+    const unsigned id_size = h.id_size;
+    const std::uint8_t* rec_end = c.end;
     const std::uint64_t next = static_cast<std::uint64_t>(rec_end - base);
     const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
     std::uint64_t id = 0;
-    c.end = rec_end;
     if (len < id_size + 1 || !c.word(id_size, id)) {
       // Too short to hold its CIE id or pointer and one byte more (a CIE's
       // version, an FDE's initial location): neither CIE nor FDE (DWARF 5
@@ -679,8 +695,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       off = next;
       continue;
     }
-    const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
-    if (id == cie_id) {
+    if (id == cie_id_of(eh, id_size)) {
       off = next;
       continue;
     }
@@ -1095,22 +1110,14 @@ Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, s
   const std::uint64_t size = src.bytes.size();
   if (off >= size) return make_error(Errc::kBadCfi, off, size);
   Cursor c{base + off, base + size, src.big_endian};
-  std::uint64_t len = 0;
-  if (!c.word(4, len) || len == 0) return make_error(Errc::kBadCfi, off, len);
-  unsigned id_size = 4;
-  if (len == 0xffffffff) {
-    if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
-    id_size = 8;
-  }
-  if (len > c.left()) return make_error(Errc::kBadCfi, off, len);
-  const std::uint8_t* rec_end = c.p + len;
+  RecordHeader h;
+  if (!record_header(c, h) || h.length == 0) return make_error(Errc::kBadCfi, off, h.length);
+  const std::uint8_t* rec_end = c.end;
   const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
   std::uint64_t id = 0;
-  c.end = rec_end;
-  const bool eh = src.kind == CfiKind::kEhFrame;
-  const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
   // Too short for its CIE pointer, or a CIE: not an FDE.
-  if (!c.word(id_size, id) || id == cie_id) return make_error(Errc::kBadCfi, off, id);
+  if (!c.word(h.id_size, id) || id == cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size))
+    return make_error(Errc::kBadCfi, off, id);
   Fde fde;
   if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(Errc::kBadCfi, off);
   if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(Errc::kBadCfi, off);
