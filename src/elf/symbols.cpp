@@ -100,8 +100,11 @@ void add_plt_symbols(Elf* e, std::vector<FunctionSymbol>& out, std::uint32_t& or
     const std::uint64_t at = psh.sh_addr + header + 16 * i;
     if (at + 16 > psh.sh_addr + psh.sh_size) break;
     if (!gelf_getsym(sdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym)) continue;
-    const char* name = elf_strptr(e, ssh.sh_link, sym.st_name);
-    if (!name || !*name) continue;
+    // An entry without a symbol (R_X86_64_IRELATIVE: libc's own IFUNC calls,
+    // memcpy/strlen...) is still a PLT slot: perf 6.1 names it "@plt" (the
+    // empty name of symbol 0), so a sample in it is not [unknown].
+    const char* name = GELF_R_SYM(r.r_info) == 0 ? "" : elf_strptr(e, ssh.sh_link, sym.st_name);
+    if (!name) continue;
     out.push_back({std::string(name) + "@plt", at, 16, STB_GLOBAL, STT_FUNC, order++});
   }
 }
