@@ -215,9 +215,14 @@ class SectionEncoder {
   // merge_adjacent: true if `f` (whose rows passed add()'s checks) only
   // extends the pending FDE.
   bool extends_last(const FunctionSpec& f) const;
-  // coalesce_adjacent: true if `f`, with `rows` encoded (PC type `pc_type`),
-  // may join the pending FDE and the result is smaller.
-  bool coalesces(const FunctionSpec& f, PcType pc_type, const std::vector<Row>& rows, bool first_repeats) const;
+  // coalesce_adjacent: true if `f`, with `rows` encoded as PC-increment rows
+  // from its start, may join the pending FDE and the result is smaller than
+  // the pending FDE and `f`'s own FDE (`own_rows` under `own_pc_type` and
+  // `own_rep_size`: a PC-mask FDE's period) apart.
+  bool coalesces(const FunctionSpec& f, const std::vector<Row>& rows, bool first_repeats,
+                 std::span<const Row> own_rows, PcType own_pc_type, std::uint8_t own_rep_size) const;
+  // coalesce_adjacent: the most FREs a joined FDE may have.
+  std::uint64_t coalesce_limit() const;
   // Writes the pending FDE's FREs (or points at an identical stored block)
   // and records its FDE.
   Expected<void> flush();
