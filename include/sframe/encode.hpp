@@ -221,6 +221,10 @@ class SectionEncoder {
   // `own_rep_size`: a PC-mask FDE's period) apart.
   bool coalesces(const FunctionSpec& f, const std::vector<Row>& rows, bool first_repeats,
                  std::span<const Row> own_rows, PcType own_pc_type, std::uint8_t own_rep_size) const;
+  // coalesce_adjacent: true if each PC of a function of `size` bytes that
+  // starts where the pending PC-mask FDE ends, with PC-increment `f_rows`,
+  // reads the row that FDE's period gives there (it then extends the FDE).
+  bool continues_period(std::uint32_t size, std::span<const Row> f_rows) const;
   // coalesce_adjacent: the most FREs a joined FDE may have.
   std::uint64_t coalesce_limit() const;
   // Writes the pending FDE's FREs (or points at an identical stored block)

@@ -333,6 +333,9 @@ unsigned address_size_for(std::uint64_t max_start) { return max_start <= 0xff ? 
 // row dropped when equal to the one before. False (and `out` unusable) when
 // more than `limit` rows. Time at most linear in `limit` times the period's
 // rows: a period of two or more rows adds at least one row per block.
+// The most rows a PC-mask function is unrolled to for continues_period().
+constexpr std::uint64_t kContinueRowLimit = 256;
+
 bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::uint32_t size, std::uint64_t limit,
                    std::vector<RowSpec>& out) {
   out.clear();
@@ -398,6 +401,38 @@ bool SectionEncoder::coalesces(const FunctionSpec& f, const std::vector<Row>& ro
   const unsigned asz = address_size_for(added.empty() ? pending_rows_.back().start : prev.size + added.back().start);
   const std::uint64_t joined = attr + fre_bytes_of(pending_rows_, asz) + fre_bytes_of(added, asz);
   return joined < apart;
+}
+
+bool SectionEncoder::continues_period(std::uint32_t size, std::span<const Row> f_rows) const {
+  const std::vector<Row>& period = pending_rows_;
+  const std::uint32_t rep = pending_rec_.rep_size;
+  if (rep == 0 || period.empty() || period[0].start != 0 || f_rows.empty() || f_rows[0].start != 0) return false;
+  const auto same_rule = [](const Row& a, const Row& b) {
+    if (a.info_base_mangled != b.info_base_mangled || a.word_size != b.word_size || a.num_words != b.num_words)
+      return false;
+    return std::equal(a.words, a.words + a.num_words, b.words);
+  };
+  // The period's rows over [from, from + size), as offsets from `from`,
+  // each dropped when it repeats the one before: they must be `f_rows`.
+  const std::uint64_t from = pending_rec_.size;
+  std::size_t k = 0;  // rows matched
+  const Row* last = nullptr;
+  for (std::uint64_t base = from / rep * rep; base < from + size; base += rep) {
+    for (std::size_t j = 0; j < period.size(); ++j) {
+      const std::uint64_t at = base + period[j].start;
+      const std::uint64_t end = j + 1 < period.size() ? base + period[j + 1].start : base + rep;
+      if (end <= from) continue;
+      if (at >= from + size) break;
+      if (last && same_rule(*last, period[j])) continue;
+      const std::uint64_t rel = at > from ? at - from : 0;
+      if (k >= f_rows.size() || f_rows[k].start != rel || !same_rule(f_rows[k], period[j])) return false;
+      last = &period[j];
+      ++k;
+    }
+    // One row for the whole period: nothing further changes.
+    if (period.size() == 1) break;
+  }
+  return k == f_rows.size();
 }
 
 std::optional<std::uint32_t> SectionEncoder::find_block(const std::byte* at, std::uint32_t len,
@@ -544,6 +579,27 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     last_row_ = joined_spec.back().row;
     ++added_;
   };
+  // coalesce_adjacent: a pending PC-mask FDE extends over `f` when each PC
+  // of `f` reads the row the period gives there (x86-64: .plt.got's
+  // CFA = SP + 8 continues the 16-byte PLTn period, whose first 11 bytes
+  // read SP + 8), saving `f`'s FDE and FREs.
+  if (size_.coalesce_adjacent && pending_ && pending_pc_type_ == PcType::kMask && !in_rows.empty() &&
+      pending_rec_.start_pc + pending_rec_.size == f.start_pc && f.size != 0 &&
+      std::uint64_t{pending_rec_.size} + f.size <= 0xffffffffu && f.fde_type == pending_rec_.fde_type &&
+      f.signal == pending_rec_.signal && ((pending_rec_.info >> 5) & 1) == static_cast<unsigned>(f.pauth_key)) {
+    const std::vector<Row>* f_rows = &rows;
+    bool ok = pc_type == PcType::kInc;
+    if (!ok && unroll_period(in_rows, rep_size, f.size, kContinueRowLimit, unrolled)) {
+      if (auto e = encode_rows(unrolled, inc_rows); !e) return e;
+      f_rows = &inc_rows;
+      ok = true;
+    }
+    if (ok && continues_period(f.size, *f_rows)) {
+      pending_rec_.size += f.size;
+      ++added_;
+      return {};
+    }
+  }
   if (size_.coalesce_adjacent && last_mergeable_ && !in_rows.empty()) {
     if (pc_type == PcType::kInc) {
       const bool first_repeats = in_rows.front().row == last_row_;
