@@ -120,6 +120,12 @@ struct SizeOptions {
   /// "Smaller sections"). A lookup of any PC finds the row it found before,
   /// but FDEs no longer match functions one to one (merge_adjacent does the
   /// same for functions that add no row).
+  /// PC-mask functions (spec §2.3.1, SFRAME_FDE_PCTYPE_MASK) take part too:
+  /// one that starts where a PC-increment FDE ends joins it as the rows its
+  /// period gives over its whole size (same cost test and cap; GNU ld's
+  /// x86-64 PLT0, PLTn and .plt.got become one FDE for a short PLT), and a
+  /// function that starts where a PC-mask FDE ends, each of whose PCs reads
+  /// the row that FDE's period gives there, extends it (its size grows).
   bool coalesce_adjacent = false;
   std::uint16_t coalesce_max_fres = 0;
 
