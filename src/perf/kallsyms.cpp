@@ -155,9 +155,19 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
   std::size_t n = 0;
   const char* line = base;
   // Inlined into the loops below (GCC calls it otherwise: twice the cost).
+  const auto no_tab16 = [](const char* at) {  // nonzero: a tab in [at, at + 16)
+#if defined(__SSE2__)
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)), _mm_set1_epi8('\t')));
+#else
+    return static_cast<int>(std::memchr(at, '\t', 16) != nullptr);
+#endif
+  };
   const auto at_line_end = [&](const char* nl) __attribute__((always_inline)) {
     if (nl != line) {  // empty lines name nothing
-      if (!layout64(line, nl)) {
+      // parse_line() takes the 64-bit layout only when the name (up to a
+      // tab or the line's end) starts past byte 19: other lines are out of
+      // layout here too (else the index and the full parse disagree).
+      if (nl - line < 20 || !layout64(line, nl) || no_tab16(line) != 0 || line[17] == '\t' || line[19] == '\t') {
         ok = false;
       } else {
         const Key k = prefix_key(line);
