@@ -248,10 +248,21 @@ struct WalkState {
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
   // The modules of the last cache miss: the next miss looks there first.
   detail::ModuleHint hint;
+  // The trampolines' hull: a cold frame outside it (nearly all) skips the
+  // scan of every trampoline range.
+  std::uint64_t tramp_lo = ~std::uint64_t{0}, tramp_hi = 0;
+  for (const AddressRange& r : tramps) {
+    tramp_lo = std::min(tramp_lo, r.begin);
+    tramp_hi = std::max(tramp_hi, r.end);
+  }
+  const std::uint64_t tramp_span = tramp_hi > tramp_lo ? tramp_hi - tramp_lo : 0;
   for (;;) {
-    // Checked here first: a cold walk, whose PCs the memo mostly does not
-    // hold, then pays no call per frame.
-    if (memo && res.size < memo_cap && memo->holds(res.size, pc.lookup_pc())) {
+    // Whether the memo holds this depth's PC, tested once per frame: by the
+    // memo's run here and by the rule choice below. Checked here first: a
+    // cold walk, whose PCs the memo mostly does not hold, then pays no call
+    // per frame.
+    bool held = memo && res.size < kMemoDepth && memo->holds(res.size, pc.lookup_pc());
+    if (held && res.size < memo_cap) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
       const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
@@ -265,6 +276,7 @@ struct WalkState {
         unchecked = ws.unchecked;
         prev_cfa = ws.prev_cfa;
         regs_stale = true;
+        held = res.size < kMemoDepth && memo->holds(res.size, pc.lookup_pc());
       }
     }
     if (res.size == out.size()) {
@@ -287,14 +299,14 @@ struct WalkState {
     bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
     if (memo && depth < kMemoDepth) {
-      if (memo->holds(depth, lpc) && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]] {
+      if (held && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]] {
         rule = memo->rule[depth];
         have_rule = true;
       } else {
         fill_memo = true;
       }
     }
-    if (!have_rule && cache && !detail::in_ranges(tramps, pc.value())) {
+    if (!have_rule && cache && (pc.value() - tramp_lo >= tramp_span || !detail::in_ranges(tramps, pc.value()))) {
       const std::size_t set = cache->set(lpc);
       if (const CompactRule* hit = cache->lookup_in(set, lpc)) {
         rule = *hit;
