@@ -325,10 +325,10 @@ struct WalkState {
         if (k == detail::CompactLookup::kFull) [[unlikely]] {
           const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
           if (r.status == detail::LookupStatus::kFound && r.compactable) {
-            fresh = r.compact;
+            fresh = r.compact.with_valid();
             k = detail::CompactLookup::kRule;
           } else if (r.status == detail::LookupStatus::kOutermost) {
-            fresh = detail::outermost_rule();
+            fresh = detail::outermost_rule().with_valid();
             k = detail::CompactLookup::kRule;
           } else if (r.status == detail::LookupStatus::kNoSFrame) {
             k = detail::CompactLookup::kNoSFrame;
@@ -338,13 +338,16 @@ struct WalkState {
           // A PC in no module's code: a module loaded since the table was
           // built (backtrace_refresh_if_needed() rebuilds at a safe point).
           note_unknown_pc(*table, lpc);
-          fresh = detail::no_sframe_rule();
+          fresh = detail::no_sframe_rule().with_valid();
         }
         if (k != detail::CompactLookup::kFull) {
           ++cache->misses;
-          // kValid set on the whole 8-byte value at once: a 2-byte store
-          // into it would stall the 8-byte loads of it that follow.
-          rule = fresh.with_valid();
+          // kValid is set already (lookup_compact's kRule has it; the
+          // rarer kinds above set it on the whole 8-byte value, as a 2-byte
+          // store into it would stall the 8-byte loads of it that follow):
+          // setting it again here made GCC repack the rule's fields into
+          // one word and unpack them again on every cold frame.
+          rule = fresh;
           have_rule = true;
           cache->insert_in(set, lpc, rule);
         }

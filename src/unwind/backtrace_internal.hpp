@@ -197,9 +197,12 @@ struct Memo {
   static constexpr std::uint64_t key_of(std::uint64_t lookup_pc) noexcept { return lookup_pc + 1; }
   bool holds(std::size_t depth, std::uint64_t lookup_pc) const noexcept { return key[depth] == key_of(lookup_pc); }
 
+  /// `r` has kValid set (every rule a walk applies has: the cache's and
+  /// lookup_compact()'s): setting it here cost a repacking of the rule's
+  /// fields on every cold frame.
   void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
     key[depth] = key_of(lookup_pc);
-    rule[depth] = r.with_valid();
+    rule[depth] = r;
     step[depth] = straight_code(r);
     used = depth < used ? used : depth + 1;
   }
