@@ -187,7 +187,15 @@ struct WalkState {
                                                ThreadState* st, const Table* table, RuleCache* cache,
                                                Memo* memo) noexcept {
   CodeAddress pc = from.pc;
-  if (cache) cache->sync(table->map.generation());
+  // Whether the cache may hold anything: a walk after a flush (or a map
+  // change, which empties it) skips every probe, which could only miss. A
+  // PC met twice in such a walk is looked up twice, with the same answer.
+  bool probe = false;
+  if (cache) {
+    if (cache->generation() != table->map.generation()) st->cache_empty = true;
+    cache->sync(table->map.generation());
+    probe = !st->cache_empty;
+  }
   StackReader mem;
   // An unregistered thread (st null) knows no range: every page it reads is
   // checked by the kernel first (StackReader::checked).
@@ -308,7 +316,7 @@ struct WalkState {
     }
     if (!have_rule && cache && (pc.value() - tramp_lo >= tramp_span || !detail::in_ranges(tramps, pc.value()))) {
       const std::size_t set = cache->set(lpc);
-      if (const CompactRule* hit = cache->lookup_in(set, lpc)) {
+      if (const CompactRule* hit = probe ? cache->lookup_in(set, lpc) : nullptr) {
         rule = *hit;
         have_rule = true;
       } else {
@@ -423,7 +431,12 @@ struct WalkState {
     }
   }
   if (res.reason == BacktraceStop::kNoSFrameForPc) note_unknown_pc(*table, res.address);
-  if (cache) cache->hits += hits;
+  if (cache) {
+    cache->hits += hits;
+    // Whatever this walk inserted (here or through the Stepper) is there
+    // for the next one.
+    st->cache_empty = false;
+  }
   if (res.reason == BacktraceStop::kUnreadableMemory && mem.refused) res.reason = BacktraceStop::kReadCheckRefused;
   // The main thread's stack, found mapped below its registered bottom by the
   // kernel (after an overflow, say): later walks read it directly. Only

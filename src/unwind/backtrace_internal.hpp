@@ -249,6 +249,12 @@ struct ThreadState {
   /// would use for that PC (no trampolines, no slow-path flags).
   std::uint64_t memo_generation = 0;
   Memo memo;
+  /// Set while `cache` holds nothing (registered, flushed, or emptied by
+  /// a map change): the walk that finds it set looks no PC up in the cache,
+  /// where every probe would miss (each one a cache line read), and clears
+  /// it at its end.
+  /// Last: the assembly entry reads the fields above at fixed offsets.
+  bool cache_empty = true;
 };
 
 /// Set by backtrace_register_thread(). Initial-exec TLS: reading it is a
