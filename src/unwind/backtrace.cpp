@@ -315,7 +315,8 @@ struct WalkState {
       }
     }
     if (!have_rule && cache && (pc.value() - tramp_lo >= tramp_span || !detail::in_ranges(tramps, pc.value()))) {
-      const std::size_t set = cache->set(lpc);
+      // Hashed only for a cache the walk uses (13 instructions a frame).
+      const std::size_t set = probe ? cache->set(lpc) : 0;
       if (const CompactRule* hit = probe ? cache->lookup_in(set, lpc) : nullptr) {
         rule = *hit;
         have_rule = true;
@@ -357,7 +358,11 @@ struct WalkState {
           // one word and unpack them again on every cold frame.
           rule = fresh;
           have_rule = true;
-          cache->insert_in(set, lpc, rule);
+          // Not into a cache the walk found empty, at depths the memo
+          // covers: the memo (filled below) makes the same stack warm next
+          // time, and a walk of another stack fills the cache. An insert
+          // here costs a cache line written per frame.
+          if (probe || !fill_memo) cache->insert_in(probe ? set : cache->set(lpc), lpc, rule);
         }
       }
       if (have_rule && (rule.flags & kSlow)) have_rule = false;
