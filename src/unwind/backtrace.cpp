@@ -187,7 +187,15 @@ struct WalkState {
                                                ThreadState* st, const Table* table, RuleCache* cache,
                                                Memo* memo) noexcept {
   CodeAddress pc = from.pc;
-  if (cache) cache->sync(table->map.generation());
+  // Whether the cache may hold anything: a walk after a flush (or a map
+  // change, which empties it) skips every probe, which could only miss. A
+  // PC met twice in such a walk is looked up twice, with the same answer.
+  bool probe = false;
+  if (cache) {
+    if (cache->generation() != table->map.generation()) st->cache_empty = true;
+    cache->sync(table->map.generation());
+    probe = !st->cache_empty;
+  }
   StackReader mem;
   // An unregistered thread (st null) knows no range: every page it reads is
   // checked by the kernel first (StackReader::checked).
@@ -248,10 +256,21 @@ struct WalkState {
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
   // The modules of the last cache miss: the next miss looks there first.
   detail::ModuleHint hint;
+  // The trampolines' hull: a cold frame outside it (nearly all) skips the
+  // scan of every trampoline range.
+  std::uint64_t tramp_lo = ~std::uint64_t{0}, tramp_hi = 0;
+  for (const AddressRange& r : tramps) {
+    tramp_lo = std::min(tramp_lo, r.begin);
+    tramp_hi = std::max(tramp_hi, r.end);
+  }
+  const std::uint64_t tramp_span = tramp_hi > tramp_lo ? tramp_hi - tramp_lo : 0;
   for (;;) {
-    // Checked here first: a cold walk, whose PCs the memo mostly does not
-    // hold, then pays no call per frame.
-    if (memo && res.size < memo_cap && memo->holds(res.size, pc.lookup_pc())) {
+    // Whether the memo holds this depth's PC, tested once per frame: by the
+    // memo's run here and by the rule choice below. Checked here first: a
+    // cold walk, whose PCs the memo mostly does not hold, then pays no call
+    // per frame.
+    bool held = memo && res.size < kMemoDepth && memo->holds(res.size, pc.lookup_pc());
+    if (held && res.size < memo_cap) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
       const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
@@ -265,6 +284,7 @@ struct WalkState {
         unchecked = ws.unchecked;
         prev_cfa = ws.prev_cfa;
         regs_stale = true;
+        held = res.size < kMemoDepth && memo->holds(res.size, pc.lookup_pc());
       }
     }
     if (res.size == out.size()) {
@@ -287,16 +307,17 @@ struct WalkState {
     bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
     if (memo && depth < kMemoDepth) {
-      if (memo->holds(depth, lpc) && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]] {
+      if (held && (memo->rule[depth].flags & CompactRule::kValid)) [[likely]] {
         rule = memo->rule[depth];
         have_rule = true;
       } else {
         fill_memo = true;
       }
     }
-    if (!have_rule && cache && !detail::in_ranges(tramps, pc.value())) {
-      const std::size_t set = cache->set(lpc);
-      if (const CompactRule* hit = cache->lookup_in(set, lpc)) {
+    if (!have_rule && cache && (pc.value() - tramp_lo >= tramp_span || !detail::in_ranges(tramps, pc.value()))) {
+      // Hashed only for a cache the walk uses (13 instructions a frame).
+      const std::size_t set = probe ? cache->set(lpc) : 0;
+      if (const CompactRule* hit = probe ? cache->lookup_in(set, lpc) : nullptr) {
         rule = *hit;
         have_rule = true;
       } else {
@@ -313,10 +334,10 @@ struct WalkState {
         if (k == detail::CompactLookup::kFull) [[unlikely]] {
           const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
           if (r.status == detail::LookupStatus::kFound && r.compactable) {
-            fresh = r.compact;
+            fresh = r.compact.with_valid();
             k = detail::CompactLookup::kRule;
           } else if (r.status == detail::LookupStatus::kOutermost) {
-            fresh = detail::outermost_rule();
+            fresh = detail::outermost_rule().with_valid();
             k = detail::CompactLookup::kRule;
           } else if (r.status == detail::LookupStatus::kNoSFrame) {
             k = detail::CompactLookup::kNoSFrame;
@@ -326,15 +347,22 @@ struct WalkState {
           // A PC in no module's code: a module loaded since the table was
           // built (backtrace_refresh_if_needed() rebuilds at a safe point).
           note_unknown_pc(*table, lpc);
-          fresh = detail::no_sframe_rule();
+          fresh = detail::no_sframe_rule().with_valid();
         }
         if (k != detail::CompactLookup::kFull) {
           ++cache->misses;
-          // kValid set on the whole 8-byte value at once: a 2-byte store
-          // into it would stall the 8-byte loads of it that follow.
-          rule = fresh.with_valid();
+          // kValid is set already (lookup_compact's kRule has it; the
+          // rarer kinds above set it on the whole 8-byte value, as a 2-byte
+          // store into it would stall the 8-byte loads of it that follow):
+          // setting it again here made GCC repack the rule's fields into
+          // one word and unpack them again on every cold frame.
+          rule = fresh;
           have_rule = true;
-          cache->insert_in(set, lpc, rule);
+          // Not into a cache the walk found empty, at depths the memo
+          // covers: the memo (filled below) makes the same stack warm next
+          // time, and a walk of another stack fills the cache. An insert
+          // here costs a cache line written per frame.
+          if (probe || !fill_memo) cache->insert_in(probe ? set : cache->set(lpc), lpc, rule);
         }
       }
       if (have_rule && (rule.flags & kSlow)) have_rule = false;
@@ -408,7 +436,12 @@ struct WalkState {
     }
   }
   if (res.reason == BacktraceStop::kNoSFrameForPc) note_unknown_pc(*table, res.address);
-  if (cache) cache->hits += hits;
+  if (cache) {
+    cache->hits += hits;
+    // Whatever this walk inserted (here or through the Stepper) is there
+    // for the next one.
+    st->cache_empty = false;
+  }
   if (res.reason == BacktraceStop::kUnreadableMemory && mem.refused) res.reason = BacktraceStop::kReadCheckRefused;
   // The main thread's stack, found mapped below its registered bottom by the
   // kernel (after an overflow, say): later walks read it directly. Only

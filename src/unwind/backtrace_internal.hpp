@@ -197,9 +197,12 @@ struct Memo {
   static constexpr std::uint64_t key_of(std::uint64_t lookup_pc) noexcept { return lookup_pc + 1; }
   bool holds(std::size_t depth, std::uint64_t lookup_pc) const noexcept { return key[depth] == key_of(lookup_pc); }
 
+  /// `r` has kValid set (every rule a walk applies has: the cache's and
+  /// lookup_compact()'s): setting it here cost a repacking of the rule's
+  /// fields on every cold frame.
   void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
     key[depth] = key_of(lookup_pc);
-    rule[depth] = r.with_valid();
+    rule[depth] = r;
     step[depth] = straight_code(r);
     used = depth < used ? used : depth + 1;
   }
@@ -246,6 +249,12 @@ struct ThreadState {
   /// would use for that PC (no trampolines, no slow-path flags).
   std::uint64_t memo_generation = 0;
   Memo memo;
+  /// Set while `cache` holds nothing (registered, flushed, or emptied by
+  /// a map change): the walk that finds it set looks no PC up in the cache,
+  /// where every probe would miss (each one a cache line read), and clears
+  /// it at its end.
+  /// Last: the assembly entry reads the fields above at fixed offsets.
+  bool cache_empty = true;
 };
 
 /// Set by backtrace_register_thread(). Initial-exec TLS: reading it is a

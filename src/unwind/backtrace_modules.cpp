@@ -763,6 +763,7 @@ BacktraceCacheStats backtrace_stats() noexcept {
 void backtrace_flush_cache() noexcept {
   if (bt::ThreadState* st = bt::thread_state()) {
     st->cache.clear();
+    st->cache_empty = true;
     // Emptied here rather than by the next walk (a walk resets the memo
     // itself only when the module map changed).
     st->memo.clear();
