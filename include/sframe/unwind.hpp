@@ -582,9 +582,9 @@ struct UnwindResult {
   /// Detail: kUnreadableMemory the address read; kNoSFrameForPc/kBadRule the
   /// lookup PC; kCfaNotIncreasing the offending CFA; else 0.
   std::uint64_t address = 0;
-  /// kBadRule from a decoding failure: the decoder's error code (else
-  /// kPcNotCovered, meaningless).
-  Errc error = Errc::kPcNotCovered;
+  /// kBadRule from a decoding failure: the decoder's error code (its layer
+  /// and code); empty for every other outcome.
+  std::optional<ErrorCode> error;
 };
 
 /// Knobs of an unwind. Trivially copyable; nothing here allocates.

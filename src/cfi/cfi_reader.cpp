@@ -632,7 +632,7 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
 }
 
 Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
-  if (src.address_size != 4 && src.address_size != 8) return make_error(Errc::kBadCfi, 0, src.address_size);
+  if (src.address_size != 4 && src.address_size != 8) return make_error(CfiErrc::kBadCfi, 0, src.address_size);
   srcs_.push_back(&src);
   by_offset_.clear();
   const auto* base = reinterpret_cast<const std::uint8_t*>(src.bytes.data());
@@ -644,7 +644,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
     std::uint64_t len = 0;
-    if (!c.word(4, len)) return make_error(Errc::kBadCfi, off, size - off);
+    if (!c.word(4, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
     if (len == 0) {
       if (eh) break;  // the zero terminator (LSB 5.0)
       // DWARF 5 §6.4.1 gives a zero length no meaning in .debug_frame:
@@ -657,10 +657,10 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     zeros_before = false;
     unsigned id_size = 4;
     if (len == 0xffffffff) {
-      if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
+      if (!c.word(8, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
       id_size = 8;
     }
-    if (len > c.left()) return make_error(Errc::kBadCfi, off, len);
+    if (len > c.left()) return make_error(CfiErrc::kBadCfi, off, len);
     const std::uint8_t* rec_end = c.p + len;
     const std::uint64_t next = static_cast<std::uint64_t>(rec_end - base);
     const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
@@ -1091,21 +1091,21 @@ bool Reader::rows_of(const Fde& fde, std::uint64_t stop, Function& f) {
 
 Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, std::uint64_t stop, Function& f) {
   // The record as scan() reads it (length, CIE pointer, fields), alone.
-  if (src.address_size != 4 && src.address_size != 8) return make_error(Errc::kBadCfi, 0, src.address_size);
+  if (src.address_size != 4 && src.address_size != 8) return make_error(CfiErrc::kBadCfi, 0, src.address_size);
   if (srcs_.empty()) srcs_.push_back(&src);
   const auto* base = reinterpret_cast<const std::uint8_t*>(src.bytes.data());
   const Ctx x{&src, base};
   const std::uint64_t size = src.bytes.size();
-  if (off >= size) return make_error(Errc::kBadCfi, off, size);
+  if (off >= size) return make_error(CfiErrc::kBadCfi, off, size);
   Cursor c{base + off, base + size, src.big_endian};
   std::uint64_t len = 0;
-  if (!c.word(4, len) || len == 0) return make_error(Errc::kBadCfi, off, len);
+  if (!c.word(4, len) || len == 0) return make_error(CfiErrc::kBadCfi, off, len);
   unsigned id_size = 4;
   if (len == 0xffffffff) {
-    if (!c.word(8, len)) return make_error(Errc::kBadCfi, off, size - off);
+    if (!c.word(8, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
     id_size = 8;
   }
-  if (len > c.left()) return make_error(Errc::kBadCfi, off, len);
+  if (len > c.left()) return make_error(CfiErrc::kBadCfi, off, len);
   const std::uint8_t* rec_end = c.p + len;
   const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
   std::uint64_t id = 0;
@@ -1113,10 +1113,10 @@ Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, s
   const bool eh = src.kind == CfiKind::kEhFrame;
   const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
   // Too short for its CIE pointer, or a CIE: not an FDE.
-  if (!c.word(id_size, id) || id == cie_id) return make_error(Errc::kBadCfi, off, id);
+  if (!c.word(id_size, id) || id == cie_id) return make_error(CfiErrc::kBadCfi, off, id);
   Fde fde;
-  if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(Errc::kBadCfi, off);
-  if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(Errc::kBadCfi, off);
+  if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(CfiErrc::kBadCfi, off);
+  if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(CfiErrc::kBadCfi, off);
   return &f;
 }
 

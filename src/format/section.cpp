@@ -15,7 +15,7 @@ constexpr bool fits(std::uint64_t off, std::uint64_t len, std::uint64_t size) no
 }  // namespace
 
 Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t section_address) {
-  if (bytes.size() < kHeaderSize) return make_error(Errc::kTruncatedHeader, 0, bytes.size());
+  if (bytes.size() < kHeaderSize) return make_error(FormatErrc::kTruncatedHeader, 0, bytes.size());
   Section s;
   s.bytes_ = bytes;
   s.address_ = section_address;
@@ -27,15 +27,15 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
   } else if (b0 == 0xe2 && b1 == 0xde) {
     s.big_endian_ = false;
   } else {
-    return make_error(Errc::kBadMagic, 0, static_cast<std::uint64_t>(b0) << 8 | b1);
+    return make_error(FormatErrc::kBadMagic, 0, static_cast<std::uint64_t>(b0) << 8 | b1);
   }
   Header& h = s.header_;
   const auto ver = static_cast<std::uint8_t>(bytes[2]);
-  if (!is_known_version(ver)) return make_error(Errc::kBadVersion, 2, ver);
+  if (!is_known_version(ver)) return make_error(FormatErrc::kBadVersion, 2, ver);
   h.version = static_cast<Version>(ver);
   h.flags = static_cast<std::uint8_t>(bytes[3]);
   const auto abi = static_cast<std::uint8_t>(bytes[4]);
-  if (!is_known_abi(abi, h.version)) return make_error(Errc::kBadAbi, 4, abi);
+  if (!is_known_abi(abi, h.version)) return make_error(FormatErrc::kBadAbi, 4, abi);
   h.abi = static_cast<Abi>(abi);
   h.cfa_fixed_fp_offset = static_cast<std::int8_t>(bytes[5]);
   h.cfa_fixed_ra_offset = static_cast<std::int8_t>(bytes[6]);
@@ -48,13 +48,13 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
 
   const std::uint64_t size = bytes.size();
   const std::uint64_t hdr_end = kHeaderSize + std::uint64_t{h.auxhdr_len};
-  if (hdr_end > size) return make_error(Errc::kAuxHeaderPastEnd, 7, h.auxhdr_len);
+  if (hdr_end > size) return make_error(FormatErrc::kAuxHeaderPastEnd, 7, h.auxhdr_len);
 
   const std::uint64_t fdes_begin = hdr_end + h.fdeoff;
   const std::uint64_t fdes_len = std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
-  if (!fits(fdes_begin, fdes_len, size)) return make_error(Errc::kFdeTablePastEnd, 20, fdes_begin + fdes_len);
+  if (!fits(fdes_begin, fdes_len, size)) return make_error(FormatErrc::kFdeTablePastEnd, 20, fdes_begin + fdes_len);
   const std::uint64_t fres_begin = hdr_end + h.freoff;
-  if (!fits(fres_begin, h.fre_len, size)) return make_error(Errc::kFreSectionPastEnd, 24, fres_begin + h.fre_len);
+  if (!fits(fres_begin, h.fre_len, size)) return make_error(FormatErrc::kFreSectionPastEnd, 24, fres_begin + h.fre_len);
 
   s.fdes_begin_ = static_cast<std::uint32_t>(fdes_begin);
   s.fres_begin_ = static_cast<std::uint32_t>(fres_begin);
@@ -64,7 +64,7 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
 }
 
 Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
-  if (i >= header_.num_fdes) return make_error(Errc::kFdeIndexOutOfRange, fdes_begin_, i, i);
+  if (i >= header_.num_fdes) return make_error(FormatErrc::kFdeIndexOutOfRange, fdes_begin_, i, i);
   const Version v = header_.version;
   const std::uint64_t at = fdes_begin_ + std::uint64_t{i} * fde_entry_size(v);
   Fde f;
@@ -76,9 +76,9 @@ Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
     f.size = static_cast<std::uint32_t>(load(at + 8, 4));
     f.fre_offset = static_cast<std::uint32_t>(load(at + 12, 4));
     attr_at = std::uint64_t{fres_begin_} + f.fre_offset;
-    if (f.fre_offset > header_.fre_len) return make_error(Errc::kFreOffsetPastEnd, at + 12, f.fre_offset, i);
+    if (f.fre_offset > header_.fre_len) return make_error(FormatErrc::kFreOffsetPastEnd, at + 12, f.fre_offset, i);
     if (!fits(attr_at, kFdeAttrSizeV3, fres_end_))
-      return make_error(Errc::kFdeAttrTruncated, attr_at, f.fre_offset, i);
+      return make_error(FormatErrc::kFdeAttrTruncated, attr_at, f.fre_offset, i);
     f.num_fres = static_cast<std::uint32_t>(load(attr_at, 2));
     f.info = static_cast<std::uint8_t>(bytes_[attr_at + 2]);
     f.info2 = static_cast<std::uint8_t>(bytes_[attr_at + 3]);
@@ -91,18 +91,18 @@ Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
     f.num_fres = static_cast<std::uint32_t>(load(at + 12, 4));
     f.info = static_cast<std::uint8_t>(bytes_[at + 16]);
     if (v == Version::kV2) f.rep_size = static_cast<std::uint8_t>(bytes_[at + 17]);
-    if (f.fre_offset > header_.fre_len) return make_error(Errc::kFreOffsetPastEnd, at + 8, f.fre_offset, i);
+    if (f.fre_offset > header_.fre_len) return make_error(FormatErrc::kFreOffsetPastEnd, at + 8, f.fre_offset, i);
     f.fres_begin = fres_begin_ + f.fre_offset;
   }
   const std::uint8_t fre_type = fde_info::fre_type(f.info);
-  if (fre_type > 2) return make_error(Errc::kBadFreType, v == Version::kV3 ? attr_at + 2 : at + 16, fre_type, i);
+  if (fre_type > 2) return make_error(FormatErrc::kBadFreType, v == Version::kV3 ? attr_at + 2 : at + 16, fre_type, i);
   f.fre_type = static_cast<FreType>(fre_type);
   f.pc_type = static_cast<PcType>(fde_info::pc_type(f.info));
   f.pauth_key = static_cast<PauthKey>(fde_info::pauth_key(f.info));
   if (v == Version::kV3) {
     f.signal = fde_info::signal_p(f.info);
     const std::uint8_t t = fde_info::fde_type(f.info2);
-    if (t > 1) return make_error(Errc::kBadFdeType, attr_at + 3, t, i);
+    if (t > 1) return make_error(FormatErrc::kBadFdeType, attr_at + 3, t, i);
     f.fde_type = static_cast<FdeType>(t);
   }
   // Start PC: PC-relative to the field (errata 1 flag) or to the section start.
@@ -118,36 +118,36 @@ Expected<Fre> Section::fre_covering(const Fde& fde, std::uint64_t off) const noe
   std::uint32_t best = 0;
   std::uint32_t best_index = kNoIndex;
   for (std::uint32_t k = 0; k < fde.num_fres; ++k) {
-    if (!fits(at, asz + 1u, fres_end_)) return make_error(Errc::kFreTruncated, at, 0, fde.index, k);
+    if (!fits(at, asz + 1u, fres_end_)) return make_error(FormatErrc::kFreTruncated, at, 0, fde.index, k);
     if (load(at, asz) > off) break;
     const auto info = static_cast<std::uint8_t>(bytes_[at + asz]);
     const unsigned code = fre_info::dataword_size_code(info);
-    if (code > 2) return make_error(Errc::kBadDatawordSize, at + asz, code, fde.index, k);
+    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + asz, code, fde.index, k);
     best = at;
     best_index = k;
     at += asz + 1u + (fre_info::dataword_count(info) << code);
   }
-  if (best_index == kNoIndex) return make_error(Errc::kPcBeforeFirstFre, fde.fres_begin, off, fde.index);
+  if (best_index == kNoIndex) return make_error(LookupErrc::kPcBeforeFirstFre, fde.fres_begin, off, fde.index);
   return fre_at(best, fde.fre_type, fde.index, best_index);
 }
 
 Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde_index,
                               std::uint32_t fre_index) const noexcept {
   const unsigned asz = start_address_size(t);
-  if (!fits(offset, asz + 1u, fres_end_)) return make_error(Errc::kFreTruncated, offset, 0, fde_index, fre_index);
+  if (!fits(offset, asz + 1u, fres_end_)) return make_error(FormatErrc::kFreTruncated, offset, 0, fde_index, fre_index);
   Fre r;
   r.index = fre_index;
   r.section_offset = offset;
   r.start_offset = static_cast<std::uint32_t>(load(offset, asz));
   r.info = static_cast<std::uint8_t>(bytes_[offset + asz]);
   const std::uint8_t code = fre_info::dataword_size_code(r.info);
-  if (code > 2) return make_error(Errc::kBadDatawordSize, offset + asz, code, fde_index, fre_index);
+  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, offset + asz, code, fde_index, fre_index);
   r.dataword_size = static_cast<std::uint8_t>(1u << code);
   r.dataword_count = fre_info::dataword_count(r.info);
   const std::uint32_t words_at = offset + asz + 1;
   const std::uint32_t words_len = std::uint32_t{r.dataword_count} * r.dataword_size;
   if (!fits(words_at, words_len, fres_end_))
-    return make_error(Errc::kFreTruncated, offset, words_at + words_len, fde_index, fre_index);
+    return make_error(FormatErrc::kFreTruncated, offset, words_at + words_len, fde_index, fre_index);
   r.encoded_size = asz + 1 + words_len;
   return r;
 }
@@ -185,7 +185,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
   const AbiRegs regs = abi_regs(header_.abi);
   const bool s390 = header_.abi == Abi::kS390xBig;
   const auto bad_count = [&] {
-    return make_error(Errc::kBadDatawordCount, fre.section_offset, n, fde.index, fre.index);
+    return make_error(FormatErrc::kBadDatawordCount, fre.section_offset, n, fde.index, fre.index);
   };
   if (n == 0) {
     // Errata 2: no data words = RA undefined, the outermost frame.
@@ -206,7 +206,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
     if (n < 2) return bad_count();
     const std::uint32_t cfa_ctl = dataword(fre, 0);
     if (!flex::reg_p(cfa_ctl))
-      return make_error(Errc::kBadFlexControl, fre.section_offset, cfa_ctl, fde.index, fre.index);
+      return make_error(FormatErrc::kBadFlexControl, fre.section_offset, cfa_ctl, fde.index, fre.index);
     row.cfa = expr(Rule::Base::kRegister, static_cast<std::uint16_t>(flex::regnum(cfa_ctl)), cfa_offset(1),
                    flex::deref_p(cfa_ctl));
     const auto pair_rule = [&](std::uint32_t k) {
@@ -235,7 +235,7 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
       return row;
     }
     if (n != k + 2) return bad_count();
-    if (dataword(fre, k) == 0) return make_error(Errc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
+    if (dataword(fre, k) == 0) return make_error(FormatErrc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
     row.fp = pair_rule(k);
     return row;
   }

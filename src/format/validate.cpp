@@ -15,13 +15,13 @@ namespace {
 Expected<void> check_fde_fields(const Section& s, const Fde& f) {
   const Version v = s.version();
   const std::uint64_t info_at = v == Version::kV3 ? f.fres_begin - kFdeAttrSizeV3 + 2 : f.start_field_offset + 16;
-  if (f.info & fde_info::unused_mask(v)) return make_error(Errc::kUnusedBitsSet, info_at, f.info, f.index);
+  if (f.info & fde_info::unused_mask(v)) return make_error(FormatErrc::kUnusedBitsSet, info_at, f.info, f.index);
   if (v == Version::kV3 && (f.info2 & fde_info::kInfo2UnusedMask))
-    return make_error(Errc::kUnusedBitsSet, info_at + 1, f.info2, f.index);
+    return make_error(FormatErrc::kUnusedBitsSet, info_at + 1, f.info2, f.index);
   // sfde_func_rep_size follows the info byte in v2; in v3 it follows info2.
   if (v != Version::kV1 && f.pc_type == PcType::kMask && f.rep_size == 0)
-    return make_error(Errc::kZeroRepSize, info_at + (v == Version::kV3 ? 2 : 1), 0, f.index);
-  if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
+    return make_error(FormatErrc::kZeroRepSize, info_at + (v == Version::kV3 ? 2 : 1), 0, f.index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(FormatErrc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
   return {};
 }
 
@@ -29,10 +29,10 @@ Expected<void> check_fde_fields(const Section& s, const Fde& f) {
 // size for PC-mask FDEs).
 Expected<void> check_start(const Fde& f, std::uint64_t limit, std::uint32_t k, std::uint64_t start,
                            std::uint64_t prev, std::uint64_t at) {
-  if (k > 0 && start <= prev) return make_error(Errc::kFreStartNotIncreasing, at, start, f.index, k);
+  if (k > 0 && start <= prev) return make_error(FormatErrc::kFreStartNotIncreasing, at, start, f.index, k);
   // A zero-size function may still carry its single FRE at offset 0.
   if (start >= limit && !(start == 0 && limit == 0))
-    return make_error(Errc::kFreStartOutsideFunction, at, start, f.index, k);
+    return make_error(FormatErrc::kFreStartOutsideFunction, at, start, f.index, k);
   return {};
 }
 
@@ -52,15 +52,15 @@ Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Stric
   std::uint64_t at = f.fres_begin;
   std::uint64_t prev = 0;
   for (std::uint32_t k = 0; k < f.num_fres; ++k) {
-    if (at + asz + 1 > end) return make_error(Errc::kFreTruncated, at, 0, f.index, k);
+    if (at + asz + 1 > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
     const std::uint64_t start = s.load(at, asz);
     const auto info = static_cast<std::uint8_t>(b[at + asz]);
     const unsigned code = fre_info::dataword_size_code(info);
-    if (code > 2) return make_error(Errc::kBadDatawordSize, at + asz, code, f.index, k);
+    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + asz, code, f.index, k);
     const std::uint64_t words_end = at + asz + 1 + (std::uint64_t{fre_info::dataword_count(info)} << code);
-    if (words_end > end) return make_error(Errc::kFreTruncated, at, words_end, f.index, k);
+    if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
     if (fre_info::dataword_count(info) > max_words)
-      return make_error(Errc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+      return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
     if (mode == Strictness::kStrict) {
       if (auto ok = check_start(f, limit, k, start, prev, at); !ok) return Unexpected{ok.error()};
     }
@@ -83,14 +83,14 @@ Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint6
   const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
   const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
   const unsigned asz = start_address_size(f.fre_type);
-  if (at + asz + 1 > end) return make_error(Errc::kFreTruncated, at, 0, f.index, k);
+  if (at + asz + 1 > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
   const auto info = static_cast<std::uint8_t>(s.bytes()[at + asz]);
   const unsigned code = fre_info::dataword_size_code(info);
-  if (code > 2) return make_error(Errc::kBadDatawordSize, at + asz, code, f.index, k);
+  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + asz, code, f.index, k);
   const std::uint64_t words_end = at + asz + 1 + (std::uint64_t{fre_info::dataword_count(info)} << code);
-  if (words_end > end) return make_error(Errc::kFreTruncated, at, words_end, f.index, k);
+  if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
   if (fre_info::dataword_count(info) > max_words)
-    return make_error(Errc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+    return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
   return words_end;
 }
 
@@ -115,7 +115,7 @@ Expected<void> check_flex_controls(const Section& s, const Fde& f, const Fre& fr
   for (std::size_t i = 0; i < m; ++i) {
     const std::uint32_t w = s.dataword(fre, at[i]);
     if ((w & flex::kUnusedBit) || (!flex::reg_p(w) && flex::regnum(w) != 0))
-      return make_error(Errc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
+      return make_error(FormatErrc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
   }
   return {};
 }
@@ -270,14 +270,14 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
   stats = ValidateStats{};
   if (mode == Strictness::kLenient) return validate_lenient(s, stats);
   const Header& h = s.header();
-  if (h.flags & ~defined_flags(h.version)) return make_error(Errc::kUndefinedFlags, 3, h.flags);
+  if (h.flags & ~defined_flags(h.version)) return make_error(FormatErrc::kUndefinedFlags, 3, h.flags);
   // More FREs than the FRE sub-section can hold: rejected before anything
   // is allocated or walked.
-  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(Errc::kFreCountMismatch, 12, h.num_fres);
+  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(FormatErrc::kFreCountMismatch, 12, h.num_fres);
   const std::uint64_t fdes_end = s.fde_table_offset() + std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
   const std::uint64_t fres_end = s.fre_section_offset() + std::uint64_t{h.fre_len};
   if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
-    return make_error(Errc::kSubsectionsOverlap, 20, s.fre_section_offset());
+    return make_error(FormatErrc::kSubsectionsOverlap, 20, s.fre_section_offset());
   Coverage claimed(h.fre_len);
   // Whole FRE blocks may be shared (see validate() in section.hpp). Built
   // when the first FDE claims bytes already claimed: each block start ->
@@ -297,7 +297,7 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     const Expected<Fde> g = s.fde(b.fde);
     if (!g) return Unexpected{g.error()};
     if (g->fre_type != f.fre_type || g->fde_type != f.fde_type || g->num_fres != f.num_fres)
-      return make_error(Errc::kFdeFresOverlap, run_of(f), 0, f.index);
+      return make_error(FormatErrc::kFdeFresOverlap, run_of(f), 0, f.index);
     if (f.num_fres == 0) return {};
     if (!b.last_start) {
       std::uint64_t last = 0;
@@ -310,7 +310,7 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     }
     const std::uint64_t limit = start_limit(f);
     if (*b.last_start >= limit && !(*b.last_start == 0 && limit == 0))
-      return make_error(Errc::kFreStartOutsideFunction, f.fres_begin, *b.last_start, f.index, f.num_fres - 1);
+      return make_error(FormatErrc::kFreStartOutsideFunction, f.fres_begin, *b.last_start, f.index, f.num_fres - 1);
     return {};
   };
   std::uint64_t used = 0;
@@ -351,19 +351,19 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
           }
         }
         const auto it = blocks->find(run_begin);
-        if (it == blocks->end()) return make_error(Errc::kFdeFresOverlap, run_begin, 0, i);
+        if (it == blocks->end()) return make_error(FormatErrc::kFdeFresOverlap, run_begin, 0, i);
         if (auto ok = shared_ok(*f, it->second); !ok) return ok;
       }
     }
     if ((h.flags & flags::kFdeSorted) && i > 0) {
-      if (f->start_pc < prev_start) return make_error(Errc::kFdesUnsorted, f->start_field_offset, f->start_pc, i);
-      if (f->start_pc < prev_end) return make_error(Errc::kFdesOverlap, f->start_field_offset, f->start_pc, i);
+      if (f->start_pc < prev_start) return make_error(FormatErrc::kFdesUnsorted, f->start_field_offset, f->start_pc, i);
+      if (f->start_pc < prev_end) return make_error(FormatErrc::kFdesOverlap, f->start_field_offset, f->start_pc, i);
     }
     prev_start = f->start_pc;
     prev_end = f->start_pc + f->size;
   }
-  if (total_fres != h.num_fres) return make_error(Errc::kFreCountMismatch, 12, h.num_fres);
-  if (used != h.fre_len) return make_error(Errc::kFreLenMismatch, 16, h.fre_len);
+  if (total_fres != h.num_fres) return make_error(FormatErrc::kFreCountMismatch, 12, h.num_fres);
+  if (used != h.fre_len) return make_error(FormatErrc::kFreLenMismatch, 16, h.fre_len);
   return {};
 }
 

@@ -29,7 +29,8 @@ enum class LookupStatus : std::uint8_t {
 /// fixed offsets (so evaluation never needs the Section).
 struct LookedUpRules {
   LookupStatus status = LookupStatus::kNoSFrame;
-  Errc error = Errc::kPcNotCovered;
+  /// kDecodeError: the decoder's error code.
+  std::optional<ErrorCode> error;
   bool signal = false;
   /// `compact` holds the same rules in cacheable form.
   bool compactable = false;
@@ -145,7 +146,7 @@ struct StepOutcome {
   bool stepped = false;
   StopReason reason = StopReason::kOutermost;
   std::uint64_t address = 0;
-  Errc error = Errc::kPcNotCovered;
+  std::optional<ErrorCode> error;
   /// The current frame's CFA (valid when stepped).
   std::uint64_t cfa = 0;
   /// Flags for the current frame (kFrameSignal) and for the caller.
@@ -155,7 +156,7 @@ struct StepOutcome {
   bool cfa_unchecked = false;
 };
 
-inline StepOutcome stop(StopReason r, std::uint64_t addr, Errc e = Errc::kPcNotCovered) noexcept {
+inline StepOutcome stop(StopReason r, std::uint64_t addr, std::optional<ErrorCode> e = std::nullopt) noexcept {
   StepOutcome s;
   s.reason = r;
   s.address = addr;
@@ -604,7 +605,7 @@ template <MemoryReader M>
 UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_in, std::span<Frame> out,
                     const UnwindOptions& options, RuleCache* cache) noexcept {
   UnwindResult res;
-  const auto finish = [&](std::size_t n, StopReason why, std::uint64_t addr = 0, Errc e = Errc::kPcNotCovered) {
+  const auto finish = [&](std::size_t n, StopReason why, std::uint64_t addr = 0, std::optional<ErrorCode> e = std::nullopt) {
     res.count = n;
     res.reason = why;
     res.address = addr;
