@@ -104,7 +104,7 @@ std::size_t expect_matches_nm(const SymbolTable& t, const std::map<std::uint64_t
   // entries and asm labels (checked against perf script by tests/perf).
   for (const auto& s : t.symbols()) {
     const bool perf_extra = t.policy() == NamingPolicy::kPerf &&
-                            (s.type == STT_NOTYPE || (s.name.size() > 4 && s.name.ends_with("@plt")));
+                            (s.type == STT_NOTYPE || s.name.ends_with("@plt"));
     EXPECT_TRUE(perf_extra || nm.count(s.address)) << s.name << " at 0x" << std::hex << s.address << " unknown to nm";
   }
   return checked;
@@ -142,6 +142,69 @@ TEST(Symbols, LibcDynsymMatchesNm) {
     if (t.source() == SymbolSource::kSymtab) GTEST_SKIP() << "this libc is not stripped";
     EXPECT_EQ(t.source(), SymbolSource::kDynsym);
     EXPECT_GT(expect_matches_nm(t, nm, false), 1000u);
+  }
+}
+
+// perf 6.1's PLT naming (util/symbol-elf.c, dso__synthesize_plt_symbols):
+// the I-th .rela.plt entry names the I-th 16-byte slot after .plt's 16-byte
+// header "SYMBOL@plt"; an entry without a symbol (libc's R_X86_64_IRELATIVE
+// IFUNC calls) gives "@plt", what `perf script` prints for a sample there
+// (tests/perf/run.sh plt checks that against perf itself). readelf gives
+// the entries in table order and the addresses.
+TEST(Symbols, LibcIrelativePltSlotsNamedAsPerf) {
+  ASSERT_TRUE(have("readelf")) << "readelf (binutils) not installed";
+  const std::string path = libc_path();
+  std::uint64_t plt = 0;
+  {
+    // "  [14] .plt  PROGBITS  0000000000026000 026000 000360 10  AX ..."
+    std::istringstream in(run("readelf -SW '" + path + "'"));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line.substr(line.find(']') == std::string::npos ? 0 : line.find(']') + 1));
+      std::string name, type, addr;
+      if (ls >> name >> type >> addr && name == ".plt") plt = std::stoull(addr, nullptr, 16);
+    }
+  }
+  ASSERT_NE(plt, 0u) << "readelf -SW: no .plt in " << path;
+  // .rela.plt entries in order: "OFFSET INFO TYPE [VALUE NAME + ADDEND]".
+  std::vector<std::pair<std::string, std::string>> entries;  // type, name
+  {
+    std::istringstream in(run("readelf -rW '" + path + "'"));
+    std::string line;
+    bool in_plt = false;
+    while (std::getline(in, line)) {
+      if (line.starts_with("Relocation section")) {
+        in_plt = line.find("'.rela.plt'") != std::string::npos;
+        continue;
+      }
+      std::istringstream ls(line);
+      std::string off, info, type, value, name;
+      if (!in_plt || !(ls >> off >> info >> type) || !type.starts_with("R_X86_64_")) continue;
+      if (type != "R_X86_64_IRELATIVE" && ls >> value >> name) name = strip_version(name);
+      entries.emplace_back(type, type == "R_X86_64_IRELATIVE" ? "" : name);
+    }
+  }
+  ASSERT_FALSE(entries.empty()) << "readelf -rW: no .rela.plt entries in " << path;
+  auto f = ElfFile::open(path);
+  ASSERT_TRUE(f) << path;
+  for (const bool debug : {false, true}) {
+    SymbolOptions o = no_debug_file(NamingPolicy::kPerf);
+    o.use_debug_file = debug;
+    const auto t = SymbolTable::read(*f, o);
+    std::size_t irelative = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::uint64_t slot = plt + 16 + 16 * i;
+      for (const std::uint64_t pc : {slot, slot + 6, slot + 15}) {
+        const auto hit = t.find(pc);
+        ASSERT_TRUE(hit) << std::hex << "0x" << pc << " (.rela.plt entry " << std::dec << i << ", " << entries[i].first
+                         << ") has no symbol";
+        EXPECT_EQ(hit->symbol->name, entries[i].second + "@plt") << std::hex << "0x" << pc << " (.rela.plt entry "
+                                                                   << std::dec << i << ", " << entries[i].first << ")";
+        EXPECT_EQ(hit->offset, pc - slot);
+      }
+      irelative += entries[i].first == "R_X86_64_IRELATIVE";
+    }
+    EXPECT_GT(irelative, 0u) << "this libc has no IRELATIVE .rela.plt entry: the case is not exercised";
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <random>
+#include <vector>
 
 #include "sframe/elf.hpp"
 #include "sframe/unwind.hpp"
@@ -208,6 +209,42 @@ TEST(UnwindRuleCache, AdoptDropsOnlyTheAddedRange) {
   cache.sync(5);  // any other change: everything goes
   EXPECT_EQ(cache.lookup(0x1000), nullptr);
   EXPECT_EQ(cache.lookup(0x3000), nullptr);
+}
+
+// adopt() past the insert log (more than kLogged inserts since the last
+// clear): for a short range (it visits the sets of the range's PCs) and a
+// long one (every entry), every cached PC inside goes and every cached PC
+// outside stays.
+TEST(UnwindRuleCache, AdoptPastTheInsertLog) {
+  for (const std::uint64_t len : {0x40u, 0x100u, 0x1000u, 0x10000u}) {
+    StaticRuleCache<1024> cache;
+    cache.sync(1);
+    CompactRule r;
+    r.cfa_offset = 16;
+    CompactRule none;
+    none.flags = CompactRule::kNoSFrame;
+    const std::uint64_t lo = 0x400000, hi = lo + len;
+    std::vector<std::uint64_t> pcs;
+    for (std::uint64_t i = 0; i < 3 * RuleCache::kLogged; ++i) pcs.push_back(0x100000 + 0x1234 * i);
+    for (std::uint64_t pc = lo - 8; pc < hi + 8; pc += 3) pcs.push_back(pc);
+    for (const std::uint64_t pc : pcs) cache.insert(pc, pc >= lo && pc < hi ? none : r);
+    std::vector<std::uint64_t> present;
+    std::size_t inside = 0;
+    for (const std::uint64_t pc : pcs)
+      if (cache.lookup(pc)) {
+        present.push_back(pc);
+        inside += pc >= lo && pc < hi;
+      }
+    ASSERT_GT(inside, 0u) << len;
+    cache.adopt(2, lo, hi);
+    EXPECT_EQ(cache.generation(), 2u);
+    for (const std::uint64_t pc : present) {
+      if (pc >= lo && pc < hi)
+        EXPECT_EQ(cache.lookup(pc), nullptr) << std::hex << pc << " in [" << lo << ", " << hi << ")";
+      else
+        EXPECT_NE(cache.lookup(pc), nullptr) << std::hex << pc << " outside [" << lo << ", " << hi << ")";
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

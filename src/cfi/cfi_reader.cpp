@@ -176,6 +176,37 @@ struct Ctx {
   const std::uint8_t* base;  // bytes[0]
 };
 
+// A CFI record's header (DWARF 5 §6.4.1, §7.4; LSB 5.0 §10.6.1): the
+// initial length, 32-bit or 0xffffffff and a 64-bit length; the CIE id or
+// pointer after it is `id_size` bytes wide.
+struct RecordHeader {
+  std::uint64_t length = 0;  // bytes after the length field
+  unsigned id_size = 4;      // 4, or 8 in the 64-bit DWARF format
+};
+
+// Reads the header at `c` and bounds `c` to the record. False when the length cannot be read (`h.length` is then 0) or runs
+// past the section (`h.length` holds it).
+bool record_header(Cursor& c, RecordHeader& h) {
+  h = RecordHeader{};
+  if (!c.word(4, h.length)) return false;
+  if (h.length == 0xffffffff) {
+    h.id_size = 8;
+    if (!c.word(8, h.length)) {
+      h.length = 0;
+      return false;
+    }
+  }
+  if (h.length > c.left()) return false;
+  c.end = c.p + h.length;
+  return true;
+}
+
+// The id that marks a CIE: 0 in .eh_frame (LSB 5.0 §10.6.1.1), all ones in
+// .debug_frame (DWARF 5 §6.4.1).
+constexpr std::uint64_t cie_id_of(bool eh, unsigned id_size) {
+  return eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
+}
+
 // Reads a DW_EH_PE_* encoded pointer at `c` (LSB 5.0 §10.5.1). `range`:
 // the value format only (FDE address ranges). nullopt: omitted, unknown
 // or past the end.
@@ -286,7 +317,6 @@ struct Cie {
   bool has_z = false;
   std::uint64_t code_align = 1;
   std::int64_t data_align = 1;
-  unsigned address_size = 8;
   const std::uint8_t* insns = nullptr;
   const std::uint8_t* insns_end = nullptr;
   State initial;
@@ -543,20 +573,10 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   const CfiSource& src = *x.src;
   const std::uint8_t* end = x.base + src.bytes.size();
   Cursor c{x.base + off, end, src.big_endian};
-  std::uint64_t len = 0, id = 0;
-  if (!c.word(4, len)) return index;
-  unsigned id_size = 4;
-  if (len == 0xffffffff) {
-    if (!c.word(8, len)) return index;
-    id_size = 8;
-  }
-  if (len < id_size || len > c.left()) return index;
-  const std::uint8_t* rec_end = c.p + len;
-  c.end = rec_end;
-  if (!c.word(id_size, id)) return index;
-  const bool eh = src.kind == CfiKind::kEhFrame;
-  const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
-  if (id != cie_id) return index;
+  RecordHeader h;
+  std::uint64_t id = 0;
+  if (!record_header(c, h) || h.length < h.id_size || !c.word(h.id_size, id)) return index;
+  if (id != cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size)) return index;
   std::uint8_t version = 0;
   if (!c.u8(version) || !(version == 1 || version == 3 || version == 4)) return index;
   const auto* aug = c.p;
@@ -564,11 +584,15 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   if (c.p >= c.end) return index;
   const std::string_view augmentation(reinterpret_cast<const char*>(aug), static_cast<std::size_t>(c.p - aug));
   ++c.p;
-  cie.address_size = src.address_size;
   if (version == 4) {
     std::uint8_t asize = 0, seg = 0;
-    if (!c.u8(asize) || !c.u8(seg) || seg != 0 || (asize != 4 && asize != 8)) return index;
-    cie.address_size = asize;
+    // The ELF class fixes the size of an address: a CIE claiming another
+    // (DWARF 5 §6.4.1 lets it differ only for targets ELF cannot describe)
+    // is refused, as libgcc refuses it (its CIE reader wants the target's
+    // pointer size), rather than read with widths its FDEs' writer and every
+    // other reader disagree on (libdw reads .eh_frame pointers at the ELF
+    // class's width whatever the CIE says).
+    if (!c.u8(asize) || !c.u8(seg) || seg != 0 || asize != src.address_size) return index;
   }
   if (!c.uleb(cie.code_align) || !c.sleb(cie.data_align)) return index;
   std::uint64_t ra = 0;
@@ -612,7 +636,7 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   // Its header fields too (alignment factors, RA column, augmentation
   // length): libdw parses the rest of the CIE from other bytes.
   if (c.long_leb && stats_) ++stats_->long_leb;
-  cie.insns_end = rec_end;
+  cie.insns_end = c.end;
   // The CIE's initial instructions, once, from the ABI's initial state.
   State s = abi_initial_state(abi_);
   std::uint64_t loc = 0, emitted = 0;
@@ -643,9 +667,10 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   bool zeros_before = false;  // .debug_frame: zero length words before this record
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
-    std::uint64_t len = 0;
-    if (!c.word(4, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
-    if (len == 0) {
+    RecordHeader h;
+    if (!record_header(c, h)) return make_error(CfiErrc::kBadCfi, off, h.length != 0 ? h.length : size - off);
+    const std::uint64_t len = h.length;
+    if (len == 0 && h.id_size == 4) {
       if (eh) break;  // the zero terminator (LSB 5.0)
       // DWARF 5 §6.4.1 gives a zero length no meaning in .debug_frame:
       // skipped as binutils' readelf skips it, and the records after it read.
@@ -655,17 +680,11 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     }
     if (zeros_before && stats_) ++stats_->debug_frame_zero_length;
     zeros_before = false;
-    unsigned id_size = 4;
-    if (len == 0xffffffff) {
-      if (!c.word(8, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
-      id_size = 8;
-    }
-    if (len > c.left()) return make_error(CfiErrc::kBadCfi, off, len);
-    const std::uint8_t* rec_end = c.p + len;
+    const unsigned id_size = h.id_size;
+    const std::uint8_t* rec_end = c.end;
     const std::uint64_t next = static_cast<std::uint64_t>(rec_end - base);
     const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
     std::uint64_t id = 0;
-    c.end = rec_end;
     if (len < id_size + 1 || !c.word(id_size, id)) {
       // Too short to hold its CIE id or pointer and one byte more (a CIE's
       // version, an FDE's initial location): neither CIE nor FDE (DWARF 5
@@ -676,8 +695,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       off = next;
       continue;
     }
-    const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
-    if (id == cie_id) {
+    if (id == cie_id_of(eh, id_size)) {
       off = next;
       continue;
     }
@@ -709,16 +727,13 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
   bool ok = ci != UINT32_MAX && cies_[ci].ok;
   if (ok) {
     const Cie& cie = cies_[ci];
-    CfiSource local = src;
-    local.address_size = cie.address_size;
-    const Ctx lx{&local, base};
     std::uint64_t range = 0;
     const std::uint8_t enc = eh || cie.has_z ? cie.fde_enc : 0;
     // `where`: the initial location and range read; `fits`: all fields.
     const auto fields = [&](Cursor& k, bool& fits, bool& where) {
       std::uint64_t alen = 0;
-      where = read_encoded(k, enc, lx, false, f.start) && read_encoded(k, enc, lx, true, range);
-      f.end = where ? f.start + (cie.address_size == 4 ? range & 0xffffffffu : range) : f.start;
+      where = read_encoded(k, enc, x, false, f.start) && read_encoded(k, enc, x, true, range);
+      f.end = where ? f.start + (src.address_size == 4 ? range & 0xffffffffu : range) : f.start;
       fits = where && (!cie.has_z || (k.uleb(alen) && alen <= k.left()));
       if (fits && cie.has_z) k.p += alen;
     };
@@ -735,7 +750,7 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
       fields(whole, all, beyond);
       stats_->truncated += beyond;
     }
-    if (ok && cie.address_size == 4) range &= 0xffffffffu;
+    if (ok && src.address_size == 4) range &= 0xffffffffu;
     f.end = f.start + range;
     if (ok && f.end < f.start) ok = false;  // wraps the address space
     f.insns = c.p;
@@ -818,12 +833,9 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     switch (op) {
       case kNop: continue;
       case kSetLoc: {
-        CfiSource local = src;
-        local.address_size = cie.address_size;
-        const Ctx lx{&local, x->base};
         std::uint64_t to = 0;
         const std::uint8_t enc = src.kind == CfiKind::kEhFrame || cie.has_z ? cie.fde_enc : 0;
-        if (!read_encoded(c, enc, lx, false, to)) {
+        if (!read_encoded(c, enc, *x, false, to)) {
           c.short_leb = true;  // libdw reads a set_loc operand past the program's end
           return false;
         }
@@ -1098,22 +1110,14 @@ Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, s
   const std::uint64_t size = src.bytes.size();
   if (off >= size) return make_error(CfiErrc::kBadCfi, off, size);
   Cursor c{base + off, base + size, src.big_endian};
-  std::uint64_t len = 0;
-  if (!c.word(4, len) || len == 0) return make_error(CfiErrc::kBadCfi, off, len);
-  unsigned id_size = 4;
-  if (len == 0xffffffff) {
-    if (!c.word(8, len)) return make_error(CfiErrc::kBadCfi, off, size - off);
-    id_size = 8;
-  }
-  if (len > c.left()) return make_error(CfiErrc::kBadCfi, off, len);
-  const std::uint8_t* rec_end = c.p + len;
+  RecordHeader h;
+  if (!record_header(c, h) || h.length == 0) return make_error(CfiErrc::kBadCfi, off, h.length);
+  const std::uint8_t* rec_end = c.end;
   const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
   std::uint64_t id = 0;
-  c.end = rec_end;
-  const bool eh = src.kind == CfiKind::kEhFrame;
-  const std::uint64_t cie_id = eh ? 0 : (id_size == 4 ? 0xffffffffu : ~std::uint64_t{0});
   // Too short for its CIE pointer, or a CIE: not an FDE.
-  if (!c.word(id_size, id) || id == cie_id) return make_error(CfiErrc::kBadCfi, off, id);
+  if (!c.word(h.id_size, id) || id == cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size))
+    return make_error(CfiErrc::kBadCfi, off, id);
   Fde fde;
   if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(CfiErrc::kBadCfi, off);
   if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(CfiErrc::kBadCfi, off);

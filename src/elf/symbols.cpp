@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <utility>
 
 namespace sframe::elf {
 namespace {
@@ -43,6 +44,9 @@ void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uin
   Elf_Data* data = elf_getdata(scn, nullptr);
   if (!data) return;
   const std::size_t n = sh.sh_size / sh.sh_entsize;
+  // At most one symbol per entry, within the file's size: growing the
+  // vector instead copied it (and faulted fresh pages in) a dozen times.
+  out.reserve(out.size() + std::min<std::size_t>(n, data->d_size / sh.sh_entsize + 1));
   for (std::size_t i = 0; i < n; ++i) {
     GElf_Sym sym;
     if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
@@ -100,8 +104,11 @@ void add_plt_symbols(Elf* e, std::vector<FunctionSymbol>& out, std::uint32_t& or
     const std::uint64_t at = psh.sh_addr + header + 16 * i;
     if (at + 16 > psh.sh_addr + psh.sh_size) break;
     if (!gelf_getsym(sdata, static_cast<int>(GELF_R_SYM(r.r_info)), &sym)) continue;
-    const char* name = elf_strptr(e, ssh.sh_link, sym.st_name);
-    if (!name || !*name) continue;
+    // An entry without a symbol (R_X86_64_IRELATIVE: libc's own IFUNC calls,
+    // memcpy/strlen...) is still a PLT slot: perf 6.1 names it "@plt" (the
+    // empty name of symbol 0), so a sample in it is not [unknown].
+    const char* name = GELF_R_SYM(r.r_info) == 0 ? "" : elf_strptr(e, ssh.sh_link, sym.st_name);
+    if (!name) continue;
     out.push_back({std::string(name) + "@plt", at, 16, STB_GLOBAL, STT_FUNC, order++});
   }
 }
@@ -243,14 +250,44 @@ void SymbolTable::finish() {
     };
     std::vector<Key> keys(t.symbols_.size());
     for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = {t.symbols_[i].address, static_cast<std::uint32_t>(i)};
-    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+    const auto before = [&](const Key& a, const Key& b) {
       if (a.address != b.address) return a.address < b.address;
       const FunctionSymbol& x = t.symbols_[a.index];
       const FunctionSymbol& y = t.symbols_[b.index];
       if (preferred(x, y, policy)) return true;
       if (preferred(y, x, policy)) return false;
       return a.index < b.index;  // the same order on every run
-    });
+    };
+    if (keys.size() < 256) {
+      std::sort(keys.begin(), keys.end(), before);
+    } else {
+      // By address first, with a stable LSD radix sort over the address
+      // bits that vary (a few passes for one file's symbols, where the
+      // comparison sort of a libc-sized table cost most of reading it);
+      // equal addresses keep index order, and only those groups (aliases)
+      // are then ordered by `before`: the same order as sorting by it.
+      std::uint64_t varying = 0;
+      for (const Key& k : keys) varying |= k.address ^ keys.front().address;
+      constexpr unsigned kDigitBits = 11;
+      constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
+      std::vector<Key> tmp(keys.size());
+      std::vector<std::uint32_t> count(kBuckets);
+      for (unsigned shift = 0; shift < 64 && (varying >> shift) != 0; shift += kDigitBits) {
+        std::fill(count.begin(), count.end(), 0u);
+        for (const Key& k : keys) ++count[(k.address >> shift) & (kBuckets - 1)];
+        std::uint32_t at = 0;
+        for (std::uint32_t& c : count) at += std::exchange(c, at);
+        for (const Key& k : keys) tmp[count[(k.address >> shift) & (kBuckets - 1)]++] = k;
+        keys.swap(tmp);
+      }
+      for (std::size_t i = 0; i < keys.size();) {
+        std::size_t j = i + 1;
+        while (j < keys.size() && keys[j].address == keys[i].address) ++j;
+        const auto first = keys.begin() + static_cast<std::ptrdiff_t>(i);
+        if (j - i > 1) std::sort(first, first + static_cast<std::ptrdiff_t>(j - i), before);
+        i = j;
+      }
+    }
     std::vector<FunctionSymbol> sorted;
     sorted.reserve(keys.size());
     for (const Key& k : keys) sorted.push_back(std::move(t.symbols_[k.index]));

@@ -92,10 +92,25 @@ void RuleCache::reset(std::uint64_t generation) noexcept {
 }
 
 void RuleCache::adopt(std::uint64_t generation, std::uint64_t lo, std::uint64_t hi) noexcept {
-  // Emptied in place: clear()'s log of written sets stays a superset.
-  for (Entry& e : entries_)
-    if (e.pc >= lo && e.pc < hi) e = Entry{};
   generation_ = generation;
+  if (entries_.empty() || lo >= hi) return;
+  // Emptied in place: clear()'s log of written sets stays a superset.
+  const auto drop = [&](std::size_t s) noexcept {
+    for (Entry& e : entries_.subspan(s, 2))
+      if (e.pc >= lo && e.pc < hi) e = Entry{};
+  };
+  // Only the sets the entries of [lo, hi) can be in: those logged since the
+  // last clear() when the log is complete, else those of the range's PCs
+  // when it is shorter than the storage (one generated FDE is usually a
+  // few hundred bytes; a walk adds hundreds of them, each a call here).
+  if (written_ <= kLogged) {
+    for (unsigned i = 0; i < written_; ++i) drop(written_sets_[i]);
+  } else if (hi - lo < entries_.size() / 2) {
+    for (std::uint64_t pc = lo; pc < hi; ++pc) drop(set(pc));
+  } else {
+    for (Entry& e : entries_)
+      if (e.pc >= lo && e.pc < hi) e = Entry{};
+  }
 }
 
 void RuleCache::clear() noexcept {

@@ -6,7 +6,8 @@
 #   run.sh SFRAME WORKDIR PART
 # PART: c (-O2 -fomit-frame-pointer -Wa,--gsframe), threads (threads and a
 # fork+exec), dlopen (a library dlopen()ed mid-recording, no .sframe), cxx
-# (C++ with libstdc++). Compares `-F tid,ip,sym,dso` sample by sample: at
+# (C++ with libstdc++), plt (samples in libc's own PLT, whose IRELATIVE
+# slots perf names "@plt"). Compares `-F tid,ip,sym,dso` sample by sample: at
 # least 99% of the samples must have identical frame lists, and every
 # difference is listed with its reason (compare.py). Also checks the
 # default layout, --folded against `perf script report stackcollapse`, that
@@ -48,6 +49,9 @@ case $part in
   cxx)
     g++ "${cflags[@]}" "${gsframe[@]}" -o prog "$here/cxx.cpp"
     cmd=(./prog 60) ;;
+  plt)
+    gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/plt.c"
+    cmd=(./prog 10000) ;;
   *) echo "run.sh: unknown part $part" >&2; exit 2 ;;
 esac
 
@@ -117,6 +121,21 @@ if [ "$part" = c ]; then
   fi
   python3 "$here/compare.py" perf-gone.txt ours-gone.txt ours-gone.json || fail=1
   mv prog.moved prog
+fi
+if [ "$part" = plt ]; then
+  # perf's own name for libc's IRELATIVE PLT slots ("@plt"): the recording
+  # must have such samples, and ours must name every one of them the same.
+  libc_plt() { grep -cE '^[[:space:]]+[0-9a-f]+ @plt \(.*/libc\.so' "$1" || true; }
+  theirs=$(libc_plt perf.txt)
+  mine=$(libc_plt ours.txt)
+  echo "== samples in libc's PLT named @plt: perf $theirs, ours $mine"
+  if [ "$theirs" -lt 10 ]; then
+    echo "FAIL: perf shows only $theirs frames in libc's PLT: the case is not exercised"
+    fail=1
+  elif [ "$mine" != "$theirs" ]; then
+    echo "FAIL: perf names $theirs frames in libc's PLT @plt, ours $mine"
+    fail=1
+  fi
 fi
 [ $fail = 0 ] && echo "PASS: $part"
 exit $fail
