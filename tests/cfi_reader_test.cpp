@@ -219,6 +219,7 @@ TEST(CfiReader, CompiledProgramsAgreeWithLibdw) {
     }
     auto d = cfi::compare_readers(*f);
     ASSERT_TRUE(d) << describe(d.error().code());
+    EXPECT_TRUE(d->libdw_run);
     EXPECT_EQ(d->differing_rows, 0u) << describe_first(*d);
     EXPECT_EQ(d->libdw_unreadable, 0u);
     EXPECT_GT(d->rows_compared, 10u);
@@ -241,6 +242,7 @@ TEST(CfiReader, SystemLibrariesAgreeWithLibdw) {
     ASSERT_TRUE(f) << lib;
     auto d = cfi::compare_readers(*f);
     ASSERT_TRUE(d) << lib;
+    EXPECT_TRUE(d->libdw_run) << lib;
     EXPECT_EQ(d->differing_rows, 0u) << lib << ": " << describe_first(*d);
     EXPECT_GT(d->rows_compared, 10000u) << lib;
   }

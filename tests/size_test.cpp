@@ -320,6 +320,86 @@ TEST(SizeOptions, CoalesceJoinsTouchingFunctionsWhenThatIsSmaller) {
   }
 }
 
+// GNU ld's x86-64 PLT as three FDEs (what its .sframe and gen write):
+// PLT0 (PC-increment, CFA sp+16 then sp+24 after its push), the 16-byte
+// PLTn entries (PC-mask, rep_size 16: sp+8, sp+16 from byte 11 on) and
+// .plt.got (PC-mask, rep_size 8, sp+8), each starting where the one before
+// ends. Coalescing takes a PC-mask function in as the rows its period gives
+// over its whole size, when that is smaller.
+TEST(SizeOptions, CoalesceTakesInPcMaskStubsAsTheirRows) {
+  const FrameRow sp8 = amd64_row(8), sp16 = amd64_row(16), sp24 = amd64_row(24);
+  const auto plt = [&](Version v, std::uint32_t entries) {
+    std::vector<FunctionSpec> fns;
+    fns.push_back(fn(0x1020, 16, {{0, sp16}, {6, sp24}}));
+    FunctionSpec pltn = fn(0x1030, 16 * entries, {{0, sp8}, {11, sp16}});
+    pltn.pc_type = PcType::kMask;
+    pltn.rep_size = 16;
+    fns.push_back(pltn);
+    FunctionSpec got = fn(0x1030 + 16 * entries, 8, {{0, sp8}});
+    got.pc_type = PcType::kMask;
+    got.rep_size = 8;
+    fns.push_back(got);
+    // A function after a gap: its own FDE whatever happens before.
+    fns.push_back(fn(0x1040 + 16 * entries, 20, {{0, sp8}, {1, sp16}}));
+    return amd64(v, fns);
+  };
+  SizeOptions join;
+  join.coalesce_adjacent = true;
+  for (Version v : {Version::kV2, Version::kV3}) {
+    const std::string what = v == Version::kV2 ? "v2" : "v3";
+    // Two entries: one FDE of 7 FREs (0 sp16, 6 sp24, 16 sp8, 27 sp16, 32
+    // sp8, 43 sp16, 48 sp8), each 3 bytes (1-byte start, info, 1-byte word).
+    const SectionSpec s = plt(v, 2);
+    const Encoded plain = encode_ok(s, {});
+    const Encoded opt = encode_ok(s, join);
+    ASSERT_EQ(plain.section.num_fdes(), 4u) << what;
+    ASSERT_EQ(opt.section.num_fdes(), 2u) << what;
+    const auto first = opt.section.fde(0);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->pc_type, PcType::kInc) << what;
+    EXPECT_EQ(first->start_pc, 0x1020u) << what;
+    EXPECT_EQ(first->size, 16u + 32u + 8u) << what;
+    std::vector<std::uint32_t> starts;
+    for (const auto& fre : opt.section.fres(*first))
+      if (fre) starts.push_back(fre->start_offset);
+    EXPECT_EQ(starts, (std::vector<std::uint32_t>{0, 6, 16, 27, 32, 43, 48})) << what;
+    // By hand: apart, PLT0 2 FREs, PLTn 2, .plt.got 1 (5 x 3 bytes) and
+    // three FDEs (v3 16 + a 5-byte attribute each, v2 20); joined, 7 FREs
+    // and one FDE.
+    const std::size_t fde = v == Version::kV3 ? 21 : 20;
+    EXPECT_EQ(plain.bytes.size() - opt.bytes.size(), (3 * fde + 5 * 3) - (fde + 7 * 3)) << what;
+    expect_accepted(opt.section, what);
+    EXPECT_GT(expect_same_lookups(s, plain.section, opt.section, true, what), 0x50u) << what;
+    // The whole of --optimize-size does the same.
+    const Encoded all = encode_ok(s, SizeOptions::all());
+    EXPECT_EQ(all.section.num_fdes(), 2u) << what;
+    expect_accepted(all.section, what + " all");
+    expect_same_lookups(s, plain.section, all.section, true, what + " all");
+    // Twenty entries would be 42 FREs, more than a PC-mask FDE costs (and
+    // past --optimize-size's 16-FRE cap): PLTn keeps its own PC-mask FDE.
+    // .plt.got (sp+8 over 8 bytes) reads what the next 16-byte period of
+    // PLTn would (sp+8 up to byte 11): PLTn's FDE extends over it. GNU ld
+    // 2.47 says sp+16 there, which the period does not: its own FDE.
+    for (const std::int32_t got_cfa : {8, 16}) {
+      SectionSpec big = plt(v, 20);
+      big.functions[2].rows = {{0, amd64_row(got_cfa)}};
+      const Encoded big_plain = encode_ok(big, {});
+      const std::string w = what + " 20 entries, .plt.got sp+" + std::to_string(got_cfa);
+      for (SizeOptions o : {join, SizeOptions::all()}) {
+        const Encoded b = encode_ok(big, o);
+        EXPECT_EQ(b.section.num_fdes(), got_cfa == 8 ? 3u : 4u) << w;
+        const auto mask = b.section.fde(1);
+        ASSERT_TRUE(mask);
+        EXPECT_EQ(mask->pc_type, PcType::kMask) << w;
+        EXPECT_EQ(mask->num_fres, 2u) << w;
+        EXPECT_EQ(mask->size, got_cfa == 8 ? 320u + 8u : 320u) << w;
+        expect_accepted(b.section, w);
+        expect_same_lookups(big, big_plain.section, b.section, true, w);
+      }
+    }
+  }
+}
+
 TEST(SizeOptions, CoalesceWithSharingKeepsTheSmallerSection) {
   // Ten identical two-function pairs: joined, each pair is a unique-looking
   // block of its own until the second pair, which shares the first pair's
@@ -614,6 +694,17 @@ TEST(SizeOptions, RandomModelsKeepEveryLookup) {
         }
       }
       if (pick(10) == 0) f.signal = true;
+      if (pick(8) == 0 && f.size > 1) {
+        // A PC-mask function of the model: a period of 1-3 rows.
+        f.pc_type = PcType::kMask;
+        f.rep_size = static_cast<std::uint8_t>(2 + pick(std::min<std::uint32_t>(f.size - 1, 40)));
+        f.rows.clear();
+        std::uint32_t at = 0;
+        for (unsigned k = 0, rows = 1 + pick(3); k < rows && at < f.rep_size; ++k) {
+          f.rows.push_back({at, palette[pick(5)]});
+          at += 1 + pick(f.rep_size);
+        }
+      }
       fns.push_back(std::move(f));
     }
     for (Version v : {Version::kV2, Version::kV3}) {

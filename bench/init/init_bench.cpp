@@ -8,11 +8,14 @@
 // Cases:
 //   c++   this program as linked: libstdc++, libm, libgcc_s, libc (and
 //         whatever the backtrace library itself pulls in);
-//   llvm  the same with libLLVM-14 dlopen'ed before the measurement.
+//   llvm  the same with libLLVM-14 dlopen'ed before the measurement;
+//   c++-fde, llvm-fde  the same with BacktraceOptions::stack_libraries_per_fde
+//         (libc only for its functions on the stack at init).
 // libunwind is dlopen'ed only in its own children, so the sframepp children
 // do not carry its modules.
 //
-// Usage: init_bench [RUNS] [--case c++|llvm]...   (RUNS defaults to 7)
+// Usage: init_bench [RUNS] [--case c++|llvm|c++-fde|llvm-fde]...   (RUNS defaults to 7;
+// c++ and llvm when no case is named)
 // INIT_BENCH_SMAPS=1 in a child (init_bench --child sframepp c++|llvm)
 // prints the RSS added per mapping; INIT_BENCH_REPORT=1 each module's
 // outcome.
@@ -120,6 +123,8 @@ struct Sample {
   std::size_t frames = 0;
 };
 
+bool g_per_fde = false;  // the case's BacktraceOptions::stack_libraries_per_fde
+
 [[gnu::noinline]] Sample measure_sframepp() {
   Sample s;
   const bool smaps = std::getenv("INIT_BENCH_SMAPS") != nullptr;
@@ -129,7 +134,9 @@ struct Sample {
   const long rss0 = rss_kib();
   const double w0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID),
                p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-  auto ok = sframe::backtrace_init();
+  sframe::BacktraceOptions options;
+  options.stack_libraries_per_fde = g_per_fde;
+  auto ok = sframe::backtrace_init(options);
   const double w1 = now_ns(CLOCK_MONOTONIC), c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   s.init_rss_kib = rss_kib() - rss0;
   s.init_anon_kib = anon_kib() - anon0;
@@ -188,7 +195,8 @@ struct Sample {
 }
 
 int child(const char* who, const char* kase) {
-  if (std::strcmp(kase, "llvm") == 0 && !dlopen(kLlvm, RTLD_NOW | RTLD_GLOBAL)) {
+  g_per_fde = std::strstr(kase, "-fde") != nullptr;
+  if (std::strncmp(kase, "llvm", 4) == 0 && !dlopen(kLlvm, RTLD_NOW | RTLD_GLOBAL)) {
     std::fprintf(stderr, "dlopen %s: %s\n", kLlvm, dlerror());
     return 3;
   }

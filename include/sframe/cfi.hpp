@@ -186,6 +186,10 @@ struct ReaderComparison {
   /// Programs nesting DW_CFA_remember_state past our bound (CfiStats::
   /// deep_remember): ours ends the function there, libdw reads on.
   std::uint64_t deep_remember = 0;
+  /// False when libdw was not run, for the reasons Comparison::libdw_run
+  /// gives (large_regno, long_leb, truncated_fdes, ours_unreadable say
+  /// which); then nothing was compared.
+  bool libdw_run = true;
   /// The first differences (at most the `max_examples` asked for).
   std::vector<RowDifference> examples;
 };

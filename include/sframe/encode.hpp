@@ -120,6 +120,12 @@ struct SizeOptions {
   /// "Smaller sections"). A lookup of any PC finds the row it found before,
   /// but FDEs no longer match functions one to one (merge_adjacent does the
   /// same for functions that add no row).
+  /// PC-mask functions (spec §2.3.1, SFRAME_FDE_PCTYPE_MASK) take part too:
+  /// one that starts where a PC-increment FDE ends joins it as the rows its
+  /// period gives over its whole size (same cost test and cap; GNU ld's
+  /// x86-64 PLT0, PLTn and .plt.got become one FDE for a short PLT), and a
+  /// function that starts where a PC-mask FDE ends, each of whose PCs reads
+  /// the row that FDE's period gives there, extends it (its size grows).
   bool coalesce_adjacent = false;
   std::uint16_t coalesce_max_fres = 0;
 
@@ -215,9 +221,18 @@ class SectionEncoder {
   // merge_adjacent: true if `f` (whose rows passed add()'s checks) only
   // extends the pending FDE.
   bool extends_last(const FunctionSpec& f) const;
-  // coalesce_adjacent: true if `f`, with `rows` encoded (PC type `pc_type`),
-  // may join the pending FDE and the result is smaller.
-  bool coalesces(const FunctionSpec& f, PcType pc_type, const std::vector<Row>& rows, bool first_repeats) const;
+  // coalesce_adjacent: true if `f`, with `rows` encoded as PC-increment rows
+  // from its start, may join the pending FDE and the result is smaller than
+  // the pending FDE and `f`'s own FDE (`own_rows` under `own_pc_type` and
+  // `own_rep_size`: a PC-mask FDE's period) apart.
+  bool coalesces(const FunctionSpec& f, const std::vector<Row>& rows, bool first_repeats,
+                 std::span<const Row> own_rows, PcType own_pc_type, std::uint8_t own_rep_size) const;
+  // coalesce_adjacent: true if each PC of a function of `size` bytes that
+  // starts where the pending PC-mask FDE ends, with PC-increment `f_rows`,
+  // reads the row that FDE's period gives there (it then extends the FDE).
+  bool continues_period(std::uint32_t size, std::span<const Row> f_rows) const;
+  // coalesce_adjacent: the most FREs a joined FDE may have.
+  std::uint64_t coalesce_limit() const;
   // Writes the pending FDE's FREs (or points at an identical stored block)
   // and records its FDE.
   Expected<void> flush();

@@ -305,7 +305,11 @@ std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh
 // address (duplicates dropped).
 std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, std::uint64_t& eh_frame_size) {
   auto hdr = file.section_bytes(".eh_frame_hdr");
-  if (!hdr) {
+  // LSB 5.0 §10.6.2: a header whose fde_count or table encoding is
+  // DW_EH_PE_omit has no search table (ld writes one so when it cannot
+  // read an input's .eh_frame); readers search .eh_frame then.
+  const auto byte_at = [&](std::size_t i) { return static_cast<std::uint8_t>(hdr->bytes[i]); };
+  if (!hdr || (hdr->bytes.size() >= 4 && byte_at(0) == 1 && (byte_at(2) == 0xff || byte_at(3) == 0xff))) {
     // Static executables and relocated objects: walk .eh_frame (for an
     // object only once relocated: its FDE addresses are relocations).
     if (file.info().type == ET_REL && !file.relocated()) return std::nullopt;
@@ -541,6 +545,16 @@ Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uin
 
 namespace {
 
+// Whether libdw may read this CFI: our reader found none of the inputs on
+// which libdw allocates a rule per register up to the largest number named
+// (elfutils libdw/cfi.c), which a few hostile bytes make gigabytes: numbers
+// of 2^16 or more, and bytes ours reads otherwise or not at all (LEB128s
+// past 10 bytes, FDEs cut short or unreadable), whose register numbers ours
+// cannot vouch for. compare() and compare_readers() both screen with it.
+bool libdw_may_run(const CfiStats& stats) {
+  return stats.large_regno == 0 && stats.long_leb == 0 && stats.truncated == 0 && stats.unreadable == 0;
+}
+
 // The meaning of a rule, without how it was written.
 Rule normalized(const Rule& r, std::int8_t fixed) {
   Rule out = r;
@@ -563,12 +577,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   const detail::PltRanges plt(plt_list);
   const Header& h = s.header();
   Comparison out;
-  // libdw's frame state holds a rule for every register up to the largest
-  // one named (elfutils libdw/cfi.c), so a few hostile CFI bytes make each
-  // lookup allocate gigabytes. Screened by our reader first, as
-  // compare_readers() screens them; also where libdw reads bytes ours reads
-  // otherwise or not at all (programs cut short, unreadable FDEs), whose
-  // register numbers ours cannot vouch for.
+  // Screened by our reader first (libdw_may_run()).
   if (const auto abi = abi_of(file.info()); abi) {
     if (auto srcs = cfi_sources(file); srcs) {
       CfiStats stats;
@@ -577,7 +586,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
         out.long_leb = stats.long_leb;
         out.truncated_fdes = stats.truncated;
         out.ours_unreadable = stats.unreadable;
-        if (out.large_regno != 0 || out.long_leb != 0 || out.truncated_fdes != 0 || out.ours_unreadable != 0) {
+        if (!libdw_may_run(stats)) {
           out.libdw_run = false;
           return out;
         }
@@ -674,14 +683,13 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.long_leb = stats.long_leb;
   out.wide_offset = stats.wide_offset;
   out.deep_remember = stats.deep_remember;
-  // After a LEB128 it decodes otherwise, libdw reads the bytes that follow
-  // as instructions: register numbers there are not screened by our reader
-  // (it stopped or read on elsewhere), so libdw could allocate a rule per
-  // register up to anything (seconds and gigabytes). Not run either.
-  if (out.large_regno != 0 || out.long_leb != 0) return out;
-  if (known_classes_only && (out.overlapping_fdes != 0 || out.truncated_fdes != 0 || out.ours_unreadable != 0 ||
-                             out.abi_default_cfa != 0 || out.debug_frame_zero_length != 0 ||
-                             out.empty_expression != 0 || out.wide_offset != 0 || out.deep_remember != 0))
+  if (!libdw_may_run(stats)) {
+    out.libdw_run = false;
+    return out;
+  }
+  if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 ||
+                             out.debug_frame_zero_length != 0 || out.empty_expression != 0 ||
+                             out.wide_offset != 0 || out.deep_remember != 0))
     return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};

@@ -327,23 +327,55 @@ std::uint64_t fre_bytes_of(const Rows& rows, unsigned asz) {
 // The narrowest FRE start-address size for a largest start offset (spec §2.3 fre_type).
 unsigned address_size_for(std::uint64_t max_start) { return max_start <= 0xff ? 1 : max_start <= 0xffff ? 2 : 4; }
 
+// The PC-increment rows a PC-mask function's lookups read (spec §2.3.1,
+// SFRAME_FDE_PCTYPE_MASK: a PC's row is the period's row for its offset
+// modulo `rep`): `period` repeated every `rep` bytes over `size` bytes, each
+// row dropped when equal to the one before. False (and `out` unusable) when
+// more than `limit` rows. Time at most linear in `limit` times the period's
+// rows: a period of two or more rows adds at least one row per block.
+// The most rows a PC-mask function is unrolled to for continues_period().
+constexpr std::uint64_t kContinueRowLimit = 256;
+
+bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::uint32_t size, std::uint64_t limit,
+                   std::vector<RowSpec>& out) {
+  out.clear();
+  if (period.empty() || rep == 0 || period[0].start_offset != 0) return false;
+  if (period.size() == 1) {
+    out.push_back(period[0]);
+    return true;
+  }
+  for (std::uint64_t base = 0; base < size; base += rep) {
+    for (const RowSpec& r : period) {
+      const std::uint64_t at = base + r.start_offset;
+      if (at >= size) break;
+      if (!out.empty() && out.back().row == r.row) continue;
+      if (out.size() >= limit) return false;
+      out.push_back({static_cast<std::uint32_t>(at), r.row});
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-bool SectionEncoder::coalesces(const FunctionSpec& f, PcType pc_type, const std::vector<Row>& rows,
-                               bool first_repeats) const {
-  if (!pending_ || !last_mergeable_ || rows.empty() || rows[0].start != 0) return false;
+std::uint64_t SectionEncoder::coalesce_limit() const {
+  return size_.coalesce_max_fres != 0         ? size_.coalesce_max_fres
+         : header_.version == Version::kV3 ? 0xffff
+                                           : 0xffffffffu;
+}
+
+bool SectionEncoder::coalesces(const FunctionSpec& f, const std::vector<Row>& rows, bool first_repeats,
+                               std::span<const Row> own_rows, PcType own_pc_type, std::uint8_t own_rep_size) const {
+  if (!pending_ || !last_mergeable_ || rows.empty() || rows[0].start != 0 || own_rows.empty()) return false;
   const FdeRecord& prev = pending_rec_;
-  if (pc_type != PcType::kInc || f.size == 0 || prev.size == 0) return false;
+  if (f.size == 0 || prev.size == 0) return false;
   if (prev.start_pc + prev.size != f.start_pc || std::uint64_t{prev.size} + f.size > 0xffffffffu) return false;
   if (f.fde_type != prev.fde_type || f.signal != prev.signal ||
       ((prev.info >> 5) & 1) != static_cast<unsigned>(f.pauth_key))
     return false;
   const std::span<const Row> added = std::span<const Row>(rows).subspan(first_repeats ? 1 : 0);
   const std::uint64_t joined_rows = pending_rows_.size() + added.size();
-  const std::uint64_t limit = size_.coalesce_max_fres != 0 ? size_.coalesce_max_fres
-                              : header_.version == Version::kV3 ? 0xffff
-                                                                : 0xffffffffu;
-  if (joined_rows > limit) return false;
+  if (joined_rows > coalesce_limit()) return false;
   // Bytes apart: both blocks as they are, and the second FDE entry (v3: with
   // its attribute); joined: one block whose start addresses are as wide as
   // the largest start offset needs.
@@ -360,13 +392,47 @@ bool SectionEncoder::coalesces(const FunctionSpec& f, PcType pc_type, const std:
     write_block(block, rec, info, scratch.data());
     return find_block(scratch.data(), static_cast<std::uint32_t>(len), info) ? 0 : len;
   };
+  // `f` apart is its own FDE: a PC-mask one keeps its period's rows.
   FdeRecord f_rec = prev;
-  f_rec.rep_size = f.rep_size;
+  f_rec.rep_size = own_rep_size;
+  f_rec.info = static_cast<std::uint8_t>((prev.info & ~0x10u) | (static_cast<unsigned>(own_pc_type) << 4));
   const std::uint64_t apart =
-      apart_bytes(pending_rows_, prev) + apart_bytes(rows, f_rec) + fde_entry_size(header_.version);
+      apart_bytes(pending_rows_, prev) + apart_bytes(own_rows, f_rec) + fde_entry_size(header_.version);
   const unsigned asz = address_size_for(added.empty() ? pending_rows_.back().start : prev.size + added.back().start);
   const std::uint64_t joined = attr + fre_bytes_of(pending_rows_, asz) + fre_bytes_of(added, asz);
   return joined < apart;
+}
+
+bool SectionEncoder::continues_period(std::uint32_t size, std::span<const Row> f_rows) const {
+  const std::vector<Row>& period = pending_rows_;
+  const std::uint32_t rep = pending_rec_.rep_size;
+  if (rep == 0 || period.empty() || period[0].start != 0 || f_rows.empty() || f_rows[0].start != 0) return false;
+  const auto same_rule = [](const Row& a, const Row& b) {
+    if (a.info_base_mangled != b.info_base_mangled || a.word_size != b.word_size || a.num_words != b.num_words)
+      return false;
+    return std::equal(a.words, a.words + a.num_words, b.words);
+  };
+  // The period's rows over [from, from + size), as offsets from `from`,
+  // each dropped when it repeats the one before: they must be `f_rows`.
+  const std::uint64_t from = pending_rec_.size;
+  std::size_t k = 0;  // rows matched
+  const Row* last = nullptr;
+  for (std::uint64_t base = from / rep * rep; base < from + size; base += rep) {
+    for (std::size_t j = 0; j < period.size(); ++j) {
+      const std::uint64_t at = base + period[j].start;
+      const std::uint64_t end = j + 1 < period.size() ? base + period[j + 1].start : base + rep;
+      if (end <= from) continue;
+      if (at >= from + size) break;
+      if (last && same_rule(*last, period[j])) continue;
+      const std::uint64_t rel = at > from ? at - from : 0;
+      if (k >= f_rows.size() || f_rows[k].start != rel || !same_rule(f_rows[k], period[j])) return false;
+      last = &period[j];
+      ++k;
+    }
+    // One row for the whole period: nothing further changes.
+    if (period.size() == 1) break;
+  }
+  return k == f_rows.size();
 }
 
 std::optional<std::uint32_t> SectionEncoder::find_block(const std::byte* at, std::uint32_t len,
@@ -453,55 +519,102 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   const std::vector<RowSpec>& in_rows = *spec_rows;
   // Scratch reused by every call: no allocation per function once warm.
   thread_local std::vector<EncodedRow> encoded;
-  thread_local std::vector<Row> rows;
-  encoded.clear();
+  thread_local std::vector<Row> rows, inc_rows;
+  thread_local std::vector<RowSpec> unrolled;
   Encoder encoder(header_, index);
-  for (std::uint32_t k = 0; k < in_rows.size(); ++k) {
-    if (!preserve && k > 0 && in_rows[k].row == in_rows[k - 1].row) continue;  // same rules: nothing to say
-    EncodedRow& r = encoded.emplace_back();
-    encoder.at_row(k);
-    if (auto ok = encoder.row(f, in_rows[k], r); !ok) return ok;
-  }
-  const std::uint32_t max_start = encoded.empty() ? 0 : encoded.back().start;
-  if (preserve) {
-    const unsigned asz = start_address_size(f.fre_type);
-    if (asz < 4 && max_start >> (8 * asz)) return make_error(EncodeErrc::kNotRepresentable, 0, max_start, index);
-  }
-  if (header_.version == Version::kV3 && encoded.size() > 0xffff)
-    return make_error(EncodeErrc::kNotRepresentable, 0, encoded.size(), index);
-  // Data-word sizes.
-  rows.resize(encoded.size());
-  for (std::uint32_t k = 0; k < encoded.size(); ++k) {
-    const EncodedRow& e = encoded[k];
-    unsigned size = smallest_size(e.words);
-    if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
-      size = f.dataword_sizes[k];
-      if (size != 1 && size != 2 && size != 4) return make_error(EncodeErrc::kNotRepresentable, 0, size, index, k);
+  // `spec` rows -> `out` FREs: the smallest data-word size per FRE (or the
+  // recorded one, kPreserve), rows equal to the one before dropped.
+  const auto encode_rows = [&](const std::vector<RowSpec>& spec, std::vector<Row>& out) -> Expected<void> {
+    encoded.clear();
+    for (std::uint32_t k = 0; k < spec.size(); ++k) {
+      if (!preserve && k > 0 && spec[k].row == spec[k - 1].row) continue;  // same rules: nothing to say
+      EncodedRow& r = encoded.emplace_back();
+      encoder.at_row(k);
+      if (auto ok = encoder.row(f, spec[k], r); !ok) return ok;
     }
-    if (size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index, k);
-    Row& r = rows[k];
-    r.start = e.start;
-    r.info_base_mangled = e.info_base_mangled;
-    r.word_size = static_cast<std::uint8_t>(size);
-    r.num_words = e.words.n;
-    for (std::uint8_t j = 0; j < e.words.n; ++j) r.words[j] = e.words.w[j].value;
-  }
+    const std::uint32_t max_start = encoded.empty() ? 0 : encoded.back().start;
+    if (preserve) {
+      const unsigned asz = start_address_size(f.fre_type);
+      if (asz < 4 && max_start >> (8 * asz)) return make_error(EncodeErrc::kNotRepresentable, 0, max_start, index);
+    }
+    if (header_.version == Version::kV3 && encoded.size() > 0xffff)
+      return make_error(EncodeErrc::kNotRepresentable, 0, encoded.size(), index);
+    // Data-word sizes.
+    out.resize(encoded.size());
+    for (std::uint32_t k = 0; k < encoded.size(); ++k) {
+      const EncodedRow& e = encoded[k];
+      unsigned size = smallest_size(e.words);
+      if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
+        size = f.dataword_sizes[k];
+        if (size != 1 && size != 2 && size != 4) return make_error(EncodeErrc::kNotRepresentable, 0, size, index, k);
+      }
+      if (size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index, k);
+      Row& r = out[k];
+      r.start = e.start;
+      r.info_base_mangled = e.info_base_mangled;
+      r.word_size = static_cast<std::uint8_t>(size);
+      r.num_words = e.words.n;
+      for (std::uint8_t j = 0; j < e.words.n; ++j) r.words[j] = e.words.w[j].value;
+    }
+    return {};
+  };
+  if (auto ok = encode_rows(in_rows, rows); !ok) return ok;
   const std::uint8_t info = static_cast<std::uint8_t>((static_cast<unsigned>(pc_type) << 4) |
                                                       (static_cast<unsigned>(f.pauth_key) << 5));
   // coalesce_adjacent: `f`'s rows appended to the pending FDE's, its first
-  // dropped when it repeats the pending FDE's last row.
-  const bool first_repeats = !in_rows.empty() && last_mergeable_ && in_rows.front().row == last_row_;
-  if (size_.coalesce_adjacent && coalesces(f, pc_type, rows, first_repeats)) {
+  // dropped when it repeats the pending FDE's last row. A PC-mask function
+  // joins as the PC-increment rows its period gives over its whole size
+  // (a lookup reads the same row at every PC; spec §2.3.1,
+  // SFRAME_FDE_PCTYPE_MASK): a short run of stubs (an x86-64 .plt of a few
+  // entries beside PLT0 and .plt.got) then costs a few FREs instead of its
+  // own FDE entry and attribute.
+  const auto join = [&](const std::vector<Row>& joined, const std::vector<RowSpec>& joined_spec, bool first_repeats) {
     const std::uint32_t shift = static_cast<std::uint32_t>(f.start_pc - pending_rec_.start_pc);
-    for (std::size_t k = first_repeats ? 1 : 0; k < rows.size(); ++k) {
-      Row r = rows[k];
+    for (std::size_t k = first_repeats ? 1 : 0; k < joined.size(); ++k) {
+      Row r = joined[k];
       r.start += shift;
       pending_rows_.push_back(r);
     }
     pending_rec_.size = shift + f.size;
-    last_row_ = in_rows.back().row;
+    last_row_ = joined_spec.back().row;
     ++added_;
-    return {};
+  };
+  // coalesce_adjacent: a pending PC-mask FDE extends over `f` when each PC
+  // of `f` reads the row the period gives there (x86-64: .plt.got's
+  // CFA = SP + 8 continues the 16-byte PLTn period, whose first 11 bytes
+  // read SP + 8), saving `f`'s FDE and FREs.
+  if (size_.coalesce_adjacent && pending_ && pending_pc_type_ == PcType::kMask && !in_rows.empty() &&
+      pending_rec_.start_pc + pending_rec_.size == f.start_pc && f.size != 0 &&
+      std::uint64_t{pending_rec_.size} + f.size <= 0xffffffffu && f.fde_type == pending_rec_.fde_type &&
+      f.signal == pending_rec_.signal && ((pending_rec_.info >> 5) & 1) == static_cast<unsigned>(f.pauth_key)) {
+    const std::vector<Row>* f_rows = &rows;
+    bool ok = pc_type == PcType::kInc;
+    if (!ok && unroll_period(in_rows, rep_size, f.size, kContinueRowLimit, unrolled)) {
+      if (auto e = encode_rows(unrolled, inc_rows); !e) return e;
+      f_rows = &inc_rows;
+      ok = true;
+    }
+    if (ok && continues_period(f.size, *f_rows)) {
+      pending_rec_.size += f.size;
+      ++added_;
+      return {};
+    }
+  }
+  if (size_.coalesce_adjacent && last_mergeable_ && !in_rows.empty()) {
+    if (pc_type == PcType::kInc) {
+      const bool first_repeats = in_rows.front().row == last_row_;
+      if (coalesces(f, rows, first_repeats, rows, pc_type, rep_size)) {
+        join(rows, in_rows, first_repeats);
+        return {};
+      }
+    } else if (unroll_period(in_rows, rep_size, f.size, coalesce_limit(), unrolled)) {
+      if (auto ok = encode_rows(unrolled, inc_rows); !ok) return ok;
+      const bool first_repeats = unrolled.front().row == last_row_;
+      if (coalesces(f, inc_rows, first_repeats, rows, pc_type, rep_size)) {
+        join(inc_rows, unrolled, first_repeats);
+        return {};
+      }
+    }
   }
   if (pending_)
     if (auto ok = flush(); !ok) return ok;

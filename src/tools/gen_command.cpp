@@ -344,7 +344,8 @@ int GenCommand::generate() {
     j["left_out"] = left;
     j["bytes"] = {{"eh_frame", eh}, {"debug_frame", debug_frame}, {"sframe", bytes->size()}};
     if (diff)
-      j["libdw_diff"] = {{"functions", diff->functions},
+      j["libdw_diff"] = {{"libdw_run", diff->libdw_run},
+                         {"functions", diff->functions},
                          {"rows_compared", diff->rows_compared},
                          {"differing_rows", diff->differing_rows},
                          {"libdw_unreadable_fdes", diff->libdw_unreadable},
@@ -382,12 +383,12 @@ int GenCommand::generate() {
   if (opt.size.optimize) fmt::print(report, "  --optimize-size: {} FDEs for {} functions\n", fdes_out, functions_out);
   fmt::print(report, "  bytes: .eh_frame {}{} in, .sframe {} out\n", eh,
              debug_frame ? fmt::format(" and .debug_frame {}", debug_frame) : "", bytes->size());
-  if (diff && diff->large_regno != 0)
-    fmt::print(report, "  libdw: not run ({} rules for register numbers of 2^16 or more, which no ABI has)\n",
-               diff->large_regno);
-  else if (diff && diff->long_leb != 0)
-    fmt::print(report, "  libdw: not run ({} programs with a LEB128 of more than 10 bytes or past 64 bits)\n",
-               diff->long_leb);
+  if (diff && !diff->libdw_run)
+    fmt::print(report,
+               "  libdw: not run (CFI on which it could allocate without bound: {} rules for register numbers of "
+               "2^16 or more, {} programs with a LEB128 of more than 10 bytes or past 64 bits, {} FDEs cut short, "
+               "{} unreadable FDEs)\n",
+               diff->large_regno, diff->long_leb, diff->truncated_fdes, diff->ours_unreadable);
   else if (diff)
     fmt::print(report, "  libdw: {} rows compared, {} differ ({} FDEs libdw cannot read, {} rows it gave up on)\n",
                diff->rows_compared, diff->differing_rows, diff->libdw_unreadable, diff->libdw_too_long);

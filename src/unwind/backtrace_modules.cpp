@@ -125,9 +125,11 @@ std::span<const std::byte> loaded_from(const RawModule& m, std::uint64_t address
 
 // Builds one module's data with the shared builder; a module that has
 // unwind information but ends without SFrame records why in `error` (the
-// walk then uses the frame-pointer fallback there).
+// walk then uses the frame-pointer fallback there). `stack_pcs`: the
+// runtime PCs of the initialising thread's frames in this module, when
+// backtrace_init() defers the rest (see below), else empty.
 std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange& range, const BacktraceOptions& opt,
-                                         bool defer) {
+                                         bool defer, std::span<const std::uint64_t> stack_pcs = {}) {
   auto d = std::make_shared<ModuleData>();
   d->name = m.name;
   d->bias = m.bias;
@@ -156,6 +158,35 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
     // Left to the background generator, which builds this module again.
     d->deferred = m;
     return d;
+  }
+  if (opt.stack_libraries_per_fde && !stack_pcs.empty() && !m.name.empty() && !native && !image.eh_frame_hdr.empty() && !is_vdso(m) &&
+      d->unwind.needs_generation()) {
+    // BacktraceOptions::stack_libraries_per_fde: a library on the
+    // initialising thread's stack without its own SFrame (libc under main,
+    // this library): only the functions of those frames now, each from
+    // its FDE (found through .eh_frame_hdr's table, as libgcc finds it, and
+    // translated as generate() translates it); the whole module is left to
+    // the background generator like the others. Generating all of libc here
+    // cost most of init's time and its section, index and .eh_frame pages
+    // most of init's RSS. The main program, where backtraces are usually
+    // taken, is still generated whole.
+    Expected<std::uint64_t> at = cfi::eh_frame_hdr_eh_frame(image.eh_frame_hdr, image.eh_frame_hdr_address);
+    std::span<const std::byte> eh = at ? loaded_from(m, *at) : std::span<const std::byte>();
+    cfi::OnDemandSource src;
+    src.eh_frame_hdr = image.eh_frame_hdr;
+    src.eh_frame_hdr_address = image.eh_frame_hdr_address;
+    src.eh_frame = {eh, at ? *at : 0, cfi::CfiKind::kEhFrame, kHostBig, 8, 0, 0};
+    src.abi = kHostAbi;
+    if (!eh.empty() && d->unwind.enable_on_demand(std::move(src))) {
+      for (const std::uint64_t pc : stack_pcs) {
+        // A return address can be one past its call's function (a call to a
+        // noreturn function last in it): the walk looks up pc - 1 there.
+        (void)d->unwind.generate_for_pc(pc - m.bias);
+        (void)d->unwind.generate_for_pc(pc - 1 - m.bias);
+      }
+      d->deferred = m;
+      return d;
+    }
   }
   // SFrame generated from the module's CFI as loaded, for a section at
   // address 0 (start PCs are then link-time addresses): the .eh_frame that
@@ -291,7 +322,11 @@ void assemble(Table& t) {
     t.trampolines.insert(t.trampolines.end(), d->trampolines.begin(), d->trampolines.end());
     t.code.push_back(d->range);
   }
-  t.storage.assign(t.data.size(), Module{});
+  // Per-FDE sections (a deferred module's functions on the initialising
+  // thread's stack) take a map entry each.
+  std::size_t per_fde = 0;
+  for (const auto& d : t.data) per_fde += d->unwind.generated_fdes().size();
+  t.storage.assign(t.data.size() + per_fde, Module{});
   t.extra_storage.assign(t.data.size(), Module{});
   t.map = ModuleMap(t.storage);
   t.extra_map = ModuleMap(t.extra_storage);
@@ -310,6 +345,20 @@ void assemble(Table& t) {
     if (add(t.map, *d, d->unwind.primary()))
       t.generated += d->unwind.source() == cfi::ModuleSource::kGenerated ? 1 : 0;
     add(t.extra_map, *d, d->unwind.extra());
+    for (const cfi::GeneratedFde* g : d->unwind.generated_fdes()) {
+      // Only modules without a usable section of their own get these.
+      const std::uint64_t lo = std::max(g->start + d->bias, d->range.begin);
+      const std::uint64_t hi = std::min(g->end + d->bias, d->range.end);
+      if (lo >= hi || !g->section.usable()) continue;
+      Module mod;
+      mod.range = {lo, hi};
+      mod.bias = d->bias;
+      mod.section = *g->section.section;
+      mod.index = g->section.index ? &*g->section.index : nullptr;
+      mod.rows = g->section.rows ? &*g->section.rows : nullptr;
+      mod.compact_rows = g->section.rows && !g->section.compact_rows.empty() ? g->section.compact_rows.data() : nullptr;
+      (void)t.map.add(mod);
+    }
   }
 }
 
@@ -422,16 +471,17 @@ _Unwind_Reason_Code note_pc(_Unwind_Context* ctx, void* arg) {
   return pcs->size() < 1024 ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-// Which of `ranges` (sorted by begin) hold a frame of the calling thread.
-std::vector<bool> on_stack(const std::vector<AddressRange>& ranges) {
-  std::vector<bool> hit(ranges.size(), false);
+// The PCs of the calling thread's frames in each of `ranges` (sorted by
+// begin); empty for a range without one.
+std::vector<std::vector<std::uint64_t>> on_stack(const std::vector<AddressRange>& ranges) {
+  std::vector<std::vector<std::uint64_t>> hit(ranges.size());
   std::vector<std::uint64_t> pcs;
   pcs.reserve(64);
   _Unwind_Backtrace(note_pc, &pcs);
   for (const std::uint64_t pc : pcs) {
     auto it = std::upper_bound(ranges.begin(), ranges.end(), pc,
                                [](std::uint64_t v, const AddressRange& r) { return v < r.begin; });
-    if (it != ranges.begin() && (--it)->contains(pc)) hit[static_cast<std::size_t>(it - ranges.begin())] = true;
+    if (it != ranges.begin() && (--it)->contains(pc)) hit[static_cast<std::size_t>(it - ranges.begin())].push_back(pc);
   }
   return hit;
 }
@@ -457,7 +507,8 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
   t->subs = snap.subs;
   t->options = new_options ? *new_options : old ? old->options : BacktraceOptions{};
   const bool same_options = old && old->options.generated_version == t->options.generated_version &&
-                            old->options.always_generate == t->options.always_generate;
+                            old->options.always_generate == t->options.always_generate &&
+                            old->options.stack_libraries_per_fde == t->options.stack_libraries_per_fde;
   for (const RawModule& m : snap.modules) t->loaded.push_back({m.bias, m.name});
   std::sort(t->loaded.begin(), t->loaded.end());
   // Only backtrace_init() defers: a refresh is a safe point its caller chose
@@ -467,7 +518,8 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
   for (const RawModule& m : snap.modules)
     if (const auto r = exec_range(m)) ranges.push_back(*r);
   std::sort(ranges.begin(), ranges.end(), [](const AddressRange& a, const AddressRange& b) { return a.begin < b.begin; });
-  const std::vector<bool> needed = lazy ? on_stack(ranges) : std::vector<bool>();
+  const std::vector<std::vector<std::uint64_t>> needed =
+      lazy ? on_stack(ranges) : std::vector<std::vector<std::uint64_t>>();
   for (const RawModule& m : snap.modules) {
     const std::optional<AddressRange> range = exec_range(m);
     if (!range) continue;
@@ -477,12 +529,14 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
         if (od->name == m.name && od->bias == m.bias && od->range == *range && (lazy || !od->deferred)) d = od;
     if (!d) {
       bool defer = false;
+      std::span<const std::uint64_t> pcs;
       if (lazy) {
         const auto at = std::lower_bound(ranges.begin(), ranges.end(), range->begin,
                                          [](const AddressRange& r, std::uint64_t v) { return r.begin < v; });
-        defer = at == ranges.end() || !needed[static_cast<std::size_t>(at - ranges.begin())];
+        if (at != ranges.end()) pcs = needed[static_cast<std::size_t>(at - ranges.begin())];
+        defer = pcs.empty();
       }
-      d = build_module(m, *range, t->options, defer);
+      d = build_module(m, *range, t->options, defer, pcs);
     }
     t->data.push_back(std::move(d));
   }

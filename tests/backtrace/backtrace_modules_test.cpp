@@ -404,6 +404,57 @@ TEST(BacktraceModules, BackgroundGenerationFinishesWithSignalsBlocked) {
   EXPECT_TRUE(pending) << "libm was built during init";
 }
 
+TEST(BacktraceModules, LibraryOnStackAtInitIsWalkedFromItsFdesBeforeReady) {
+  // BacktraceOptions::stack_libraries_per_fde. libc has frames on this
+  // thread's stack (__libc_start_call_main, __libc_start_main): init
+  // generates SFrame for those functions alone,
+  // each from its FDE, and leaves the rest of libc to the background
+  // generator. A walk taken before libc is ready goes through those frames
+  // as libunwind and glibc's backtrace() do (the truth), to _start.
+  const std::string libc = real("/lib/x86_64-linux-gnu/libc.so.6");
+  bool walked_while_pending = false;
+  // The generator may finish libc before the walk (it builds libstdc++
+  // first): then init runs again, up to a few times.
+  for (int attempt = 0; attempt < 5 && !walked_while_pending; ++attempt) {
+    sframe::BacktraceOptions o;
+    o.background_generation = false;
+    o.generated_version = sframe::Version::kV2;
+    ASSERT_TRUE(sframe::backtrace_init(o));  // other options: the next init builds every module anew
+    sframe::BacktraceOptions per_fde;
+    per_fde.stack_libraries_per_fde = true;
+    sframe::BacktraceInitReport report;
+    ASSERT_TRUE(sframe::backtrace_init(per_fde, &report)) << report.message();
+    Traces t;
+    recurse(6, t);
+    const sframe::BacktraceInitReport after = sframe::backtrace_report();
+    const sframe::BacktraceModuleReport* now = find_module(after, libc);
+    ASSERT_NE(now, nullptr);
+    walked_while_pending = now->reason.find("pending") != std::string::npos;
+    expect_all_agree(t, 6);
+    // The table init published: libc from its FDEs on the stack, pending.
+    const sframe::BacktraceModuleReport* m = find_module(report, libc);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->source, sframe::BacktraceModuleSource::kGenerated) << m->reason;
+    EXPECT_NE(m->reason.find("generated per FDE"), std::string::npos) << m->reason;
+    EXPECT_NE(m->reason.find("pending"), std::string::npos) << m->reason;
+    // The main program is still built whole during init.
+    const sframe::BacktraceModuleReport* self = find_module(report, "/proc/self/exe");
+    ASSERT_NE(self, nullptr);
+    EXPECT_EQ(self->reason.find("pending"), std::string::npos) << self->reason;
+    ASSERT_TRUE(sframe::backtrace_wait_ready(120000));
+    // Ready: libc generated whole, like any module.
+    const sframe::BacktraceInitReport ready = sframe::backtrace_report();
+    m = find_module(ready, libc);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->reason.find("per FDE"), std::string::npos) << m->reason;
+    EXPECT_EQ(m->source, sframe::BacktraceModuleSource::kGenerated) << m->reason;
+    Traces t2;
+    recurse(6, t2);
+    expect_all_agree(t2, 6);
+  }
+  EXPECT_TRUE(walked_while_pending) << "the generator finished libc before every walk: nothing was checked";
+}
+
 TEST(BacktraceModules, ForkedChildFinishesGeneration) {
   sframe::BacktraceOptions o;
   o.background_generation = false;

@@ -134,5 +134,30 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if len(d
 "$bin" gen /usr/bin/true "$src/basic.c" -o "$work/many" >/dev/null 2>&1 && bad "gen FILE... with a bad FILE must exit 1" || ok
 [ -s "$work/many/true.sframe" ] && ok || bad "gen FILE...: the good FILE's section is missing"
 
+# 5. --compare-libdw on hostile CFI: a program ending inside an operand
+#    (DW_CFA_offset_extended whose register LEB128 takes the padding byte
+#    after it, leaving no offset: readelf reports it) is CFI libdw reads
+#    past, into bytes our reader never screens for register numbers, so
+#    libdw is not run and gen says so. And a program whose .eh_frame_hdr has
+#    no search table (ld omits it when it cannot read an input's .eh_frame:
+#    fde_count encoding DW_EH_PE_omit, LSB 5.0 §10.6.2) is compared by
+#    walking .eh_frame, as libdw searches it.
+printf '%s\n' 'int main(void) { return 0; }' \
+  "__asm__(\".text\\n.globl cut\\n.type cut,@function\\ncut:\\n.cfi_startproc\\nnop\\n.cfi_escape 0x05, 0x80\\nnop\\nret\\n.cfi_endproc\\n.size cut, .-cut\\n\");" \
+  > "$work/cut.c"
+gcc -O2 -o "$work/cut" "$work/cut.c" 2>/dev/null || bad "compile cut"
+out=$("$bin" gen --compare-libdw "$work/cut" -o "$work/cut.sf" 2>&1) && ok || bad "gen --compare-libdw on a cut program: $out"
+[[ "$out" == *"libdw: not run (CFI on which it could allocate without bound:"*"1 FDEs cut short"* ]] && ok ||
+  bad "gen --compare-libdw on a cut program ran libdw: $(echo "$out" | tail -1)"
+printf '%s\n' 'int main(void) { return 0; }' \
+  "__asm__(\".text\\n.globl odd\\n.type odd,@function\\nodd:\\n.cfi_startproc\\nnop\\n.cfi_escape 0x10, 0x06, 0x7f\\nnop\\nret\\n.cfi_endproc\\n.size odd, .-odd\\n\");" \
+  > "$work/notable.c"
+gcc -O2 -o "$work/notable" "$work/notable.c" 2>/dev/null || bad "compile notable"
+hdr=$(readelf -SW "$work/notable" | sed -n 's/.*\.eh_frame_hdr *PROGBITS *[0-9a-f]* \([0-9a-f]*\) .*/\1/p')
+[ -n "$hdr" ] && [ "$(od -An -tx1 -j $((16#$hdr)) -N4 "$work/notable" | tr -d ' ')" = 011bffff ] && ok ||
+  bad "notable: ld wrote a search table after all"
+out=$("$bin" gen --compare-libdw "$work/notable" -o "$work/notable.sf" 2>&1) && ok || bad "gen --compare-libdw, no search table: $out"
+[[ "$out" == *"libdw: "*" rows compared, 0 differ"* ]] && ok || bad "no search table: $(echo "$out" | tail -1)"
+
 echo "gen: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
