@@ -49,13 +49,12 @@ Rule reg(std::uint16_t r, std::int32_t off) {
   x.offset = off;
   return x;
 }
-Rule slot(std::int32_t off, bool header = false) {
+Rule slot(std::int32_t off) {
   Rule x;
   x.kind = Rule::Kind::kExpr;
   x.base = Rule::Base::kCfa;
   x.offset = off;
   x.deref = true;
-  x.from_header = header;
   return x;
 }
 
@@ -72,9 +71,9 @@ Scene* scene() {
       f.start_pc = kText + i * kFuncSize;
       f.size = kFuncSize;
       FrameRow entry, pushed, body;
-      entry.cfa = reg(7, 8), entry.ra = slot(-8, true), entry.fp = unchanged;
-      pushed.cfa = reg(7, 16), pushed.ra = slot(-8, true), pushed.fp = slot(-16);
-      body.cfa = reg(6, 16), body.ra = slot(-8, true), body.fp = slot(-16);
+      entry.cfa = reg(7, 8), entry.ra = slot(-8), entry.fp = unchanged;
+      pushed.cfa = reg(7, 16), pushed.ra = slot(-8), pushed.fp = slot(-16);
+      body.cfa = reg(6, 16), body.ra = slot(-8), body.fp = slot(-16);
       f.rows = {{0, entry}, {1, pushed}, {4, body}};
       spec.functions.push_back(f);
     }

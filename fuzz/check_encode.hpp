@@ -8,8 +8,8 @@
 //    kOptimize sorts FDEs by start PC (stable) and drops rows equal to the
 //    previous one, and records no layout; kPreserve keeps FDE order, every
 //    row, the FRE type, the flags, the FRE sub-section order, and data-word
-//    sizes at least as large as recorded. Rows with no data words
-//    (ra_undefined) decode as CFA/RA undefined, FP unchanged; v2 has no
+//    sizes at least as large as recorded. Outermost rows (RA undefined:
+//    no data words) decode as CFA/RA undefined, FP unchanged; v2 has no
 //    signal bit.
 #pragma once
 
@@ -27,9 +27,8 @@
 namespace sframe::fuzz {
 
 inline FrameRow canonical_row(const FrameRow& r) {
-  if (!r.ra_undefined) return r;
+  if (!r.outermost()) return r;
   FrameRow out;
-  out.ra_undefined = true;
   out.ra_mangled = r.ra_mangled;
   out.cfa.kind = Rule::Kind::kUndefined;
   out.ra.kind = Rule::Kind::kUndefined;
@@ -61,6 +60,7 @@ inline void drop_layout(SectionSpec& s) {
   for (FunctionSpec& f : s.functions) {
     f.fre_type = FreType::kAddr1;
     f.dataword_sizes.clear();
+    f.dataword_counts.clear();
     f.fre_offset = 0;
   }
 }

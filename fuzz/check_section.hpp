@@ -99,15 +99,26 @@ inline constexpr std::uint64_t kBudgetAfterError = 1u << 14;
 
 inline void check_row(const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
   if (fre.dataword_count == 0) {
-    SFRAME_FUZZ_CHECK(row.ra_undefined);
+    SFRAME_FUZZ_CHECK(row.outermost());
     return;
   }
-  SFRAME_FUZZ_CHECK(!row.ra_undefined);
+  SFRAME_FUZZ_CHECK(!row.outermost());
   SFRAME_FUZZ_CHECK(row.cfa.kind == Rule::Kind::kExpr);
+  SFRAME_FUZZ_CHECK(row.ra.kind != Rule::Kind::kUndefined && row.fp.kind != Rule::Kind::kUndefined);
+  // A value the FRE stores no word for (or a padding word) is the header's
+  // fixed CFA slot when it has one, else unchanged.
+  const Expected<WireRow> w = s.wire_row(f, fre);
+  SFRAME_FUZZ_CHECK(w.has_value());
+  const auto implicit = [](const Rule& r, std::int8_t fixed) {
+    if (fixed == 0) return r.kind == Rule::Kind::kUnchanged;
+    return r.kind == Rule::Kind::kExpr && r.base == Rule::Base::kCfa && r.deref && r.offset == fixed;
+  };
+  if (w->ra != WireRow::Slot::kWord) SFRAME_FUZZ_CHECK(implicit(row.ra, s.header().cfa_fixed_ra_offset));
+  if (w->fp != WireRow::Slot::kWord) SFRAME_FUZZ_CHECK(implicit(row.fp, s.header().cfa_fixed_fp_offset));
   if (f.fde_type == FdeType::kDefault) {
     SFRAME_FUZZ_CHECK(row.cfa.base == Rule::Base::kRegister);
-    if (s.header().cfa_fixed_ra_offset != 0) SFRAME_FUZZ_CHECK(row.ra.from_header);
-    if (s.header().cfa_fixed_fp_offset != 0) SFRAME_FUZZ_CHECK(row.fp.from_header);
+    if (s.header().cfa_fixed_ra_offset != 0) SFRAME_FUZZ_CHECK(w->ra == WireRow::Slot::kNone);
+    if (s.header().cfa_fixed_fp_offset != 0) SFRAME_FUZZ_CHECK(w->fp == WireRow::Slot::kNone);
   }
 }
 

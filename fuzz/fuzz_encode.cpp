@@ -37,14 +37,13 @@ std::uint16_t regnum(Reader& in, const AbiRegs& regs) {
   }
 }
 
-Rule expr(Rule::Base base, std::uint16_t reg, std::int32_t off, bool deref, bool from_header = false) {
+Rule expr(Rule::Base base, std::uint16_t reg, std::int32_t off, bool deref) {
   Rule r;
   r.kind = Rule::Kind::kExpr;
   r.base = base;
   r.regnum = base == Rule::Base::kRegister ? reg : 0;
   r.offset = off;
   r.deref = deref;
-  r.from_header = from_header;
   return r;
 }
 
@@ -53,9 +52,9 @@ Rule saved_rule(Reader& in, const AbiRegs& regs, std::int8_t fixed) {
   Rule r;
   switch (in.below(7)) {
     case 0: return r;  // unchanged
-    case 1: r.kind = Rule::Kind::kPadding; return r;
+    case 1: return fixed != 0 ? expr(Rule::Base::kCfa, 0, fixed, true) : r;  // what the header gives
     case 2: r.kind = Rule::Kind::kUndefined; return r;
-    case 3: return expr(Rule::Base::kCfa, 0, fixed != 0 && in.flag() ? fixed : offset(in), true, true);
+    case 3: return expr(Rule::Base::kCfa, 0, fixed != 0 && in.flag() ? fixed : offset(in), true);
     case 4: return expr(Rule::Base::kRegister, regnum(in, regs), offset(in), in.flag());
     case 5: return expr(Rule::Base::kCfa, 0, offset(in), false);
     default: return expr(Rule::Base::kCfa, 0, offset(in), true);  // saved at CFA + offset
@@ -67,7 +66,6 @@ FrameRow row(Reader& in, const AbiRegs& regs, const SectionSpec& s) {
   const std::uint8_t b = in.u8();
   r.ra_mangled = b & 0x80;
   if ((b & 0x7) == 0) {
-    r.ra_undefined = true;
     r.cfa.kind = Rule::Kind::kUndefined;
     r.ra.kind = Rule::Kind::kUndefined;
     return r;

@@ -458,7 +458,10 @@ TEST(CfiReader, HandWrittenEhFrameRows) {
     EXPECT_EQ(r[i].reason, cfi::Reason::kNone);
     EXPECT_EQ(r[i].row.cfa.regnum, regs[i]);
     EXPECT_EQ(r[i].row.cfa.offset, offs[i]);
-    EXPECT_TRUE(r[i].row.ra.from_header);
+    EXPECT_EQ(r[i].row.ra.kind, Rule::Kind::kExpr);
+    EXPECT_EQ(r[i].row.ra.base, Rule::Base::kCfa);
+    EXPECT_TRUE(r[i].row.ra.deref);
+    EXPECT_EQ(r[i].row.ra.offset, -8);
     EXPECT_EQ(r[i].row.fp.kind, fp_saved[i] ? Rule::Kind::kExpr : Rule::Kind::kUnchanged);
     if (fp_saved[i]) {
       EXPECT_EQ(r[i].row.fp.offset, -16);

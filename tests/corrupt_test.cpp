@@ -326,6 +326,16 @@ TEST(CorruptBase, BasesDecodeAsDocumented) {
     ADD_FAILURE() << "no FRE " << fre;
     return sframe::FrameRow{};
   };
+  // The raw view of the same FRE.
+  const auto wire_of = [](const Section& s, std::uint32_t fde, std::uint32_t fre) {
+    auto f = s.fde(fde);
+    std::uint32_t k = 0;
+    for (const auto& r : s.fres(*f))
+      if (k++ == fre) return *s.wire_row(*f, *r);
+    ADD_FAILURE() << "no FRE " << fre;
+    return sframe::WireRow{};
+  };
+  using Slot = sframe::WireRow::Slot;
   {
     const Owned o(kSecV2);
     auto s = *Section::parse(o.span());
@@ -335,7 +345,12 @@ TEST(CorruptBase, BasesDecodeAsDocumented) {
     const auto r = row_of(s, 0, 2);
     EXPECT_EQ(r.cfa.regnum, 6);  // FP-based
     EXPECT_EQ(r.cfa.offset, 16);
-    EXPECT_TRUE(r.ra.from_header);
+    // RA: no word, the header's fixed offset (CFA - 8) applied.
+    EXPECT_EQ(wire_of(s, 0, 2).ra, Slot::kNone);
+    EXPECT_EQ(r.ra.kind, Rule::Kind::kExpr);
+    EXPECT_EQ(r.ra.base, Rule::Base::kCfa);
+    EXPECT_TRUE(r.ra.deref);
+    EXPECT_EQ(r.ra.offset, -8);
     EXPECT_EQ(r.fp.offset, -16);
   }
   {
@@ -348,7 +363,14 @@ TEST(CorruptBase, BasesDecodeAsDocumented) {
     EXPECT_EQ(r.cfa.regnum, 10);
     EXPECT_TRUE(r.cfa.deref);
     EXPECT_EQ(r.cfa.offset, -8);
-    EXPECT_EQ(r.ra.kind, Rule::Kind::kPadding);
+    // A FLEX padding word for the RA: the header's fixed offset.
+    EXPECT_EQ(wire_of(s, 1, 1).ra, Slot::kPadding);
+    EXPECT_EQ(wire_of(s, 1, 1).fp, Slot::kWord);
+    EXPECT_EQ(wire_of(s, 1, 1).fp_word, 3);
+    EXPECT_EQ(r.ra.kind, Rule::Kind::kExpr);
+    EXPECT_EQ(r.ra.base, Rule::Base::kCfa);
+    EXPECT_TRUE(r.ra.deref);
+    EXPECT_EQ(r.ra.offset, -8);
     EXPECT_EQ(r.fp.regnum, 6);
     EXPECT_TRUE(r.fp.deref);
     EXPECT_EQ(row_of(s, 1, 2).fp.offset, -16);
@@ -370,7 +392,9 @@ TEST(CorruptBase, BasesDecodeAsDocumented) {
     EXPECT_EQ(s.fde(1)->start_pc, 0x8060u);
     EXPECT_EQ(row_of(s, 0, 0).cfa.offset, 160);
     EXPECT_EQ(row_of(s, 0, 1).cfa.offset, 320);
-    EXPECT_EQ(row_of(s, 0, 2).ra.kind, Rule::Kind::kPadding);
+    // SFRAME_FRE_RA_OFFSET_INVALID, no fixed RA offset on s390x: unchanged.
+    EXPECT_EQ(wire_of(s, 0, 2).ra, Slot::kPadding);
+    EXPECT_EQ(row_of(s, 0, 2).ra.kind, Rule::Kind::kUnchanged);
     EXPECT_EQ(row_of(s, 0, 2).fp.offset, -72);
     EXPECT_EQ(row_of(s, 1, 1).ra.regnum, 24);
   }
@@ -459,7 +483,8 @@ TEST(CorruptAccepted, LegalVariantsPassStrict) {
   std::optional<sframe::Fre> last;
   for (const auto& fre : s.fres(f)) last = *fre;
   ASSERT_TRUE(last.has_value());
-  EXPECT_TRUE(s.row(f, *last)->ra_undefined);
+  EXPECT_TRUE(s.row(f, *last)->outermost());
+  EXPECT_EQ(s.row(f, *last)->ra.kind, sframe::Rule::Kind::kUndefined);
 }
 
 TEST(CorruptAccepted, FdeIndexOutOfRange) {

@@ -132,8 +132,8 @@ TEST(SectionEncoder, RefusedFunctionIsNotAdded) {
   ok.start_pc = 0x1000;
   ok.size = 16;
   RowSpec r;
-  r.row.cfa = {Rule::Kind::kExpr, Rule::Base::kRegister, false, false, 7, 8};
-  r.row.ra = {Rule::Kind::kExpr, Rule::Base::kCfa, true, true, 0, -8};
+  r.row.cfa = {Rule::Kind::kExpr, Rule::Base::kRegister, false, 7, 8};
+  r.row.ra = {Rule::Kind::kExpr, Rule::Base::kCfa, true, 0, -8};
   ok.rows = {r};
   FunctionSpec flex = ok;
   flex.start_pc = 0x2000;

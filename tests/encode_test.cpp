@@ -149,7 +149,6 @@ TEST(EncodeProperty, RandomModelsRoundTrip) {
         start += 1 + static_cast<std::uint32_t>(pick(static_cast<int>(f.size)));
         FrameRow& row = r.row;
         if (pick(12) == 0) {  // outermost frame
-          row.ra_undefined = true;
           row.cfa.kind = row.ra.kind = Rule::Kind::kUndefined;
           row.fp.kind = Rule::Kind::kUnchanged;
           f.rows.push_back(r);
@@ -162,13 +161,10 @@ TEST(EncodeProperty, RandomModelsRoundTrip) {
         if (s.abi == Abi::kS390xBig) row.cfa.offset = row.cfa.offset / 8 * 8 + 160;
         if (s.cfa_fixed_ra_offset) {
           row.ra = slot(s.cfa_fixed_ra_offset);
-          row.ra.from_header = true;
         } else {
           row.ra = pick(3) ? slot(offset()) : Rule{};
         }
         row.fp = pick(2) ? slot(offset()) : Rule{};
-        if (row.fp.kind == Rule::Kind::kExpr && !s.cfa_fixed_ra_offset && row.ra.kind == Rule::Kind::kUnchanged)
-          row.ra.kind = Rule::Kind::kPadding;
         if (f.fde_type == FdeType::kFlex) {
           if (pick(3) == 0) {  // DRAP-like: CFA from another register, dereferenced
             row.cfa.regnum = static_cast<std::uint16_t>(pick(32));
@@ -178,9 +174,6 @@ TEST(EncodeProperty, RandomModelsRoundTrip) {
             row.fp.base = Rule::Base::kRegister;
             row.fp.regnum = static_cast<std::uint16_t>(pick(40));
           }
-          // With an FP pair, an RA left to the header's fixed offset is written
-          // (and read back) as the padding word.
-          if (row.fp.kind == Rule::Kind::kExpr && s.cfa_fixed_ra_offset) row.ra = Rule{Rule::Kind::kPadding};
         }
         row.ra_mangled = (s.abi == Abi::kAarch64Big || s.abi == Abi::kAarch64Little) && pick(2);
         f.rows.push_back(r);

@@ -44,7 +44,6 @@ FrameRow amd64_row(std::int32_t cfa, std::int32_t fp = 0, bool on_fp = false) {
   r.ra.kind = Rule::Kind::kExpr;
   r.ra.base = Rule::Base::kCfa;
   r.ra.deref = true;
-  r.ra.from_header = true;
   r.ra.offset = -8;
   if (fp != 0) {
     r.fp.kind = Rule::Kind::kExpr;

@@ -269,12 +269,13 @@ SectionSpec z_spec() {
     s.functions.push_back(f);
   }
   // A leaf keeping the caller's r11 in f2 (DWARF 17) while it uses r11 (FLEX:
-  // FP = r17 + 0, RA padding = still in r14), as gcc does on s390x.
+  // FP = r17 + 0, RA unchanged = still in r14, stored as a padding word), as
+  // gcc does on s390x.
   FunctionSpec flex;
   flex.start_pc = kZText + 0xf00;
   flex.size = 0x40;
   flex.fde_type = FdeType::kFlex;
-  flex.rows = {{0, row(rule::reg(kR15, 160), u, u)}, {8, row(rule::reg(kR15, 160), rule::padding(), rule::reg(17, 0))}};
+  flex.rows = {{0, row(rule::reg(kR15, 160), u, u)}, {8, row(rule::reg(kR15, 160), u, rule::reg(17, 0))}};
   s.functions.push_back(flex);
   return s;
 }

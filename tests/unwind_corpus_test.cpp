@@ -157,11 +157,11 @@ struct Builder {
     const GoldenLoc& r = row.ra;
     const std::uint64_t ra_val = r.mangled ? sign(ret) : ret;
     const int fixed_ra = l.golden.fixed_ra;
-    if (r.kind == Kind::kFixed || (r.kind == Kind::kPadding && fixed_ra != 0)) {
+    if (r.kind == Kind::kFixed || (r.kind == Kind::kPadWord && fixed_ra != 0)) {
       if (!slot(cfa + static_cast<std::uint64_t>(std::int64_t{fixed_ra}), ret)) return std::nullopt;
     } else if (r.kind == Kind::kCfaSlot) {
       if (!slot(cfa + static_cast<std::uint64_t>(r.offset), ra_val)) return std::nullopt;
-    } else if ((r.kind == Kind::kUnchanged || r.kind == Kind::kPadding) && top && ar.ra != kNoRegister) {
+    } else if ((r.kind == Kind::kUnchanged || r.kind == Kind::kPadWord) && top && ar.ra != kNoRegister) {
       regs.set(ar.ra, ra_val);
     } else {
       return std::nullopt;
@@ -169,7 +169,7 @@ struct Builder {
     // FP.
     const GoldenLoc& f = row.fp;
     const std::uint64_t junk = 0x5a5a0000 + (rng() & 0xfff0);
-    if (f.kind == Kind::kUnchanged || (f.kind == Kind::kPadding && l.golden.fixed_fp == 0)) {
+    if (f.kind == Kind::kUnchanged || (f.kind == Kind::kPadWord && l.golden.fixed_fp == 0)) {
       if (fp && *fp != caller_fp) return std::nullopt;  // FP-based CFA needs FP saved
       fp = caller_fp;
     } else if (f.kind == Kind::kCfaSlot) {
@@ -190,7 +190,7 @@ struct Builder {
         if (p.first < *sp && l.arch != Arch::kS390x) return std::nullopt;
     }
     const bool flex = (c.kind != Kind::kRegValue || (c.reg != kGoldenSp && c.reg != kGoldenFp)) ||
-                      f.kind == Kind::kRegDeref || f.kind == Kind::kRegValue || r.kind == Kind::kPadding;
+                      f.kind == Kind::kRegDeref || f.kind == Kind::kRegValue || r.kind == Kind::kPadWord;
     if (flex) ++(top ? flex_top : flex_below);
     for (auto& p : puts) {
       stack.put(p.first, p.second);

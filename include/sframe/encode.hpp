@@ -42,10 +42,13 @@ struct FunctionSpec {
   std::vector<RowSpec> rows;
 
   /// Layout kept from a decoded section (used by Layout::kPreserve only): the
-  /// FRE type, each FRE's data-word size, and where the FREs sat in the FRE
-  /// sub-section.
+  /// FRE type, each FRE's data-word size and count (the raw view: a count
+  /// above what the rules need keeps an RA/FP the header gives as explicit
+  /// words, or a padding word, spec §3.1, v3 §3.2), and where the FREs sat in
+  /// the FRE sub-section.
   FreType fre_type = FreType::kAddr1;
   std::vector<std::uint8_t> dataword_sizes;
+  std::vector<std::uint8_t> dataword_counts;
   std::uint32_t fre_offset = 0;
 
   friend bool operator==(const FunctionSpec&, const FunctionSpec&) = default;

@@ -6,6 +6,7 @@
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -44,22 +45,143 @@ enum class Abi : std::uint8_t {
   kS390xBig = 4,
 };
 
+/// The byte layout of the SFrame structures (spec v1/v2/v3 §2.1-§2.4): the
+/// offset of each field from the start of its structure and its size. The
+/// decoder, validator and encoder name fields only through these.
+namespace wire {
+
+/// One field: byte offset within its structure, size in bytes.
+struct Field {
+  std::uint32_t offset;
+  std::uint32_t size;
+};
+
+/// The spec's C structures, packed as stored. Only for offsetof and sizeof:
+/// fields are read and written through sframe::endian, never through these
+/// types (no type punning, no alignment assumptions).
+namespace layout {
+/// sframe_preamble (§2.1) followed by the rest of sframe_header (§2.2).
+struct [[gnu::packed]] Header {
+  std::uint16_t sfp_magic;
+  std::uint8_t sfp_version;
+  std::uint8_t sfp_flags;
+  std::uint8_t sfh_abi_arch;
+  std::int8_t sfh_cfa_fixed_fp_offset;
+  std::int8_t sfh_cfa_fixed_ra_offset;
+  std::uint8_t sfh_auxhdr_len;
+  std::uint32_t sfh_num_fdes;
+  std::uint32_t sfh_num_fres;
+  std::uint32_t sfh_fre_len;
+  std::uint32_t sfh_fdeoff;
+  std::uint32_t sfh_freoff;
+};
+/// sframe_func_desc_entry, v1 (§2.3).
+struct [[gnu::packed]] FdeV1 {
+  std::int32_t sfde_func_start_address;
+  std::uint32_t sfde_func_size;
+  std::uint32_t sfde_func_start_fre_off;
+  std::uint32_t sfde_func_num_fres;
+  std::uint8_t sfde_func_info;
+};
+/// sframe_func_desc_entry, v2 (§2.3): v1 plus the repetition block size.
+struct [[gnu::packed]] FdeV2 {
+  std::int32_t sfde_func_start_address;
+  std::uint32_t sfde_func_size;
+  std::uint32_t sfde_func_start_fre_off;
+  std::uint32_t sfde_func_num_fres;
+  std::uint8_t sfde_func_info;
+  std::uint8_t sfde_func_rep_size;
+  std::uint16_t sfde_func_padding2;
+};
+/// sframe_func_desc_idx, v3 (§2.3): the FDE entry of the FDE sub-section.
+struct [[gnu::packed]] FdeV3 {
+  std::int64_t sfdi_func_start_offset;
+  std::uint32_t sfdi_func_size;
+  std::uint32_t sfdi_func_start_fre_off;
+};
+/// sframe_func_desc_attr, v3 (§2.3.1): at the head of each function's FREs.
+struct [[gnu::packed]] FdeAttrV3 {
+  std::uint16_t sfda_func_num_fres;
+  std::uint8_t sfda_func_info;
+  std::uint8_t sfda_func_info2;
+  std::uint8_t sfda_func_rep_size;
+};
+static_assert(sizeof(Header) == 28, "spec §2.2: the header is 28 bytes");
+static_assert(sizeof(FdeV1) == 17, "spec v1 §2.3: an FDE is 17 bytes");
+static_assert(sizeof(FdeV2) == 20, "spec v2 §2.3: an FDE is 20 bytes");
+static_assert(sizeof(FdeV3) == 16, "spec v3 §2.3: an FDE index entry is 16 bytes");
+static_assert(sizeof(FdeAttrV3) == 5, "spec v3 §2.3.1: the FDE attribute is 5 bytes");
+}  // namespace layout
+
+/// Header fields (all versions).
+namespace header {
+using H = layout::Header;
+inline constexpr Field kMagic{offsetof(H, sfp_magic), sizeof(H::sfp_magic)};
+inline constexpr Field kVersion{offsetof(H, sfp_version), sizeof(H::sfp_version)};
+inline constexpr Field kFlags{offsetof(H, sfp_flags), sizeof(H::sfp_flags)};
+inline constexpr Field kAbi{offsetof(H, sfh_abi_arch), sizeof(H::sfh_abi_arch)};
+inline constexpr Field kCfaFixedFpOffset{offsetof(H, sfh_cfa_fixed_fp_offset), sizeof(H::sfh_cfa_fixed_fp_offset)};
+inline constexpr Field kCfaFixedRaOffset{offsetof(H, sfh_cfa_fixed_ra_offset), sizeof(H::sfh_cfa_fixed_ra_offset)};
+inline constexpr Field kAuxhdrLen{offsetof(H, sfh_auxhdr_len), sizeof(H::sfh_auxhdr_len)};
+inline constexpr Field kNumFdes{offsetof(H, sfh_num_fdes), sizeof(H::sfh_num_fdes)};
+inline constexpr Field kNumFres{offsetof(H, sfh_num_fres), sizeof(H::sfh_num_fres)};
+inline constexpr Field kFreLen{offsetof(H, sfh_fre_len), sizeof(H::sfh_fre_len)};
+inline constexpr Field kFdeOff{offsetof(H, sfh_fdeoff), sizeof(H::sfh_fdeoff)};
+inline constexpr Field kFreOff{offsetof(H, sfh_freoff), sizeof(H::sfh_freoff)};
+inline constexpr std::uint32_t kSize = sizeof(H);
+}  // namespace header
+
+/// FDE fields of v1 and v2 (v2 adds kRepSize and padding).
+namespace fde_v2 {
+using F = layout::FdeV2;
+inline constexpr Field kStart{offsetof(F, sfde_func_start_address), sizeof(F::sfde_func_start_address)};
+inline constexpr Field kSize{offsetof(F, sfde_func_size), sizeof(F::sfde_func_size)};
+inline constexpr Field kFreOff{offsetof(F, sfde_func_start_fre_off), sizeof(F::sfde_func_start_fre_off)};
+inline constexpr Field kNumFres{offsetof(F, sfde_func_num_fres), sizeof(F::sfde_func_num_fres)};
+inline constexpr Field kInfo{offsetof(F, sfde_func_info), sizeof(F::sfde_func_info)};
+/// v2 only.
+inline constexpr Field kRepSize{offsetof(F, sfde_func_rep_size), sizeof(F::sfde_func_rep_size)};
+inline constexpr Field kPadding2{offsetof(F, sfde_func_padding2), sizeof(F::sfde_func_padding2)};
+static_assert(kInfo.offset == offsetof(layout::FdeV1, sfde_func_info),
+              "v1 and v2 share the fields up to the info byte");
+}  // namespace fde_v2
+
+/// FDE index entry of v3.
+namespace fde_v3 {
+using F = layout::FdeV3;
+inline constexpr Field kStart{offsetof(F, sfdi_func_start_offset), sizeof(F::sfdi_func_start_offset)};
+inline constexpr Field kSize{offsetof(F, sfdi_func_size), sizeof(F::sfdi_func_size)};
+inline constexpr Field kFreOff{offsetof(F, sfdi_func_start_fre_off), sizeof(F::sfdi_func_start_fre_off)};
+}  // namespace fde_v3
+
+/// FDE attribute of v3, at sfdi_func_start_fre_off in the FRE sub-section.
+namespace fde_attr {
+using A = layout::FdeAttrV3;
+inline constexpr Field kNumFres{offsetof(A, sfda_func_num_fres), sizeof(A::sfda_func_num_fres)};
+inline constexpr Field kInfo{offsetof(A, sfda_func_info), sizeof(A::sfda_func_info)};
+inline constexpr Field kInfo2{offsetof(A, sfda_func_info2), sizeof(A::sfda_func_info2)};
+inline constexpr Field kRepSize{offsetof(A, sfda_func_rep_size), sizeof(A::sfda_func_rep_size)};
+inline constexpr std::uint32_t kSize = sizeof(A);
+}  // namespace fde_attr
+
+}  // namespace wire
+
 /// Size of the fixed SFrame header in bytes, all versions (spec §2.2).
-inline constexpr std::uint32_t kHeaderSize = 28;
+inline constexpr std::uint32_t kHeaderSize = wire::header::kSize;
 
 /// On-disk size of one FDE in the FDE sub-section: v1 17, v2 20, v3 16 (the
 /// FDE index; the 5-byte attribute lives in the FRE sub-section).
 constexpr std::uint32_t fde_entry_size(Version v) noexcept {
   switch (v) {
-    case Version::kV1: return 17;
-    case Version::kV2: return 20;
-    case Version::kV3: return 16;
+    case Version::kV1: return sizeof(wire::layout::FdeV1);
+    case Version::kV2: return sizeof(wire::layout::FdeV2);
+    case Version::kV3: return sizeof(wire::layout::FdeV3);
   }
   return 0;
 }
 
 /// Size of the v3 FDE attribute (sfda_*) at the head of each function's FREs.
-inline constexpr std::uint32_t kFdeAttrSizeV3 = 5;
+inline constexpr std::uint32_t kFdeAttrSizeV3 = wire::fde_attr::kSize;
 
 /// FRE type: width of sfre_start_address (spec §2.3.3.3).
 enum class FreType : std::uint8_t { kAddr1 = 0, kAddr2 = 1, kAddr4 = 2 };
@@ -68,6 +190,14 @@ enum class FreType : std::uint8_t { kAddr1 = 0, kAddr2 = 1, kAddr4 = 2 };
 constexpr std::uint32_t start_address_size(FreType t) noexcept {
   return t == FreType::kAddr1 ? 1u : t == FreType::kAddr2 ? 2u : 4u;
 }
+
+/// FRE fields (spec §2.4): sfre_start_address of the FRE type's width, the
+/// info byte (bit layout: sframe::fre_info), then the data words.
+namespace wire::fre {
+constexpr Field start_address(FreType t) noexcept { return {0, start_address_size(t)}; }
+constexpr Field info(FreType t) noexcept { return {start_address_size(t), 1}; }
+constexpr std::uint32_t datawords_offset(FreType t) noexcept { return start_address_size(t) + 1; }
+}  // namespace wire::fre
 
 /// FDE PC type (v3 §2.3.3.1; called FDE type PCINC/PCMASK in v1/v2).
 enum class PcType : std::uint8_t { kInc = 0, kMask = 1 };
@@ -100,6 +230,11 @@ constexpr std::uint8_t dataword_count(std::uint8_t info) noexcept { return (info
 /// Size code: 0 = 1 byte, 1 = 2 bytes, 2 = 4 bytes, 3 = invalid.
 constexpr std::uint8_t dataword_size_code(std::uint8_t info) noexcept { return (info >> 5) & 0x3; }
 constexpr bool mangled_ra_p(std::uint8_t info) noexcept { return (info >> 7) & 0x1; }
+/// The info byte of the fields above (count < 16, size code < 4).
+constexpr std::uint8_t make(bool cfa_base_sp, unsigned count, unsigned size_code, bool mangled_ra) noexcept {
+  return static_cast<std::uint8_t>((cfa_base_sp ? 1u : 0u) | (count & 0xfu) << 1 | (size_code & 0x3u) << 5 |
+                                   (mangled_ra ? 0x80u : 0u));
+}
 }  // namespace fre_info
 
 /// Most data words an FRE can carry (4-bit count).

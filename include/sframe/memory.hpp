@@ -15,6 +15,8 @@
 #include <span>
 #include <type_traits>
 
+#include "sframe/byte_order.hpp"
+
 namespace sframe {
 
 // ---------------------------------------------------------------------------
@@ -36,21 +38,6 @@ concept MemoryReader = requires(const M& m, std::uint64_t addr) {
   { m.read_word(addr) } noexcept -> std::same_as<std::optional<std::uint64_t>>;
 };
 
-/// Byte order of the unwound target's memory.
-enum class ByteOrder : std::uint8_t { kLittle, kBig };
-
-/// The host's byte order (in-process unwinding).
-inline constexpr ByteOrder kHostByteOrder =
-    std::endian::native == std::endian::big ? ByteOrder::kBig : ByteOrder::kLittle;
-
-/// Reads a 64-bit word of byte order `order` from 8 bytes at `p` (no
-/// alignment needed).
-inline std::uint64_t load_word(const std::byte* p, ByteOrder order) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, sizeof v);
-  return order == kHostByteOrder ? v : __builtin_bswap64(v);
-}
-
 /// A stack image (or any memory snapshot) of `bytes` starting at runtime
 /// address `base`: reads inside [base, base + size) succeed, all others fail
 /// (overflow-safe). Does not own the bytes. Async-signal-safe.
@@ -68,7 +55,7 @@ class BufferMemory {
     // both ends without overflow.
     const std::uint64_t off = addr - base_;
     if (bytes_.size() < 8 || off > bytes_.size() - 8) return std::nullopt;
-    return load_word(bytes_.data() + off, order_);
+    return endian::load<8>(bytes_.data() + off, order_);
   }
   /// Copies `out.size()` bytes at `addr`; false (and nothing copied) if any
   /// of them lies outside the image.

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <span>
 
+#include "sframe/byte_order.hpp"
 #include "sframe/error.hpp"
 #include "sframe/format.hpp"
 
@@ -103,16 +104,17 @@ struct Fre {
   friend bool operator==(const Fre&, const Fre&) = default;
 };
 
-/// How to recover one value (CFA, RA or FP) for a PC range (spec §3).
+/// How to recover one value (CFA, RA or FP) for a PC range (spec §3), fully
+/// resolved: how the FRE stored it (a data word, a padding word, or nothing
+/// and the header's sfh_cfa_fixed_*_offset) is gone. The raw view of an FRE
+/// is WireRow (Section::wire_row).
 struct Rule {
   enum class Kind : std::uint8_t {
-    /// Not saved by this frame: the caller's value is the current one ("u").
+    /// Not saved by this frame: the caller's value is the current one.
     kUnchanged,
-    /// RA undefined: outermost frame (errata 2: FRE with no data words).
+    /// No value: the RA (and the CFA) of the outermost frame (errata 2: an FRE
+    /// with no data words). The trace ends here.
     kUndefined,
-    /// Explicitly "no rule": FLEX padding word or s390x SFRAME_FRE_RA_OFFSET_INVALID.
-    /// The header's fixed offset applies if it has one, else the value is unchanged.
-    kPadding,
     /// value = base + offset, read from memory there when `deref`.
     kExpr,
   };
@@ -125,8 +127,6 @@ struct Rule {
   Kind kind = Kind::kUnchanged;
   Base base = Base::kCfa;
   bool deref = false;
-  /// The offset is the header's fixed CFA offset, not an FRE data word.
-  bool from_header = false;
   std::uint16_t regnum = 0;
   /// Bytes; for s390x CFA rules already decoded (adjustment and scaling undone).
   std::int32_t offset = 0;
@@ -134,7 +134,8 @@ struct Rule {
   friend bool operator==(const Rule&, const Rule&) = default;
 };
 
-/// The three rules of one FRE, interpreted per ABI and FDE type (spec §3).
+/// The three rules of one FRE, interpreted per ABI and FDE type (spec §3),
+/// with the header's fixed offsets applied.
 struct FrameRow {
   Rule cfa;
   Rule ra;
@@ -142,8 +143,33 @@ struct FrameRow {
   /// RA is signed with PAuth (AArch64): strip before use.
   bool ra_mangled = false;
   /// No data words: the RA is undefined, the trace ends here (errata 2).
-  bool ra_undefined = false;
+  bool outermost() const noexcept { return ra.kind == Rule::Kind::kUndefined; }
   friend bool operator==(const FrameRow&, const FrameRow&) = default;
+};
+
+/// The raw view of an FRE's RA and FP: where the FRE stores each (spec
+/// §2.4.2 data words, §3.1 default and v3 §3.2 FLEX layouts). For dumping an
+/// FRE as stored and for re-encoding it with the same layout; unwinders use
+/// FrameRow.
+struct WireRow {
+  enum class Slot : std::uint8_t {
+    /// No data word: the header's sfh_cfa_fixed_*_offset when it is not 0,
+    /// else the value is unchanged (also for an FRE without data words).
+    kNone,
+    /// Data words from `ra_word`/`fp_word`: a CFA offset (default FDEs, s390x
+    /// v2: or a tagged register number), or a FLEX (control, offset) pair.
+    kWord,
+    /// One padding word that says "no rule here", meaning as kNone:
+    /// SFRAME_FRE_RA_OFFSET_INVALID (errata 1, v2 on) or a FLEX control word 0.
+    kPadding,
+  };
+  Fre fre;
+  Slot ra = Slot::kNone;
+  Slot fp = Slot::kNone;
+  /// Index of the first data word of each value stored as kWord.
+  std::uint8_t ra_word = 0;
+  std::uint8_t fp_word = 0;
+  friend bool operator==(const WireRow&, const WireRow&) = default;
 };
 
 /// How much validate() checks.
@@ -156,20 +182,6 @@ enum class Strictness : std::uint8_t {
 };
 
 class FreRange;
-
-// memcpy into a host integer, then swap when the section's order is not the
-// host's: no unaligned access, no type punning.
-template <class T>
-inline T load_as(const std::byte* p, bool swap) noexcept {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  if (swap) {
-    if constexpr (sizeof(T) == 2) v = __builtin_bswap16(v);
-    if constexpr (sizeof(T) == 4) v = __builtin_bswap32(v);
-    if constexpr (sizeof(T) == 8) v = __builtin_bswap64(v);
-  }
-  return v;
-}
 
 /// A view over one SFrame section. Cheap to copy; does not own the bytes.
 class Section {
@@ -208,8 +220,10 @@ class Section {
   std::uint64_t fde_start_pc(std::uint32_t i) const noexcept {
     const Version v = header_.version;
     const std::uint64_t at = fdes_begin_ + std::uint64_t{i} * fde_entry_size(v);
-    const auto field = v == Version::kV3 ? static_cast<std::int64_t>(load(at, 8))
-                                         : static_cast<std::int64_t>(static_cast<std::int32_t>(load(at, 4)));
+    constexpr wire::Field f3 = wire::fde_v3::kStart, f2 = wire::fde_v2::kStart;
+    const auto field = v == Version::kV3
+                           ? static_cast<std::int64_t>(load(at + f3.offset, f3.size))
+                           : static_cast<std::int64_t>(static_cast<std::int32_t>(load(at + f2.offset, f2.size)));
     const bool pcrel = v != Version::kV1 && (header_.flags & flags::kFdeFuncStartPcrel);
     return address_ + static_cast<std::uint64_t>(field) + (pcrel ? at : 0);
   }
@@ -229,9 +243,15 @@ class Section {
                        std::uint32_t fre_index) const noexcept;
 
   /// Interprets an FRE's data words as CFA/RA/FP rules for this section's ABI
-  /// and the FDE's type (spec §3.1, §3.2). Errors: kBadDatawordCount,
-  /// kBadFlexControl.
+  /// and the FDE's type (spec §3.1, §3.2), the header's fixed RA/FP offsets
+  /// applied where the FRE stores no word (the one place that does so).
+  /// Errors: kBadDatawordCount, kBadFlexControl.
   Expected<FrameRow> row(const Fde& fde, const Fre& fre) const noexcept;
+
+  /// The raw view: which data words of `fre` hold the RA and the FP, and
+  /// which are padding (spec §3.1, v3 §3.2). Checks the word count per ABI
+  /// and FDE type as row() does. Errors: kBadDatawordCount, kBadFlexControl.
+  Expected<WireRow> wire_row(const Fde& fde, const Fre& fre) const noexcept;
 
   /// Data word k (< fre.dataword_count) of an FRE decoded from this section,
   /// zero-extended (for FLEX control words).
@@ -249,14 +269,7 @@ class Section {
   /// Reads an unsigned integer of `n` (1, 2, 4, 8) bytes at section offset
   /// `off` in the section's byte order. The caller guarantees bounds.
   std::uint64_t load(std::uint64_t off, unsigned n) const noexcept {
-    const std::byte* p = bytes_.data() + off;
-    const bool swap = big_endian_ != (std::endian::native == std::endian::big);
-    switch (n) {
-      case 1: return static_cast<std::uint8_t>(*p);
-      case 2: return load_as<std::uint16_t>(p, swap);
-      case 4: return load_as<std::uint32_t>(p, swap);
-      default: return load_as<std::uint64_t>(p, swap);
-    }
+    return endian::load(bytes_.data() + off, n, endian::order(big_endian_));
   }
 
  private:

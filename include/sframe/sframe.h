@@ -474,9 +474,11 @@ typedef struct sframe_function {
 
 /** From `start_offset` (bytes from the function start) on, `row` applies.
  *  44 bytes. Rules use the kinds and flags above: RA UNDEFINED marks the
- *  outermost frame; SFRAME_RULE_FROM_HEADER takes an offset equal to the
- *  header's fixed one from the header; SFRAME_RULE_PADDING writes a
- *  padding word (FLEX) or SFRAME_FRE_RA_OFFSET_INVALID (s390x RA). */
+ *  outermost frame. Rules are taken as resolved: an RA or FP rule equal to
+ *  the header's fixed offset (else UNCHANGED) is written as no data word,
+ *  and as a padding word (FLEX) or SFRAME_FRE_RA_OFFSET_INVALID (RA) where
+ *  an FP word follows; SFRAME_RULE_FROM_HEADER and SFRAME_RULE_PADDING are
+ *  accepted and change nothing. */
 typedef struct sframe_row_spec {
   uint32_t start_offset;
   sframe_row row;

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "sframe/byte_order.hpp"
 #include "sframe/error.hpp"
 #include "sframe/format.hpp"
 #include "sframe/lookup.hpp"

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "../unwind/rules_internal.hpp"
 #include "capi_internal.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
@@ -73,37 +72,32 @@ static_assert(static_cast<int>(Arch::kAmd64) == SFRAME_ARCH_AMD64 &&
 sframe_rule to_c(const Rule& r) noexcept {
   sframe_rule c{};
   switch (r.kind) {
-    case Rule::Kind::kUnchanged:
-    case Rule::Kind::kPadding: c.kind = SFRAME_RULE_UNCHANGED; break;
+    case Rule::Kind::kUnchanged: c.kind = SFRAME_RULE_UNCHANGED; break;
     case Rule::Kind::kUndefined: c.kind = SFRAME_RULE_UNDEFINED; break;
     case Rule::Kind::kExpr: c.kind = SFRAME_RULE_EXPR; break;
   }
   c.base = r.base == Rule::Base::kRegister ? SFRAME_BASE_REGISTER : SFRAME_BASE_CFA;
-  c.flags = static_cast<std::uint8_t>((r.deref ? SFRAME_RULE_DEREF : 0) | (r.from_header ? SFRAME_RULE_FROM_HEADER : 0));
+  c.flags = static_cast<std::uint8_t>(r.deref ? SFRAME_RULE_DEREF : 0);
   c.regnum = r.regnum;
   c.offset = r.offset;
   return c;
 }
 
-// A padding word is resolved against the header (detail::resolve_padding,
-// as the unwinder does) and keeps SFRAME_RULE_PADDING to say it was there.
-sframe_rule resolved(Rule r, std::int8_t fixed) noexcept {
-  const bool padding = r.kind == Rule::Kind::kPadding;
-  detail::resolve_padding(r, fixed);
+// A resolved RA/FP rule with the raw view's flags: SFRAME_RULE_PADDING for a
+// padding word, SFRAME_RULE_FROM_HEADER where no word was stored and the
+// header's fixed offset gave the rule.
+sframe_rule to_c(const Rule& r, WireRow::Slot slot, std::int8_t fixed) noexcept {
   sframe_rule c = to_c(r);
-  if (padding) c.flags |= SFRAME_RULE_PADDING;
+  if (slot == WireRow::Slot::kPadding) c.flags |= SFRAME_RULE_PADDING;
+  if (slot != WireRow::Slot::kWord && fixed != 0 && r.kind == Rule::Kind::kExpr) c.flags |= SFRAME_RULE_FROM_HEADER;
   return c;
 }
 
-sframe_row to_c(const Section& s, const FrameRow& row) noexcept {
+sframe_row row_to_c(const Section& s, const WireRow& w, const FrameRow& row) noexcept {
   sframe_row c{};
   c.cfa = to_c(row.cfa);
-  c.ra = resolved(row.ra, s.header().cfa_fixed_ra_offset);
-  c.fp = resolved(row.fp, s.header().cfa_fixed_fp_offset);
-  if (row.ra_undefined) {
-    c.cfa.kind = SFRAME_RULE_UNDEFINED;
-    c.ra.kind = SFRAME_RULE_UNDEFINED;
-  }
+  c.ra = to_c(row.ra, w.ra, s.header().cfa_fixed_ra_offset);
+  c.fp = to_c(row.fp, w.fp, s.header().cfa_fixed_fp_offset);
   c.ra_mangled = row.ra_mangled;
   return c;
 }
@@ -126,7 +120,8 @@ sframe_fde to_c(const Fde& f) noexcept {
   return c;
 }
 
-sframe_fre to_c(const Section& s, const Fre& f, const FrameRow& row) noexcept {
+sframe_fre to_c(const Section& s, const WireRow& w, const FrameRow& row) noexcept {
+  const Fre& f = w.fre;
   sframe_fre c{};
   c.index = f.index;
   c.start_offset = f.start_offset;
@@ -136,7 +131,7 @@ sframe_fre to_c(const Section& s, const Fre& f, const FrameRow& row) noexcept {
   c.dataword_count = f.dataword_count;
   c.dataword_size = f.dataword_size;
   c.cfa_base_sp = f.cfa_base_sp();
-  c.row = to_c(s, row);
+  c.row = row_to_c(s, w, row);
   return c;
 }
 
@@ -146,10 +141,11 @@ Rule from_c(const sframe_rule& c) noexcept {
   r.kind = c.kind == SFRAME_RULE_EXPR        ? Rule::Kind::kExpr
            : c.kind == SFRAME_RULE_UNDEFINED ? Rule::Kind::kUndefined
                                              : Rule::Kind::kUnchanged;
-  if (c.flags & SFRAME_RULE_PADDING) r.kind = Rule::Kind::kPadding;
+  // SFRAME_RULE_FROM_HEADER and SFRAME_RULE_PADDING say how a rule was
+  // stored; the encoder stores a rule equal to the header's fixed offset as
+  // no word, and writes a padding word where an FP word needs one before it.
   r.base = c.base == SFRAME_BASE_REGISTER ? Rule::Base::kRegister : Rule::Base::kCfa;
   r.deref = (c.flags & SFRAME_RULE_DEREF) != 0;
-  r.from_header = (c.flags & SFRAME_RULE_FROM_HEADER) != 0;
   r.regnum = c.regnum;
   r.offset = c.offset;
   return r;
@@ -167,7 +163,6 @@ FrameRow from_c(const sframe_row& c) noexcept {
   row.fp = from_c(c.fp);
   row.ra_mangled = c.ra_mangled != 0;
   if (c.ra.kind == SFRAME_RULE_UNDEFINED) {
-    row.ra_undefined = true;
     row.cfa = Rule{Rule::Kind::kUndefined};
     row.ra = Rule{Rule::Kind::kUndefined};
     row.fp = Rule{};
@@ -315,9 +310,11 @@ sframe_status sframe_section_get_fres(const sframe_section* section, uint32_t fd
     if (*written == capacity) break;
     if (!fre) return fail(fre.error(), err);
     if (k++ < first) continue;
+    auto wire = s.wire_row(*f, *fre);
+    if (!wire) return fail(wire.error(), err);
     auto row = s.row(*f, *fre);
     if (!row) return fail(row.error(), err);
-    fres[(*written)++] = to_c(s, *fre, *row);
+    fres[(*written)++] = to_c(s, *wire, *row);
   }
   return SFRAME_OK;
 }
@@ -328,7 +325,9 @@ sframe_status sframe_section_find(const sframe_section* section, uint64_t pc, sf
   auto m = find(section->section, pc);
   if (!m) return fail(m.error(), err);
   match->fde = to_c(m->fde);
-  match->fre = to_c(section->section, m->fre, m->row);
+  auto wire = section->section.wire_row(m->fde, m->fre);
+  if (!wire) return fail(wire.error(), err);
+  match->fre = to_c(section->section, *wire, m->row);
   return SFRAME_OK;
 }
 

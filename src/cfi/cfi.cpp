@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // DWARF CFI -> SFrame rows. libdw interprets the CFA programs; this file
 // recognizes the location descriptions it returns and maps them to rules.
+#include "sframe/byte_order.hpp"
 #include "sframe/cfi.hpp"
 
 #include "sframe/lookup.hpp"
@@ -135,12 +136,9 @@ std::optional<std::uint64_t> read_encoded(std::span<const std::byte> b, std::siz
     case 0x00: size = 8; break;
     default: return std::nullopt;
   }
-  if (at + size > b.size()) return std::nullopt;
-  std::uint64_t v = 0;
-  for (unsigned i = 0; i < size; ++i) {
-    const unsigned shift = 8 * (big ? size - 1 - i : i);
-    v |= std::uint64_t{static_cast<std::uint8_t>(b[at + i])} << shift;
-  }
+  const std::optional<std::uint64_t> word = endian::load_checked(b, at, size, endian::order(big));
+  if (!word) return std::nullopt;
+  std::uint64_t v = *word;
   if (is_signed && size == 4) v = static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(v)));
   const std::uint64_t field = section_addr + at;
   at += size;
@@ -154,11 +152,7 @@ std::optional<std::uint64_t> read_encoded(std::span<const std::byte> b, std::siz
 
 // Reads an n-byte unsigned word at `at`; nullopt past the end.
 std::optional<std::uint64_t> read_word(std::span<const std::byte> b, std::uint64_t at, unsigned n, bool big) {
-  if (at > b.size() || b.size() - at < n) return std::nullopt;
-  std::uint64_t v = 0;
-  for (unsigned i = 0; i < n; ++i)
-    v |= std::uint64_t{static_cast<std::uint8_t>(b[at + i])} << (8 * (big ? n - 1 - i : i));
-  return v;
+  return endian::load_checked(b, at, n, endian::order(big));
 }
 
 // A CIE or FDE record of .eh_frame: its size in bytes, length field
@@ -555,16 +549,10 @@ bool libdw_may_run(const CfiStats& stats) {
   return stats.large_regno == 0 && stats.long_leb == 0 && stats.truncated == 0 && stats.unreadable == 0;
 }
 
-// The meaning of a rule, without how it was written.
-Rule normalized(const Rule& r, std::int8_t fixed) {
-  Rule out = r;
-  if (r.kind == Rule::Kind::kPadding) {
-    out = Rule{};
-    if (fixed != 0) out = make_rule(Rule::Base::kCfa, 0, fixed, true);
-  }
-  out.from_header = false;
-  if (out.kind != Rule::Kind::kExpr) out = Rule{out.kind};
-  return out;
+// A rule without the fields its kind does not use.
+Rule normalized(const Rule& r) {
+  if (r.kind != Rule::Kind::kExpr) return Rule{r.kind};
+  return r;
 }
 
 }  // namespace
@@ -575,7 +563,6 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
   const bool x86 = s.abi() == Abi::kAmd64Little;
   const std::vector<PltSection> plt_list = x86 ? plt_sections(file) : std::vector<PltSection>{};
   const detail::PltRanges plt(plt_list);
-  const Header& h = s.header();
   Comparison out;
   // Screened by our reader first (libdw_may_run()).
   if (const auto abi = abi_of(file.info()); abi) {
@@ -630,13 +617,13 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       const FrameRow& a = m->row;
       const FrameRow& b = cfi_row.row;
       const auto differ = [&](std::string_view what) { out.mismatches.push_back({pc, fn.start, what, a, b}); };
-      if (a.ra_undefined || b.ra_undefined) {
-        if (a.ra_undefined != b.ra_undefined) differ("RA");
+      if (a.outermost() || b.outermost()) {
+        if (a.outermost() != b.outermost()) differ("RA");
         continue;
       }
-      if (!(normalized(a.cfa, 0) == normalized(b.cfa, 0))) differ("CFA");
-      if (!(normalized(a.ra, h.cfa_fixed_ra_offset) == normalized(b.ra, h.cfa_fixed_ra_offset))) differ("RA");
-      if (!(normalized(a.fp, h.cfa_fixed_fp_offset) == normalized(b.fp, h.cfa_fixed_fp_offset))) differ("FP");
+      if (!(normalized(a.cfa) == normalized(b.cfa))) differ("CFA");
+      if (!(normalized(a.ra) == normalized(b.ra))) differ("RA");
+      if (!(normalized(a.fp) == normalized(b.fp))) differ("FP");
     }
   }, &out.unreadable_fdes);
   if (!walked) return Unexpected{walked.error()};

@@ -8,6 +8,7 @@
 // Instructions: DWARF 5 §6.4.2. Rows: DWARF 5 §6.4.3 - a row holds from its
 // location to the next location an instruction moves to; the state at a PC
 // is the one left by all instructions before the first advance past it.
+#include "sframe/byte_order.hpp"
 #include "sframe/cfi_reader.hpp"
 
 #include <algorithm>
@@ -115,17 +116,10 @@ struct Cursor {
     v = *p++;
     return true;
   }
+  // n: 1, 2, 4 or 8.
   bool word(unsigned n, std::uint64_t& v) {
     if (left() < n) return false;
-    if (n == 4 && !big && std::endian::native == std::endian::little) {  // the common case: one load
-      std::uint32_t w;
-      std::memcpy(&w, p, 4);
-      v = w;
-      p += 4;
-      return true;
-    }
-    v = 0;
-    for (unsigned i = 0; i < n; ++i) v |= std::uint64_t{p[i]} << (8 * (big ? n - 1 - i : i));
+    v = endian::load(reinterpret_cast<const std::byte*>(p), n, endian::order(big));
     p += n;
     return true;
   }

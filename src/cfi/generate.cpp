@@ -39,7 +39,6 @@ RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
   r.start_offset = start;
   r.row.cfa = detail::make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
   r.row.ra = detail::make_rule(Rule::Base::kCfa, 0, -8, true);
-  r.row.ra.from_header = true;
   return r;
 }
 
@@ -184,12 +183,9 @@ class Translator {
     f_.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
     f_.signal = signal && version_ == Version::kV3;
     f_.rows.clear();
-    for (const Row& r : fn.rows) {
-      RowSpec& rs = f_.rows.emplace_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
-      // FLEX writes "RA at the header's fixed offset" as a padding word when
-      // an FP pair follows.
-      if (flex && rs.row.fp.kind == Rule::Kind::kExpr && rs.row.ra.from_header) rs.row.ra = Rule{Rule::Kind::kPadding};
-    }
+    // (FLEX: the encoder writes "RA at the header's fixed offset" as a
+    // padding word when an FP pair follows.)
+    for (const Row& r : fn.rows) f_.rows.push_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
     g_.flex_functions += flex;
     if (interleave) plts_before(f_.start_pc, out);
     out(f_);

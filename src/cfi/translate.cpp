@@ -38,7 +38,6 @@ Row translate(const std::optional<Rule>& cfa, const Loc& ra, const Loc& fp, bool
   };
   if (ra.kind == Loc::Kind::kUndefined) {
     // Outermost frame (errata 2): nothing else matters.
-    r.ra_undefined = true;
     r.cfa.kind = r.ra.kind = Rule::Kind::kUndefined;
     return row;
   }
@@ -66,11 +65,10 @@ Row translate(const std::optional<Rule>& cfa, const Loc& ra, const Loc& fp, bool
     if (ra.rule.base == Rule::Base::kCfa && !ra.rule.deref) return fail(Reason::kUnsupportedRule);
     r.ra = ra.rule;
     const bool at_cfa = ra.rule.base == Rule::Base::kCfa && ra.rule.deref;
-    if (fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra) {
-      r.ra.from_header = true;
-    } else if (!at_cfa || fixed_ra != 0 || ra.rule.offset == 0) {
+    // At the header's fixed offset the encoder stores no RA word.
+    const bool at_fixed = fixed_ra != 0 && at_cfa && ra.rule.offset == fixed_ra;
+    if (!at_fixed && (!at_cfa || fixed_ra != 0 || ra.rule.offset == 0))
       note_flex(at_cfa ? Reason::kRaNotAtFixedOffset : Reason::kRegisterRule);
-    }
   } else {
     return fail(Reason::kUnsupportedRule);
   }
@@ -84,9 +82,8 @@ Row translate(const std::optional<Rule>& cfa, const Loc& ra, const Loc& fp, bool
   } else {
     return fail(Reason::kUnsupportedRule);
   }
-  // A saved FP needs an RA data word first where the RA is tracked.
-  if (r.fp.kind == Rule::Kind::kExpr && fixed_ra == 0 && r.ra.kind == Rule::Kind::kUnchanged)
-    r.ra.kind = Rule::Kind::kPadding;
+  // (A saved FP with an unchanged, tracked RA: the encoder writes a padding
+  // RA word before it, SFRAME_FRE_RA_OFFSET_INVALID.)
   return row;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // ELF access through elfutils libelf: section lookup and .rela.sframe.
+#include "sframe/byte_order.hpp"
 #include "sframe/elf.hpp"
 #include "symbol_base.hpp"
 
@@ -165,13 +166,6 @@ RelocKind classify(std::uint16_t machine, std::uint32_t type) {
   return {0, false};
 }
 
-void store(std::byte* p, std::uint64_t v, unsigned n, bool big) {
-  for (unsigned i = 0; i < n; ++i) {
-    const unsigned shift = 8 * (big ? n - 1 - i : i);
-    p[i] = static_cast<std::byte>((v >> shift) & 0xff);
-  }
-}
-
 // Applies every RELA section that targets section `target_index` to `out`.
 // `pcrel_from_section`: PC-relative values count from the section's start
 // rather than from the field (what ld makes of SFrame v1's start fields).
@@ -202,7 +196,7 @@ Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size
       // them) unless relocated_copy() placed them.
       std::uint64_t v = sym.st_value + detail::symbol_base(elf, sym) + static_cast<std::uint64_t>(r.r_addend);
       if (k.pcrel) v -= target_addr + (pcrel_from_section ? 0 : r.r_offset);
-      store(out.data() + r.r_offset, v, k.size, info.big_endian);
+      endian::store(out.data() + r.r_offset, v, k.size, endian::order(info.big_endian));
       ++applied;
     }
   }
@@ -289,7 +283,7 @@ Expected<ElfFile> ElfFile::relocated_copy() const {
     next = addr + sh.sh_size;
     const std::uint64_t at = eh.e_shoff + elf_ndxscn(scn) * std::uint64_t{eh.e_shentsize} + addr_field;
     if (eh.e_shoff > size || at > size || size - at < addr_size) return make_error(ElfErrc::kElfError, eh.e_shoff);
-    store(reinterpret_cast<std::byte*>(impl->image.data() + at), addr, addr_size, info.big_endian);
+    endian::store(reinterpret_cast<std::byte*>(impl->image.data() + at), addr, addr_size, endian::order(info.big_endian));
   }
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   impl->elf = elf_memory(impl->image.data(), impl->image.size());

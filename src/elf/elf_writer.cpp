@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "sframe/byte_order.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/output_file.hpp"
 
@@ -143,8 +144,7 @@ namespace {
 
 // Stores `v` as an `n`-byte field at `at` in the file's byte order.
 void store(std::vector<std::byte>& img, std::uint64_t at, unsigned n, std::uint64_t v, bool big) {
-  for (unsigned i = 0; i < n; ++i)
-    img[at + (big ? n - 1 - i : i)] = static_cast<std::byte>(v >> (8 * i));
+  endian::store(img.data() + at, v, n, endian::order(big));
 }
 
 }  // namespace
@@ -211,10 +211,7 @@ constexpr std::uint64_t kAddressLimit = std::uint64_t{1} << 63;
 
 // Reads an `n`-byte field at `at` in the file's byte order.
 std::uint64_t load(std::span<const std::byte> img, std::uint64_t at, unsigned n, bool big) {
-  std::uint64_t v = 0;
-  for (unsigned i = 0; i < n; ++i)
-    v |= static_cast<std::uint64_t>(img[at + (big ? n - 1 - i : i)]) << (8 * i);
-  return v;
+  return endian::load(img.data() + at, n, endian::order(big));
 }
 
 bool power_of_two(std::uint64_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }

@@ -30,7 +30,7 @@ std::uint64_t rep_size_at(const Section& s, const Fde& f) noexcept {
   return s.version() == Version::kV3 ? f.fres_begin - 1u : f.start_field_offset + 17u;
 }
 
-bool native_order(const Section& s) noexcept { return s.big_endian() == (std::endian::native == std::endian::big); }
+bool native_order(const Section& s) noexcept { return endian::order(s.big_endian()) == kHostByteOrder; }
 
 // Collects violations up to the cap.
 class Sink {

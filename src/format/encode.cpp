@@ -75,15 +75,17 @@ class Encoder {
   }
 
   // A rule that needs no data word: the header's fixed offset, or unchanged
-  // when the header fixes nothing.
+  // when the header fixes nothing (what Section::row reads for no word).
   static bool implicit(const Rule& r, std::int8_t fixed) {
     if (fixed != 0)
-      return r.kind == Rule::Kind::kExpr && r.from_header && r.base == Rule::Base::kCfa && r.deref &&
-             r.offset == fixed;
+      return r.kind == Rule::Kind::kExpr && r.base == Rule::Base::kCfa && r.deref && r.offset == fixed;
     return r.kind == Rule::Kind::kUnchanged;
   }
 
-  Expected<void> default_words(const FrameRow& row, std::uint8_t& base_bit, Words& words) const {
+  // `want`: the data-word count to reproduce (Layout::kPreserve, from the raw
+  // view), or 0: the fewest words. It only makes words explicit (or padding)
+  // that the rules alone would leave out; it never changes what they say.
+  Expected<void> default_words(const FrameRow& row, unsigned want, std::uint8_t& base_bit, Words& words) const {
     const Rule& c = row.cfa;
     if (c.kind != Rule::Kind::kExpr || c.base != Rule::Base::kRegister || c.deref ||
         (c.regnum != regs_.sp && c.regnum != regs_.fp))
@@ -96,7 +98,7 @@ class Encoder {
     // A saved-register rule as a data word: a CFA slot, or (s390x v2) a
     // register number tagged with bit 0.
     const auto slot = [&](const Rule& r) -> Expected<Word> {
-      if (r.kind == Rule::Kind::kExpr && !r.from_header && r.base == Rule::Base::kCfa && r.deref) {
+      if (r.kind == Rule::Kind::kExpr && r.base == Rule::Base::kCfa && r.deref) {
         if (v2_s390 && (r.offset & 1)) return not_representable(static_cast<std::uint64_t>(r.offset));
         return Word{r.offset, false};
       }
@@ -104,18 +106,15 @@ class Encoder {
         return Word{(std::int64_t{r.regnum} << 1) | 1, false};
       return not_representable();
     };
+    const bool ra_tracked = spec_.cfa_fixed_ra_offset == 0;
     std::optional<Word> ra, fp;
     if (!implicit(row.ra, spec_.cfa_fixed_ra_offset)) {
-      if (spec_.cfa_fixed_ra_offset != 0) return not_representable();
-      if (row.ra.kind == Rule::Kind::kPadding) {
-        ra = Word{kRaOffsetInvalid, false};
-      } else {
-        auto w = slot(row.ra);
-        if (!w) return Unexpected{w.error()};
-        // 0 reads back as SFRAME_FRE_RA_OFFSET_INVALID.
-        if (w->value == kRaOffsetInvalid) return not_representable();
-        ra = *w;
-      }
+      if (!ra_tracked) return not_representable();
+      auto w = slot(row.ra);
+      if (!w) return Unexpected{w.error()};
+      // 0 reads back as SFRAME_FRE_RA_OFFSET_INVALID.
+      if (w->value == kRaOffsetInvalid) return not_representable();
+      ra = *w;
     }
     if (!implicit(row.fp, spec_.cfa_fixed_fp_offset)) {
       if (spec_.cfa_fixed_fp_offset != 0) return not_representable();
@@ -123,13 +122,15 @@ class Encoder {
       if (!w) return Unexpected{w.error()};
       fp = *w;
     }
-    if (fp && spec_.cfa_fixed_ra_offset == 0 && !ra) return not_representable();  // use a padding RA
+    // A tracked RA without a rule before an FP word (or kept from the layout):
+    // SFRAME_FRE_RA_OFFSET_INVALID (errata 1).
+    if (ra_tracked && !ra && (fp || want >= 2)) ra = Word{kRaOffsetInvalid, false};
     if (ra) words.push(*ra);
     if (fp) words.push(*fp);
     return {};
   }
 
-  Expected<void> flex_words(const FrameRow& row, std::uint8_t& base_bit, Words& words) const {
+  Expected<void> flex_words(const FrameRow& row, unsigned want, std::uint8_t& base_bit, Words& words) const {
     const Rule& c = row.cfa;
     if (c.kind != Rule::Kind::kExpr || c.base != Rule::Base::kRegister) return not_representable();
     // The control word names the base; GNU as leaves fre_cfa_base_reg_id 0.
@@ -139,42 +140,42 @@ class Encoder {
     words.push({control(c), true});
     words.push({*off, false});
     const auto pair = [&](const Rule& r) -> Expected<std::pair<Word, Word>> {
-      if (r.kind != Rule::Kind::kExpr || r.from_header) return not_representable();
+      if (r.kind != Rule::Kind::kExpr) return not_representable();
       const std::int64_t ctl = control(r);
       if (ctl == 0) return not_representable();  // 0 is the padding word
       return std::pair{Word{ctl, true}, Word{r.offset, false}};
     };
-    const bool ra_none = implicit(row.ra, spec_.cfa_fixed_ra_offset);
-    const bool fp_none = implicit(row.fp, spec_.cfa_fixed_fp_offset);
-    if (!fp_none) {
-      auto fp = pair(row.fp);
-      if (!fp) return Unexpected{fp.error()};
-      if (row.ra.kind == Rule::Kind::kPadding) {
-        words.push({0, true});
-      } else {
-        auto ra = pair(row.ra);
-        if (!ra) return Unexpected{ra.error()};
-        words.push(ra->first);
-        words.push(ra->second);
-      }
-      words.push(fp->first);
-      words.push(fp->second);
-    } else if (!ra_none) {
+    // Pairs for rules the header does not give, or that the layout kept as
+    // pairs: CFA + RA is 4 words, CFA + padding + FP 5, all three 6 (v3 §3.2).
+    const bool ra_pair = !implicit(row.ra, spec_.cfa_fixed_ra_offset) || want == 4 || want == 6;
+    const bool fp_pair = !implicit(row.fp, spec_.cfa_fixed_fp_offset) || want == 5 || want == 6;
+    if (ra_pair) {
       auto ra = pair(row.ra);
       if (!ra) return Unexpected{ra.error()};
       words.push(ra->first);
       words.push(ra->second);
+    } else if (fp_pair) {
+      words.push({0, true});
+    }
+    if (fp_pair) {
+      auto fp = pair(row.fp);
+      if (!fp) return Unexpected{fp.error()};
+      words.push(fp->first);
+      words.push(fp->second);
     }
     return {};
   }
 
-  Expected<void> row(const FunctionSpec& f, const RowSpec& r, EncodedRow& out) const {
+  // Row `k` of `f`; `preserve`: with the data-word count f recorded.
+  Expected<void> row(const FunctionSpec& f, std::uint32_t k, const RowSpec& r, bool preserve, EncodedRow& out) const {
     out.start = r.start_offset;
     out.words.n = 0;
     std::uint8_t base_bit = 0;
-    if (!r.row.ra_undefined) {
-      auto ok = f.fde_type == FdeType::kFlex ? flex_words(r.row, base_bit, out.words)
-                                             : default_words(r.row, base_bit, out.words);
+    // The outermost row (errata 2) is an FRE without data words.
+    if (!r.row.outermost()) {
+      const unsigned want = preserve && k < f.dataword_counts.size() ? f.dataword_counts[k] : 0;
+      auto ok = f.fde_type == FdeType::kFlex ? flex_words(r.row, want, base_bit, out.words)
+                                             : default_words(r.row, want, base_bit, out.words);
       if (!ok) return ok;
     }
     out.info_base_mangled = static_cast<std::uint8_t>(base_bit | (r.row.ra_mangled ? 0x80 : 0));
@@ -193,42 +194,19 @@ class Encoder {
   std::uint32_t row_ = 0;
 };
 
-// Stores fixed-size fields in the section's byte order into room the caller
-// sized beforehand (one resize per function, not one per byte).
-class Writer {
- public:
-  Writer(bool big, std::byte* at) : big_(big), at_(at) {}
-  void put(std::uint64_t v, unsigned n) {
-    if (native_) {  // the host's own order: the low n bytes as they lie
-      // Fixed sizes, so each copy is one store rather than a memcpy call.
-      switch (n) {
-        case 1: *at_ = static_cast<std::byte>(v); break;
-        case 2: std::memcpy(at_, &v, 2); break;
-        case 4: std::memcpy(at_, &v, 4); break;
-        case 8: std::memcpy(at_, &v, 8); break;
-        default: std::memcpy(at_, &v, n); break;
-      }
-      at_ += n;
-      return;
-    }
-    for (unsigned i = 0; i < n; ++i) {
-      const unsigned shift = 8 * (big_ ? n - 1 - i : i);
-      at_[i] = static_cast<std::byte>((v >> shift) & 0xff);
-    }
-    at_ += n;
-  }
-
- private:
-  bool big_;
-  bool native_ = !big_ && std::endian::native == std::endian::little;
-  std::byte* at_;
+// Stores the fields (wire::Field) of one structure at `base` in the
+// section's byte order, into room the caller sized beforehand.
+struct FieldWriter {
+  ByteOrder order;
+  std::byte* base;
+  void put(wire::Field f, std::uint64_t v) const { endian::store(base + f.offset, v, f.size, order); }
 };
 
 Expected<void> check_header(const SectionSpec& spec) {
   if (spec.version != Version::kV2 && spec.version != Version::kV3)
-    return make_error(FormatErrc::kBadVersion, 2, static_cast<std::uint64_t>(spec.version));
+    return make_error(FormatErrc::kBadVersion, wire::header::kVersion.offset, static_cast<std::uint64_t>(spec.version));
   if (!is_known_abi(static_cast<std::uint8_t>(spec.abi), spec.version))
-    return make_error(FormatErrc::kBadAbi, 4, static_cast<std::uint64_t>(spec.abi));
+    return make_error(FormatErrc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(spec.abi));
   return {};
 }
 
@@ -280,7 +258,7 @@ std::size_t block_hash(const std::byte* at, std::uint32_t len, std::uint8_t fre_
 SizeOptions size_options_for(std::span<const Consumer> consumers, Version v, bool big_endian) {
   SizeOptions o = SizeOptions::all();
   (void)v;  // every technique reads the same in v2 and v3
-  const bool native = big_endian == (std::endian::native == std::endian::big);
+  const bool native = endian::order(big_endian) == kHostByteOrder;
   for (Consumer c : consumers)
     if (c == Consumer::kLibsframe && !native) o.share_fre_blocks = false;
   return o;
@@ -472,7 +450,8 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (alt_)
     if (auto ok = alt_->add(f); !ok) return ok;
   const bool preserve = layout_ == Layout::kPreserve;
-  if (added_ >= 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 8, std::uint64_t{added_} + 1);
+  if (added_ >= 0xffffffffu)
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kNumFdes.offset, std::uint64_t{added_} + 1);
   const std::uint32_t index = added_;
   if (f.fde_type == FdeType::kFlex && header_.version != Version::kV3)
     return make_error(EncodeErrc::kNotRepresentable, 0, 1, index);
@@ -530,7 +509,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
       if (!preserve && k > 0 && spec[k].row == spec[k - 1].row) continue;  // same rules: nothing to say
       EncodedRow& r = encoded.emplace_back();
       encoder.at_row(k);
-      if (auto ok = encoder.row(f, spec[k], r); !ok) return ok;
+      if (auto ok = encoder.row(f, k, spec[k], preserve, r); !ok) return ok;
     }
     const std::uint32_t max_start = encoded.empty() ? 0 : encoded.back().start;
     if (preserve) {
@@ -633,24 +612,30 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
 
 std::size_t SectionEncoder::write_block(std::span<const Row> rows, const FdeRecord& rec, std::uint8_t info,
                                        std::byte* out) const {
-  const unsigned asz = start_address_size(static_cast<FreType>(info & 0x0f));
-  Writer w(header_.big_endian, out);
-  std::size_t len = 0;
+  const ByteOrder order = endian::order(header_.big_endian);
+  const auto type = static_cast<FreType>(fde_info::fre_type(info));
+  std::byte* at = out;
   if (header_.version == Version::kV3) {
-    w.put(rows.size(), 2);
-    w.put(info | (rec.signal ? 0x80u : 0u), 1);
-    w.put(static_cast<unsigned>(rec.fde_type), 1);
-    w.put(rec.rep_size, 1);
-    len = 5;
+    namespace a = wire::fde_attr;
+    const FieldWriter w{order, at};
+    w.put(a::kNumFres, rows.size());
+    w.put(a::kInfo, info | (rec.signal ? 0x80u : 0u));
+    w.put(a::kInfo2, static_cast<unsigned>(rec.fde_type));
+    w.put(a::kRepSize, rec.rep_size);
+    at += a::kSize;
   }
+  const std::uint32_t words_off = wire::fre::datawords_offset(type);
   for (const Row& r : rows) {
     const unsigned code = r.word_size == 1 ? 0 : r.word_size == 2 ? 1 : 2;
-    w.put(r.start, asz);
-    w.put(static_cast<std::uint8_t>((r.info_base_mangled & 0x81) | (r.num_words << 1) | (code << 5)), 1);
-    for (std::uint8_t j = 0; j < r.num_words; ++j) w.put(static_cast<std::uint64_t>(r.words[j]), r.word_size);
-    len += asz + 1 + std::size_t{r.num_words} * r.word_size;
+    const FieldWriter w{order, at};
+    w.put(wire::fre::start_address(type), r.start);
+    w.put(wire::fre::info(type), fre_info::make(r.info_base_mangled & 0x1, r.num_words, code,
+                                                (r.info_base_mangled & 0x80) != 0));
+    at += words_off;
+    for (std::uint8_t j = 0; j < r.num_words; ++j, at += r.word_size)
+      endian::store(at, static_cast<std::uint64_t>(r.words[j]), r.word_size, order);
   }
-  return len;
+  return static_cast<std::size_t>(at - out);
 }
 
 Expected<void> SectionEncoder::flush() {
@@ -663,7 +648,8 @@ Expected<void> SectionEncoder::flush() {
                            : max_start <= 0xffff        ? FreType::kAddr2
                                                         : FreType::kAddr4;
   const unsigned asz = start_address_size(fre_type);
-  if (fres_.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 16, fres_.size());
+  if (fres_.size() > 0xffffffffu)
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres_.size());
   const std::size_t len = (header_.version == Version::kV3 ? 5 : 0) + fre_bytes_of(rows, asz);
   const std::size_t begin = fres_.size();
   const std::uint8_t info = static_cast<std::uint8_t>(rec.info | static_cast<unsigned>(fre_type));
@@ -719,7 +705,8 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   added_ = 0;
   const auto n = static_cast<std::uint32_t>(fdes.size());
   finished_fdes_ = n;
-  if (fres.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 16, fres.size());
+  if (fres.size() > 0xffffffffu)
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
 
   // FDE order: as added, or by start PC.
   const auto by_pc = [](const FdeRecord& a, const FdeRecord& b) { return a.start_pc < b.start_pc; };
@@ -749,7 +736,8 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
     }
   }
   const std::uint64_t fde_size = fde_entry_size(header_.version);
-  if (num_fres > 0xffffffffu || n * fde_size > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 16, fres.size());
+  if (num_fres > 0xffffffffu || n * fde_size > 0xffffffffu)
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
 
   // Sorted, but only claimed when no two functions overlap (relocatable
   // objects put functions of different sections at the same address).
@@ -768,39 +756,46 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   std::vector<std::byte> out(head_size + fres_size);
   if (fres_size != 0) std::memcpy(out.data() + head_size, fres.data(), fres_size);
   fres = std::vector<std::byte>();
-  Writer w(header_.big_endian, out.data());
-  w.put(kMagic, 2);
-  w.put(static_cast<unsigned>(header_.version), 1);
-  w.put(flags, 1);
-  w.put(static_cast<unsigned>(header_.abi), 1);
-  w.put(static_cast<std::uint8_t>(header_.cfa_fixed_fp_offset), 1);
-  w.put(static_cast<std::uint8_t>(header_.cfa_fixed_ra_offset), 1);
-  w.put(0, 1);  // no auxiliary header
-  w.put(n, 4);
-  w.put(num_fres, 4);
-  w.put(fres_size, 4);
-  w.put(0, 4);               // FDE sub-section right after the header
-  w.put(n * fde_size, 4);    // FRE sub-section right after the FDEs
+  const ByteOrder order = endian::order(header_.big_endian);
+  {
+    namespace h = wire::header;
+    const FieldWriter w{order, out.data()};
+    w.put(h::kMagic, kMagic);
+    w.put(h::kVersion, static_cast<unsigned>(header_.version));
+    w.put(h::kFlags, flags);
+    w.put(h::kAbi, static_cast<unsigned>(header_.abi));
+    w.put(h::kCfaFixedFpOffset, static_cast<std::uint8_t>(header_.cfa_fixed_fp_offset));
+    w.put(h::kCfaFixedRaOffset, static_cast<std::uint8_t>(header_.cfa_fixed_ra_offset));
+    w.put(h::kAuxhdrLen, 0);  // no auxiliary header
+    w.put(h::kNumFdes, n);
+    w.put(h::kNumFres, num_fres);
+    w.put(h::kFreLen, fres_size);
+    w.put(h::kFdeOff, 0);               // FDE sub-section right after the header
+    w.put(h::kFreOff, n * fde_size);    // FRE sub-section right after the FDEs
+  }
   for (std::uint32_t i = 0; i < n; ++i) {
     const FdeRecord& f = fdes[i];
     const std::uint64_t field_at = kHeaderSize + i * fde_size;
     std::uint64_t field = f.start_pc - header_.section_address;
     if (flags & flags::kFdeFuncStartPcrel) field -= field_at;
+    const FieldWriter w{order, out.data() + field_at};
     if (header_.version == Version::kV3) {
-      w.put(field, 8);
-      w.put(f.size, 4);
-      w.put(f.fre_begin, 4);
+      namespace d = wire::fde_v3;
+      w.put(d::kStart, field);
+      w.put(d::kSize, f.size);
+      w.put(d::kFreOff, f.fre_begin);
     } else {
+      namespace d = wire::fde_v2;
       const auto sfield = static_cast<std::int64_t>(field);
       if (sfield < std::numeric_limits<std::int32_t>::min() || sfield > std::numeric_limits<std::int32_t>::max())
         return make_error(EncodeErrc::kNotRepresentable, field_at, field, i);
-      w.put(field, 4);
-      w.put(f.size, 4);
-      w.put(f.fre_begin, 4);
-      w.put(f.num_fres, 4);
-      w.put(f.info, 1);
-      w.put(f.rep_size, 1);
-      w.put(0, 2);
+      w.put(d::kStart, field);
+      w.put(d::kSize, f.size);
+      w.put(d::kFreOff, f.fre_begin);
+      w.put(d::kNumFres, f.num_fres);
+      w.put(d::kInfo, f.info);
+      w.put(d::kRepSize, f.rep_size);
+      w.put(d::kPadding2, 0);
     }
   }
   return out;
@@ -813,7 +808,8 @@ Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout) 
 Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout, SizeOptions size) {
   if (auto ok = check_header(spec); !ok) return Unexpected{ok.error()};
   const bool preserve = layout == Layout::kPreserve;
-  if (spec.functions.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 8, spec.functions.size());
+  if (spec.functions.size() > 0xffffffffu)
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kNumFdes.offset, spec.functions.size());
   const auto n = static_cast<std::uint32_t>(spec.functions.size());
   // Added by start PC (kOptimize), so the FREs follow the FDE order.
   std::vector<std::uint32_t> order(n);
@@ -843,9 +839,10 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
   out.cfa_fixed_ra_offset = first.cfa_fixed_ra_offset;
   for (std::uint32_t i = 0; i < inputs.size(); ++i) {
     const SectionSpec& in = inputs[i];
-    if (in.abi != out.abi) return make_error(FormatErrc::kBadAbi, 4, static_cast<std::uint64_t>(in.abi), i);
+    if (in.abi != out.abi)
+      return make_error(FormatErrc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(in.abi), i);
     if (in.cfa_fixed_fp_offset != out.cfa_fixed_fp_offset || in.cfa_fixed_ra_offset != out.cfa_fixed_ra_offset)
-      return make_error(EncodeErrc::kNotRepresentable, 5, i, i);
+      return make_error(EncodeErrc::kNotRepresentable, wire::header::kCfaFixedFpOffset.offset, i, i);
     for (const FunctionSpec& f : in.functions) {
       if (version == Version::kV2 && f.fde_type == FdeType::kFlex)
         return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, i);
@@ -893,6 +890,7 @@ Expected<SectionSpec> to_spec(const Section& s) {
       if (!row) return Unexpected{row.error()};
       fn.rows.push_back({fre->start_offset, *row});
       fn.dataword_sizes.push_back(fre->dataword_size);
+      fn.dataword_counts.push_back(fre->dataword_count);
     }
     spec.functions.push_back(std::move(fn));
   }

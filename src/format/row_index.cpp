@@ -25,7 +25,7 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
 
 std::uint64_t rule_bits(const Rule& r) noexcept {
   return std::uint64_t{static_cast<std::uint8_t>(r.kind)} | std::uint64_t{static_cast<std::uint8_t>(r.base)} << 2 |
-         std::uint64_t{r.deref} << 4 | std::uint64_t{r.from_header} << 5 | std::uint64_t{r.regnum} << 8 |
+         std::uint64_t{r.deref} << 4 | std::uint64_t{r.regnum} << 8 |
          std::uint64_t{static_cast<std::uint32_t>(r.offset)} << 24;
 }
 
@@ -34,7 +34,7 @@ struct RowKeyHash {
     std::uint64_t h = rule_bits(k.row.cfa);
     h = mix(h, rule_bits(k.row.ra));
     h = mix(h, rule_bits(k.row.fp));
-    h = mix(h, std::uint64_t{k.row.ra_mangled} | std::uint64_t{k.row.ra_undefined} << 1 | std::uint64_t{k.signal} << 2 |
+    h = mix(h, std::uint64_t{k.row.ra_mangled} | std::uint64_t{k.signal} << 2 |
                  std::uint64_t{static_cast<std::uint8_t>(k.fde_type)} << 3);
     return static_cast<std::size_t>(h);
   }

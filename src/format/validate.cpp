@@ -14,13 +14,16 @@ namespace {
 // Checks one FDE's own fields (strict rules only).
 Expected<void> check_fde_fields(const Section& s, const Fde& f) {
   const Version v = s.version();
-  const std::uint64_t info_at = v == Version::kV3 ? f.fres_begin - kFdeAttrSizeV3 + 2 : f.start_field_offset + 16;
+  // v3: the fields live in the attribute before the FREs; v1/v2: in the FDE.
+  const bool v3 = v == Version::kV3;
+  const std::uint64_t base = v3 ? f.fres_begin - wire::fde_attr::kSize : f.start_field_offset;
+  const std::uint64_t info_at = base + (v3 ? wire::fde_attr::kInfo : wire::fde_v2::kInfo).offset;
   if (f.info & fde_info::unused_mask(v)) return make_error(FormatErrc::kUnusedBitsSet, info_at, f.info, f.index);
-  if (v == Version::kV3 && (f.info2 & fde_info::kInfo2UnusedMask))
-    return make_error(FormatErrc::kUnusedBitsSet, info_at + 1, f.info2, f.index);
-  // sfde_func_rep_size follows the info byte in v2; in v3 it follows info2.
+  if (v3 && (f.info2 & fde_info::kInfo2UnusedMask))
+    return make_error(FormatErrc::kUnusedBitsSet, base + wire::fde_attr::kInfo2.offset, f.info2, f.index);
   if (v != Version::kV1 && f.pc_type == PcType::kMask && f.rep_size == 0)
-    return make_error(FormatErrc::kZeroRepSize, info_at + (v == Version::kV3 ? 2 : 1), 0, f.index);
+    return make_error(FormatErrc::kZeroRepSize, base + (v3 ? wire::fde_attr::kRepSize : wire::fde_v2::kRepSize).offset, 0,
+                      f.index);
   if (f.start_pc + f.size < f.start_pc) return make_error(FormatErrc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
   return {};
 }
@@ -46,18 +49,20 @@ Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Stric
   const Header& h = s.header();
   const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
   const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
-  const unsigned asz = start_address_size(f.fre_type);
+  const wire::Field start_field = wire::fre::start_address(f.fre_type);
+  const std::uint32_t info_off = wire::fre::info(f.fre_type).offset;
+  const std::uint32_t words_off = wire::fre::datawords_offset(f.fre_type);
   const std::uint64_t limit = start_limit(f);
   const std::span<const std::byte> b = s.bytes();
   std::uint64_t at = f.fres_begin;
   std::uint64_t prev = 0;
   for (std::uint32_t k = 0; k < f.num_fres; ++k) {
-    if (at + asz + 1 > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
-    const std::uint64_t start = s.load(at, asz);
-    const auto info = static_cast<std::uint8_t>(b[at + asz]);
+    if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
+    const std::uint64_t start = s.load(at + start_field.offset, start_field.size);
+    const auto info = static_cast<std::uint8_t>(b[at + info_off]);
     const unsigned code = fre_info::dataword_size_code(info);
-    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + asz, code, f.index, k);
-    const std::uint64_t words_end = at + asz + 1 + (std::uint64_t{fre_info::dataword_count(info)} << code);
+    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
+    const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
     if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
     if (fre_info::dataword_count(info) > max_words)
       return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
@@ -82,12 +87,13 @@ Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint6
   const Header& h = s.header();
   const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
   const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
-  const unsigned asz = start_address_size(f.fre_type);
-  if (at + asz + 1 > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
-  const auto info = static_cast<std::uint8_t>(s.bytes()[at + asz]);
+  const std::uint32_t info_off = wire::fre::info(f.fre_type).offset;
+  const std::uint32_t words_off = wire::fre::datawords_offset(f.fre_type);
+  if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
+  const auto info = static_cast<std::uint8_t>(s.bytes()[at + info_off]);
   const unsigned code = fre_info::dataword_size_code(info);
-  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + asz, code, f.index, k);
-  const std::uint64_t words_end = at + asz + 1 + (std::uint64_t{fre_info::dataword_count(info)} << code);
+  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
+  const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
   if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
   if (fre_info::dataword_count(info) > max_words)
     return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
@@ -270,14 +276,14 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
   stats = ValidateStats{};
   if (mode == Strictness::kLenient) return validate_lenient(s, stats);
   const Header& h = s.header();
-  if (h.flags & ~defined_flags(h.version)) return make_error(FormatErrc::kUndefinedFlags, 3, h.flags);
+  if (h.flags & ~defined_flags(h.version)) return make_error(FormatErrc::kUndefinedFlags, wire::header::kFlags.offset, h.flags);
   // More FREs than the FRE sub-section can hold: rejected before anything
   // is allocated or walked.
-  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(FormatErrc::kFreCountMismatch, 12, h.num_fres);
+  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(FormatErrc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
   const std::uint64_t fdes_end = s.fde_table_offset() + std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
   const std::uint64_t fres_end = s.fre_section_offset() + std::uint64_t{h.fre_len};
   if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
-    return make_error(FormatErrc::kSubsectionsOverlap, 20, s.fre_section_offset());
+    return make_error(FormatErrc::kSubsectionsOverlap, wire::header::kFdeOff.offset, s.fre_section_offset());
   Coverage claimed(h.fre_len);
   // Whole FRE blocks may be shared (see validate() in section.hpp). Built
   // when the first FDE claims bytes already claimed: each block start ->
@@ -362,8 +368,8 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     prev_start = f->start_pc;
     prev_end = f->start_pc + f->size;
   }
-  if (total_fres != h.num_fres) return make_error(FormatErrc::kFreCountMismatch, 12, h.num_fres);
-  if (used != h.fre_len) return make_error(FormatErrc::kFreLenMismatch, 16, h.fre_len);
+  if (total_fres != h.num_fres) return make_error(FormatErrc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
+  if (used != h.fre_len) return make_error(FormatErrc::kFreLenMismatch, wire::header::kFreLen.offset, h.fre_len);
   return {};
 }
 

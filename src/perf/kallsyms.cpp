@@ -2,6 +2,8 @@
 // sframepp: kallsyms text -> function symbols (see kallsyms.hpp).
 #include "kallsyms.hpp"
 
+#include "sframe/byte_order.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -20,9 +22,8 @@ namespace {
 // bytes at a time; false when any is not one.
 bool hex8(const char* s, std::uint64_t& out) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = kOnes * 0x80;
-  std::uint64_t v;
-  std::memcpy(&v, s, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  // Little-endian: the first digit in the low byte.
+  std::uint64_t v = endian::load<8>(reinterpret_cast<const std::byte*>(s), ByteOrder::kLittle);
   if (v & kHigh) return false;  // below, per-byte sums stay within the byte
   const std::uint64_t digit = (v + kOnes * 0x50) & ~(v + kOnes * 0x46);  // '0'..'9'
   const std::uint64_t letter = (v + kOnes * 0x1f) & ~(v + kOnes * 0x19);  // 'a'..'f'
@@ -119,14 +120,9 @@ void for_each_line(std::string_view text, Fn&& fn) {
 // whose order is their string order.
 using Key = std::pair<std::uint64_t, std::uint64_t>;
 Key prefix_key(const char* p) {
-  std::uint64_t hi, lo;
-  std::memcpy(&hi, p, 8);
-  std::memcpy(&lo, p + 8, 8);
-  if constexpr (std::endian::native == std::endian::little) {
-    hi = __builtin_bswap64(hi);
-    lo = __builtin_bswap64(lo);
-  }
-  return {hi, lo};
+  // Big-endian: the first character in the high byte.
+  const auto* b = reinterpret_cast<const std::byte*>(p);
+  return {endian::load<8>(b, ByteOrder::kBig), endian::load<8>(b + 8, ByteOrder::kBig)};
 }
 
 // A line with the 64-bit layout's address, space, type, space.
@@ -154,28 +150,44 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
   Key prev{0, 0};
   std::size_t n = 0;
   const char* line = base;
-  const auto at_line_end = [&](const char* nl) {
+  // Inlined into the loops below (GCC calls it otherwise: twice the cost).
+  const auto no_tab16 = [](const char* at) {  // nonzero: a tab in [at, at + 16)
+#if defined(__SSE2__)
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)), _mm_set1_epi8('\t')));
+#else
+    return static_cast<int>(std::memchr(at, '\t', 16) != nullptr);
+#endif
+  };
+  const auto at_line_end = [&](const char* nl) __attribute__((always_inline)) {
     if (nl != line) {  // empty lines name nothing
-      if (!layout64(line, nl)) {
+      // parse_line() takes the 64-bit layout only when the name (up to a
+      // tab or the line's end) starts past byte 19: other lines are out of
+      // layout here too (else the index and the full parse disagree).
+      if (nl - line < 20 || !layout64(line, nl) || no_tab16(line) != 0 || line[17] == '\t' || line[19] == '\t') {
         ok = false;
       } else {
         const Key k = prefix_key(line);
-        ok = ok && !(k < prev);
+        ok = ok && (k.first > prev.first || (k.first == prev.first && k.second >= prev.second));
         prev = k;
         if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
       }
     }
     line = nl < end ? nl + 1 : end;
   };
-  // Newlines only (names end at a tab only in lookups), sixteen bytes at a
-  // time; stops at the first line out of layout or order.
+  // Newlines only (names end at a tab only in lookups), 64 bytes at a time
+  // (a kallsyms line is some 44: a mask per 16 bytes costs a loop turn per
+  // newline or less), the rest one by one; stops at the first line out of
+  // layout or order.
   const char* p = base;
 #if defined(__SSE2__)
   const __m128i nl16 = _mm_set1_epi8('\n');
-  for (; ok && end - p >= 16; p += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    for (auto mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl16))); mask != 0; mask &= mask - 1)
-      at_line_end(p + std::countr_zero(mask));
+  const auto newlines16 = [&](const char* at) -> std::uint64_t {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+    return static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl16)));
+  };
+  for (; ok && end - p >= 64; p += 64) {
+    std::uint64_t mask = newlines16(p) | newlines16(p + 16) << 16 | newlines16(p + 32) << 32 | newlines16(p + 48) << 48;
+    for (; mask != 0; mask &= mask - 1) at_line_end(p + std::countr_zero(mask));
   }
 #endif
   for (; ok && p < end; ++p)

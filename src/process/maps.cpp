@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "sframe/byte_order.hpp"
 #include "sframe/process.hpp"
 
 namespace sframe::process {
@@ -155,11 +156,9 @@ std::size_t RemoteMemory::read_proc_mem(std::uint64_t addr, std::span<std::byte>
 }
 
 std::optional<std::uint64_t> RemoteMemory::read_word(std::uint64_t addr) const noexcept {
-  std::uint64_t v = 0;
-  std::byte buf[sizeof v];
+  std::byte buf[8];
   if (read(addr, buf) != sizeof buf) return std::nullopt;
-  std::memcpy(&v, buf, sizeof v);
-  return v;
+  return endian::load<8>(buf, kHostByteOrder);
 }
 
 }  // namespace sframe::process

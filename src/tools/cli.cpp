@@ -141,9 +141,7 @@ InputName split_input(const std::string& arg) {
 namespace {
 
 std::uint64_t get(const unsigned char* p, int n, bool big) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= std::uint64_t{p[big ? n - 1 - i : i]} << (8 * i);
-  return v;
+  return endian::load(reinterpret_cast<const std::byte*>(p), static_cast<unsigned>(n), endian::order(big));
 }
 
 // ELF headers that point past the end of the file: "file truncated".

@@ -27,12 +27,10 @@ std::uint64_t section_size(const elf::ElfFile& f, std::string_view name) {
   return 0;
 }
 
-// One rule for --compare-libdw's messages: "u" (unchanged), "-" (padding),
-// "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
+// One rule for --compare-libdw's messages: "u" (unchanged), "undef", else [BASE+OFFSET] or BASE+OFFSET (r7 is DWARF register 7).
 std::string rule_words(const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: return "u";
-    case Rule::Kind::kPadding: return "-";
     case Rule::Kind::kUndefined: return "undef";
     case Rule::Kind::kExpr: break;
   }
@@ -45,7 +43,7 @@ std::string rule_words(const Rule& r) {
 std::string row_words(const cfi::Row& r) {
   return fmt::format("cfa {} ra {}{} fp {}{}{}{} ({})", rule_words(r.row.cfa), rule_words(r.row.ra),
                      r.row.ra_mangled ? " signed" : "", rule_words(r.row.fp), r.signal ? " signal" : "",
-                     r.flex ? " flex" : "", r.row.ra_undefined ? " outermost" : "", cfi::describe(r.reason));
+                     r.flex ? " flex" : "", r.row.outermost() ? " outermost" : "", cfi::describe(r.reason));
 }
 
 class GenCommand final : public Command {

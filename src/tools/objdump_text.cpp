@@ -68,9 +68,11 @@ void header_v1(Out o, const Header& h) {
                  static_cast<std::int32_t>(h.num_fres));
 }
 
-void row_default(Out o, const Section& s, const FrameRow& r, const Fre& fre) {
+// Rows print as stored (the raw view `w`: padding words as "U", the
+// header's fixed RA as "f"), the values from the resolved row `r`.
+void row_default(Out o, const Section& s, const WireRow& w, const FrameRow& r) {
   const Abi abi = s.abi();
-  if (r.ra_undefined) {
+  if (r.outermost()) {
     fmt::format_to(o, "  RA undefined");
     return;
   }
@@ -79,51 +81,49 @@ void row_default(Out o, const Section& s, const FrameRow& r, const Fre& fre) {
   std::string ra;
   if (s.header().cfa_fixed_ra_offset != 0) {
     ra = "f";
-  } else if (r.ra.kind == Rule::Kind::kPadding) {
+  } else if (w.ra == WireRow::Slot::kPadding) {
     ra = "U";
   } else if (r.ra.kind == Rule::Kind::kExpr) {
     ra = saved_rule(r.ra);
   } else {
     ra = "u";
   }
-  ra += fre.mangled_ra() ? "[s]" : "   ";
+  ra += w.fre.mangled_ra() ? "[s]" : "   ";
   fmt::format_to(o, "{:<13}", ra);
 }
 
-void row_flex(Out o, const Section& s, const FrameRow& r, const Fre& fre) {
+void row_flex(Out o, const Section& s, const WireRow& w, const FrameRow& r) {
   const Abi abi = s.abi();
-  if (r.ra_undefined) {
+  if (r.outermost()) {
     fmt::format_to(o, "  RA undefined");
     return;
   }
   fmt::format_to(o, "  {:<10}", flex_rule(abi, r.cfa));
-  const bool fp_given = r.fp.kind == Rule::Kind::kExpr && !r.fp.from_header;
-  fmt::format_to(o, "{:<10}", fp_given ? flex_rule(abi, r.fp) : "u");
+  fmt::format_to(o, "{:<10}", w.fp == WireRow::Slot::kWord ? flex_rule(abi, r.fp) : "u");
   // Built with fmt, not string assignment: g++ 12 -O3 warns falsely
   // (-Wrestrict) on assigning a literal to a std::string here.
-  const char* mark = fre.mangled_ra() ? "[s]" : "   ";
-  if (r.ra.kind == Rule::Kind::kExpr && !r.ra.from_header) {
+  const char* mark = w.fre.mangled_ra() ? "[s]" : "   ";
+  if (w.ra == WireRow::Slot::kWord) {
     fmt::format_to(o, "{:<13}", fmt::format("{}{}", flex_rule(abi, r.ra), mark));
   } else {
-    const char* ra = r.ra.kind == Rule::Kind::kPadding ? "U" : r.ra.from_header ? "f" : "u";
+    const char* ra = w.ra == WireRow::Slot::kPadding ? "U" : r.ra.kind == Rule::Kind::kExpr ? "f" : "u";
     fmt::format_to(o, "{}{}{:<9}", ra, mark, "");
   }
 }
 
 // objdump 2.40 (v1): RA prints "u" when the header fixes it, no "RA
 // undefined" form, and the CFA of an FRE without data words reads as +0.
-void row_v1(Out o, const Section& s, const FrameRow& r, const Fre& fre) {
+void row_v1(Out o, const Section& s, const WireRow& w, const FrameRow& r) {
   const Abi abi = s.abi();
   const AbiRegs regs = abi_regs(abi);
-  const std::uint16_t base = fre.cfa_base_sp() ? regs.sp : regs.fp;
+  const std::uint16_t base = w.fre.cfa_base_sp() ? regs.sp : regs.fp;
   const std::int32_t cfa = r.cfa.kind == Rule::Kind::kExpr ? r.cfa.offset : 0;
   fmt::format_to(o, "  {:<10}", fmt::format("{}+{}", reg_name(abi, base), cfa));
-  const auto stack_slot = [](const Rule& rule) {
-    return rule.kind == Rule::Kind::kExpr && !rule.from_header ? fmt::format("c{:+d}", rule.offset)
-                                                               : std::string("u");
+  const auto stack_slot = [](WireRow::Slot slot, const Rule& rule) {
+    return slot == WireRow::Slot::kWord ? fmt::format("c{:+d}", rule.offset) : std::string("u");
   };
-  fmt::format_to(o, "{:<10}", stack_slot(r.fp));
-  fmt::format_to(o, "{:<13}", stack_slot(r.ra) + (fre.mangled_ra() ? "[s]" : "   "));
+  fmt::format_to(o, "{:<10}", stack_slot(w.fp, r.fp));
+  fmt::format_to(o, "{:<13}", stack_slot(w.ra, r.ra) + (w.fre.mangled_ra() ? "[s]" : "   "));
 }
 
 Expected<void> function(Out o, const Section& s, const Fde& f) {
@@ -140,16 +140,18 @@ Expected<void> function(Out o, const Section& s, const Fde& f) {
   fmt::format_to(o, "\n    {:<7}{:<8} {:<10}{:<10}{:<13}", "STARTPC", mask ? "[m]" : "   ", "CFA", "FP", "RA");
   for (const Expected<Fre>& fre : s.fres(f)) {
     if (!fre) return Unexpected{fre.error()};
+    const Expected<WireRow> wire = s.wire_row(f, *fre);
+    if (!wire) return Unexpected{wire.error()};
     const Expected<FrameRow> row = s.row(f, *fre);
     if (!row) return Unexpected{row.error()};
     const std::uint64_t pc = mask ? fre->start_offset : f.start_pc + fre->start_offset;
     fmt::format_to(o, "\n    {:016x}", pc);
     if (v1) {
-      row_v1(o, s, *row, *fre);
+      row_v1(o, s, *wire, *row);
     } else if (f.fde_type == FdeType::kFlex) {
-      row_flex(o, s, *row, *fre);
+      row_flex(o, s, *wire, *row);
     } else {
-      row_default(o, s, *row, *fre);
+      row_default(o, s, *wire, *row);
     }
   }
   return {};

@@ -46,13 +46,10 @@ namespace {
 std::string signed_term(std::int32_t v) { return v < 0 ? fmt::format(" - {}", -std::int64_t{v}) : fmt::format(" + {}", v); }
 
 // "X = base + off" for values, "X at base + off" for memory slots.
-std::string rule_words(const Section& s, std::string_view what, const Rule& r, std::int8_t header_fixed) {
+std::string rule_words(const Section& s, std::string_view what, const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: return fmt::format("{} unchanged", what);
     case Rule::Kind::kUndefined: return fmt::format("{} undefined (outermost frame)", what);
-    case Rule::Kind::kPadding:
-      if (header_fixed != 0) return fmt::format("{} at CFA{}", what, signed_term(header_fixed));
-      return fmt::format("{} unchanged (not saved)", what);
     case Rule::Kind::kExpr: break;
   }
   const std::string base = r.base == Rule::Base::kCfa ? "CFA" : register_name(s.abi(), r.regnum);
@@ -66,7 +63,6 @@ Json rule_json(const Section& s, const Rule& r) {
   switch (r.kind) {
     case Rule::Kind::kUnchanged: j["kind"] = "unchanged"; return j;
     case Rule::Kind::kUndefined: j["kind"] = "undefined"; return j;
-    case Rule::Kind::kPadding: j["kind"] = "padding"; return j;
     case Rule::Kind::kExpr: break;
   }
   j["kind"] = "expr";
@@ -77,18 +73,16 @@ Json rule_json(const Section& s, const Rule& r) {
   }
   j["offset"] = r.offset;
   j["deref"] = r.deref;
-  j["from_header"] = r.from_header;
   return j;
 }
 
 }  // namespace
 
 std::string rules_in_words(const Section& s, const FrameRow& row) {
-  if (row.ra_undefined) return "RA undefined (outermost frame)";
-  const Header& h = s.header();
-  std::string out = rule_words(s, "CFA", row.cfa, 0);
-  out += "; " + rule_words(s, "RA", row.ra, h.cfa_fixed_ra_offset);
-  out += "; " + rule_words(s, "FP", row.fp, h.cfa_fixed_fp_offset);
+  if (row.outermost()) return "RA undefined (outermost frame)";
+  std::string out = rule_words(s, "CFA", row.cfa);
+  out += "; " + rule_words(s, "RA", row.ra);
+  out += "; " + rule_words(s, "FP", row.fp);
   if (row.ra_mangled) out += "; RA signed (PAuth)";
   return out;
 }
@@ -163,7 +157,15 @@ Json fre_json(const Section& s, const Fde& f, const Fre& fre, const FrameRow& ro
   for (std::uint32_t k = 0; k < fre.dataword_count; ++k) words.push_back(s.dataword(fre, k));
   j["dataword_size"] = fre.dataword_size;
   j["datawords"] = std::move(words);
-  j["ra_undefined"] = row.ra_undefined;
+  // The raw view: how the FRE stores the RA and the FP (the rules below are
+  // resolved).
+  const auto stored = [](WireRow::Slot slot) {
+    return slot == WireRow::Slot::kWord ? "word" : slot == WireRow::Slot::kPadding ? "padding" : "none";
+  };
+  const Expected<WireRow> wire = s.wire_row(f, fre);  // row() succeeded, so this does
+  j["ra_stored"] = stored(wire ? wire->ra : WireRow::Slot::kNone);
+  j["fp_stored"] = stored(wire ? wire->fp : WireRow::Slot::kNone);
+  j["outermost"] = row.outermost();
   j["ra_mangled"] = row.ra_mangled;
   j["cfa"] = rule_json(s, row.cfa);
   j["ra"] = rule_json(s, row.ra);

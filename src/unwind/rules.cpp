@@ -6,30 +6,8 @@
 
 #include "sframe/unwind.hpp"
 #include "sframe/lookup.hpp"
-#include "rules_internal.hpp"
 
 namespace sframe::detail {
-
-// kPadding means "no rule in this FRE": the header's fixed offset applies if
-// the ABI has one (spec v3 §3.2), else the value is unchanged (s390x
-// SFRAME_FRE_RA_OFFSET_INVALID, errata 1).
-// (Declared in rules_internal.hpp: the C API resolves rows the same way.)
-// In place: the rule is copied only when it changes (whole-struct copies of
-// a rule just written field by field stall store forwarding).
-void resolve_padding(Rule& r, std::int8_t fixed) noexcept {
-  if (r.kind != Rule::Kind::kPadding) return;
-  Rule out;
-  if (fixed != 0) {
-    out.kind = Rule::Kind::kExpr;
-    out.base = Rule::Base::kCfa;
-    out.deref = true;
-    out.from_header = true;
-    out.offset = fixed;
-  } else {
-    out.kind = Rule::Kind::kUnchanged;
-  }
-  r = out;
-}
 
 namespace {
 
@@ -50,7 +28,7 @@ bool compact(const FrameRow& row, Arch arch, bool signal, CompactRule& c) noexce
   if (row.cfa.regnum == ar.fp) c.flags |= CompactRule::kCfaBaseFp;
   else if (row.cfa.regnum != ar.sp) return false;
   c.cfa_offset = row.cfa.offset;
-  if (row.ra_undefined || row.ra.kind == Rule::Kind::kUndefined) {
+  if (row.outermost()) {
     c.flags |= CompactRule::kRaUndefined;
   } else if (row.ra.kind == Rule::Kind::kUnchanged) {
     if (ar.ra == kNoRegister) return false;
@@ -71,18 +49,15 @@ bool compact(const FrameRow& row, Arch arch, bool signal, CompactRule& c) noexce
   return true;
 }
 
-// A found row with the header's fixed offsets applied, and its compact form
-// when it has one.
-LookedUpRules found_rules(const Section& s, Arch arch, const FrameRow& row, bool signal, FdeType type) noexcept {
+// A found row (Section::row applied the header's fixed offsets), and its
+// compact form when it has one.
+LookedUpRules found_rules(Arch arch, const FrameRow& row, bool signal, FdeType type) noexcept {
   LookedUpRules out;
-  const Header& h = s.header();
   out.row = row;
-  resolve_padding(out.row.ra, h.cfa_fixed_ra_offset);
-  resolve_padding(out.row.fp, h.cfa_fixed_fp_offset);
   out.status = LookupStatus::kFound;
   out.signal = signal;
   out.compactable = type == FdeType::kDefault && compact(out.row, arch, out.signal, out.compact);
-  if (!out.compactable && (out.row.ra_undefined || out.row.ra.kind == Rule::Kind::kUndefined)) {
+  if (!out.compactable && out.row.outermost()) {
     // An outermost frame, whatever its FDE type (gen writes _start's as
     // FLEX): nothing of the rule but "stop" is used, so it is cached.
     // A signal FDE's keeps kSignal: the x86-64 walk takes its signal frame
@@ -114,12 +89,12 @@ LookedUpRules lookup_in_rows(const RowIndex& rows, const Section& s, Arch arch, 
   // decoding its FDE's FREs); find() for PC-mask FDEs.
   Expected<std::uint32_t> id = rows.find_row(link_pc);
   if (!id) return not_found(s, id.error());
-  if (*id != RowIndex::kUseFind) return found_rules(s, arch, rows.row_at(*id), rows.row_signal(*id), rows.row_fde_type(*id));
+  if (*id != RowIndex::kUseFind) return found_rules(arch, rows.row_at(*id), rows.row_signal(*id), rows.row_fde_type(*id));
   Expected<RowMatch> found = rows.find(link_pc);
   if (!found) return not_found(s, found.error());
   // FLEX FDEs' rows never go into the cache; the type comes with the row.
   const FdeType type = found->fde_type;
-  return found_rules(s, arch, found->row, found->signal, type);
+  return found_rules(arch, found->row, found->signal, type);
 }
 
 // Through the module's compiled rows: one 8-byte rule for a compactable
@@ -130,7 +105,7 @@ LookedUpRules lookup_in_compiled(const Module& m, const Section& s, Arch arch, s
   if (*id == RowIndex::kUseFind) return lookup_in_rows(*m.rows, s, arch, link_pc);
   const CompactRule& c = m.compact_rows[*id];
   if (!(c.flags & CompactRule::kValid))
-    return found_rules(s, arch, m.rows->row_at(*id), m.rows->row_signal(*id), m.rows->row_fde_type(*id));
+    return found_rules(arch, m.rows->row_at(*id), m.rows->row_signal(*id), m.rows->row_fde_type(*id));
   LookedUpRules out;
   out.status = LookupStatus::kFound;
   out.signal = m.rows->row_signal(*id);
@@ -156,10 +131,10 @@ bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, Mod
   return true;
 }
 
-std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& s, Arch arch) {
+std::vector<CompactRule> compile_rows(const RowIndex& rows, const Section& /*s: the rows are resolved*/, Arch arch) {
   std::vector<CompactRule> out(rows.num_rows());
   for (std::uint32_t id = 0; id < rows.num_rows(); ++id) {
-    const LookedUpRules r = found_rules(s, arch, rows.row_at(id), rows.row_signal(id), rows.row_fde_type(id));
+    const LookedUpRules r = found_rules(arch, rows.row_at(id), rows.row_signal(id), rows.row_fde_type(id));
     if (!r.compactable) continue;
     out[id] = r.compact;
     out[id].flags |= CompactRule::kValid;
@@ -182,7 +157,7 @@ LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lo
   if (m->rows) return lookup_in_rows(*m->rows, s, arch, link_pc);
   Expected<Match> found = m->index ? m->index->find(link_pc) : find(s, link_pc);
   if (!found) return not_found(s, found.error());
-  return found_rules(s, arch, found->row, found->fde.signal, found->fde.fde_type);
+  return found_rules(arch, found->row, found->fde.signal, found->fde.fde_type);
 }
 
 }  // namespace sframe::detail

@@ -97,9 +97,7 @@ struct StackReader {
 
  private:
   [[gnu::no_sanitize_address]] static std::uint64_t load(std::uint64_t addr) noexcept {
-    std::uint64_t v;
-    std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
-    return v;
+    return endian::load<8>(reinterpret_cast<const std::byte*>(addr), kHostByteOrder);
   }
 
   static std::uint64_t page_of(std::uint64_t a) noexcept { return a & ~(kPage - 1); }

@@ -34,7 +34,7 @@ std::optional<std::uint64_t> eval(const Memory& mem, const Rule& rule, std::uint
 
 StepOutcome step_row(const Memory& mem, const UnwindOptions& opt, Regs& regs, CodeAddress& pc, const FrameRow& row,
                      std::uint64_t lpc) noexcept {
-  if (row.ra_undefined || row.ra.kind == Rule::Kind::kUndefined) return stop(StopReason::kOutermost, 0);
+  if (row.outermost()) return stop(StopReason::kOutermost, 0);
   const ArchRegs ar = arch_regs(regs.arch);
   StepOutcome out;
   if (row.cfa.kind != Rule::Kind::kExpr || row.cfa.base != Rule::Base::kRegister)

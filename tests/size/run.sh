@@ -50,7 +50,7 @@ def rules(path):
         for r in run("lookup", "--json", path, *[hex(p) for p in pcs[k:k + 4000]])["results"]:
             fre = r.get("fre") if r.get("found") else None
             out[r["pc"]] = None if fre is None else (json.dumps(fre["cfa"]), json.dumps(fre["ra"]), json.dumps(fre["fp"]),
-                                                    fre["ra_undefined"], fre["ra_mangled"])
+                                                    fre["outermost"], fre["ra_mangled"])
     return out
 a, b = rules(plain), rules(opt)
 diff = [p for p in a if a[p] != b.get(p)]

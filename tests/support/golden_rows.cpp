@@ -16,7 +16,7 @@ GoldenLoc parse_golden_loc(const std::string& token) {
   }
   if (t == "u") return l;
   if (t == "f") { l.kind = GoldenLoc::Kind::kFixed; return l; }
-  if (t == "U") { l.kind = GoldenLoc::Kind::kPadding; return l; }
+  if (t == "U") { l.kind = GoldenLoc::Kind::kPadWord; return l; }
   static const std::regex re(R"(^(\()?(c|sp|fp|r\d+)([+-]\d+)\)?$)");
   std::smatch m;
   if (!std::regex_match(t, m, re)) throw std::runtime_error("unknown objdump column: " + token);

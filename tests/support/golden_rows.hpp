@@ -16,7 +16,7 @@ struct GoldenLoc {
   enum class Kind {
     kUnchanged,  // "u"
     kFixed,      // "f": the header's fixed offset
-    kPadding,    // "U": FLEX padding (the fixed offset if any, else unchanged)
+    kPadWord,    // "U": FLEX padding (the fixed offset if any, else unchanged)
     kCfaSlot,    // "c+N": saved at CFA + N
     kRegValue,   // "sp+N", "fp+N", "rK+N": register + N
     kRegDeref,   // "(fp-40)": *(register + N)

@@ -33,19 +33,15 @@ inline sframe::Rule slot(std::int32_t off) {
   x.deref = true;
   return x;
 }
-/// The header's fixed offset (AMD64 RA at CFA - 8).
-inline sframe::Rule fixed(std::int32_t off) {
-  sframe::Rule x = slot(off);
-  x.from_header = true;
-  return x;
-}
+/// The header's fixed offset (AMD64 RA at CFA - 8): a CFA slot like any
+/// other in the resolved model; the encoder stores it as no word.
+inline sframe::Rule fixed(std::int32_t off) { return slot(off); }
 inline sframe::Rule kind(sframe::Rule::Kind k) {
   sframe::Rule x;
   x.kind = k;
   return x;
 }
 inline sframe::Rule unchanged() { return kind(sframe::Rule::Kind::kUnchanged); }
-inline sframe::Rule padding() { return kind(sframe::Rule::Kind::kPadding); }
 }  // namespace rule
 
 /// A row: CFA, RA, FP (and the PAuth mark).
@@ -60,7 +56,6 @@ inline sframe::FrameRow row(sframe::Rule cfa, sframe::Rule ra, sframe::Rule fp, 
 /// The outermost row (errata 2: no data words).
 inline sframe::FrameRow outermost() {
   sframe::FrameRow r;
-  r.ra_undefined = true;
   r.cfa = rule::kind(sframe::Rule::Kind::kUndefined);
   r.ra = rule::kind(sframe::Rule::Kind::kUndefined);
   return r;

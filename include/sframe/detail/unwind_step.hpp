@@ -25,8 +25,8 @@ enum class LookupStatus : std::uint8_t {
   kDecodeError,
 };
 
-/// Rules for one frame with kPadding already resolved against the header's
-/// fixed offsets (so evaluation never needs the Section).
+/// Rules for one frame resolved (Section::row applied the header's
+/// fixed offsets), so evaluation never needs the Section.
 struct LookedUpRules {
   LookupStatus status = LookupStatus::kNoSFrame;
   /// kDecodeError: the decoder's error code.
@@ -356,7 +356,6 @@ inline void become_caller(Regs& regs, CodeAddress& pc, std::uint64_t cfa, std::u
   regs.pc = ra;
   pc = CodeAddress::return_address(ra);
 }
-
 
 /// Cold paths of the Stepper, defined in src/unwind/stepper.cpp (not on the
 /// cached per-frame path; async-signal-safe when `mem` is).
