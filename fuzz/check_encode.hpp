@@ -69,9 +69,9 @@ inline bool valid_dataword_size(std::uint8_t n) { return n == 1 || n == 2 || n =
 
 // Whether the recorded flags let kStrict fail with `c` (kPreserve writes
 // them as told).
-inline bool flags_explain(const SectionSpec& m, Errc c) {
-  if (c == Errc::kUndefinedFlags) return (m.flags & ~defined_flags(m.version)) != 0;
-  if (c == Errc::kFdesUnsorted || c == Errc::kFdesOverlap) return (m.flags & flags::kFdeSorted) != 0;
+inline bool flags_explain(const SectionSpec& m, ErrorCode c) {
+  if (c == FormatErrc::kUndefinedFlags) return (m.flags & ~defined_flags(m.version)) != 0;
+  if (c == FormatErrc::kFdesUnsorted || c == FormatErrc::kFdesOverlap) return (m.flags & flags::kFdeSorted) != 0;
   return false;
 }
 
@@ -80,19 +80,19 @@ inline bool flags_explain(const SectionSpec& m, Errc c) {
 inline bool check_encode(const SectionSpec& m, Layout layout) {
   const Expected<std::vector<std::byte>> bytes = encode(m, layout);
   if (!bytes) {
-    const Errc c = bytes.error().code;
-    SFRAME_FUZZ_CHECK(c == Errc::kBadVersion || c == Errc::kBadAbi || c == Errc::kNotRepresentable);
+    const ErrorCode c = bytes.error().code();
+    SFRAME_FUZZ_CHECK(c == FormatErrc::kBadVersion || c == FormatErrc::kBadAbi || c == EncodeErrc::kNotRepresentable);
     return false;
   }
   const Expected<Section> s = Section::parse(*bytes, m.section_address);
   SFRAME_FUZZ_CHECK(s.has_value());
   SFRAME_FUZZ_CHECK(s->used_size() == bytes->size());
   const Expected<void> strict = validate(*s, Strictness::kStrict);
-  if (!strict && !(layout == Layout::kPreserve && flags_explain(m, strict.error().code))) {
+  if (!strict && !(layout == Layout::kPreserve && flags_explain(m, strict.error().code()))) {
     std::fprintf(stderr, "sframe fuzz: encoded section fails kStrict: %s (offset %llu, fde %u, fre %u)\n",
-                 std::string(code_name(strict.error().code)).c_str(),
+                 std::string(code_name(strict.error().code())).c_str(),
                  static_cast<unsigned long long>(strict.error().offset), strict.error().fde, strict.error().fre);
-    SFRAME_FUZZ_CHECK(layout == Layout::kPreserve && flags_explain(m, strict.error().code));
+    SFRAME_FUZZ_CHECK(layout == Layout::kPreserve && flags_explain(m, strict.error().code()));
     SFRAME_FUZZ_CHECK(validate(*s, Strictness::kLenient).has_value());
   }
   const Expected<SectionSpec> back = to_spec(*s);
@@ -141,7 +141,7 @@ inline bool check_encode(const SectionSpec& m, Layout layout) {
 /// 32-bit PC-relative start field fit where it was to a slot where it does
 /// not (a function about 2 GiB from the section).
 inline bool v2_sorted_start_out_of_range(const SectionSpec& m, const Error& e) {
-  if (m.version != Version::kV2 || e.code != Errc::kNotRepresentable || e.fde >= m.functions.size()) return false;
+  if (m.version != Version::kV2 || e.code() != EncodeErrc::kNotRepresentable || e.fde >= m.functions.size()) return false;
   std::vector<std::uint64_t> starts;
   for (const FunctionSpec& f : m.functions) starts.push_back(f.start_pc);
   std::stable_sort(starts.begin(), starts.end());
@@ -164,7 +164,7 @@ inline void check_reencode(const Section& s) {
     if (check_encode(*m, layout)) continue;
     const Error e = encode(*m, layout).error();
     std::fprintf(stderr, "sframe fuzz: the model of a valid section is rejected (%s): %s value %llu fde %u fre %u\n",
-                 layout == Layout::kOptimize ? "kOptimize" : "kPreserve", std::string(code_name(e.code)).c_str(),
+                 layout == Layout::kOptimize ? "kOptimize" : "kPreserve", std::string(code_name(e.code())).c_str(),
                  static_cast<unsigned long long>(e.value), e.fde, e.fre);
     SFRAME_FUZZ_CHECK(false && "the model of a section that passes kStrict encodes");
   }
@@ -183,7 +183,7 @@ inline void check_size_options(const SectionSpec& m) {
   const Expected<std::vector<std::byte>> opt = encode(m, Layout::kOptimize, SizeOptions::all());
   if (!opt) {
     std::fprintf(stderr, "sframe fuzz: --optimize-size rejects what plain encoding accepts: %s fde %u\n",
-                 std::string(code_name(opt.error().code)).c_str(), opt.error().fde);
+                 std::string(code_name(opt.error().code())).c_str(), opt.error().fde);
     SFRAME_FUZZ_CHECK(false && "size options encode what plain encoding does");
   }
   SFRAME_FUZZ_CHECK(opt->size() <= plain->size());
@@ -193,7 +193,7 @@ inline void check_size_options(const SectionSpec& m) {
   const Expected<void> strict = validate(*b, Strictness::kStrict);
   if (!strict)
     std::fprintf(stderr, "sframe fuzz: optimized section fails kStrict: %s (offset %llu, fde %u)\n",
-                 std::string(code_name(strict.error().code)).c_str(),
+                 std::string(code_name(strict.error().code())).c_str(),
                  static_cast<unsigned long long>(strict.error().offset), strict.error().fde);
   SFRAME_FUZZ_CHECK(strict.has_value());
   // Overlapping functions: a lookup may pick either, in either section.
@@ -207,8 +207,8 @@ inline void check_size_options(const SectionSpec& m) {
     const Expected<Match> y = find(*b, pc);
     if (x.has_value() != y.has_value() || (x && !(x->row == y->row))) {
       std::fprintf(stderr, "sframe fuzz: pc %llx: plain %s, optimized %s\n", static_cast<unsigned long long>(pc),
-                   x ? "row" : std::string(code_name(x.error().code)).c_str(),
-                   y ? "row" : std::string(code_name(y.error().code)).c_str());
+                   x ? "row" : std::string(code_name(x.error().code())).c_str(),
+                   y ? "row" : std::string(code_name(y.error().code())).c_str());
       SFRAME_FUZZ_CHECK(false && "size options keep every lookup");
     }
   };

@@ -43,15 +43,17 @@
 
 namespace sframe::fuzz {
 
-inline bool is_parse_error(Errc c) {
-  switch (c) {
-    case Errc::kTruncatedHeader:
-    case Errc::kBadMagic:
-    case Errc::kBadVersion:
-    case Errc::kBadAbi:
-    case Errc::kAuxHeaderPastEnd:
-    case Errc::kFdeTablePastEnd:
-    case Errc::kFreSectionPastEnd:
+inline bool is_parse_error(ErrorCode code) {
+  const std::optional<FormatErrc> c = code.as<FormatErrc>();
+  if (!c) return false;
+  switch (*c) {
+    case FormatErrc::kTruncatedHeader:
+    case FormatErrc::kBadMagic:
+    case FormatErrc::kBadVersion:
+    case FormatErrc::kBadAbi:
+    case FormatErrc::kAuxHeaderPastEnd:
+    case FormatErrc::kFdeTablePastEnd:
+    case FormatErrc::kFreSectionPastEnd:
       return true;
     default:
       return false;
@@ -59,16 +61,18 @@ inline bool is_parse_error(Errc c) {
 }
 
 // Errors that decoding an FDE, an FRE or a row may report: what kLenient checks.
-inline bool is_decode_error(Errc c) {
-  switch (c) {
-    case Errc::kFreOffsetPastEnd:
-    case Errc::kFdeAttrTruncated:
-    case Errc::kBadFreType:
-    case Errc::kBadFdeType:
-    case Errc::kFreTruncated:
-    case Errc::kBadDatawordSize:
-    case Errc::kBadDatawordCount:
-    case Errc::kBadFlexControl:
+inline bool is_decode_error(ErrorCode code) {
+  const std::optional<FormatErrc> c = code.as<FormatErrc>();
+  if (!c) return false;
+  switch (*c) {
+    case FormatErrc::kFreOffsetPastEnd:
+    case FormatErrc::kFdeAttrTruncated:
+    case FormatErrc::kBadFreType:
+    case FormatErrc::kBadFdeType:
+    case FormatErrc::kFreTruncated:
+    case FormatErrc::kBadDatawordSize:
+    case FormatErrc::kBadDatawordCount:
+    case FormatErrc::kBadFlexControl:
       return true;
     default:
       return false;
@@ -126,7 +130,7 @@ inline Walk walk(const Section& s) {
   const std::uint64_t fres_end = std::uint64_t{s.fre_section_offset()} + s.header().fre_len;
   std::uint64_t budget = kWalkBudget;
   const auto note = [&](const Error& e) {
-    SFRAME_FUZZ_CHECK(is_decode_error(e.code));
+    SFRAME_FUZZ_CHECK(is_decode_error(e.code()));
     SFRAME_FUZZ_CHECK(e.offset <= size);
     // Only an error met with nothing skipped before it is validate()'s.
     if (!w.first_error && w.complete) {
@@ -211,7 +215,7 @@ inline Walk walk(const Section& s) {
       const Expected<Fre> c = s.fre_covering(*f, fre.start_offset);
       if (!c) {
         // Unordered start addresses can hide an FRE behind an earlier one.
-        SFRAME_FUZZ_CHECK(c.error().code == Errc::kPcBeforeFirstFre);
+        SFRAME_FUZZ_CHECK(c.error().code() == LookupErrc::kPcBeforeFirstFre);
         continue;
       }
       SFRAME_FUZZ_CHECK(c->start_offset <= fre.start_offset);
@@ -250,7 +254,7 @@ inline void check_lookup(const Section& s, const Walk& w, bool strict_ok) {
           SFRAME_FUZZ_CHECK(r->fde_index == a->fde.index && r->fre_index == a->fre.index && r->row == a->row &&
                             r->signal == a->fde.signal && r->fde_type == a->fde.fde_type);
         } else {
-          SFRAME_FUZZ_CHECK(r.error().code == a.error().code);
+          SFRAME_FUZZ_CHECK(r.error().code() == a.error().code());
         }
       }
     }
@@ -276,7 +280,7 @@ inline constexpr std::uint64_t kMaxRenderedFres = 1u << 15;
 inline void check_section(std::span<const std::byte> bytes, std::uint64_t address) {
   const Expected<Section> parsed = Section::parse(bytes, address);
   if (!parsed) {
-    SFRAME_FUZZ_CHECK(is_parse_error(parsed.error().code));
+    SFRAME_FUZZ_CHECK(is_parse_error(parsed.error().code()));
     return;
   }
   const Section& s = *parsed;
@@ -294,7 +298,7 @@ inline void check_section(std::span<const std::byte> bytes, std::uint64_t addres
   const Expected<void> strict = validate(s, Strictness::kStrict);
   if (strict) SFRAME_FUZZ_CHECK(lenient.has_value());
   if (!lenient) {
-    SFRAME_FUZZ_CHECK(is_decode_error(lenient.error().code));
+    SFRAME_FUZZ_CHECK(is_decode_error(lenient.error().code()));
     SFRAME_FUZZ_CHECK(!strict);
   }
   if (!strict) SFRAME_FUZZ_CHECK(strict.error().offset <= size);

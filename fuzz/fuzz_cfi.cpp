@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string& path = fuzz::memfd_path(data, size);
   auto file = elf::ElfFile::open(path);
   if (!file) {
-    SFRAME_FUZZ_CHECK(file.error().code == Errc::kElfError);
+    SFRAME_FUZZ_CHECK(file.error().code() == ElfErrc::kElfError);
     return 0;
   }
   std::uint64_t functions = 0;
@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   });
   if (!walked) {
-    const Errc c = walked.error().code;
-    SFRAME_FUZZ_CHECK(c == Errc::kElfError || c == Errc::kNotRepresentable || c == Errc::kBadCfi);
+    const ErrorCode c = walked.error().code();
+    SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == EncodeErrc::kNotRepresentable || c == CfiErrc::kBadCfi);
   }
 
   // The section address as `sframe gen` picks it: the existing SFrame
@@ -43,8 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const Version v : {Version::kV3, Version::kV2}) {
     const Expected<cfi::Generated> g = cfi::generate(*file, v, address);
     if (!g) {
-      const Errc c = g.error().code;
-      SFRAME_FUZZ_CHECK(c == Errc::kElfError || c == Errc::kNotRepresentable || c == Errc::kBadCfi);
+      const ErrorCode c = g.error().code();
+      SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == EncodeErrc::kNotRepresentable || c == CfiErrc::kBadCfi);
       continue;
     }
     SFRAME_FUZZ_CHECK(g->spec.version == v && g->spec.section_address == address);
@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!fuzz::check_encode(g->spec, Layout::kOptimize)) {
       const Error e = encode(g->spec).error();
       std::fprintf(stderr, "sframe fuzz: generate()'s v%d model is rejected: %s value 0x%llx fde %u fre %u\n",
-                   static_cast<int>(v), std::string(code_name(e.code)).c_str(),
+                   static_cast<int>(v), std::string(code_name(e.code())).c_str(),
                    static_cast<unsigned long long>(e.value), e.fde, e.fre);
       SFRAME_FUZZ_CHECK(false && "generate() emits models the encoder accepts");
     }

@@ -105,14 +105,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     SFRAME_FUZZ_CHECK(at == f.end);
   });
   if (!walked) {
-    const Errc c = walked.error().code;
-    SFRAME_FUZZ_CHECK(c == Errc::kElfError || c == Errc::kBadCfi);
+    const ErrorCode c = walked.error().code();
+    SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == CfiErrc::kBadCfi);
     return 0;
   }
   const Expected<cfi::ReaderComparison> d = cfi::compare_readers(*file, 1, true);
   if (!d) {
-    const Errc c = d.error().code;
-    SFRAME_FUZZ_CHECK(c == Errc::kElfError || c == Errc::kBadCfi);
+    const ErrorCode c = d.error().code();
+    SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == CfiErrc::kBadCfi);
     return 0;
   }
   // Not compared (each a documented difference where libdw is not the

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string& path = sframe::fuzz::memfd_path(data, size);
   auto file = sframe::elf::ElfFile::open(path);
   if (!file) {
-    SFRAME_FUZZ_CHECK(file.error().code == sframe::Errc::kElfError);
+    SFRAME_FUZZ_CHECK(file.error().code() == sframe::ElfErrc::kElfError);
     return 0;
   }
   const sframe::elf::ElfInfo& info = file->info();
@@ -44,9 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   auto data_or = file->sframe_section();
   if (!data_or) {
-    const sframe::Errc c = data_or.error().code;
-    SFRAME_FUZZ_CHECK(c == sframe::Errc::kNoSFrameSection || c == sframe::Errc::kElfError ||
-                      c == sframe::Errc::kBadRelocation);
+    const sframe::ErrorCode c = data_or.error().code();
+    SFRAME_FUZZ_CHECK(c == sframe::ElfErrc::kNoSFrameSection || c == sframe::ElfErrc::kElfError ||
+                      c == sframe::ElfErrc::kBadRelocation);
     return 0;
   }
   const sframe::elf::SFrameSectionData& sec = *data_or;

@@ -55,8 +55,8 @@ TEST(CfiReader, CorpusAgreesWithLibdw) {
     ASSERT_TRUE(f) << c.name();
     if (!cfi::abi_of(f->info())) continue;
     auto d = cfi::compare_readers(*f);
-    if (!d && d.error().code == Errc::kElfError) continue;  // no CFI in this file
-    ASSERT_TRUE(d) << c.name() << ": " << describe(d.error().code);
+    if (!d && d.error().code() == ElfErrc::kElfError) continue;  // no CFI in this file
+    ASSERT_TRUE(d) << c.name() << ": " << describe(d.error().code());
     EXPECT_EQ(d->differing_rows, 0u) << c.name() << ": " << describe_first(*d);
     EXPECT_EQ(d->libdw_unreadable, 0u) << c.name();
     compared += d->rows_compared;
@@ -218,13 +218,13 @@ TEST(CfiReader, CompiledProgramsAgreeWithLibdw) {
       ASSERT_TRUE(f->section_bytes(".debug_frame")) << "no .debug_frame";
     }
     auto d = cfi::compare_readers(*f);
-    ASSERT_TRUE(d) << describe(d.error().code);
+    ASSERT_TRUE(d) << describe(d.error().code());
     EXPECT_TRUE(d->libdw_run);
     EXPECT_EQ(d->differing_rows, 0u) << describe_first(*d);
     EXPECT_EQ(d->libdw_unreadable, 0u);
     EXPECT_GT(d->rows_compared, 10u);
     auto g = cfi::generate(*f, Version::kV3, 0);
-    ASSERT_TRUE(g) << describe(g.error().code);
+    ASSERT_TRUE(g) << describe(g.error().code());
     std::set<std::uint64_t> starts;
     for (const auto& fn : g->spec.functions) starts.insert(fn.start_pc);
     for (std::uint64_t want : nm_starts(exe, {"main", "big", "spill"})) EXPECT_TRUE(starts.count(want)) << std::hex << want;
@@ -533,7 +533,7 @@ TEST(CfiReader, HostileInputIsBounded) {
     cfi::CfiSource src{e.b, 0};
     auto ok = cfi::read_cfi(src, Abi::kAmd64Little, [](const cfi::Function&) {});
     ASSERT_FALSE(ok);
-    EXPECT_EQ(ok.error().code, Errc::kBadCfi);
+    EXPECT_EQ(ok.error().code(), CfiErrc::kBadCfi);
     EXPECT_EQ(ok.error().offset, at);
   }
   {
@@ -613,7 +613,7 @@ TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
       ++functions;
       cfi::Reason why = cfi::Reason::kNone;
       const std::vector<std::byte> bytes = section_of(fn, 0, why);
-      auto ref = bytes.empty() ? Expected<Section>(make_error(Errc::kTruncatedHeader, 0)) : Section::parse(bytes, 0);
+      auto ref = bytes.empty() ? Expected<Section>(make_error(FormatErrc::kTruncatedHeader, 0)) : Section::parse(bytes, 0);
       std::vector<std::uint64_t> at = {fn.start, fn.end - 1, fn.start + (fn.end - fn.start) / 2};
       for (std::size_t i = 0; i < fn.rows.size() && i < 16; ++i) at.push_back(fn.rows[i].start);
       for (const std::uint64_t pc : at) {
@@ -621,21 +621,21 @@ TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
         Expected<const cfi::GeneratedFde*> g = u.generate_for_pc(pc);
         if (why != cfi::Reason::kNone) {
           ++refused;
-          if (g || g.error().code != Errc::kNotRepresentable || g.error().value != static_cast<std::uint64_t>(why))
+          if (g || g.error().code() != EncodeErrc::kNotRepresentable || g.error().value != static_cast<std::uint64_t>(why))
             diffs.push_back(fmt::format("{:#x}: libdw's rows give reason {}, on-demand {}", pc, describe(why),
-                                        g ? "generated" : describe(g.error().code)));
+                                        g ? "generated" : describe(g.error().code())));
           continue;
         }
         ASSERT_TRUE(ref) << lib;
         if (!g) {
-          diffs.push_back(fmt::format("{:#x}: on-demand error {}", pc, describe(g.error().code)));
+          diffs.push_back(fmt::format("{:#x}: on-demand error {}", pc, describe(g.error().code())));
           continue;
         }
         auto want = find(*ref, pc);
         auto got = find(*(*g)->section.section, pc);
         if (!want || !got) {
-          diffs.push_back(fmt::format("{:#x}: lookup {} / {}", pc, want ? "ok" : describe(want.error().code),
-                                      got ? "ok" : describe(got.error().code)));
+          diffs.push_back(fmt::format("{:#x}: lookup {} / {}", pc, want ? "ok" : describe(want.error().code()),
+                                      got ? "ok" : describe(got.error().code())));
           continue;
         }
         if (!(want->row == got->row) || want->fde.start_pc != got->fde.start_pc || want->fde.size != got->fde.size ||
@@ -706,18 +706,18 @@ TEST(CfiReader, OnDemandHostileTableIsBounded) {
     EXPECT_EQ(m->row.cfa.offset, 16);
     auto miss = u.generate_for_pc(0x1050);  // after the function, before the next entry
     ASSERT_FALSE(miss);
-    EXPECT_EQ(miss.error().code, Errc::kPcNotCovered);
+    EXPECT_EQ(miss.error().code(), LookupErrc::kPcNotCovered);
     auto below = u.generate_for_pc(0x0fff);
     ASSERT_FALSE(below);
-    EXPECT_EQ(below.error().code, Errc::kPcNotCovered);
+    EXPECT_EQ(below.error().code(), LookupErrc::kPcNotCovered);
     for (std::uint64_t pc : {0x1105u, 0x1205u, 0x1305u, 0x1405u}) {
       SCOPED_TRACE(pc);
       auto r = u.generate_for_pc(pc);
       ASSERT_FALSE(r);
-      EXPECT_EQ(r.error().code, Errc::kBadCfi);
+      EXPECT_EQ(r.error().code(), CfiErrc::kBadCfi);
       auto again = u.generate_for_pc(pc);  // kept: the same reason
       ASSERT_FALSE(again);
-      EXPECT_EQ(again.error().code, Errc::kBadCfi);
+      EXPECT_EQ(again.error().code(), CfiErrc::kBadCfi);
     }
     EXPECT_EQ(u.generate_for_pc(0x1105).error().offset, bad);
     EXPECT_EQ(u.generated_fdes().size(), 1u);
@@ -733,7 +733,7 @@ TEST(CfiReader, OnDemandHostileTableIsBounded) {
         EXPECT_GE(pc, (*r)->start);
         EXPECT_LT(pc, (*r)->end);
       } else {
-        EXPECT_EQ(r.error().code, Errc::kPcNotCovered);
+        EXPECT_EQ(r.error().code(), LookupErrc::kPcNotCovered);
       }
     }
   }
@@ -748,7 +748,7 @@ TEST(CfiReader, OnDemandHostileTableIsBounded) {
     src.eh_frame = cfi::CfiSource{e.b, eh_addr};
     auto ok = u.enable_on_demand(src);
     ASSERT_FALSE(ok);
-    EXPECT_EQ(ok.error().code, Errc::kElfError);
+    EXPECT_EQ(ok.error().code(), ElfErrc::kElfError);
     EXPECT_FALSE(u.on_demand());
   }
 }

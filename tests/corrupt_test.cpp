@@ -2,7 +2,7 @@
 // Table-driven corruption tests: every row takes a known-good SFrame section
 // (hand-written from the specification, one comment per field, in
 // support/sframe_bases.hpp), breaks
-// exactly one rule, and expects the specific sframe::Errc (and, where it is
+// exactly one rule, and expects the specific sframe::FormatErrc (and, where it is
 // meaningful, the byte offset / FDE index / FRE index) from the step that must
 // catch it:
 //
@@ -42,7 +42,7 @@
 namespace sframe {
 // Readable gtest output for EXPECT_EQ on errors.
 void PrintTo(const Error& e, std::ostream* os) {
-  *os << code_name(e.code) << " @" << e.offset << " value=" << e.value << " fde="
+  *os << code_name(e.code()) << " @" << e.offset << " value=" << e.value << " fde="
       << (e.fde == kNoIndex ? std::string("-") : std::to_string(e.fde))
       << " fre=" << (e.fre == kNoIndex ? std::string("-") : std::to_string(e.fre));
 }
@@ -50,7 +50,7 @@ void PrintTo(const Error& e, std::ostream* os) {
 
 namespace {
 
-using sframe::Errc;
+using sframe::FormatErrc;
 using sframe::Error;
 using sframe::Section;
 using sframe::Strictness;
@@ -135,19 +135,19 @@ constexpr std::int64_t X = -1;                 // not checked
 constexpr std::int64_t N = sframe::kNoIndex;   // "no FDE/FRE index"
 
 struct Row {
-  Row(const char* n, Base b, Mutation m, Errc c, At a, std::int64_t o = X, std::int64_t fd = X, std::int64_t fr = X)
+  Row(const char* n, Base b, Mutation m, FormatErrc c, At a, std::int64_t o = X, std::int64_t fd = X, std::int64_t fr = X)
       : name(n), base(b), mutate(std::move(m)), code(c), at(a), off(o), fde(fd), fre(fr) {}
   const char* name;
   Base base;
   Mutation mutate;
-  Errc code;
+  FormatErrc code;
   At at;
   std::int64_t off, fde, fre;
 };
 
 void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
 
-using enum Errc;
+using enum FormatErrc;
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> kRows = {
@@ -284,7 +284,7 @@ const std::vector<Row>& rows() {
 }
 
 void expect_error(const Error& e, const Row& r) {
-  EXPECT_EQ(e.code, r.code) << "got " << str(e) << ", want " << sframe::code_name(r.code);
+  EXPECT_EQ(e.code(), r.code) << "got " << str(e) << ", want " << sframe::code_name(r.code);
   if (r.off != X) {
     EXPECT_EQ(e.offset, static_cast<std::uint64_t>(r.off)) << str(e);
   }
@@ -492,7 +492,7 @@ TEST(CorruptAccepted, FdeIndexOutOfRange) {
   auto s = *Section::parse(o.span());
   auto f = s.fde(2);
   ASSERT_FALSE(f);
-  EXPECT_EQ(f.error().code, kFdeIndexOutOfRange);
+  EXPECT_EQ(f.error().code(), kFdeIndexOutOfRange);
   EXPECT_EQ(f.error().fde, 2u);
 }
 

@@ -142,7 +142,7 @@ TEST(SectionEncoder, RefusedFunctionIsNotAdded) {
   ASSERT_TRUE(enc.add(ok));
   auto e = enc.add(flex);
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().code, Errc::kNotRepresentable);
+  EXPECT_EQ(e.error().code(), EncodeErrc::kNotRepresentable);
   EXPECT_EQ(e.error().fde, 1u);
   EXPECT_EQ(enc.size(), 1u);
   auto bytes = enc.finish();
@@ -155,7 +155,7 @@ TEST(SectionEncoder, RefusedFunctionIsNotAdded) {
   SectionEncoder v1(h);
   auto bad = v1.add(ok);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().code, Errc::kBadVersion);
+  EXPECT_EQ(bad.error().code(), FormatErrc::kBadVersion);
 }
 
 // Streaming gen: functions by increasing start PC (PLT FDEs among them),

@@ -45,7 +45,7 @@ TEST_P(Encode, PreserveLayoutIsByteIdenticalForGnuV3) {
   auto spec = to_spec(d.section);
   ASSERT_TRUE(spec);
   auto out = encode(*spec, Layout::kPreserve);
-  ASSERT_TRUE(out) << describe(out.error().code) << " FDE " << out.error().fde << " FRE " << out.error().fre;
+  ASSERT_TRUE(out) << describe(out.error().code()) << " FDE " << out.error().fde << " FRE " << out.error().fre;
   ASSERT_EQ(out->size(), d.used.size());
   for (std::size_t i = 0; i < out->size(); ++i)
     ASSERT_EQ((*out)[i], d.used[i]) << "first difference at byte " << i;
@@ -66,11 +66,11 @@ TEST_P(Encode, OptimizedRoundTrip) {
         std::erase_if(s.functions, [](const FunctionSpec& f) { return f.fde_type == FdeType::kFlex; });
       }
       auto out = encode(s, Layout::kOptimize);
-      ASSERT_TRUE(out) << describe(out.error().code) << " FDE " << out.error().fde << " FRE " << out.error().fre;
+      ASSERT_TRUE(out) << describe(out.error().code()) << " FDE " << out.error().fde << " FRE " << out.error().fre;
       auto back = Section::parse(*out, s.section_address);
       ASSERT_TRUE(back);
       auto ok = validate(*back, Strictness::kStrict);
-      ASSERT_TRUE(ok) << describe(ok.error().code) << " at " << ok.error().offset;
+      ASSERT_TRUE(ok) << describe(ok.error().code()) << " at " << ok.error().offset;
       auto spec2 = to_spec(*back);
       ASSERT_TRUE(spec2);
       // Same functions (sorted by start PC), same distinct rows.
@@ -183,12 +183,12 @@ TEST(EncodeProperty, RandomModelsRoundTrip) {
     // Shuffle: the encoder sorts.
     std::shuffle(s.functions.begin(), s.functions.end(), rng);
     auto out = encode(s);
-    ASSERT_TRUE(out) << "model " << iter << ": " << describe(out.error().code) << " FDE " << out.error().fde
+    ASSERT_TRUE(out) << "model " << iter << ": " << describe(out.error().code()) << " FDE " << out.error().fde
                      << " FRE " << out.error().fre;
     auto back = Section::parse(*out, s.section_address);
     ASSERT_TRUE(back);
     auto ok = validate(*back, Strictness::kStrict);
-    ASSERT_TRUE(ok) << "model " << iter << ": " << describe(ok.error().code);
+    ASSERT_TRUE(ok) << "model " << iter << ": " << describe(ok.error().code());
     auto spec = to_spec(*back);
     ASSERT_TRUE(spec);
     std::stable_sort(s.functions.begin(), s.functions.end(), [](auto& a, auto& b) { return a.start_pc < b.start_pc; });
@@ -235,7 +235,7 @@ TEST(Merge, SplitAndMergeGivesTheOriginal) {
       parts.push_back(*back);
     }
     auto merged = merge(parts, d.section.address());
-    ASSERT_TRUE(merged) << c.name() << ": " << describe(merged.error().code);
+    ASSERT_TRUE(merged) << c.name() << ": " << describe(merged.error().code());
     auto bytes = encode(*merged);
     ASSERT_TRUE(bytes);
     auto sec = Section::parse(*bytes, d.section.address());
@@ -253,7 +253,7 @@ TEST(Merge, SplitAndMergeGivesTheOriginal) {
     // The same functions twice overlap.
     auto twice = merge({*spec, *spec}, 0);
     ASSERT_FALSE(twice);
-    EXPECT_EQ(twice.error().code, Errc::kFdesOverlap);
+    EXPECT_EQ(twice.error().code(), FormatErrc::kFdesOverlap);
   }
 }
 

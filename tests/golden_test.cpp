@@ -44,7 +44,7 @@ TEST_P(Golden, StrictValidationAccepts) {
   auto sec = sframe::Section::parse(data->bytes, data->address);
   ASSERT_TRUE(sec);
   auto ok = sframe::validate(*sec, sframe::Strictness::kStrict);
-  EXPECT_TRUE(ok) << sframe::describe(ok.error().code) << " at " << ok.error().offset;
+  EXPECT_TRUE(ok) << sframe::describe(ok.error().code()) << " at " << ok.error().offset;
 }
 
 std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {

@@ -269,7 +269,7 @@ TEST(Lookup, IndexHandlesFullAddressSpan) {
       0, 0x03, 8, 0, 0x03, 8};
   auto s = sframe::Section::parse(std::as_bytes(std::span(b)), 0);
   ASSERT_TRUE(s);
-  ASSERT_TRUE(sframe::validate(*s, sframe::Strictness::kStrict)) << sframe::describe(sframe::validate(*s).error().code);
+  ASSERT_TRUE(sframe::validate(*s, sframe::Strictness::kStrict)) << sframe::describe(sframe::validate(*s).error().code());
   auto ix = sframe::FdeIndex::build(*s);
   ASSERT_TRUE(ix);
   auto direct = sframe::find(*s, 0x10);
@@ -298,7 +298,7 @@ TEST(Lookup, RowIndexAgreesWithFindOnEveryCorpusSection) {
     auto rx = sframe::RowIndex::build(*s);
     if (!rx) {
       // Objects may hold overlapping FDEs before relocation (v1: all at 0).
-      EXPECT_EQ(rx.error().code, sframe::Errc::kFdesOverlap) << c.name();
+      EXPECT_EQ(rx.error().code(), sframe::FormatErrc::kFdesOverlap) << c.name();
       continue;
     }
     ++sections;
@@ -326,7 +326,7 @@ TEST(Lookup, RowIndexAgreesWithFindOnEveryCorpusSection) {
       ASSERT_EQ(got.has_value(), want.has_value()) << c.name() << " pc " << std::hex << pc;
       ++probes;
       if (!want) {
-        EXPECT_EQ(got.error().code, want.error().code) << c.name() << " pc " << std::hex << pc;
+        EXPECT_EQ(got.error().code(), want.error().code()) << c.name() << " pc " << std::hex << pc;
         continue;
       }
       EXPECT_EQ(got->fde_index, want->fde.index) << c.name() << " pc " << std::hex << pc;

@@ -81,7 +81,7 @@ Seen read_all(PerfData& d) {
                   rec.id.time % 1000000000 / 1000, rec.sample.ip);
     s.samples.push_back(squeeze(buf));
   });
-  EXPECT_TRUE(r) << (r ? "" : std::string(describe(r.error().code)));
+  EXPECT_TRUE(r) << (r ? "" : std::string(describe(r.error().code())));
   return s;
 }
 
@@ -90,7 +90,7 @@ class Recording : public ::testing::TestWithParam<const char*> {};
 TEST_P(Recording, SamplesAndRecordCountsAsPerfSeesThem) {
   const std::string base = kDir + "/" + GetParam();
   auto d = PerfData::open(base + ".data");
-  ASSERT_TRUE(d) << describe(d.error().code) << " at " << d.error().offset;
+  ASSERT_TRUE(d) << describe(d.error().code()) << " at " << d.error().offset;
   const Seen s = read_all(*d);
   std::vector<std::string> want;
   for (const std::string& l : lines(base + ".samples")) want.push_back(squeeze(l));
@@ -205,9 +205,9 @@ TEST(PerfData, HostileInputIsBoundedAndClear) {
       if (d) (void)d->for_each([](const Record&) {});
     }
   }
-  EXPECT_EQ(PerfData::from_bytes({}).error().code, Errc::kPerfBadHeader);
+  EXPECT_EQ(PerfData::from_bytes({}).error().code(), PerfErrc::kPerfBadHeader);
   std::vector<std::byte> junk(200, std::byte{0x41});
-  EXPECT_EQ(PerfData::from_bytes(junk).error().code, Errc::kPerfBadHeader);
+  EXPECT_EQ(PerfData::from_bytes(junk).error().code(), PerfErrc::kPerfBadHeader);
 }
 
 TEST(PerfData, BigEndianAnd32BitAreRefused) {
@@ -216,7 +216,7 @@ TEST(PerfData, BigEndianAnd32BitAreRefused) {
   // The magic as a big-endian host writes it.
   std::vector<std::byte> be = all;
   std::reverse(be.begin(), be.begin() + 8);
-  EXPECT_EQ(PerfData::from_bytes(be).error().code, Errc::kPerfUnsupported);
+  EXPECT_EQ(PerfData::from_bytes(be).error().code(), PerfErrc::kPerfUnsupported);
   // The first sample's REGS_USER ABI word set to PERF_SAMPLE_REGS_ABI_32.
   // Its layout (small.header: IP|TID|TIME|ADDR|CALLCHAIN|REGS_USER|...):
   // header, ip, pid/tid, time, addr, callchain nr and entries, then the ABI.
@@ -241,7 +241,7 @@ TEST(PerfData, BigEndianAnd32BitAreRefused) {
       ASSERT_TRUE(d);
       auto r = d->for_each([](const Record&) {});
       ASSERT_FALSE(r);
-      EXPECT_EQ(r.error().code, Errc::kPerfUnsupported);
+      EXPECT_EQ(r.error().code(), PerfErrc::kPerfUnsupported);
       EXPECT_GE(r.error().offset, pos);
       EXPECT_LT(r.error().offset, pos + size);
     }

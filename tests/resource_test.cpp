@@ -46,7 +46,8 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-using sframe::Errc;
+
+using sframe::FormatErrc;
 using sframe::Section;
 using sframe::Strictness;
 using sframe::ValidateStats;
@@ -153,7 +154,7 @@ TEST(ResourceBounds, HugeFdeCountRejectedByParseWithoutAllocating) {
     const std::uint64_t bytes = allocated_by([&] { s.emplace(Section::parse(w.b)); });
     ASSERT_FALSE(s->has_value()) << "v" << version;
     // The FDE table's extent (num_fdes * FDE size) is checked against the bytes.
-    EXPECT_EQ(s->error().code, Errc::kFdeTablePastEnd) << "v" << version;
+    EXPECT_EQ(s->error().code(), FormatErrc::kFdeTablePastEnd) << "v" << version;
     EXPECT_EQ(s->error().offset, 20u);
     EXPECT_EQ(bytes, 0u);
   }
@@ -172,7 +173,7 @@ TEST(ResourceBounds, HugeHeaderFreCountRejectedBeforeAllocating) {
   ValidateStats stats;
   const std::uint64_t bytes = allocated_by([&] { strict = sframe::validate(*s, Strictness::kStrict, stats); });
   ASSERT_FALSE(strict.has_value());
-  EXPECT_EQ(strict.error().code, Errc::kFreCountMismatch);
+  EXPECT_EQ(strict.error().code(), FormatErrc::kFreCountMismatch);
   EXPECT_EQ(strict.error().offset, 12u);
   EXPECT_EQ(bytes, 0u);
   EXPECT_EQ(stats.fre_decodes, 0u) << "rejected from the header before walking";
@@ -192,14 +193,14 @@ TEST(ResourceBounds, HugeFdeFreCountFailsWithoutAllocatingForTheClaim) {
     ASSERT_FALSE(r.has_value());
     if (mode == Strictness::kLenient) {
       // FRE 4 of FDE 2 would start at the end of the FRE sub-section.
-      EXPECT_EQ(r.error().code, Errc::kFreTruncated);
+      EXPECT_EQ(r.error().code(), FormatErrc::kFreTruncated);
       EXPECT_EQ(r.error().fde, 2u);
       EXPECT_EQ(r.error().fre, 4u);
       EXPECT_EQ(r.error(), *naive_first_error(*s));
     } else {
       // FDE 1 shares FDE 0's whole block, which kStrict accepts; FDE 2
       // points at it with another FRE count, which it rejects.
-      EXPECT_EQ(r.error().code, Errc::kFdeFresOverlap);
+      EXPECT_EQ(r.error().code(), FormatErrc::kFdeFresOverlap);
       EXPECT_EQ(r.error().fde, 2u);
     }
     EXPECT_LE(bytes, 16 * b.size()) << "allocation must follow the size, not the claimed count";
@@ -245,7 +246,7 @@ TEST_P(SharedFres, LenientWorkIsLinearInSectionSize) {
     } else {
       ASSERT_FALSE(strict.has_value());
       if (m <= 256) {
-        EXPECT_EQ(strict.error().code, Errc::kFdeFresOverlap) << c.name << " n=" << n;
+        EXPECT_EQ(strict.error().code(), FormatErrc::kFdeFresOverlap) << c.name << " n=" << n;
       }
     }
     EXPECT_LE(strict_stats.fre_decodes, 2 * b.size()) << c.name << " n=" << n;
@@ -279,7 +280,7 @@ TEST(ResourceBounds, SharedFresErrorsMatchTheAccessors) {
       ASSERT_EQ(r.has_value(), !want.has_value()) << "bad=" << bad << " step=" << step;
       if (want) {
         EXPECT_EQ(r.error(), *want) << "bad=" << bad << " step=" << step;
-        EXPECT_EQ(r.error().code, Errc::kBadDatawordSize);
+        EXPECT_EQ(r.error().code(), FormatErrc::kBadDatawordSize);
       }
       EXPECT_LE(stats.fre_decodes, 4 * b.size());
     }

@@ -96,7 +96,7 @@ struct Encoded {
 
 Encoded encode_ok(const SectionSpec& s, SizeOptions o) {
   auto bytes = encode(s, Layout::kOptimize, o);
-  EXPECT_TRUE(bytes) << (bytes ? "" : describe(bytes.error().code));
+  EXPECT_TRUE(bytes) << (bytes ? "" : describe(bytes.error().code()));
   Encoded e;
   if (!bytes) return e;
   e.bytes = std::move(*bytes);
@@ -141,7 +141,7 @@ std::uint64_t expect_same_lookups(const SectionSpec& s, const Section& plain, co
 // (and, for libsframe, the byte order's flip when foreign).
 void expect_accepted(const Section& s, const std::string& what) {
   auto ok = validate(s, Strictness::kStrict);
-  EXPECT_TRUE(ok) << what << ": " << (ok ? "" : describe(ok.error().code)) << " at "
+  EXPECT_TRUE(ok) << what << ": " << (ok ? "" : describe(ok.error().code())) << " at "
                   << (ok ? 0 : ok.error().offset);
   for (Consumer c : kAllConsumers) {
     if (!reads_version(c, s.version())) continue;
@@ -578,7 +578,7 @@ TEST(SizeOptions, StrictValidationAcceptsWholeSharedBlocksOnly) {
     ASSERT_TRUE(sec);
     const auto r = validate(*sec, Strictness::kStrict);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code, Errc::kFdeFresOverlap);
+    EXPECT_EQ(r.error().code(), FormatErrc::kFdeFresOverlap);
     EXPECT_EQ(r.error().fde, 1u);
   }
   // Pointing inside FDE 0's block (its second FRE, 3 bytes in): overlap.
@@ -589,7 +589,7 @@ TEST(SizeOptions, StrictValidationAcceptsWholeSharedBlocksOnly) {
     ASSERT_TRUE(sec);
     const auto r = validate(*sec, Strictness::kStrict);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code, Errc::kFdeFresOverlap);
+    EXPECT_EQ(r.error().code(), FormatErrc::kFdeFresOverlap);
     EXPECT_EQ(r.error().fde, 1u);
   }
   // Shared, but the header counts the block twice.
@@ -600,7 +600,7 @@ TEST(SizeOptions, StrictValidationAcceptsWholeSharedBlocksOnly) {
     ASSERT_TRUE(sec);
     const auto r = validate(*sec, Strictness::kStrict);
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().code, Errc::kFreCountMismatch);
+    EXPECT_EQ(r.error().code(), FormatErrc::kFreCountMismatch);
   }
 }
 

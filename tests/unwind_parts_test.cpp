@@ -88,7 +88,7 @@ TEST(UnwindModuleMap, SortedAllocationFreeAndChecked) {
   EXPECT_EQ(map.modules()[2].range.begin, 0x5000u);
   auto full = map.add(mod(0x7000, 0x8000));
   ASSERT_FALSE(full);
-  EXPECT_EQ(full.error().code, Errc::kModuleMapFull);
+  EXPECT_EQ(full.error().code(), IoErrc::kModuleMapFull);
   EXPECT_EQ(map.find(0x0fff), nullptr);
   EXPECT_EQ(map.find(0x1000), &map.modules()[0]);
   EXPECT_EQ(map.find(0x1fff), &map.modules()[0]);
@@ -105,12 +105,12 @@ TEST(UnwindModuleMap, SortedAllocationFreeAndChecked) {
   for (auto [b, e] : {std::pair{0x1800ull, 0x2800ull}, {0x0800ull, 0x1001ull}, {0x4000ull, 0x6000ull}, {0x0ull, 0x10000ull}}) {
     auto r = map.add(mod(b, e));
     ASSERT_FALSE(r) << std::hex << b;
-    EXPECT_EQ(r.error().code, Errc::kModulesOverlap);
+    EXPECT_EQ(r.error().code(), IoErrc::kModulesOverlap);
   }
   EXPECT_TRUE(map.add(mod(0x2000, 0x5000)));  // touching both neighbours
   auto empty = map.add(mod(0x9000, 0x9000));
   ASSERT_FALSE(empty);
-  EXPECT_EQ(empty.error().code, Errc::kBadModuleRange);
+  EXPECT_EQ(empty.error().code(), IoErrc::kBadModuleRange);
   // Generations are unique across maps.
   std::array<Module, 1> other_storage;
   ModuleMap other(other_storage);

@@ -413,7 +413,7 @@ int main(int argc, char** argv) {
     g_stack_hi = reinterpret_cast<std::uintptr_t>(addr) + size;
   }
   if (auto r = sframe::backtrace_init(); !r)
-    std::fprintf(stderr, "backtrace_init: %s (continuing)\n", std::string(sframe::code_name(r.error().code)).c_str());
+    std::fprintf(stderr, "backtrace_init: %s (continuing)\n", std::string(sframe::code_name(r.error().code())).c_str());
   sframe::backtrace_wait_ready();
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use

@@ -112,7 +112,7 @@ void measure(const std::string& path, const char* source, SectionSpec spec) {
     const auto bytes = encode(s, Layout::kOptimize, t.options);
     if (!bytes) {
       std::fprintf(stderr, "%s: %s v%d %s: %s\n", path.c_str(), source, static_cast<int>(s.version), t.name,
-                   std::string(describe(bytes.error().code)).c_str());
+                   std::string(describe(bytes.error().code())).c_str());
       continue;
     }
     int rejected = 0;

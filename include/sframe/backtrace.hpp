@@ -145,12 +145,13 @@ struct BacktraceModuleReport {
   /// FDE", "no SFrame section; generated from .eh_frame", "no SFrame
   /// section; no .eh_frame FDEs (no code to unwind)".
   std::string reason;
-  /// The module has unwind information (.eh_frame FDEs) but no SFrame could
-  /// be made from it (file unreadable, CFI unusable): `error` says why, and
+  /// Set when the module has unwind information (.eh_frame FDEs) but no
+  /// SFrame could be made from it (file unreadable, CFI unusable): why, and
   /// `reason` ends with it in words. A module without any unwind
   /// information (a data-only library) is not a failure.
-  bool failed = false;
-  Error error{Errc::kPcNotCovered};
+  std::optional<Error> error;
+  /// True when `error` is set.
+  bool failed() const noexcept { return error.has_value(); }
 };
 
 /// Every module of the table built by backtrace_init()/backtrace_refresh().

@@ -24,7 +24,8 @@ struct Match {
 /// (rep_size; v1 has none and uses 16, the x86-64 PLT entry size).
 /// Binary search over the FDE table when SFRAME_F_FDE_SORTED is set, a linear
 /// scan otherwise. Allocates nothing; async-signal-safe.
-/// Errors: kPcNotCovered, kPcBeforeFirstFre, or a decoding error of the FDE/FRE.
+/// Errors: LookupErrc::kPcNotCovered, LookupErrc::kPcBeforeFirstFre, or a
+/// decoding error of the FDE/FRE (FormatErrc).
 Expected<Match> find(const Section& s, std::uint64_t pc) noexcept;
 
 /// Looks up `pc` inside one FDE known to cover it (see find()).
@@ -98,8 +99,9 @@ class RowIndex {
   static Expected<RowIndex> build(const Section& s);
 
   /// The rules covering absolute `pc`; same coverage as sframe::find()
-  /// (PC-mask FDEs included). Errors: kPcNotCovered, kPcBeforeFirstFre, or
-  /// a decoding error of a PC-mask FDE's FREs.
+  /// (PC-mask FDEs included). Errors: LookupErrc::kPcNotCovered,
+  /// LookupErrc::kPcBeforeFirstFre, or a decoding error of a PC-mask FDE's
+  /// FREs (FormatErrc).
   Expected<RowMatch> find(std::uint64_t pc) const noexcept;
 
   /// find_row() for a PC in a PC-mask FDE: its row depends on the PC, so
@@ -111,7 +113,7 @@ class RowIndex {
   /// cache line of boundaries). Same errors as find() (kPcNotCovered,
   /// kPcBeforeFirstFre with the FDE index).
   Expected<std::uint32_t> find_row(std::uint64_t pc) const noexcept;
-  /// row_id(): no FDE covers the PC (find() says kPcNotCovered).
+  /// row_id(): no FDE covers the PC (find() says LookupErrc::kPcNotCovered).
   static constexpr std::uint32_t kNotCovered = 0xfffffffe;
   /// find_row() without building an Expected, for the cold step of a walk:
   /// the distinct row covering absolute `pc` (< num_rows()), kNotCovered,

@@ -163,7 +163,7 @@ struct EhFrameHdrEntry {
 /// Frames": entries sorted by initial location; an unsorted table gives some
 /// entry or none, never a read outside `hdr`), i.e. the last entry whose
 /// start is at or below `pc`. `address` is the link-time address of `hdr`.
-/// Errors: kElfError as eh_frame_hdr_starts(); kPcNotCovered (value: pc)
+/// Errors: ElfErrc::kElfError as eh_frame_hdr_starts(); LookupErrc::kPcNotCovered (value: pc)
 /// when `pc` lies below every entry or the table is empty.
 Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address, std::uint64_t pc);
 
@@ -233,8 +233,8 @@ class ModuleUnwind {
   /// on first need and kept per FDE for the object's life; an x86-64 PLT
   /// section's PC-mask functions as generate() makes them. Errors (the
   /// reason for that PC; an unreadable FDE's is kept and returned again):
-  /// kPcNotCovered (no FDE covers `pc`), kBadCfi (the FDE's record cannot
-  /// be read; its offset), kNotRepresentable (its rows have no SFrame form;
+  /// LookupErrc::kPcNotCovered (no FDE covers `pc`), CfiErrc::kBadCfi (the
+  /// FDE's record cannot be read; its offset), EncodeErrc::kNotRepresentable (its rows have no SFrame form;
   /// value: the cfi::Reason), encode errors; kElfError when not on_demand().
   Expected<const GeneratedFde*> generate_for_pc(std::uint64_t pc);
   /// The FDEs generated so far, in the order they were generated.

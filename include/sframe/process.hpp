@@ -129,11 +129,12 @@ struct Thread {
   /// /proc/PID/task/TID/comm.
   std::string name;
   /// Stopped and its registers read. When false, `error` says why
-  /// (kIoError, value: errno) - typically the thread exited meanwhile
-  /// (ESRCH), or did not stop by the deadline (ETIMEDOUT).
+  /// (IoErrc::kIoError, value: errno) - typically the thread exited
+  /// meanwhile (ESRCH), or did not stop by the deadline (ETIMEDOUT).
   bool stopped = false;
   ThreadRegisters regs;
-  Error error{};
+  /// Set when the thread is not stopped.
+  std::optional<Error> error;
   /// A signal that arrived while stopping the thread; it is passed back to
   /// the thread when detaching so the process does not lose it.
   int pending_signal = 0;

@@ -196,12 +196,18 @@ const char* sframe_strerror(int status) {
     case SFRAME_E_NOT_INITIALIZED: return "sframe_backtrace_init() has not run";
     default: break;
   }
-  // Codec statuses: the C++ message of the Errc mapping to it (literals, so
-  // NUL-terminated).
-#define SFRAME_X(name, msg) \
-  if (status == capi::to_status(Errc::name)) return msg;
-  SFRAME_ERROR_CODES(SFRAME_X)
+  // Input statuses: the C++ message of the first code (in the order of
+  // SFRAME_ERROR_LAYERS) mapping to it (literals, so NUL-terminated).
+#define SFRAME_X_CODE(name, msg) \
+  if (status == capi::to_status(E::name)) return msg;
+#define SFRAME_X(layer, type, codes, lname) \
+  {                                         \
+    using E = type;                         \
+    codes(SFRAME_X_CODE)                    \
+  }
+  SFRAME_ERROR_LAYERS(SFRAME_X)
 #undef SFRAME_X
+#undef SFRAME_X_CODE
   return "unknown status";
 }
 
@@ -490,7 +496,7 @@ sframe_status sframe_unwind(const sframe_unwinder* unwinder, const sframe_regs* 
   }
   result->count = u.count;
   result->stop = static_cast<std::uint32_t>(u.reason);
-  result->error = u.reason == StopReason::kBadRule && u.error != Errc::kPcNotCovered ? capi::to_status(u.error) : SFRAME_OK;
+  result->error = u.reason == StopReason::kBadRule && u.error ? capi::to_status(*u.error) : SFRAME_OK;
   result->address = u.address;
   return SFRAME_OK;
 }

@@ -375,11 +375,11 @@ bool has_records(const std::optional<elf::SectionBytes>& s) { return s && s->byt
 Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
                                std::uint64_t* unreadable) {
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
   std::uint64_t eh_frame_size = 0;
   auto fdes = fde_entries(file, eh_frame_size);
-  if (!fdes) return make_error(Errc::kElfError, 0);
+  if (!fdes) return make_error(ElfErrc::kElfError, 0);
   Elf* elf = static_cast<Elf*>(file.native_handle());
   std::unique_ptr<Dwarf_CFI, CfiDeleter> eh_cfi(dwarf_getcfi_elf(elf));
   // .debug_frame comes through a Dwarf handle (dwarf_getcfi), which owns it.
@@ -408,7 +408,7 @@ Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<voi
                   fdes->end());
     }
   }
-  if (!eh_cfi && !debug_cfi) return make_error(Errc::kElfError, 0);
+  if (!eh_cfi && !debug_cfi) return make_error(ElfErrc::kElfError, 0);
   // libdw answers one row per call and runs the FDE's program from its start
   // each time, so a function of R rows costs about R x its CFI bytes. Real
   // files spend under 100 bytes of work per byte of .eh_frame (GCC's cc1plus,
@@ -465,7 +465,7 @@ Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<voi
 Expected<std::vector<CfiSource>> cfi_sources(const elf::ElfFile& file) {
   const auto& info = file.info();
   // An object's FDE addresses are relocations until applied.
-  if (info.type == ET_REL && !file.relocated()) return make_error(Errc::kElfError, 0);
+  if (info.type == ET_REL && !file.relocated()) return make_error(ElfErrc::kElfError, 0);
   std::vector<CfiSource> out;
   for (const char* name : {".eh_frame", ".debug_frame"}) {
     const auto s = file.section_bytes(name);
@@ -479,7 +479,7 @@ Expected<std::vector<CfiSource>> cfi_sources(const elf::ElfFile& file) {
     // text_base and data_base stay 0, as libgcc and libdw have them here.
     out.push_back(src);
   }
-  if (out.empty()) return make_error(Errc::kElfError, 0);
+  if (out.empty()) return make_error(ElfErrc::kElfError, 0);
   return out;
 }
 
@@ -497,7 +497,7 @@ std::vector<PltSection> plt_sections(const elf::ElfFile& file) {
 Expected<void> for_each_function(const elf::ElfFile& file, const std::function<void(const Function&)>& fn,
                                  std::uint64_t* unreadable) {
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
   if (!srcs) return Unexpected{srcs.error()};
   CfiStats stats;
@@ -515,14 +515,14 @@ Expected<std::vector<Function>> read_functions(const elf::ElfFile& file) {
 
 Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   return section_header(*abi, version, section_address);
 }
 
 Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                        const std::function<void(const FunctionSpec&)>& out) {
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
   if (!srcs) return Unexpected{srcs.error()};
   const std::vector<PltSection> plts = plt_sections(file);
@@ -653,7 +653,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
                                            bool known_classes_only) {
   std::vector<Function> ours, ref;
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
   if (!srcs) return Unexpected{srcs.error()};
   CfiStats stats;
@@ -719,7 +719,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
 
 Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
-  auto srcs = abi ? cfi_sources(file) : Expected<std::vector<CfiSource>>(make_error(Errc::kNotRepresentable, 0));
+  auto srcs = abi ? cfi_sources(file) : Expected<std::vector<CfiSource>>(make_error(EncodeErrc::kNotRepresentable, 0));
   if (!srcs) {
     // Recorded as the outcome, as the core records its failures.
     if (generated_once_) {
@@ -728,7 +728,7 @@ Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t se
     }
     generated_once_ = true;
     generate_error_ = srcs.error();
-    reason_ += "; no usable .eh_frame (" + std::string(describe(srcs.error().code)) + ")";
+    reason_ += "; no usable .eh_frame (" + std::string(describe(srcs.error().code())) + ")";
     return Unexpected{srcs.error()};
   }
   const std::vector<PltSection> plts = plt_sections(file);
@@ -737,14 +737,14 @@ Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t se
 
 Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
   const auto abi = abi_of(file.info());
-  if (!abi) return make_error(Errc::kNotRepresentable, 0, file.info().machine);
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
   if (!srcs) return Unexpected{srcs.error()};
   // .debug_frame FDEs are not in .eh_frame_hdr's table: whole-module
   // generation (generate()) reads both sections.
-  if (srcs->size() != 1 || srcs->front().kind != CfiKind::kEhFrame) return make_error(Errc::kElfError, 0);
+  if (srcs->size() != 1 || srcs->front().kind != CfiKind::kEhFrame) return make_error(ElfErrc::kElfError, 0);
   auto hdr = file.section_bytes(".eh_frame_hdr");
-  if (!hdr || hdr->header.type == SHT_NOBITS) return make_error(Errc::kElfError, 0);
+  if (!hdr || hdr->header.type == SHT_NOBITS) return make_error(ElfErrc::kElfError, 0);
   OnDemandSource src;
   src.eh_frame_hdr = hdr->bytes;
   src.eh_frame_hdr_address = hdr->header.address;

@@ -650,7 +650,7 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
 }
 
 Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
-  if (src.address_size != 4 && src.address_size != 8) return make_error(Errc::kBadCfi, 0, src.address_size);
+  if (src.address_size != 4 && src.address_size != 8) return make_error(CfiErrc::kBadCfi, 0, src.address_size);
   srcs_.push_back(&src);
   by_offset_.clear();
   const auto* base = reinterpret_cast<const std::uint8_t*>(src.bytes.data());
@@ -662,7 +662,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   for (std::uint64_t off = 0; off < size;) {
     Cursor c{base + off, base + size, src.big_endian};
     RecordHeader h;
-    if (!record_header(c, h)) return make_error(Errc::kBadCfi, off, h.length != 0 ? h.length : size - off);
+    if (!record_header(c, h)) return make_error(CfiErrc::kBadCfi, off, h.length != 0 ? h.length : size - off);
     const std::uint64_t len = h.length;
     if (len == 0 && h.id_size == 4) {
       if (eh) break;  // the zero terminator (LSB 5.0)
@@ -1097,24 +1097,24 @@ bool Reader::rows_of(const Fde& fde, std::uint64_t stop, Function& f) {
 
 Expected<const Function*> Reader::one(const CfiSource& src, std::uint64_t off, std::uint64_t stop, Function& f) {
   // The record as scan() reads it (length, CIE pointer, fields), alone.
-  if (src.address_size != 4 && src.address_size != 8) return make_error(Errc::kBadCfi, 0, src.address_size);
+  if (src.address_size != 4 && src.address_size != 8) return make_error(CfiErrc::kBadCfi, 0, src.address_size);
   if (srcs_.empty()) srcs_.push_back(&src);
   const auto* base = reinterpret_cast<const std::uint8_t*>(src.bytes.data());
   const Ctx x{&src, base};
   const std::uint64_t size = src.bytes.size();
-  if (off >= size) return make_error(Errc::kBadCfi, off, size);
+  if (off >= size) return make_error(CfiErrc::kBadCfi, off, size);
   Cursor c{base + off, base + size, src.big_endian};
   RecordHeader h;
-  if (!record_header(c, h) || h.length == 0) return make_error(Errc::kBadCfi, off, h.length);
+  if (!record_header(c, h) || h.length == 0) return make_error(CfiErrc::kBadCfi, off, h.length);
   const std::uint8_t* rec_end = c.end;
   const std::uint64_t id_at = static_cast<std::uint64_t>(c.p - base);
   std::uint64_t id = 0;
   // Too short for its CIE pointer, or a CIE: not an FDE.
   if (!c.word(h.id_size, id) || id == cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size))
-    return make_error(Errc::kBadCfi, off, id);
+    return make_error(CfiErrc::kBadCfi, off, id);
   Fde fde;
-  if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(Errc::kBadCfi, off);
-  if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(Errc::kBadCfi, off);
+  if (!fde_fields(x, c, id, id_at, rec_end, fde) || fde.end <= fde.start) return make_error(CfiErrc::kBadCfi, off);
+  if (!rows_of(fde, stop > fde.start ? std::min(fde.end, stop) : fde.end, f)) return make_error(CfiErrc::kBadCfi, off);
   return &f;
 }
 

@@ -59,11 +59,11 @@ bool UnwindSection::covers(std::uint64_t pc) const noexcept {
   // Both accelerators answer as sframe::find() does (kPcNotCovered: no FDE).
   if (index) {
     auto m = index->find(pc);
-    return m || m.error().code != Errc::kPcNotCovered;
+    return m || m.error().code() != LookupErrc::kPcNotCovered;
   }
   if (!rows) return false;
   auto m = rows->find_row(pc);
-  return m || m.error().code != Errc::kPcNotCovered;
+  return m || m.error().code() != LookupErrc::kPcNotCovered;
 }
 
 std::string_view to_string(ModuleSource s) noexcept {
@@ -86,7 +86,7 @@ std::uint32_t load_u32(const std::byte* p) {
   return v;
 }
 
-std::string error_words(const Error& e) { return std::string(describe(e.code)); }
+std::string error_words(const Error& e) { return std::string(describe(e.code())); }
 
 // The number of FDEs a .eh_frame_hdr's table lists, checked as
 // eh_frame_hdr_starts() checks it; their start PCs into `out` when given
@@ -97,7 +97,7 @@ Expected<std::size_t> hdr_table(std::span<const std::byte> hdr, std::uint64_t ad
   // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
   // eh_frame_ptr and fde_count, then the table.
   constexpr unsigned kOmit = 0xff, kUdata4 = 0x03, kSdata4 = 0x0b, kPcrel = 0x10, kDatarel = 0x30;
-  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(Errc::kElfError, 0);
+  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(ElfErrc::kElfError, 0);
   const unsigned ptr_enc = std::to_integer<unsigned>(hdr[1]);
   const unsigned count_enc = std::to_integer<unsigned>(hdr[2]);
   const unsigned table_enc = std::to_integer<unsigned>(hdr[3]);
@@ -106,12 +106,12 @@ Expected<std::size_t> hdr_table(std::span<const std::byte> hdr, std::uint64_t ad
   const auto size4 = [](unsigned enc) { return (enc & 0x0f) == kUdata4 || (enc & 0x0f) == kSdata4; };
   if (!size4(ptr_enc) || (count_enc != kUdata4 && count_enc != (kUdata4 | kPcrel) && count_enc != kSdata4) ||
       table_enc != (kDatarel | kSdata4))
-    return make_error(Errc::kElfError, 1);
+    return make_error(ElfErrc::kElfError, 1);
   at += 4;  // eh_frame_ptr
-  if (hdr.size() < at + 4) return make_error(Errc::kElfError, at);
+  if (hdr.size() < at + 4) return make_error(ElfErrc::kElfError, at);
   const std::uint32_t count = load_u32(hdr.data() + at);
   at += 4;
-  if ((hdr.size() - at) / 8 < count) return make_error(Errc::kElfError, at, count);
+  if ((hdr.size() - at) / 8 < count) return make_error(ElfErrc::kElfError, at, count);
   if (!out) return std::size_t{count};
   out->reserve(count);
   for (std::uint32_t i = 0; i < count; ++i, at += 8) {
@@ -169,7 +169,7 @@ Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, st
     else
       hi = mid;
   }
-  if (lo == 0) return make_error(Errc::kPcNotCovered, 0, pc);
+  if (lo == 0) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   EhFrameHdrEntry e;
   e.index = lo - 1;
   e.start = start(e.index);
@@ -183,12 +183,12 @@ Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, st
   // at offset 4 (LSB 5.0 "Exception Frames", .eh_frame_hdr).
   constexpr unsigned kAbsptr = 0x00, kUdata4 = 0x03, kUdata8 = 0x04, kSdata4 = 0x0b, kSdata8 = 0x0c, kPcrel = 0x10,
                      kDatarel = 0x30;
-  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(Errc::kElfError, 0);
+  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(ElfErrc::kElfError, 0);
   const unsigned enc = std::to_integer<unsigned>(hdr[1]);
   const unsigned form = enc & 0x0f, rel = enc & 0x70;
   const unsigned size = form == kUdata4 || form == kSdata4 ? 4 : form == kUdata8 || form == kSdata8 || form == kAbsptr ? 8 : 0;
-  if (size == 0 || (rel != 0 && rel != kPcrel && rel != kDatarel) || (enc & 0x80)) return make_error(Errc::kElfError, 1, enc);
-  if (hdr.size() < 4 + size) return make_error(Errc::kElfError, 4);
+  if (size == 0 || (rel != 0 && rel != kPcrel && rel != kDatarel) || (enc & 0x80)) return make_error(ElfErrc::kElfError, 1, enc);
+  if (hdr.size() < 4 + size) return make_error(ElfErrc::kElfError, 4);
   std::uint64_t v = 0;
   if (size == 4) {
     const std::uint32_t w = load_u32(hdr.data() + 4);
@@ -350,13 +350,13 @@ struct ModuleUnwind::OnDemand {
 Expected<void> ModuleUnwind::enable_on_demand(OnDemandSource src) {
   Expected<HdrTable> t = hdr_table_view(src.eh_frame_hdr);
   if (!t) return Unexpected{t.error()};
-  if (t->count == 0) return make_error(Errc::kElfError, 2);
+  if (t->count == 0) return make_error(ElfErrc::kElfError, 2);
   on_demand_ = std::make_shared<OnDemand>(std::move(src));
   return {};
 }
 
 Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
-  if (!on_demand_) return make_error(Errc::kElfError, 0);
+  if (!on_demand_) return make_error(ElfErrc::kElfError, 0);
   OnDemand& od = *on_demand_;
   // The slot: a PLT section (replaced by ld's PC-mask functions, as
   // generate() replaces them), else the table entry at or below pc.
@@ -374,7 +374,7 @@ Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
   }
   const auto in_range = [&](const GeneratedFde& g) -> Expected<const GeneratedFde*> {
     if (pc >= g.start && pc < g.end) return &g;
-    return make_error(Errc::kPcNotCovered, 0, pc);  // between functions
+    return make_error(LookupErrc::kPcNotCovered, 0, pc);  // between functions
   };
   auto [it, fresh] = od.slots.try_emplace(key);
   OnDemand::Slot& slot = it->second;
@@ -410,7 +410,7 @@ Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
     for (const FunctionSpec& f : plt_functions_at(od.src.plts, pc)) add(f);
     if (lo == UINT64_MAX) why = Reason::kNoRow;
   }
-  if (why != Reason::kNone) return fail(Error{Errc::kNotRepresentable, 0, static_cast<std::uint64_t>(why)});
+  if (why != Reason::kNone) return fail(Error{EncodeErrc::kNotRepresentable, 0, static_cast<std::uint64_t>(why)});
   if (add_error) return fail(*add_error);
   Expected<std::vector<std::byte>> bytes = enc.finish();
   if (!bytes) return fail(bytes.error());

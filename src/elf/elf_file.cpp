@@ -41,14 +41,14 @@ const ElfInfo& ElfFile::info() const noexcept { return impl_->info; }
 bool ElfFile::relocated() const noexcept { return impl_->relocated; }
 
 Expected<ElfFile> ElfFile::open(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   auto impl = std::make_unique<Impl>();
   impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (impl->fd < 0) return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  if (impl->fd < 0) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno));
   impl->elf = elf_begin(impl->fd, ELF_C_READ_MMAP, nullptr);
-  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(Errc::kElfError, 0);
+  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(ElfErrc::kElfError, 0);
   GElf_Ehdr eh;
-  if (!gelf_getehdr(impl->elf, &eh)) return make_error(Errc::kElfError, 0);
+  if (!gelf_getehdr(impl->elf, &eh)) return make_error(ElfErrc::kElfError, 0);
   impl->info.bits = eh.e_ident[EI_CLASS] == ELFCLASS32 ? 32 : 64;
   impl->info.big_endian = eh.e_ident[EI_DATA] == ELFDATA2MSB;
   impl->info.machine = eh.e_machine;
@@ -117,12 +117,12 @@ namespace {
 
 Expected<SFrameSectionData> from_segment(Elf* elf) {
   std::size_t phnum = 0;
-  if (elf_getphdrnum(elf, &phnum) != 0) return make_error(Errc::kNoSFrameSection, 0);
+  if (elf_getphdrnum(elf, &phnum) != 0) return make_error(ElfErrc::kNoSFrameSection, 0);
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != kPtGnuSframeSegment) continue;
     Elf_Data* d = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_BYTE);
-    if (!d || (d->d_size && !d->d_buf)) return make_error(Errc::kElfError, ph.p_offset);
+    if (!d || (d->d_size && !d->d_buf)) return make_error(ElfErrc::kElfError, ph.p_offset);
     SFrameSectionData out;
     out.name = ".sframe";
     out.address = ph.p_vaddr;
@@ -130,7 +130,7 @@ Expected<SFrameSectionData> from_segment(Elf* elf) {
     out.from_segment = true;
     return out;
   }
-  return make_error(Errc::kNoSFrameSection, 0);
+  return make_error(ElfErrc::kNoSFrameSection, 0);
 }
 
 struct RelocKind {
@@ -179,19 +179,19 @@ Expected<std::size_t> apply_relocations(Elf* elf, const ElfInfo& info, std::size
     Elf_Data* rel = elf_getdata(scn, nullptr);
     Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
     Elf_Data* syms = symscn ? elf_getdata(symscn, nullptr) : nullptr;
-    if (!rel || !syms || sh.sh_entsize == 0) return make_error(Errc::kBadRelocation, 0);
+    if (!rel || !syms || sh.sh_entsize == 0) return make_error(ElfErrc::kBadRelocation, 0);
     const std::size_t n = sh.sh_size / sh.sh_entsize;
     for (std::size_t i = 0; i < n; ++i) {
       GElf_Rela r;
-      if (!gelf_getrela(rel, static_cast<int>(i), &r)) return make_error(Errc::kBadRelocation, 0, i);
+      if (!gelf_getrela(rel, static_cast<int>(i), &r)) return make_error(ElfErrc::kBadRelocation, 0, i);
       const std::uint32_t type = static_cast<std::uint32_t>(GELF_R_TYPE(r.r_info));
       const RelocKind k = classify(info.machine, type);
-      if (k.size == 0) return make_error(Errc::kBadRelocation, r.r_offset, type);
+      if (k.size == 0) return make_error(ElfErrc::kBadRelocation, r.r_offset, type);
       if (r.r_offset > out.size() || k.size > out.size() - r.r_offset)
-        return make_error(Errc::kBadRelocation, r.r_offset, out.size());
+        return make_error(ElfErrc::kBadRelocation, r.r_offset, out.size());
       GElf_Sym sym;
       if (!gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym))
-        return make_error(Errc::kBadRelocation, r.r_offset, GELF_R_SYM(r.r_info));
+        return make_error(ElfErrc::kBadRelocation, r.r_offset, GELF_R_SYM(r.r_info));
       // Sections of a relocatable object sit at address 0 (as objdump sees
       // them) unless relocated_copy() placed them.
       std::uint64_t v = sym.st_value + detail::symbol_base(elf, sym) + static_cast<std::uint64_t>(r.r_addend);
@@ -210,7 +210,7 @@ Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const
   std::size_t shstrndx = 0;
   if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
     if (name == ".sframe") return from_segment(elf);
-    return make_error(Errc::kElfError, 0);
+    return make_error(ElfErrc::kElfError, 0);
   }
   Elf_Scn* found = nullptr;
   Elf_Scn* by_type = nullptr;
@@ -226,12 +226,12 @@ Expected<SFrameSectionData> ElfFile::sframe_section(std::string_view name) const
   }
   if (!found && name == ".sframe") found = by_type;
   if (!found && name == ".sframe") return from_segment(elf);
-  if (!found) return make_error(Errc::kNoSFrameSection, 0);
+  if (!found) return make_error(ElfErrc::kNoSFrameSection, 0);
 
   GElf_Shdr sh;
-  if (!gelf_getshdr(found, &sh) || sh.sh_type == SHT_NOBITS) return make_error(Errc::kElfError, 0);
+  if (!gelf_getshdr(found, &sh) || sh.sh_type == SHT_NOBITS) return make_error(ElfErrc::kElfError, 0);
   Elf_Data* data = elf_rawdata(found, nullptr);
-  if (!data || (data->d_size && !data->d_buf)) return make_error(Errc::kElfError, sh.sh_offset);
+  if (!data || (data->d_size && !data->d_buf)) return make_error(ElfErrc::kElfError, sh.sh_offset);
   SFrameSectionData out;
   const char* n = elf_strptr(elf, shstrndx, sh.sh_name);
   out.name = n ? n : std::string(name);
@@ -257,12 +257,12 @@ namespace sframe::elf {
 Expected<ElfFile> ElfFile::relocated_copy() const {
   Elf* elf = impl_->elf;
   const ElfInfo& info = impl_->info;
-  if (info.type != ET_REL) return make_error(Errc::kElfError, 0, info.type);
+  if (info.type != ET_REL) return make_error(ElfErrc::kElfError, 0, info.type);
   std::size_t size = 0;
   const char* raw = elf_rawfile(elf, &size);
   GElf_Ehdr eh;
   std::size_t shnum = 0;
-  if (!raw || !gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &shnum) != 0) return make_error(Errc::kElfError, 0);
+  if (!raw || !gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &shnum) != 0) return make_error(ElfErrc::kElfError, 0);
   auto impl = std::make_unique<Impl>();
   impl->info = info;
   impl->relocated = true;
@@ -278,27 +278,27 @@ Expected<ElfFile> ElfFile::relocated_copy() const {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh) || (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR)) continue;
     const std::uint64_t align = sh.sh_addralign ? sh.sh_addralign : 1;
-    if (align > (std::uint64_t{1} << 32)) return make_error(Errc::kElfError, sh.sh_offset, align);
+    if (align > (std::uint64_t{1} << 32)) return make_error(ElfErrc::kElfError, sh.sh_offset, align);
     const std::uint64_t addr = (next + align - 1) / align * align;
     next = addr + sh.sh_size;
     const std::uint64_t at = eh.e_shoff + elf_ndxscn(scn) * std::uint64_t{eh.e_shentsize} + addr_field;
-    if (eh.e_shoff > size || at > size || size - at < addr_size) return make_error(Errc::kElfError, eh.e_shoff);
+    if (eh.e_shoff > size || at > size || size - at < addr_size) return make_error(ElfErrc::kElfError, eh.e_shoff);
     endian::store(reinterpret_cast<std::byte*>(impl->image.data() + at), addr, addr_size, endian::order(info.big_endian));
   }
-  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   impl->elf = elf_memory(impl->image.data(), impl->image.size());
-  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(Errc::kElfError, 0);
+  if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(ElfErrc::kElfError, 0);
   // The relocations of the unwind sections, applied in the image before
   // anything reads them (libdw reads .eh_frame from it).
   std::size_t shstrndx = 0;
-  if (elf_getshdrstrndx(impl->elf, &shstrndx) != 0) return make_error(Errc::kElfError, 0);
+  if (elf_getshdrstrndx(impl->elf, &shstrndx) != 0) return make_error(ElfErrc::kElfError, 0);
   for (Elf_Scn* scn = elf_nextscn(impl->elf, nullptr); scn; scn = elf_nextscn(impl->elf, scn)) {
     GElf_Shdr sh;
     if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS) continue;
     const char* n = elf_strptr(impl->elf, shstrndx, sh.sh_name);
     const std::string_view name = n ? n : "";
     if (name != ".eh_frame" && name != ".sframe" && sh.sh_type != kShtGnuSframe) continue;
-    if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) return make_error(Errc::kElfError, sh.sh_offset);
+    if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) return make_error(ElfErrc::kElfError, sh.sh_offset);
     const auto* from = reinterpret_cast<const std::byte*>(impl->image.data() + sh.sh_offset);
     std::vector<std::byte> bytes(from, from + sh.sh_size);
     // gas 2.40 relocates a v1 function start against the field, but v1

@@ -48,31 +48,31 @@ Expected<void> write_with_section(const std::string& in_path, const std::string&
 
 Expected<void> write_with_section(const std::string& in_path, OutputFile& out, std::string_view name,
                                   std::uint32_t type, std::span<const std::byte> bytes, std::uint64_t address) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   Fd in{::open(in_path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (in.fd < 0) return make_error(Errc::kIoError, 0);
+  if (in.fd < 0) return make_error(IoErrc::kIoError, 0);
   std::unique_ptr<Elf, ElfDeleter> ie(elf_begin(in.fd, ELF_C_READ_MMAP, nullptr));
   GElf_Ehdr eh;
   std::size_t shnum = 0, shstrndx = 0, phnum = 0;
   if (!ie || elf_kind(ie.get()) != ELF_K_ELF || !gelf_getehdr(ie.get(), &eh) ||
       elf_getshdrnum(ie.get(), &shnum) != 0 || elf_getshdrstrndx(ie.get(), &shstrndx) != 0 ||
       elf_getphdrnum(ie.get(), &phnum) != 0 || shstrndx == 0 || shnum + 1 >= SHN_LORESERVE)
-    return make_error(Errc::kElfError, 0);
+    return make_error(ElfErrc::kElfError, 0);
   std::size_t in_size = 0;
   const char* image = elf_rawfile(ie.get(), &in_size);
-  if (!image) return make_error(Errc::kElfError, 0);
+  if (!image) return make_error(ElfErrc::kElfError, 0);
 
   std::unique_ptr<Elf, ElfDeleter> oe(elf_begin(out.fd(), ELF_C_WRITE, nullptr));
-  if (!oe || !gelf_newehdr(oe.get(), gelf_getclass(ie.get()))) return make_error(Errc::kElfError, 0);
+  if (!oe || !gelf_newehdr(oe.get(), gelf_getclass(ie.get()))) return make_error(ElfErrc::kElfError, 0);
   // Every offset stays the input's (ELF_F_LAYOUT); what is new goes past
   // the old end of the file.
   elf_flagelf(oe.get(), ELF_C_SET, ELF_F_LAYOUT);
   if (phnum != 0) {
-    if (!gelf_newphdr(oe.get(), phnum)) return make_error(Errc::kElfError, 0);
+    if (!gelf_newphdr(oe.get(), phnum)) return make_error(ElfErrc::kElfError, 0);
     for (std::size_t i = 0; i < phnum; ++i) {
       GElf_Phdr ph;
       if (!gelf_getphdr(ie.get(), static_cast<int>(i), &ph) || !gelf_update_phdr(oe.get(), static_cast<int>(i), &ph))
-        return make_error(Errc::kElfError, eh.e_phoff);
+        return make_error(ElfErrc::kElfError, eh.e_phoff);
     }
   }
   const std::uint64_t word = eh.e_ident[EI_CLASS] == ELFCLASS64 ? 8 : 4;
@@ -81,12 +81,12 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
   std::size_t name_at = 0;
   for (Elf_Scn* s = elf_nextscn(ie.get(), nullptr); s; s = elf_nextscn(ie.get(), s)) {
     GElf_Shdr sh;
-    if (!gelf_getshdr(s, &sh)) return make_error(Errc::kElfError, eh.e_shoff);
+    if (!gelf_getshdr(s, &sh)) return make_error(ElfErrc::kElfError, eh.e_shoff);
     const char* n = elf_strptr(ie.get(), shstrndx, sh.sh_name);
-    if (n && name == n) return make_error(Errc::kElfError, sh.sh_offset);
+    if (n && name == n) return make_error(ElfErrc::kElfError, sh.sh_offset);
     Elf_Scn* o = elf_newscn(oe.get());
     Elf_Data* d = o ? elf_newdata(o) : nullptr;
-    if (!d) return make_error(Errc::kElfError, sh.sh_offset);
+    if (!d) return make_error(ElfErrc::kElfError, sh.sh_offset);
     Elf_Data* raw = sh.sh_type == SHT_NOBITS ? nullptr : elf_rawdata(s, nullptr);
     d->d_type = ELF_T_BYTE;
     d->d_align = sh.sh_addralign ? sh.sh_addralign : 1;
@@ -94,7 +94,7 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
     d->d_buf = raw ? raw->d_buf : nullptr;
     if (elf_ndxscn(s) == shstrndx) {
       // The name table grows by `name`: it moves past the end of the file.
-      if (!raw) return make_error(Errc::kElfError, sh.sh_offset);
+      if (!raw) return make_error(ElfErrc::kElfError, sh.sh_offset);
       names.assign(static_cast<const char*>(raw->d_buf), static_cast<const char*>(raw->d_buf) + raw->d_size);
       name_at = names.size();
       names.insert(names.end(), name.begin(), name.end());
@@ -105,13 +105,13 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
       sh.sh_size = names.size();
       end += names.size();
     }
-    if (!gelf_update_shdr(o, &sh)) return make_error(Errc::kElfError, sh.sh_offset);
+    if (!gelf_update_shdr(o, &sh)) return make_error(ElfErrc::kElfError, sh.sh_offset);
   }
   std::vector<std::byte> payload(bytes.begin(), bytes.end());  // must outlive elf_update
   Elf_Scn* scn = elf_newscn(oe.get());
   Elf_Data* d = scn ? elf_newdata(scn) : nullptr;
   GElf_Shdr sh{};
-  if (!d) return make_error(Errc::kElfError, 0);
+  if (!d) return make_error(ElfErrc::kElfError, 0);
   d->d_buf = payload.data();
   d->d_size = payload.size();
   d->d_type = ELF_T_BYTE;
@@ -122,19 +122,19 @@ Expected<void> write_with_section(const std::string& in_path, OutputFile& out, s
   sh.sh_offset = align_up(end, word);
   sh.sh_size = payload.size();
   sh.sh_addralign = word;
-  if (!gelf_update_shdr(scn, &sh)) return make_error(Errc::kElfError, 0);
+  if (!gelf_update_shdr(scn, &sh)) return make_error(ElfErrc::kElfError, 0);
 
   eh.e_shoff = align_up(sh.sh_offset + sh.sh_size, word);
   eh.e_shnum = static_cast<GElf_Half>(shnum + 1);
-  if (!gelf_update_ehdr(oe.get(), &eh)) return make_error(Errc::kElfError, 0);
-  if (elf_update(oe.get(), ELF_C_WRITE) < 0) return make_error(Errc::kIoError, 0);
+  if (!gelf_update_ehdr(oe.get(), &eh)) return make_error(ElfErrc::kElfError, 0);
+  if (elf_update(oe.get(), ELF_C_WRITE) < 0) return make_error(IoErrc::kIoError, 0);
   // libelf fills what no header describes (padding between sections) with
   // zeros: put the input's bytes back there, and everywhere past the ELF
   // header, so every loaded byte is the input's.
   const std::size_t from = eh.e_ehsize;
   for (std::size_t at = from; at < in_size;) {
     const ssize_t w = ::pwrite(out.fd(), image + at, in_size - at, static_cast<off_t>(at));
-    if (w <= 0) return make_error(Errc::kIoError, at);
+    if (w <= 0) return make_error(IoErrc::kIoError, at);
     at += static_cast<std::size_t>(w);
   }
   return {};
@@ -151,35 +151,35 @@ void store(std::vector<std::byte>& img, std::uint64_t at, unsigned n, std::uint6
 
 Expected<void> write_with_section_replaced(const std::string& in_path, OutputFile& out, std::string_view name,
                                            std::span<const std::byte> bytes) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(Errc::kElfError, 0);
+  if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   Fd in{::open(in_path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (in.fd < 0) return make_error(Errc::kIoError, 0);
+  if (in.fd < 0) return make_error(IoErrc::kIoError, 0);
   std::unique_ptr<Elf, ElfDeleter> ie(elf_begin(in.fd, ELF_C_READ_MMAP, nullptr));
   GElf_Ehdr eh;
   std::size_t shstrndx = 0, phnum = 0;
   if (!ie || elf_kind(ie.get()) != ELF_K_ELF || !gelf_getehdr(ie.get(), &eh) ||
       elf_getshdrstrndx(ie.get(), &shstrndx) != 0 || elf_getphdrnum(ie.get(), &phnum) != 0)
-    return make_error(Errc::kElfError, 0);
+    return make_error(ElfErrc::kElfError, 0);
   std::size_t in_size = 0;
   const char* image = elf_rawfile(ie.get(), &in_size);
-  if (!image) return make_error(Errc::kElfError, 0);
+  if (!image) return make_error(ElfErrc::kElfError, 0);
   const bool is64 = eh.e_ident[EI_CLASS] == ELFCLASS64, big = eh.e_ident[EI_DATA] == ELFDATA2MSB;
   Elf_Scn* found = nullptr;
   GElf_Shdr sh{};
   for (Elf_Scn* sc = elf_nextscn(ie.get(), nullptr); sc; sc = elf_nextscn(ie.get(), sc)) {
-    if (!gelf_getshdr(sc, &sh)) return make_error(Errc::kElfError, eh.e_shoff);
+    if (!gelf_getshdr(sc, &sh)) return make_error(ElfErrc::kElfError, eh.e_shoff);
     const char* n = elf_strptr(ie.get(), shstrndx, sh.sh_name);
     if (n && name == n) {
       found = sc;
       break;
     }
   }
-  if (!found) return make_error(Errc::kElfError, eh.e_shoff);
+  if (!found) return make_error(ElfErrc::kElfError, eh.e_shoff);
   const std::uint64_t shdr_at = eh.e_shoff + elf_ndxscn(found) * std::uint64_t{eh.e_shentsize};
   if (sh.sh_type == SHT_NOBITS || sh.sh_offset > in_size || sh.sh_size > in_size - sh.sh_offset ||
       shdr_at + eh.e_shentsize > in_size)
-    return make_error(Errc::kElfError, shdr_at);
-  if (bytes.size() > sh.sh_size) return make_error(Errc::kNotRepresentable, sh.sh_offset, bytes.size());
+    return make_error(ElfErrc::kElfError, shdr_at);
+  if (bytes.size() > sh.sh_size) return make_error(EncodeErrc::kNotRepresentable, sh.sh_offset, bytes.size());
 
   std::vector<std::byte> img(reinterpret_cast<const std::byte*>(image),
                              reinterpret_cast<const std::byte*>(image) + in_size);
@@ -191,10 +191,10 @@ Expected<void> write_with_section_replaced(const std::string& in_path, OutputFil
         bytes.size(), big);
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(ie.get(), static_cast<int>(i), &ph)) return make_error(Errc::kElfError, eh.e_phoff);
+    if (!gelf_getphdr(ie.get(), static_cast<int>(i), &ph)) return make_error(ElfErrc::kElfError, eh.e_phoff);
     if (ph.p_type != kPtGnuSframeSegment || ph.p_offset != sh.sh_offset) continue;
     const std::uint64_t at = eh.e_phoff + i * std::uint64_t{eh.e_phentsize};
-    if (at + eh.e_phentsize > in_size) return make_error(Errc::kElfError, at);
+    if (at + eh.e_phentsize > in_size) return make_error(ElfErrc::kElfError, at);
     store(img, at + (is64 ? offsetof(Elf64_Phdr, p_filesz) : offsetof(Elf32_Phdr, p_filesz)), is64 ? 8 : 4,
           bytes.size(), big);
     store(img, at + (is64 ? offsetof(Elf64_Phdr, p_memsz) : offsetof(Elf32_Phdr, p_memsz)), is64 ? 8 : 4,
@@ -235,34 +235,34 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
   Elf* e = static_cast<Elf*>(file.native_handle());
   GElf_Ehdr eh;
   std::size_t size = 0;
-  if (!gelf_getehdr(e, &eh) || !elf_rawfile(e, &size)) return make_error(Errc::kElfError, 0);
+  if (!gelf_getehdr(e, &eh) || !elf_rawfile(e, &size)) return make_error(ElfErrc::kElfError, 0);
   // Only 64-bit files: every SFrame ABI (x86-64, AArch64, s390x) is 64-bit.
   if (gelf_getclass(e) != ELFCLASS64 || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
-    return make_error(Errc::kElfError, 0);
+    return make_error(ElfErrc::kElfError, 0);
   const auto phdrs = file.program_headers();
   std::uint64_t page = 4096, end = 0;
   const ProgramHeader* lowest = nullptr;
   std::size_t index = 0;
   for (const auto& ph : phdrs) {
     const std::uint64_t at = eh.e_phoff + index++ * std::uint64_t{eh.e_phentsize};
-    if (ph.type == kPtGnuSframeSegment && !retarget) return make_error(Errc::kElfError, at);
+    if (ph.type == kPtGnuSframeSegment && !retarget) return make_error(ElfErrc::kElfError, at);
     if (ph.type != PT_LOAD) continue;
     GElf_Phdr raw;
-    if (!gelf_getphdr(e, static_cast<int>(index - 1), &raw)) return make_error(Errc::kElfError, at);
-    if (raw.p_align > 1 && !power_of_two(raw.p_align)) return make_error(Errc::kElfError, at, raw.p_align);
+    if (!gelf_getphdr(e, static_cast<int>(index - 1), &raw)) return make_error(ElfErrc::kElfError, at);
+    if (raw.p_align > 1 && !power_of_two(raw.p_align)) return make_error(ElfErrc::kElfError, at, raw.p_align);
     page = std::max<std::uint64_t>(page, raw.p_align);
     // Room above the segment for a page-aligned one (no wrap-around).
-    if (ph.memsz > kAddressLimit || ph.vaddr > kAddressLimit - ph.memsz) return make_error(Errc::kElfError, at);
+    if (ph.memsz > kAddressLimit || ph.vaddr > kAddressLimit - ph.memsz) return make_error(ElfErrc::kElfError, at);
     end = std::max(end, ph.vaddr + ph.memsz);
     if (!lowest || ph.vaddr < lowest->vaddr) lowest = &ph;
   }
   const bool has_sframe = std::any_of(phdrs.begin(), phdrs.end(), [](const auto& p) { return p.type == kPtGnuSframeSegment; });
-  if (!lowest || (retarget && !has_sframe)) return make_error(Errc::kElfError, eh.e_phoff);
+  if (!lowest || (retarget && !has_sframe)) return make_error(ElfErrc::kElfError, eh.e_phoff);
   LoadablePlan plan;
   plan.page = page;
   plan.retarget = retarget;
   plan.phnum = phdrs.size() + (retarget ? 1 : 2);
-  if (plan.phnum >= PN_XNUM) return make_error(Errc::kElfError, eh.e_phoff, plan.phnum);
+  if (plan.phnum >= PN_XNUM) return make_error(ElfErrc::kElfError, eh.e_phoff, plan.phnum);
   // The lowest PT_LOAD's bias (p_vaddr - p_offset) kept for the new one
   // when it is page-aligned: older kernels set AT_PHDR to that bias plus
   // e_phoff. Else (never seen in linked files) only the congruence the ELF
@@ -277,7 +277,7 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
   }
   // The gap between the file's end and the segment is written out as
   // zeros (a non-PIE file's .bss, typically): bounded.
-  if (plan.offset - size > kMaxGap) return make_error(Errc::kNotRepresentable, eh.e_phoff, plan.offset - size);
+  if (plan.offset - size > kMaxGap) return make_error(EncodeErrc::kNotRepresentable, eh.e_phoff, plan.offset - size);
   plan.address = plan.vaddr + align_up(plan.phnum * sizeof(Elf64_Phdr), 8);
   return plan;
 }
@@ -288,22 +288,22 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
   if (!file) return Unexpected{file.error()};
   auto plan = plan_loadable_section(*file, retarget);
   if (!plan) return Unexpected{plan.error()};
-  if (plan->address != address) return make_error(Errc::kNotRepresentable, 0, plan->address);
+  if (plan->address != address) return make_error(EncodeErrc::kNotRepresentable, 0, plan->address);
   Elf* e = static_cast<Elf*>(file->native_handle());
   GElf_Ehdr eh;
   std::size_t in_size = 0, phnum = 0, shnum = 0, shstrndx = 0;
   const char* raw = elf_rawfile(e, &in_size);
-  if (!raw || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &phnum) != 0) return make_error(Errc::kElfError, 0);
+  if (!raw || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &phnum) != 0) return make_error(ElfErrc::kElfError, 0);
   const bool big = eh.e_ident[EI_DATA] == ELFDATA2MSB;
   const bool has_shdrs = eh.e_shoff != 0 && eh.e_shnum != 0;
   // Extended numbering (e_shnum 0 or e_shstrndx SHN_XINDEX) is left alone:
   // linked files with 65280 sections do not exist in practice.
   if (eh.e_shoff != 0 && (eh.e_shnum == 0 || eh.e_shstrndx == SHN_XINDEX || eh.e_shentsize != sizeof(Elf64_Shdr)))
-    return make_error(Errc::kElfError, eh.e_shoff);
+    return make_error(ElfErrc::kElfError, eh.e_shoff);
   if (has_shdrs && (elf_getshdrnum(e, &shnum) != 0 || elf_getshdrstrndx(e, &shstrndx) != 0 ||
                     shstrndx == 0 || shnum + 1 >= SHN_LORESERVE))
-    return make_error(Errc::kElfError, eh.e_shoff);
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error(Errc::kElfError, eh.e_phoff);
+    return make_error(ElfErrc::kElfError, eh.e_shoff);
+  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error(ElfErrc::kElfError, eh.e_phoff);
 
   // The new segment: [program headers][pad to 8][section bytes].
   const std::uint64_t table = plan->phnum * sizeof(Elf64_Phdr);
@@ -317,7 +317,7 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
   std::size_t last_load = 0;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
-    if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return make_error(Errc::kElfError, eh.e_phoff);
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return make_error(ElfErrc::kElfError, eh.e_phoff);
     if (ph.p_type == PT_PHDR) {
       ph.p_offset = plan->offset;
       ph.p_vaddr = ph.p_paddr = plan->vaddr;
@@ -348,7 +348,7 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
     sf.p_align = 8;
     phdrs.push_back(sf);
   }
-  if (phdrs.size() != plan->phnum) return make_error(Errc::kElfError, eh.e_phoff);
+  if (phdrs.size() != plan->phnum) return make_error(ElfErrc::kElfError, eh.e_phoff);
   for (std::size_t i = 0; i < phdrs.size(); ++i) store_phdr(img, plan->offset + i * sizeof(Elf64_Phdr), phdrs[i], big);
   store(img, offsetof(Elf64_Ehdr, e_phoff), 8, plan->offset, big);
   store(img, offsetof(Elf64_Ehdr, e_phnum), 2, plan->phnum, big);
@@ -356,14 +356,14 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
 
   // Section headers: the input's, `name`'s added (or retargeted), and the
   // name table grown when a name is added; all after the segment, unmapped.
-  if (eh.e_shoff + std::uint64_t{shnum} * sizeof(Elf64_Shdr) > in_size) return make_error(Errc::kElfError, eh.e_shoff);
+  if (eh.e_shoff + std::uint64_t{shnum} * sizeof(Elf64_Shdr) > in_size) return make_error(ElfErrc::kElfError, eh.e_shoff);
   std::vector<std::byte> shdrs(reinterpret_cast<const std::byte*>(raw) + eh.e_shoff,
                                reinterpret_cast<const std::byte*>(raw) + eh.e_shoff + shnum * sizeof(Elf64_Shdr));
   std::optional<std::size_t> existing;
   for (std::size_t i = 1; i < shnum; ++i) {
     Elf_Scn* s = elf_getscn(e, i);
     GElf_Shdr sh;
-    if (!s || !gelf_getshdr(s, &sh)) return make_error(Errc::kElfError, eh.e_shoff + i * sizeof(Elf64_Shdr));
+    if (!s || !gelf_getshdr(s, &sh)) return make_error(ElfErrc::kElfError, eh.e_shoff + i * sizeof(Elf64_Shdr));
     const char* n = elf_strptr(e, shstrndx, sh.sh_name);
     if (n && name == n && !existing) existing = i;
   }
@@ -376,7 +376,7 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
     GElf_Shdr st;
     Elf_Scn* s = elf_getscn(e, shstrndx);
     if (!s || !gelf_getshdr(s, &st) || st.sh_type == SHT_NOBITS || st.sh_offset + st.sh_size > in_size)
-      return make_error(Errc::kElfError, eh.e_shoff + shstrndx * sizeof(Elf64_Shdr));
+      return make_error(ElfErrc::kElfError, eh.e_shoff + shstrndx * sizeof(Elf64_Shdr));
     const std::uint64_t at = img.size();
     img.insert(img.end(), reinterpret_cast<const std::byte*>(raw) + st.sh_offset,
                reinterpret_cast<const std::byte*>(raw) + st.sh_offset + st.sh_size);

@@ -32,7 +32,7 @@ struct OutputFile::State {
 
 namespace {
 
-Unexpected io_error() { return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno)); }
+Unexpected io_error() { return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno)); }
 
 mode_t current_umask() {
   // There is no way to read the umask without setting it; the tool is

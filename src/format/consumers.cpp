@@ -111,8 +111,8 @@ void check_kernel(const Section& s, const FileFacts* file, Sink& out, ConsumerRe
     const Expected<Fde> f = s.fde(i);
     if (!f) {
       const Error& e = f.error();
-      const ConsumerRule r = e.code == Errc::kBadFreType   ? ConsumerRule::kKernelFreType
-                             : e.code == Errc::kBadFdeType ? ConsumerRule::kKernelFlex
+      const ConsumerRule r = e.code() == FormatErrc::kBadFreType   ? ConsumerRule::kKernelFreType
+                             : e.code() == FormatErrc::kBadFdeType ? ConsumerRule::kKernelFlex
                                                            : ConsumerRule::kKernelFdeAttr;
       out.add(r, e.offset, e.value, i);
       continue;
@@ -129,7 +129,7 @@ void check_kernel(const Section& s, const FileFacts* file, Sink& out, ConsumerRe
       const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f->fre_type, i, k);
       if (!fre) {
         const Error& e = fre.error();
-        out.add(e.code == Errc::kBadDatawordSize ? ConsumerRule::kKernelDatawordSize : ConsumerRule::kKernelFreBounds,
+        out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kKernelDatawordSize : ConsumerRule::kKernelFreBounds,
                 e.offset, e.value, i, k);
         break;
       }
@@ -164,7 +164,7 @@ void check_glibc(const Section& s, Sink& out, ConsumerReport& rep) {
     const Expected<Fde> f = s.fde(i);
     if (!f) {
       const Error& e = f.error();
-      out.add(e.code == Errc::kBadFreType ? ConsumerRule::kGlibcFreType : ConsumerRule::kGlibcBounds, e.offset,
+      out.add(e.code() == FormatErrc::kBadFreType ? ConsumerRule::kGlibcFreType : ConsumerRule::kGlibcBounds, e.offset,
               e.value, i);
       continue;
     }
@@ -179,7 +179,7 @@ void check_glibc(const Section& s, Sink& out, ConsumerReport& rep) {
       const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f->fre_type, i, k);
       if (!fre) {
         const Error& e = fre.error();
-        out.add(e.code == Errc::kBadDatawordSize ? ConsumerRule::kGlibcDatawords : ConsumerRule::kGlibcBounds,
+        out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kGlibcDatawords : ConsumerRule::kGlibcBounds,
                 e.offset, e.value, i, k);
         break;
       }
@@ -212,9 +212,9 @@ void check_libsframe(const Section& s, Sink& out, ConsumerReport& rep) {
       // libsframe does not check the FDE type; an FRE type > 2 trips its
       // sframe_assert in sframe_fre_start_addr_size.
       const Error& e = f.error();
-      if (e.code == Errc::kBadFreType)
+      if (e.code() == FormatErrc::kBadFreType)
         out.add(ConsumerRule::kLibsframeFreType, e.offset, e.value, i);
-      else if (e.code != Errc::kBadFdeType)
+      else if (e.code() != FormatErrc::kBadFdeType)
         out.add(ConsumerRule::kLibsframeBounds, e.offset, e.value, i);
       walk_ok = false;
       continue;

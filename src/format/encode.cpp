@@ -63,7 +63,7 @@ class Encoder {
   void at_row(std::uint32_t row) { row_ = row; }
 
   Unexpected not_representable(std::uint64_t what = 0) const {
-    return make_error(Errc::kNotRepresentable, 0, what, fde_, row_);
+    return make_error(EncodeErrc::kNotRepresentable, 0, what, fde_, row_);
   }
 
   // s390x stores CFA offsets adjusted and scaled (errata 1); they must divide.
@@ -204,9 +204,9 @@ struct FieldWriter {
 
 Expected<void> check_header(const SectionSpec& spec) {
   if (spec.version != Version::kV2 && spec.version != Version::kV3)
-    return make_error(Errc::kBadVersion, wire::header::kVersion.offset, static_cast<std::uint64_t>(spec.version));
+    return make_error(FormatErrc::kBadVersion, wire::header::kVersion.offset, static_cast<std::uint64_t>(spec.version));
   if (!is_known_abi(static_cast<std::uint8_t>(spec.abi), spec.version))
-    return make_error(Errc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(spec.abi));
+    return make_error(FormatErrc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(spec.abi));
   return {};
 }
 
@@ -451,27 +451,27 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     if (auto ok = alt_->add(f); !ok) return ok;
   const bool preserve = layout_ == Layout::kPreserve;
   if (added_ >= 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, wire::header::kNumFdes.offset, std::uint64_t{added_} + 1);
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kNumFdes.offset, std::uint64_t{added_} + 1);
   const std::uint32_t index = added_;
   if (f.fde_type == FdeType::kFlex && header_.version != Version::kV3)
-    return make_error(Errc::kNotRepresentable, 0, 1, index);
+    return make_error(EncodeErrc::kNotRepresentable, 0, 1, index);
   // Enum fields of the model come from the caller: out-of-range values would
   // spill into other bits of the info bytes.
   if (static_cast<unsigned>(f.pc_type) > 1 || static_cast<unsigned>(f.fde_type) > 1 ||
       static_cast<unsigned>(f.pauth_key) > 1 || (preserve && static_cast<unsigned>(f.fre_type) > 2))
-    return make_error(Errc::kNotRepresentable, 0, 2, index);
+    return make_error(EncodeErrc::kNotRepresentable, 0, 2, index);
   // What validate(kStrict) requires of an FDE (spec §2.3): a PC-mask block
   // size, a function range inside the address space, and (below) row starts
   // inside the function or block.
-  if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index);
-  if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kNotRepresentable, 0, f.start_pc, index);
+  if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
   const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
   for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
     if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
-      return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
     // A zero-size function may still carry one row at offset 0.
     if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
-      return make_error(Errc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
   }
   if (size_.merge_adjacent && extends_last(f)) {
     pending_rec_.size += f.size;
@@ -514,10 +514,10 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     const std::uint32_t max_start = encoded.empty() ? 0 : encoded.back().start;
     if (preserve) {
       const unsigned asz = start_address_size(f.fre_type);
-      if (asz < 4 && max_start >> (8 * asz)) return make_error(Errc::kNotRepresentable, 0, max_start, index);
+      if (asz < 4 && max_start >> (8 * asz)) return make_error(EncodeErrc::kNotRepresentable, 0, max_start, index);
     }
     if (header_.version == Version::kV3 && encoded.size() > 0xffff)
-      return make_error(Errc::kNotRepresentable, 0, encoded.size(), index);
+      return make_error(EncodeErrc::kNotRepresentable, 0, encoded.size(), index);
     // Data-word sizes.
     out.resize(encoded.size());
     for (std::uint32_t k = 0; k < encoded.size(); ++k) {
@@ -525,9 +525,9 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
       unsigned size = smallest_size(e.words);
       if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
         size = f.dataword_sizes[k];
-        if (size != 1 && size != 2 && size != 4) return make_error(Errc::kNotRepresentable, 0, size, index, k);
+        if (size != 1 && size != 2 && size != 4) return make_error(EncodeErrc::kNotRepresentable, 0, size, index, k);
       }
-      if (size == 0) return make_error(Errc::kNotRepresentable, 0, 0, index, k);
+      if (size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index, k);
       Row& r = out[k];
       r.start = e.start;
       r.info_base_mangled = e.info_base_mangled;
@@ -649,7 +649,7 @@ Expected<void> SectionEncoder::flush() {
                                                         : FreType::kAddr4;
   const unsigned asz = start_address_size(fre_type);
   if (fres_.size() > 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, wire::header::kFreLen.offset, fres_.size());
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres_.size());
   const std::size_t len = (header_.version == Version::kV3 ? 5 : 0) + fre_bytes_of(rows, asz);
   const std::size_t begin = fres_.size();
   const std::uint8_t info = static_cast<std::uint8_t>(rec.info | static_cast<unsigned>(fre_type));
@@ -706,7 +706,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   const auto n = static_cast<std::uint32_t>(fdes.size());
   finished_fdes_ = n;
   if (fres.size() > 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
 
   // FDE order: as added, or by start PC.
   const auto by_pc = [](const FdeRecord& a, const FdeRecord& b) { return a.start_pc < b.start_pc; };
@@ -737,7 +737,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   }
   const std::uint64_t fde_size = fde_entry_size(header_.version);
   if (num_fres > 0xffffffffu || n * fde_size > 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kFreLen.offset, fres.size());
 
   // Sorted, but only claimed when no two functions overlap (relocatable
   // objects put functions of different sections at the same address).
@@ -788,7 +788,7 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
       namespace d = wire::fde_v2;
       const auto sfield = static_cast<std::int64_t>(field);
       if (sfield < std::numeric_limits<std::int32_t>::min() || sfield > std::numeric_limits<std::int32_t>::max())
-        return make_error(Errc::kNotRepresentable, field_at, field, i);
+        return make_error(EncodeErrc::kNotRepresentable, field_at, field, i);
       w.put(d::kStart, field);
       w.put(d::kSize, f.size);
       w.put(d::kFreOff, f.fre_begin);
@@ -809,7 +809,7 @@ Expected<std::vector<std::byte>> encode(const SectionSpec& spec, Layout layout, 
   if (auto ok = check_header(spec); !ok) return Unexpected{ok.error()};
   const bool preserve = layout == Layout::kPreserve;
   if (spec.functions.size() > 0xffffffffu)
-    return make_error(Errc::kNotRepresentable, wire::header::kNumFdes.offset, spec.functions.size());
+    return make_error(EncodeErrc::kNotRepresentable, wire::header::kNumFdes.offset, spec.functions.size());
   const auto n = static_cast<std::uint32_t>(spec.functions.size());
   // Added by start PC (kOptimize), so the FREs follow the FDE order.
   std::vector<std::uint32_t> order(n);
@@ -840,12 +840,12 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
   for (std::uint32_t i = 0; i < inputs.size(); ++i) {
     const SectionSpec& in = inputs[i];
     if (in.abi != out.abi)
-      return make_error(Errc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(in.abi), i);
+      return make_error(FormatErrc::kBadAbi, wire::header::kAbi.offset, static_cast<std::uint64_t>(in.abi), i);
     if (in.cfa_fixed_fp_offset != out.cfa_fixed_fp_offset || in.cfa_fixed_ra_offset != out.cfa_fixed_ra_offset)
-      return make_error(Errc::kNotRepresentable, wire::header::kCfaFixedFpOffset.offset, i, i);
+      return make_error(EncodeErrc::kNotRepresentable, wire::header::kCfaFixedFpOffset.offset, i, i);
     for (const FunctionSpec& f : in.functions) {
       if (version == Version::kV2 && f.fde_type == FdeType::kFlex)
-        return make_error(Errc::kNotRepresentable, 0, f.start_pc, i);
+        return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, i);
       out.functions.push_back(f);
     }
   }
@@ -854,7 +854,7 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
   for (std::uint32_t i = 1; i < out.functions.size(); ++i) {
     const FunctionSpec& a = out.functions[i - 1];
     if (a.start_pc + a.size > out.functions[i].start_pc)
-      return make_error(Errc::kFdesOverlap, 0, out.functions[i].start_pc, i);
+      return make_error(FormatErrc::kFdesOverlap, 0, out.functions[i].start_pc, i);
   }
   return out;
 }

@@ -30,7 +30,7 @@ Expected<Match> find_in_fde(const Section& s, const Fde& fde, std::uint64_t pc) 
 Expected<Match> find(const Section& s, std::uint64_t pc) noexcept {
   const std::uint32_t n = s.num_fdes();
   if (s.header().flags & flags::kFdeSorted) {
-    if (n == 0 || s.fde_start_pc(0) > pc) return make_error(Errc::kPcNotCovered, 0, pc);
+    if (n == 0 || s.fde_start_pc(0) > pc) return make_error(LookupErrc::kPcNotCovered, 0, pc);
     // Branchless search for the last FDE whose start is <= pc: random PCs
     // would mispredict about half of the branches of a classic search.
     std::uint32_t base = 0;
@@ -42,7 +42,7 @@ Expected<Match> find(const Section& s, std::uint64_t pc) noexcept {
     }
     Expected<Fde> f = s.fde(base);
     if (!f) return Unexpected{f.error()};
-    if (pc - f->start_pc >= f->size) return make_error(Errc::kPcNotCovered, 0, pc);
+    if (pc - f->start_pc >= f->size) return make_error(LookupErrc::kPcNotCovered, 0, pc);
     return find_in_fde(s, *f, pc);
   }
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -50,7 +50,7 @@ Expected<Match> find(const Section& s, std::uint64_t pc) noexcept {
     if (!f) return Unexpected{f.error()};
     if (pc >= f->start_pc && pc - f->start_pc < f->size) return find_in_fde(s, *f, pc);
   }
-  return make_error(Errc::kPcNotCovered, 0, pc);
+  return make_error(LookupErrc::kPcNotCovered, 0, pc);
 }
 
 Expected<FdeIndex> FdeIndex::build(const Section& s) {
@@ -88,7 +88,7 @@ Expected<FdeIndex> FdeIndex::build(const Section& s) {
 
 Expected<Match> FdeIndex::find(std::uint64_t pc) const noexcept {
   const std::size_t n = entries_.size();
-  if (n == 0 || pc < lo_) return make_error(Errc::kPcNotCovered, 0, pc);
+  if (n == 0 || pc < lo_) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   const std::uint64_t b = (pc - lo_) >> shift_;
   std::size_t e = n - 1;
   if (b < bucket_.size()) {
@@ -109,7 +109,7 @@ Expected<Match> FdeIndex::find(std::uint64_t pc) const noexcept {
     }
   }
   const Entry& hit = entries_[e];
-  if (pc - hit.start >= hit.size) return make_error(Errc::kPcNotCovered, 0, pc);
+  if (pc - hit.start >= hit.size) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   Expected<Fde> f = s_.fde(hit.fde);
   if (!f) return Unexpected{f.error()};
   return find_in_fde(s_, *f, pc);

@@ -154,12 +154,12 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   ix.lo_ = fdes.front().start;
   for (std::size_t k = 0; k < fdes.size(); ++k) {
     const std::uint64_t end = fdes[k].start + fdes[k].size;
-    if (end < fdes[k].start) return make_error(Errc::kFuncRangeOverflow, 0, fdes[k].start, fdes[k].fde);
+    if (end < fdes[k].start) return make_error(FormatErrc::kFuncRangeOverflow, 0, fdes[k].start, fdes[k].fde);
     if (k + 1 < fdes.size() && fdes[k + 1].start < end)
-      return make_error(Errc::kFdesOverlap, 0, fdes[k + 1].start, fdes[k + 1].fde);
+      return make_error(FormatErrc::kFdesOverlap, 0, fdes[k + 1].start, fdes[k + 1].fde);
     ix.span_ = std::max(ix.span_, end - ix.lo_);
   }
-  if (ix.span_ > UINT32_MAX) return make_error(Errc::kNotRepresentable, 0, ix.span_);
+  if (ix.span_ > UINT32_MAX) return make_error(EncodeErrc::kNotRepresentable, 0, ix.span_);
 
   std::unordered_map<RowKey, std::uint32_t, RowKeyHash> ids;
   EncodedRows by_encoding;
@@ -188,7 +188,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
         if (!fre) return Unexpected{fre.error()};
         if (fre->start_offset >= sp.size) break;
         if (!first && fre->start_offset < prev)
-          return make_error(Errc::kFreStartNotIncreasing, fre->section_offset, fre->start_offset, sp.fde, fre->index);
+          return make_error(FormatErrc::kFreStartNotIncreasing, fre->section_offset, fre->start_offset, sp.fde, fre->index);
         if (first && fre->start_offset > 0) ix.add(at, kBeforeFirstFre);
         // The info byte and data words follow the start address.
         const std::uint32_t enc_size = 1u + std::uint32_t{fre->dataword_count} * fre->dataword_size;
@@ -237,13 +237,13 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
 
 Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
   const std::uint64_t off = pc - lo_;
-  if (pc < lo_ || off >= span_) return make_error(Errc::kPcNotCovered, 0, pc);
+  if (pc < lo_ || off >= span_) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   const std::size_t e = boundary(static_cast<std::uint32_t>(off));
   const std::uint32_t row = entries_[e].row;
   if (row < rows_.size()) return row;
   if (row == kMaskFde) return kUseFind;
-  if (row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, fde_at(static_cast<std::uint32_t>(off)));
-  return make_error(Errc::kPcNotCovered, 0, pc);
+  if (row == kBeforeFirstFre) return make_error(LookupErrc::kPcBeforeFirstFre, 0, pc, fde_at(static_cast<std::uint32_t>(off)));
+  return make_error(LookupErrc::kPcNotCovered, 0, pc);
 }
 
 std::uint32_t RowIndex::fde_at(std::uint32_t o) const noexcept {
@@ -261,7 +261,7 @@ std::size_t RowIndex::clustered(std::uint32_t o, std::size_t e, std::size_t last
 
 Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
   const std::uint64_t off = pc - lo_;
-  if (pc < lo_ || off >= span_) return make_error(Errc::kPcNotCovered, 0, pc);
+  if (pc < lo_ || off >= span_) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   const auto o = static_cast<std::uint32_t>(off);
   const std::size_t e = boundary(o);
   const Entry& hit = entries_[e];
@@ -289,8 +289,8 @@ Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
     if (!m) return Unexpected{m.error()};
     return RowMatch{f->index, m->fre.index, m->row, f->signal, f->fde_type};
   }
-  if (hit.row == kBeforeFirstFre) return make_error(Errc::kPcBeforeFirstFre, 0, pc, fde_at(o));
-  return make_error(Errc::kPcNotCovered, 0, pc);
+  if (hit.row == kBeforeFirstFre) return make_error(LookupErrc::kPcBeforeFirstFre, 0, pc, fde_at(o));
+  return make_error(LookupErrc::kPcNotCovered, 0, pc);
 }
 
 }  // namespace sframe

@@ -15,7 +15,7 @@ constexpr bool fits(std::uint64_t off, std::uint64_t len, std::uint64_t size) no
 }  // namespace
 
 Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t section_address) {
-  if (bytes.size() < kHeaderSize) return make_error(Errc::kTruncatedHeader, 0, bytes.size());
+  if (bytes.size() < kHeaderSize) return make_error(FormatErrc::kTruncatedHeader, 0, bytes.size());
   Section s;
   s.bytes_ = bytes;
   s.address_ = section_address;
@@ -28,17 +28,17 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
   } else if (b0 == 0xe2 && b1 == 0xde) {
     s.big_endian_ = false;
   } else {
-    return make_error(Errc::kBadMagic, h::kMagic.offset, static_cast<std::uint64_t>(b0) << 8 | b1);
+    return make_error(FormatErrc::kBadMagic, h::kMagic.offset, static_cast<std::uint64_t>(b0) << 8 | b1);
   }
   Header& hd = s.header_;
   const auto byte_at = [&](wire::Field f) { return static_cast<std::uint8_t>(bytes[f.offset]); };
   const auto word_at = [&](wire::Field f) { return static_cast<std::uint32_t>(s.load(f.offset, f.size)); };
   const std::uint8_t ver = byte_at(h::kVersion);
-  if (!is_known_version(ver)) return make_error(Errc::kBadVersion, h::kVersion.offset, ver);
+  if (!is_known_version(ver)) return make_error(FormatErrc::kBadVersion, h::kVersion.offset, ver);
   hd.version = static_cast<Version>(ver);
   hd.flags = byte_at(h::kFlags);
   const std::uint8_t abi = byte_at(h::kAbi);
-  if (!is_known_abi(abi, hd.version)) return make_error(Errc::kBadAbi, h::kAbi.offset, abi);
+  if (!is_known_abi(abi, hd.version)) return make_error(FormatErrc::kBadAbi, h::kAbi.offset, abi);
   hd.abi = static_cast<Abi>(abi);
   hd.cfa_fixed_fp_offset = static_cast<std::int8_t>(byte_at(h::kCfaFixedFpOffset));
   hd.cfa_fixed_ra_offset = static_cast<std::int8_t>(byte_at(h::kCfaFixedRaOffset));
@@ -51,15 +51,15 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
 
   const std::uint64_t size = bytes.size();
   const std::uint64_t hdr_end = kHeaderSize + std::uint64_t{hd.auxhdr_len};
-  if (hdr_end > size) return make_error(Errc::kAuxHeaderPastEnd, h::kAuxhdrLen.offset, hd.auxhdr_len);
+  if (hdr_end > size) return make_error(FormatErrc::kAuxHeaderPastEnd, h::kAuxhdrLen.offset, hd.auxhdr_len);
 
   const std::uint64_t fdes_begin = hdr_end + hd.fdeoff;
   const std::uint64_t fdes_len = std::uint64_t{hd.num_fdes} * fde_entry_size(hd.version);
   if (!fits(fdes_begin, fdes_len, size))
-    return make_error(Errc::kFdeTablePastEnd, h::kFdeOff.offset, fdes_begin + fdes_len);
+    return make_error(FormatErrc::kFdeTablePastEnd, h::kFdeOff.offset, fdes_begin + fdes_len);
   const std::uint64_t fres_begin = hdr_end + hd.freoff;
   if (!fits(fres_begin, hd.fre_len, size))
-    return make_error(Errc::kFreSectionPastEnd, h::kFreOff.offset, fres_begin + hd.fre_len);
+    return make_error(FormatErrc::kFreSectionPastEnd, h::kFreOff.offset, fres_begin + hd.fre_len);
 
   s.fdes_begin_ = static_cast<std::uint32_t>(fdes_begin);
   s.fres_begin_ = static_cast<std::uint32_t>(fres_begin);
@@ -69,7 +69,7 @@ Expected<Section> Section::parse(std::span<const std::byte> bytes, std::uint64_t
 }
 
 Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
-  if (i >= header_.num_fdes) return make_error(Errc::kFdeIndexOutOfRange, fdes_begin_, i, i);
+  if (i >= header_.num_fdes) return make_error(FormatErrc::kFdeIndexOutOfRange, fdes_begin_, i, i);
   const Version v = header_.version;
   const std::uint64_t at = fdes_begin_ + std::uint64_t{i} * fde_entry_size(v);
   Fde f;
@@ -87,8 +87,8 @@ Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
     f.fre_offset = static_cast<std::uint32_t>(field(at, d::kFreOff));
     attr_at = std::uint64_t{fres_begin_} + f.fre_offset;
     if (f.fre_offset > header_.fre_len)
-      return make_error(Errc::kFreOffsetPastEnd, at + d::kFreOff.offset, f.fre_offset, i);
-    if (!fits(attr_at, a::kSize, fres_end_)) return make_error(Errc::kFdeAttrTruncated, attr_at, f.fre_offset, i);
+      return make_error(FormatErrc::kFreOffsetPastEnd, at + d::kFreOff.offset, f.fre_offset, i);
+    if (!fits(attr_at, a::kSize, fres_end_)) return make_error(FormatErrc::kFdeAttrTruncated, attr_at, f.fre_offset, i);
     f.num_fres = static_cast<std::uint32_t>(field(attr_at, a::kNumFres));
     f.info = static_cast<std::uint8_t>(field(attr_at, a::kInfo));
     f.info2 = static_cast<std::uint8_t>(field(attr_at, a::kInfo2));
@@ -104,19 +104,19 @@ Expected<Fde> Section::fde(std::uint32_t i) const noexcept {
     f.info = static_cast<std::uint8_t>(field(at, d::kInfo));
     if (v == Version::kV2) f.rep_size = static_cast<std::uint8_t>(field(at, d::kRepSize));
     if (f.fre_offset > header_.fre_len)
-      return make_error(Errc::kFreOffsetPastEnd, at + d::kFreOff.offset, f.fre_offset, i);
+      return make_error(FormatErrc::kFreOffsetPastEnd, at + d::kFreOff.offset, f.fre_offset, i);
     f.fres_begin = fres_begin_ + f.fre_offset;
     info_at = at + d::kInfo.offset;
   }
   const std::uint8_t fre_type = fde_info::fre_type(f.info);
-  if (fre_type > 2) return make_error(Errc::kBadFreType, info_at, fre_type, i);
+  if (fre_type > 2) return make_error(FormatErrc::kBadFreType, info_at, fre_type, i);
   f.fre_type = static_cast<FreType>(fre_type);
   f.pc_type = static_cast<PcType>(fde_info::pc_type(f.info));
   f.pauth_key = static_cast<PauthKey>(fde_info::pauth_key(f.info));
   if (v == Version::kV3) {
     f.signal = fde_info::signal_p(f.info);
     const std::uint8_t t = fde_info::fde_type(f.info2);
-    if (t > 1) return make_error(Errc::kBadFdeType, attr_at + wire::fde_attr::kInfo2.offset, t, i);
+    if (t > 1) return make_error(FormatErrc::kBadFdeType, attr_at + wire::fde_attr::kInfo2.offset, t, i);
     f.fde_type = static_cast<FdeType>(t);
   }
   // Start PC: PC-relative to the field (errata 1 flag) or to the section start.
@@ -134,23 +134,23 @@ Expected<Fre> Section::fre_covering(const Fde& fde, std::uint64_t off) const noe
   std::uint32_t best = 0;
   std::uint32_t best_index = kNoIndex;
   for (std::uint32_t k = 0; k < fde.num_fres; ++k) {
-    if (!fits(at, words_off, fres_end_)) return make_error(Errc::kFreTruncated, at, 0, fde.index, k);
+    if (!fits(at, words_off, fres_end_)) return make_error(FormatErrc::kFreTruncated, at, 0, fde.index, k);
     if (load(at + start.offset, start.size) > off) break;
     const auto info = static_cast<std::uint8_t>(bytes_[at + info_field.offset]);
     const unsigned code = fre_info::dataword_size_code(info);
-    if (code > 2) return make_error(Errc::kBadDatawordSize, at + info_field.offset, code, fde.index, k);
+    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_field.offset, code, fde.index, k);
     best = at;
     best_index = k;
     at += words_off + (fre_info::dataword_count(info) << code);
   }
-  if (best_index == kNoIndex) return make_error(Errc::kPcBeforeFirstFre, fde.fres_begin, off, fde.index);
+  if (best_index == kNoIndex) return make_error(LookupErrc::kPcBeforeFirstFre, fde.fres_begin, off, fde.index);
   return fre_at(best, fde.fre_type, fde.index, best_index);
 }
 
 Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde_index,
                               std::uint32_t fre_index) const noexcept {
   const std::uint32_t words_off = wire::fre::datawords_offset(t);
-  if (!fits(offset, words_off, fres_end_)) return make_error(Errc::kFreTruncated, offset, 0, fde_index, fre_index);
+  if (!fits(offset, words_off, fres_end_)) return make_error(FormatErrc::kFreTruncated, offset, 0, fde_index, fre_index);
   const wire::Field start = wire::fre::start_address(t);
   const wire::Field info = wire::fre::info(t);
   Fre r;
@@ -159,13 +159,13 @@ Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde
   r.start_offset = static_cast<std::uint32_t>(load(offset + start.offset, start.size));
   r.info = static_cast<std::uint8_t>(bytes_[offset + info.offset]);
   const std::uint8_t code = fre_info::dataword_size_code(r.info);
-  if (code > 2) return make_error(Errc::kBadDatawordSize, offset + info.offset, code, fde_index, fre_index);
+  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, offset + info.offset, code, fde_index, fre_index);
   r.dataword_size = static_cast<std::uint8_t>(1u << code);
   r.dataword_count = fre_info::dataword_count(r.info);
   const std::uint32_t words_at = offset + words_off;
   const std::uint32_t words_len = std::uint32_t{r.dataword_count} * r.dataword_size;
   if (!fits(words_at, words_len, fres_end_))
-    return make_error(Errc::kFreTruncated, offset, words_at + words_len, fde_index, fre_index);
+    return make_error(FormatErrc::kFreTruncated, offset, words_at + words_len, fde_index, fre_index);
   r.encoded_size = words_off + words_len;
   return r;
 }
@@ -195,7 +195,7 @@ Expected<WireRow> Section::wire_row(const Fde& fde, const Fre& fre) const noexce
   w.fre = fre;
   const std::uint32_t n = fre.dataword_count;
   const auto bad_count = [&] {
-    return make_error(Errc::kBadDatawordCount, fre.section_offset, n, fde.index, fre.index);
+    return make_error(FormatErrc::kBadDatawordCount, fre.section_offset, n, fde.index, fre.index);
   };
   // Errata 2: no data words = RA undefined, the outermost frame.
   if (n == 0) return w;
@@ -205,7 +205,7 @@ Expected<WireRow> Section::wire_row(const Fde& fde, const Fre& fre) const noexce
     if (n < 2) return bad_count();
     const std::uint32_t cfa_ctl = dataword(fre, 0);
     if (!flex::reg_p(cfa_ctl))
-      return make_error(Errc::kBadFlexControl, fre.section_offset, cfa_ctl, fde.index, fre.index);
+      return make_error(FormatErrc::kBadFlexControl, fre.section_offset, cfa_ctl, fde.index, fre.index);
     if (n == 2) return w;
     std::uint32_t k = 2;
     if (dataword(fre, 2) == 0) {
@@ -222,7 +222,7 @@ Expected<WireRow> Section::wire_row(const Fde& fde, const Fre& fre) const noexce
       return w;
     }
     if (n != k + 2) return bad_count();
-    if (dataword(fre, k) == 0) return make_error(Errc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
+    if (dataword(fre, k) == 0) return make_error(FormatErrc::kBadFlexControl, fre.section_offset, 0, fde.index, fre.index);
     w.fp = WireRow::Slot::kWord;
     w.fp_word = static_cast<std::uint8_t>(k);
     return w;

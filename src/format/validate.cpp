@@ -18,13 +18,13 @@ Expected<void> check_fde_fields(const Section& s, const Fde& f) {
   const bool v3 = v == Version::kV3;
   const std::uint64_t base = v3 ? f.fres_begin - wire::fde_attr::kSize : f.start_field_offset;
   const std::uint64_t info_at = base + (v3 ? wire::fde_attr::kInfo : wire::fde_v2::kInfo).offset;
-  if (f.info & fde_info::unused_mask(v)) return make_error(Errc::kUnusedBitsSet, info_at, f.info, f.index);
+  if (f.info & fde_info::unused_mask(v)) return make_error(FormatErrc::kUnusedBitsSet, info_at, f.info, f.index);
   if (v3 && (f.info2 & fde_info::kInfo2UnusedMask))
-    return make_error(Errc::kUnusedBitsSet, base + wire::fde_attr::kInfo2.offset, f.info2, f.index);
+    return make_error(FormatErrc::kUnusedBitsSet, base + wire::fde_attr::kInfo2.offset, f.info2, f.index);
   if (v != Version::kV1 && f.pc_type == PcType::kMask && f.rep_size == 0)
-    return make_error(Errc::kZeroRepSize, base + (v3 ? wire::fde_attr::kRepSize : wire::fde_v2::kRepSize).offset, 0,
+    return make_error(FormatErrc::kZeroRepSize, base + (v3 ? wire::fde_attr::kRepSize : wire::fde_v2::kRepSize).offset, 0,
                       f.index);
-  if (f.start_pc + f.size < f.start_pc) return make_error(Errc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(FormatErrc::kFuncRangeOverflow, f.start_field_offset, f.start_pc, f.index);
   return {};
 }
 
@@ -32,10 +32,10 @@ Expected<void> check_fde_fields(const Section& s, const Fde& f) {
 // size for PC-mask FDEs).
 Expected<void> check_start(const Fde& f, std::uint64_t limit, std::uint32_t k, std::uint64_t start,
                            std::uint64_t prev, std::uint64_t at) {
-  if (k > 0 && start <= prev) return make_error(Errc::kFreStartNotIncreasing, at, start, f.index, k);
+  if (k > 0 && start <= prev) return make_error(FormatErrc::kFreStartNotIncreasing, at, start, f.index, k);
   // A zero-size function may still carry its single FRE at offset 0.
   if (start >= limit && !(start == 0 && limit == 0))
-    return make_error(Errc::kFreStartOutsideFunction, at, start, f.index, k);
+    return make_error(FormatErrc::kFreStartOutsideFunction, at, start, f.index, k);
   return {};
 }
 
@@ -57,15 +57,15 @@ Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Stric
   std::uint64_t at = f.fres_begin;
   std::uint64_t prev = 0;
   for (std::uint32_t k = 0; k < f.num_fres; ++k) {
-    if (at + words_off > end) return make_error(Errc::kFreTruncated, at, 0, f.index, k);
+    if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
     const std::uint64_t start = s.load(at + start_field.offset, start_field.size);
     const auto info = static_cast<std::uint8_t>(b[at + info_off]);
     const unsigned code = fre_info::dataword_size_code(info);
-    if (code > 2) return make_error(Errc::kBadDatawordSize, at + info_off, code, f.index, k);
+    if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
     const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
-    if (words_end > end) return make_error(Errc::kFreTruncated, at, words_end, f.index, k);
+    if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
     if (fre_info::dataword_count(info) > max_words)
-      return make_error(Errc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+      return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
     if (mode == Strictness::kStrict) {
       if (auto ok = check_start(f, limit, k, start, prev, at); !ok) return Unexpected{ok.error()};
     }
@@ -89,14 +89,14 @@ Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint6
   const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
   const std::uint32_t info_off = wire::fre::info(f.fre_type).offset;
   const std::uint32_t words_off = wire::fre::datawords_offset(f.fre_type);
-  if (at + words_off > end) return make_error(Errc::kFreTruncated, at, 0, f.index, k);
+  if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
   const auto info = static_cast<std::uint8_t>(s.bytes()[at + info_off]);
   const unsigned code = fre_info::dataword_size_code(info);
-  if (code > 2) return make_error(Errc::kBadDatawordSize, at + info_off, code, f.index, k);
+  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
   const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
-  if (words_end > end) return make_error(Errc::kFreTruncated, at, words_end, f.index, k);
+  if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
   if (fre_info::dataword_count(info) > max_words)
-    return make_error(Errc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+    return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
   return words_end;
 }
 
@@ -121,7 +121,7 @@ Expected<void> check_flex_controls(const Section& s, const Fde& f, const Fre& fr
   for (std::size_t i = 0; i < m; ++i) {
     const std::uint32_t w = s.dataword(fre, at[i]);
     if ((w & flex::kUnusedBit) || (!flex::reg_p(w) && flex::regnum(w) != 0))
-      return make_error(Errc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
+      return make_error(FormatErrc::kUnusedBitsSet, fre.dataword_offset(at[i]), w, f.index, fre.index);
   }
   return {};
 }
@@ -276,14 +276,14 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
   stats = ValidateStats{};
   if (mode == Strictness::kLenient) return validate_lenient(s, stats);
   const Header& h = s.header();
-  if (h.flags & ~defined_flags(h.version)) return make_error(Errc::kUndefinedFlags, wire::header::kFlags.offset, h.flags);
+  if (h.flags & ~defined_flags(h.version)) return make_error(FormatErrc::kUndefinedFlags, wire::header::kFlags.offset, h.flags);
   // More FREs than the FRE sub-section can hold: rejected before anything
   // is allocated or walked.
-  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(Errc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
+  if (h.num_fres > h.fre_len / kMinFreSize) return make_error(FormatErrc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
   const std::uint64_t fdes_end = s.fde_table_offset() + std::uint64_t{h.num_fdes} * fde_entry_size(h.version);
   const std::uint64_t fres_end = s.fre_section_offset() + std::uint64_t{h.fre_len};
   if (h.num_fdes != 0 && h.fre_len != 0 && s.fde_table_offset() < fres_end && s.fre_section_offset() < fdes_end)
-    return make_error(Errc::kSubsectionsOverlap, wire::header::kFdeOff.offset, s.fre_section_offset());
+    return make_error(FormatErrc::kSubsectionsOverlap, wire::header::kFdeOff.offset, s.fre_section_offset());
   Coverage claimed(h.fre_len);
   // Whole FRE blocks may be shared (see validate() in section.hpp). Built
   // when the first FDE claims bytes already claimed: each block start ->
@@ -303,7 +303,7 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     const Expected<Fde> g = s.fde(b.fde);
     if (!g) return Unexpected{g.error()};
     if (g->fre_type != f.fre_type || g->fde_type != f.fde_type || g->num_fres != f.num_fres)
-      return make_error(Errc::kFdeFresOverlap, run_of(f), 0, f.index);
+      return make_error(FormatErrc::kFdeFresOverlap, run_of(f), 0, f.index);
     if (f.num_fres == 0) return {};
     if (!b.last_start) {
       std::uint64_t last = 0;
@@ -316,7 +316,7 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
     }
     const std::uint64_t limit = start_limit(f);
     if (*b.last_start >= limit && !(*b.last_start == 0 && limit == 0))
-      return make_error(Errc::kFreStartOutsideFunction, f.fres_begin, *b.last_start, f.index, f.num_fres - 1);
+      return make_error(FormatErrc::kFreStartOutsideFunction, f.fres_begin, *b.last_start, f.index, f.num_fres - 1);
     return {};
   };
   std::uint64_t used = 0;
@@ -357,19 +357,19 @@ Expected<void> validate(const Section& s, Strictness mode, ValidateStats& stats)
           }
         }
         const auto it = blocks->find(run_begin);
-        if (it == blocks->end()) return make_error(Errc::kFdeFresOverlap, run_begin, 0, i);
+        if (it == blocks->end()) return make_error(FormatErrc::kFdeFresOverlap, run_begin, 0, i);
         if (auto ok = shared_ok(*f, it->second); !ok) return ok;
       }
     }
     if ((h.flags & flags::kFdeSorted) && i > 0) {
-      if (f->start_pc < prev_start) return make_error(Errc::kFdesUnsorted, f->start_field_offset, f->start_pc, i);
-      if (f->start_pc < prev_end) return make_error(Errc::kFdesOverlap, f->start_field_offset, f->start_pc, i);
+      if (f->start_pc < prev_start) return make_error(FormatErrc::kFdesUnsorted, f->start_field_offset, f->start_pc, i);
+      if (f->start_pc < prev_end) return make_error(FormatErrc::kFdesOverlap, f->start_field_offset, f->start_pc, i);
     }
     prev_start = f->start_pc;
     prev_end = f->start_pc + f->size;
   }
-  if (total_fres != h.num_fres) return make_error(Errc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
-  if (used != h.fre_len) return make_error(Errc::kFreLenMismatch, wire::header::kFreLen.offset, h.fre_len);
+  if (total_fres != h.num_fres) return make_error(FormatErrc::kFreCountMismatch, wire::header::kNumFres.offset, h.num_fres);
+  if (used != h.fre_len) return make_error(FormatErrc::kFreLenMismatch, wire::header::kFreLen.offset, h.fre_len);
   return {};
 }
 

@@ -42,7 +42,7 @@ constexpr std::uint16_t kMiscBuildIdSize = 1u << 15;
 // MMAP (not MMAP2): the mapping is not executable.
 constexpr std::uint16_t kMiscMmapData = 1u << 13;
 
-Unexpected bad(Errc c, std::uint64_t off, std::uint64_t value = 0) { return make_error(c, off, value); }
+Unexpected bad(ErrorCode c, std::uint64_t off, std::uint64_t value = 0) { return make_error(c, off, value); }
 
 // A bounds-checked cursor over a byte range whose position is reported as a
 // file offset (`base` = offset of bytes[0]).
@@ -55,7 +55,7 @@ struct Cursor {
   std::optional<std::uint64_t> outer;
 
   std::size_t left() const noexcept { return bytes.size() - pos; }
-  Unexpected fail(Errc c) const {
+  Unexpected fail(ErrorCode c) const {
     if (outer) return bad(c, *outer, base + pos);
     return bad(c, base + pos);
   }
@@ -188,11 +188,11 @@ struct PerfData::Impl {
   // --- header ------------------------------------------------------------
 
   Expected<void> read_header() {
-    if (file.size() < kPipeHeaderSize) return bad(Errc::kPerfBadHeader, 0, file.size());
+    if (file.size() < kPipeHeaderSize) return bad(PerfErrc::kPerfBadHeader, 0, file.size());
     const auto magic = load_le<std::uint64_t>(file.data());
     if (magic == kMagicSwapped)
-      return bad(Errc::kPerfUnsupported, 0, magic);  // written on a big-endian host
-    if (magic != kMagic) return bad(Errc::kPerfBadHeader, 0, magic);
+      return bad(PerfErrc::kPerfUnsupported, 0, magic);  // written on a big-endian host
+    if (magic != kMagic) return bad(PerfErrc::kPerfBadHeader, 0, magic);
     const auto hsize = load_le<std::uint64_t>(file.data() + 8);
     if (hsize == kPipeHeaderSize) {
       info.pipe = true;
@@ -200,39 +200,39 @@ struct PerfData::Impl {
       info.data_size = file.size() - kPipeHeaderSize;
       return {};
     }
-    if (hsize < kFileHeaderSize) return bad(Errc::kPerfBadHeader, 8, hsize);
-    if (file.size() < kFileHeaderSize) return bad(Errc::kPerfTruncated, 0, file.size());
+    if (hsize < kFileHeaderSize) return bad(PerfErrc::kPerfBadHeader, 8, hsize);
+    if (file.size() < kFileHeaderSize) return bad(PerfErrc::kPerfTruncated, 0, file.size());
     const auto u64 = [&](std::uint64_t off) { return load_le<std::uint64_t>(file.data() + off); };
     std::uint64_t attr_size = u64(16);
     const std::uint64_t attrs_off = u64(24), attrs_size = u64(32);
     info.data_offset = u64(40);
     info.data_size = u64(48);
-    if (!fits(attrs_off, attrs_size)) return bad(Errc::kPerfTruncated, 24, attrs_off);
-    if (!fits(info.data_offset, info.data_size)) return bad(Errc::kPerfTruncated, 40, info.data_offset);
+    if (!fits(attrs_off, attrs_size)) return bad(PerfErrc::kPerfTruncated, 24, attrs_off);
+    if (!fits(info.data_offset, info.data_size)) return bad(PerfErrc::kPerfTruncated, 40, info.data_offset);
     // Each entry (perf_file_attr, `attr_size` bytes in all): the
     // attribute, then a perf_file_section locating its IDs.
-    if (attr_size < kAttrSizeVer0 + 16 || attr_size > 4096) return bad(Errc::kPerfBadHeader, 16, attr_size);
+    if (attr_size < kAttrSizeVer0 + 16 || attr_size > 4096) return bad(PerfErrc::kPerfBadHeader, 16, attr_size);
     const std::uint64_t entry = attr_size;
     attr_size -= 16;
-    if (attrs_size % entry != 0) return bad(Errc::kPerfBadHeader, 32, attrs_size);
-    if (attrs_size / entry > limits.max_attrs) return bad(Errc::kPerfBadHeader, 32, attrs_size / entry);
+    if (attrs_size % entry != 0) return bad(PerfErrc::kPerfBadHeader, 32, attrs_size);
+    if (attrs_size / entry > limits.max_attrs) return bad(PerfErrc::kPerfBadHeader, 32, attrs_size / entry);
     for (std::uint64_t off = attrs_off; off < attrs_off + attrs_size; off += entry) {
       EventAttr a = decode_attr(file.data() + off, attr_size);
       const std::uint64_t ids_off = u64(off + attr_size), ids_size = u64(off + attr_size + 8);
-      if (!fits(ids_off, ids_size) || ids_size % 8 != 0) return bad(Errc::kPerfTruncated, off + attr_size, ids_off);
+      if (!fits(ids_off, ids_size) || ids_size % 8 != 0) return bad(PerfErrc::kPerfTruncated, off + attr_size, ids_off);
       for (std::uint64_t i = 0; i < ids_size; i += 8) a.ids.push_back(u64(ids_off + i));
       info.attrs.push_back(std::move(a));
     }
-    if (info.attrs.empty()) return bad(Errc::kPerfBadHeader, 32, 0);
+    if (info.attrs.empty()) return bad(PerfErrc::kPerfBadHeader, 32, 0);
     // Feature sections: one perf_file_section per set bit of adds_features,
     // in bit order, right after the data section.
     std::uint64_t at = info.data_offset + info.data_size;
     for (unsigned bit = 0; bit < kFeatureBits; ++bit) {
       const std::uint64_t word = u64(72 + 8 * (bit / 64));
       if (!((word >> (bit % 64)) & 1)) continue;
-      if (!fits(at, 16)) return bad(Errc::kPerfTruncated, at, bit);
+      if (!fits(at, 16)) return bad(PerfErrc::kPerfTruncated, at, bit);
       const std::uint64_t off = u64(at), size = u64(at + 8);
-      if (!fits(off, size)) return bad(Errc::kPerfTruncated, at, off);
+      if (!fits(off, size)) return bad(PerfErrc::kPerfTruncated, at, off);
       if (auto r = feature(bit, file.subspan(off, size), off); !r) return r;
       at += 16;
     }
@@ -245,9 +245,9 @@ struct PerfData::Impl {
 
   // A perf string: u32 len, then len bytes (NUL-padded).
   static Expected<std::string> perf_string(Cursor& c) {
-    if (!c.can(4)) return c.fail(Errc::kPerfTruncated);
+    if (!c.can(4)) return c.fail(PerfErrc::kPerfTruncated);
     const auto len = c.get<std::uint32_t>();
-    if (!c.can(len)) return c.fail(Errc::kPerfTruncated);
+    if (!c.can(len)) return c.fail(PerfErrc::kPerfTruncated);
     std::string s(cstr(c.bytes.subspan(c.pos, len)));
     c.pos += len;
     return s;
@@ -264,11 +264,11 @@ struct PerfData::Impl {
         // addresses are 32-bit; the unwinder reads x86-64 frames).
         if (info.arch == "i386" || info.arch == "i686" || info.arch == "x86" || info.arch == "arm" ||
             info.arch == "powerpc" || info.arch == "s390")
-          return bad(Errc::kPerfUnsupported, off, 32);
+          return bad(PerfErrc::kPerfUnsupported, off, 32);
         return {};
       }
       case kFeatCmdline: {
-        if (!c.can(4)) return c.fail(Errc::kPerfTruncated);
+        if (!c.can(4)) return c.fail(PerfErrc::kPerfTruncated);
         const auto n = c.get<std::uint32_t>();
         for (std::uint32_t i = 0; i < n; ++i) {
           auto s = perf_string(c);
@@ -278,17 +278,17 @@ struct PerfData::Impl {
         return {};
       }
       case kFeatEventDesc: {
-        if (!c.can(8)) return c.fail(Errc::kPerfTruncated);
+        if (!c.can(8)) return c.fail(PerfErrc::kPerfTruncated);
         const auto n = c.get<std::uint32_t>();
         const auto asz = c.get<std::uint32_t>();
-        if (asz < kAttrSizeVer0) return c.fail(Errc::kPerfBadRecord);
+        if (asz < kAttrSizeVer0) return c.fail(PerfErrc::kPerfBadRecord);
         for (std::uint32_t i = 0; i < n; ++i) {
-          if (!c.can(asz + 4ull)) return c.fail(Errc::kPerfTruncated);
+          if (!c.can(asz + 4ull)) return c.fail(PerfErrc::kPerfTruncated);
           c.pos += asz;
           const auto nr_ids = c.get<std::uint32_t>();
           auto name = perf_string(c);
           if (!name) return Unexpected{name.error()};
-          if (!c.can(8ull * nr_ids)) return c.fail(Errc::kPerfTruncated);
+          if (!c.can(8ull * nr_ids)) return c.fail(PerfErrc::kPerfTruncated);
           // The i-th description belongs to the i-th attribute.
           if (i < info.attrs.size()) info.attrs[i].name = *name;
           c.pos += 8ull * nr_ids;
@@ -298,12 +298,12 @@ struct PerfData::Impl {
       case kFeatBuildId: {
         while (c.left() > 0) {
           const std::size_t start = c.pos;
-          if (!c.can(kHeaderSize)) return c.fail(Errc::kPerfTruncated);
+          if (!c.can(kHeaderSize)) return c.fail(PerfErrc::kPerfTruncated);
           c.pos += 6;
           const auto size = c.get<std::uint16_t>();
           c.pos = start;
-          if (size < kHeaderSize + 4 + 24 || !c.can(size)) return c.fail(Errc::kPerfBadRecord);
-          if (auto r = build_id_record(b.subspan(start, size)); !r) return bad(r.error().code, off + start);
+          if (size < kHeaderSize + 4 + 24 || !c.can(size)) return c.fail(PerfErrc::kPerfBadRecord);
+          if (auto r = build_id_record(b.subspan(start, size)); !r) return bad(r.error().code(), off + start);
           c.pos = start + size;
         }
         return {};
@@ -316,7 +316,7 @@ struct PerfData::Impl {
   // A build_id_event: header, i32 pid, u8 build_id[24] (20 bytes, size byte
   // when kMiscBuildIdSize), filename.
   Expected<void> build_id_record(std::span<const std::byte> r) {
-    if (r.size() < kHeaderSize + 4 + 24) return bad(Errc::kPerfBadRecord, 0);
+    if (r.size() < kHeaderSize + 4 + 24) return bad(PerfErrc::kPerfBadRecord, 0);
     const auto misc = load_le<std::uint16_t>(r.data() + 4);
     BuildIdEntry e;
     e.pid = load_le<std::int32_t>(r.data() + 8);
@@ -377,7 +377,7 @@ struct PerfData::Impl {
     std::uint64_t words = 0;
     for (std::uint64_t b : {kSampleTid, kSampleTime, kSampleId, kSampleStreamId, kSampleCpu, kSampleIdentifier})
       if (st & b) ++words;
-    if (words * 8 > body.size() - std::min(body.size(), fixed)) return rec.fail(Errc::kPerfBadRecord);
+    if (words * 8 > body.size() - std::min(body.size(), fixed)) return rec.fail(PerfErrc::kPerfBadRecord);
     const std::byte* p = body.data() + body.size() - words * 8;
     if (st & kSampleTid) {
       s.pid = load_le<std::uint32_t>(p);
@@ -415,7 +415,7 @@ struct PerfData::Impl {
   Expected<void> decode_sample(Cursor c, Record& r) const {
     auto [id, have] = sample_id_of(c.bytes.subspan(c.pos));
     const EventAttr* a = attr_of(id, have);
-    if (!a) return c.fail(Errc::kPerfBadRecord);
+    if (!a) return c.fail(PerfErrc::kPerfBadRecord);
     r.attr = a;
     Sample& s = r.sample;
     s.attr = a;
@@ -423,7 +423,7 @@ struct PerfData::Impl {
     const auto need = [&](std::uint64_t n) { return c.can(n); };
     const auto u64 = [&]() { return c.get<std::uint64_t>(); };
 #define SFRAME_NEED(n) \
-  if (!need(n)) return c.fail(Errc::kPerfBadRecord)
+  if (!need(n)) return c.fail(PerfErrc::kPerfBadRecord)
     SampleId& sid = r.id;
     if (st & kSampleIdentifier) { SFRAME_NEED(8); sid.id = u64(); }
     if (st & kSampleIp) { SFRAME_NEED(8); s.ip = u64(); }
@@ -448,7 +448,7 @@ struct PerfData::Impl {
       if (rs.group) {
         SFRAME_NEED(8);
         const std::uint64_t nr = load_le<std::uint64_t>(c.bytes.data() + c.pos);
-        if (nr > c.left() / 8) return c.fail(Errc::kPerfBadRecord);
+        if (nr > c.left() / 8) return c.fail(PerfErrc::kPerfBadRecord);
         SFRAME_NEED(8 * (rs.fixed + nr * rs.per_value));
         c.pos += 8 * (rs.fixed + nr * rs.per_value);
       } else {
@@ -459,7 +459,7 @@ struct PerfData::Impl {
     if (st & kSampleCallchain) {
       SFRAME_NEED(8);
       const std::uint64_t nr = u64();
-      if (nr > c.left() / 8) return c.fail(Errc::kPerfBadRecord);
+      if (nr > c.left() / 8) return c.fail(PerfErrc::kPerfBadRecord);
       s.callchain_nr = nr;
       s.callchain_data = c.bytes.data() + c.pos;
       c.pos += 8 * nr;
@@ -475,14 +475,14 @@ struct PerfData::Impl {
       const std::uint64_t nr = u64();
       // PERF_SAMPLE_BRANCH_HW_INDEX (1 << 17): a hw_idx word before the entries.
       if (a->branch_sample_type & (1u << 17)) { SFRAME_NEED(8); c.pos += 8; }
-      if (nr > c.left() / 24) return c.fail(Errc::kPerfBadRecord);
+      if (nr > c.left() / 24) return c.fail(PerfErrc::kPerfBadRecord);
       c.pos += 24 * nr;
     }
     if (st & kSampleRegsUser) {
       SFRAME_NEED(8);
       const std::uint64_t abi = u64();
-      if (abi == 1) return c.fail(Errc::kPerfUnsupported);  // PERF_SAMPLE_REGS_ABI_32
-      if (abi > 2) return c.fail(Errc::kPerfBadRecord);
+      if (abi == 1) return c.fail(PerfErrc::kPerfUnsupported);  // PERF_SAMPLE_REGS_ABI_32
+      if (abi > 2) return c.fail(PerfErrc::kPerfBadRecord);
       s.regs_abi = static_cast<RegsAbi>(abi);
       if (abi != 0) {
         const std::uint64_t n = static_cast<std::uint64_t>(std::popcount(a->sample_regs_user));
@@ -494,14 +494,14 @@ struct PerfData::Impl {
     if (st & kSampleStackUser) {
       SFRAME_NEED(8);
       const std::uint64_t size = u64();
-      if (size > c.left()) return c.fail(Errc::kPerfBadRecord);
+      if (size > c.left()) return c.fail(PerfErrc::kPerfBadRecord);
       const std::byte* data = c.bytes.data() + c.pos;
       c.pos += size;
       s.stack_size = size;
       if (size != 0) {
         SFRAME_NEED(8);
         const std::uint64_t dyn = u64();
-        if (dyn > size) return c.fail(Errc::kPerfBadRecord);
+        if (dyn > size) return c.fail(PerfErrc::kPerfBadRecord);
         s.stack = {data, static_cast<std::size_t>(dyn)};
       }
     }
@@ -531,7 +531,7 @@ struct PerfData::Impl {
       case kRecordMmap2: {
         const bool two = r.type == kRecordMmap2;
         const std::size_t fixed = two ? 8 + 24 + 24 + 8 : 8 + 24;
-        if (body.size() < fixed + 1) return c.fail(Errc::kPerfBadRecord);
+        if (body.size() < fixed + 1) return c.fail(PerfErrc::kPerfBadRecord);
         Mmap& m = r.mmap;
         m.mmap2 = two;
         m.pid = c.get<std::uint32_t>();
@@ -559,7 +559,7 @@ struct PerfData::Impl {
         return with_trailer(fixed + m.filename.size() + 1);
       }
       case kRecordComm: {
-        if (body.size() < 9) return c.fail(Errc::kPerfBadRecord);
+        if (body.size() < 9) return c.fail(PerfErrc::kPerfBadRecord);
         r.comm.pid = c.get<std::uint32_t>();
         r.comm.tid = c.get<std::uint32_t>();
         r.comm.comm = cstr(b.subspan(c.pos));
@@ -568,7 +568,7 @@ struct PerfData::Impl {
       }
       case kRecordFork:
       case kRecordExit: {
-        if (body.size() < 24) return c.fail(Errc::kPerfBadRecord);
+        if (body.size() < 24) return c.fail(PerfErrc::kPerfBadRecord);
         r.task.pid = c.get<std::uint32_t>();
         r.task.ppid = c.get<std::uint32_t>();
         r.task.tid = c.get<std::uint32_t>();
@@ -577,7 +577,7 @@ struct PerfData::Impl {
         return with_trailer(24);
       }
       case kRecordLost: {
-        if (body.size() < 16) return c.fail(Errc::kPerfBadRecord);
+        if (body.size() < 16) return c.fail(PerfErrc::kPerfBadRecord);
         r.lost.id = c.get<std::uint64_t>();
         r.lost.lost = c.get<std::uint64_t>();
         return with_trailer(16);
@@ -630,14 +630,14 @@ struct PerfData::Impl {
       Cursor here{bytes, base, pos, outer};
       if (bytes.size() - pos < kHeaderSize) {
         if (partial_ok) return pos;
-        return here.fail(Errc::kPerfTruncated);
+        return here.fail(PerfErrc::kPerfTruncated);
       }
       const auto type = load_le<std::uint32_t>(bytes.data() + pos);
       const auto size = load_le<std::uint16_t>(bytes.data() + pos + 6);
-      if (size < kHeaderSize) return here.fail(Errc::kPerfBadRecord);
+      if (size < kHeaderSize) return here.fail(PerfErrc::kPerfBadRecord);
       if (size > bytes.size() - pos) {
         if (partial_ok) return pos;
-        return here.fail(Errc::kPerfTruncated);
+        return here.fail(PerfErrc::kPerfTruncated);
       }
       const std::span<const std::byte> rec = bytes.subspan(pos, size);
       ++stats.records;
@@ -655,7 +655,7 @@ struct PerfData::Impl {
   Expected<void> user_record(std::uint32_t type, std::span<const std::byte> rec, std::uint64_t off,
                              std::optional<std::uint64_t> outer, std::vector<Located>& out, ZSTD_DCtx* dctx,
                              std::vector<std::byte>& carry) {
-    const auto fail = [&](Errc c) { return outer ? bad(c, *outer, off) : bad(c, off); };
+    const auto fail = [&](ErrorCode c) { return outer ? bad(c, *outer, off) : bad(c, off); };
     const std::span<const std::byte> body = rec.subspan(kHeaderSize);
     switch (type) {
       case kRecordFinishedRound:
@@ -663,21 +663,21 @@ struct PerfData::Impl {
         return {};
       case kRecordHeaderAttr: {
         // The attribute (its own `size` field, offset 4), then its IDs.
-        if (body.size() < kAttrSizeVer0) return fail(Errc::kPerfBadRecord);
+        if (body.size() < kAttrSizeVer0) return fail(PerfErrc::kPerfBadRecord);
         std::uint64_t asz = load_le<std::uint32_t>(body.data() + 4);
         if (asz == 0) asz = kAttrSizeVer0;
-        if (asz < kAttrSizeVer0 || asz > body.size() || (body.size() - asz) % 8 != 0) return fail(Errc::kPerfBadRecord);
-        if (info.attrs.size() >= limits.max_attrs) return fail(Errc::kPerfBadRecord);
+        if (asz < kAttrSizeVer0 || asz > body.size() || (body.size() - asz) % 8 != 0) return fail(PerfErrc::kPerfBadRecord);
+        if (info.attrs.size() >= limits.max_attrs) return fail(PerfErrc::kPerfBadRecord);
         EventAttr a = decode_attr(body.data(), asz);
         for (std::uint64_t i = asz; i < body.size(); i += 8) a.ids.push_back(load_le<std::uint64_t>(body.data() + i));
         info.attrs.push_back(std::move(a));
         return finish_attrs();
       }
       case kRecordHeaderBuildId:
-        if (auto r = build_id_record(rec); !r) return fail(Errc::kPerfBadRecord);
+        if (auto r = build_id_record(rec); !r) return fail(PerfErrc::kPerfBadRecord);
         return {};
       case kRecordEventUpdate: {
-        if (body.size() < 16) return fail(Errc::kPerfBadRecord);
+        if (body.size() < 16) return fail(PerfErrc::kPerfBadRecord);
         const auto kind = load_le<std::uint64_t>(body.data());
         const auto id = load_le<std::uint64_t>(body.data() + 8);
         if (kind == kEventUpdateName) {
@@ -687,18 +687,18 @@ struct PerfData::Impl {
         return {};
       }
       case kRecordHeaderFeature: {
-        if (body.size() < 8) return fail(Errc::kPerfBadRecord);
+        if (body.size() < 8) return fail(PerfErrc::kPerfBadRecord);
         const auto feat = load_le<std::uint64_t>(body.data());
         if (feat >= kFeatureBits) return {};
         auto r = feature(static_cast<unsigned>(feat), body.subspan(8), off + kHeaderSize + 8);
-        if (!r) return fail(r.error().code);
+        if (!r) return fail(r.error().code());
         // Names may come after the attributes they name.
         return finish_attrs();
       }
       case kRecordCompressed: {
         ++stats.compressed_records;
         const std::uint64_t outer_off = outer ? *outer : off;
-        if (outer) return fail(Errc::kPerfBadRecord);  // nested compression
+        if (outer) return fail(PerfErrc::kPerfBadRecord);  // nested compression
         std::vector<std::byte> buf = std::move(carry);
         carry.clear();
         const std::size_t kept = buf.size();
@@ -707,18 +707,18 @@ struct PerfData::Impl {
           const std::size_t chunk = ZSTD_DStreamOutSize();
           if (buf.size() - kept + chunk > limits.max_decompressed_record ||
               stats.decompressed_bytes + buf.size() - kept + chunk > limits.max_decompressed_total)
-            return bad(Errc::kPerfDecompress, outer_off, buf.size() - kept);
+            return bad(PerfErrc::kPerfDecompress, outer_off, buf.size() - kept);
           const std::size_t at = buf.size();
           buf.resize(at + chunk);
           ZSTD_outBuffer o{buf.data() + at, chunk, 0};
           const std::size_t in_before = in.pos;
           const std::size_t rc = ZSTD_decompressStream(dctx, &o, &in);
           buf.resize(at + o.pos);
-          if (ZSTD_isError(rc)) return bad(Errc::kPerfDecompress, outer_off, in.pos);
+          if (ZSTD_isError(rc)) return bad(PerfErrc::kPerfDecompress, outer_off, in.pos);
           const bool full = o.pos == chunk;
           if (in.pos == in.size && !full) break;
           // Output room left, input left, nothing produced: no progress.
-          if (!full && o.pos == 0 && in_before == in.pos) return bad(Errc::kPerfDecompress, outer_off, in.pos);
+          if (!full && o.pos == 0 && in_before == in.pos) return bad(PerfErrc::kPerfDecompress, outer_off, in.pos);
         }
         stats.decompressed_bytes += buf.size() - kept;
         decompressed.push_back(std::move(buf));
@@ -743,14 +743,14 @@ struct PerfData::Impl {
   Expected<void> scan_all() {
     if (scanned) return {};
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
-    if (!dctx) return bad(Errc::kPerfDecompress, 0);
+    if (!dctx) return bad(PerfErrc::kPerfDecompress, 0);
     std::vector<std::byte> carry;
     auto r = scan(file.subspan(info.data_offset, info.data_size), info.data_offset, std::nullopt, false, located,
                   dctx, carry);
     ZSTD_freeDCtx(dctx);
     if (!r) return Unexpected{r.error()};
-    if (!carry.empty()) return bad(Errc::kPerfTruncated, info.data_offset + info.data_size, carry.size());
-    if (info.attrs.empty()) return bad(Errc::kPerfBadHeader, 0);
+    if (!carry.empty()) return bad(PerfErrc::kPerfTruncated, info.data_offset + info.data_size, carry.size());
+    if (info.attrs.empty()) return bad(PerfErrc::kPerfBadHeader, 0);
     std::stable_sort(located.begin(), located.end(),
                      [](const Located& a, const Located& b) { return a.time < b.time; });
     scanned = true;
@@ -811,7 +811,7 @@ Expected<PerfData> PerfData::from_bytes(std::span<const std::byte> bytes, const 
 Expected<PerfData> PerfData::open(const std::string& path, const ReadLimits& limits) {
   auto im = std::make_unique<Impl>();
   im->limits = limits;
-  if (const int e = im->contents.open(path); e != 0) return bad(Errc::kIoError, 0, static_cast<std::uint64_t>(e));
+  if (const int e = im->contents.open(path); e != 0) return bad(IoErrc::kIoError, 0, static_cast<std::uint64_t>(e));
   im->file = im->contents.bytes();
   if (auto r = im->read_header(); !r) return Unexpected{r.error()};
   // Pipe mode: the attributes come as records; scan now so info() is

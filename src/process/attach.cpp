@@ -113,7 +113,7 @@ bool read_registers(pid_t tid, ThreadRegisters& r, int& err) {
 #endif
 }
 
-Error errno_error(int e) { return Error{Errc::kIoError, 0, static_cast<std::uint64_t>(e), kNoIndex, kNoIndex}; }
+Error errno_error(int e) { return Error{IoErrc::kIoError, 0, static_cast<std::uint64_t>(e), kNoIndex, kNoIndex}; }
 
 // One waitpid(WNOHANG) for the stop PTRACE_INTERRUPT asked for. Returns
 // 0 (stopped), EAGAIN (not yet), or an errno: ESRCH (thread gone).
@@ -222,7 +222,7 @@ Expected<Attachment> Attachment::attach(pid_t pid, const AttachOptions& opt) {
     a.unwaited_.clear();
   }
   // Threads that exited between SEIZE and the stop are dropped.
-  std::erase_if(a.threads_, [](const Thread& t) { return !t.stopped && t.error.value == ESRCH; });
+  std::erase_if(a.threads_, [](const Thread& t) { return !t.stopped && t.error && t.error->value == ESRCH; });
   if (a.threads_.empty()) return Unexpected{errno_error(ESRCH)};
   if (timed_out && std::none_of(a.threads_.begin(), a.threads_.end(), [](const Thread& t) { return t.stopped; }))
     return Unexpected{errno_error(ETIMEDOUT)};

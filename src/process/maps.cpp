@@ -83,7 +83,7 @@ std::vector<Mapping> parse_maps(std::string_view text) {
 Expected<std::vector<Mapping>> read_maps(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/maps";
   std::ifstream in(path);
-  if (!in) return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno ? errno : ENOENT));
+  if (!in) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno ? errno : ENOENT));
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_maps(ss.str());

@@ -80,11 +80,11 @@ Expected<elf::ElfFile> open_image(pid_t pid, const Group& g, std::string& how) {
 // The vDSO image copied from the process into an anonymous file.
 Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
   std::uint64_t lo = g.maps.front()->start, hi = g.maps.back()->end;
-  if (hi <= lo || hi - lo > (64u << 20)) return make_error(Errc::kIoError, 0, EINVAL);
+  if (hi <= lo || hi - lo > (64u << 20)) return make_error(IoErrc::kIoError, 0, EINVAL);
   std::vector<std::byte> image(hi - lo);
-  if (mem.read(lo, image) != image.size()) return make_error(Errc::kIoError, 0, EIO);
+  if (mem.read(lo, image) != image.size()) return make_error(IoErrc::kIoError, 0, EIO);
   const int fd = ::memfd_create("sframe-vdso", MFD_CLOEXEC);
-  if (fd < 0) return make_error(Errc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  if (fd < 0) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno));
   std::size_t done = 0;
   while (done < image.size()) {
     const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
@@ -92,7 +92,7 @@ Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
     done += static_cast<std::size_t>(n);
   }
   auto f = done == image.size() ? elf::ElfFile::open("/proc/self/fd/" + std::to_string(fd))
-                                : Expected<elf::ElfFile>(make_error(Errc::kIoError, 0, EIO));
+                                : Expected<elf::ElfFile>(make_error(IoErrc::kIoError, 0, EIO));
   ::close(fd);  // ElfFile holds its own descriptor
   return f;
 }
@@ -118,8 +118,8 @@ std::optional<std::uint64_t> load_bias(const elf::ElfFile& f, const Mapping& m, 
 }
 
 std::string error_words(const Error& e) {
-  if (e.code == Errc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
-  return std::string(describe(e.code));
+  if (e.code() == IoErrc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
+  return std::string(describe(e.code()));
 }
 
 }  // namespace
@@ -182,7 +182,7 @@ void build_unwind(LoadedModule& mod, const ModuleOptions& opt) {
   const elf::ElfFile& f = *mod.file;
   auto own = f.sframe_section();
   std::string own_error;
-  if (!own && own.error().code != Errc::kNoSFrameSection) own_error = error_words(own.error());
+  if (!own && own.error().code() != ElfErrc::kNoSFrameSection) own_error = error_words(own.error());
   cfi::ModuleUnwindOptions uo;
   uo.version = Version::kV3;
   uo.ignore_own = opt.ignore_sframe_sections;
@@ -342,7 +342,7 @@ bool LoadedModules::generate_for(std::uint64_t pc) {
     // Only for what the own section lacks.
     if (it->index) {
       auto own = it->index->find(pc - it->bias);
-      if (own || own.error().code != Errc::kPcNotCovered) return false;
+      if (own || own.error().code() != LookupErrc::kPcNotCovered) return false;
     }
     // The FDE covering pc alone; true only when it is new (a known one is
     // in the maps already: the walk found no rule in it).

@@ -93,7 +93,7 @@ std::uint64_t parse_number_or_throw(std::string_view text, std::string_view what
 }
 
 std::string cannot_add_segment(const Error& e) {
-  if (e.code == Errc::kNotRepresentable)
+  if (e.code() == EncodeErrc::kNotRepresentable)
     return fmt::format("cannot add a segment: it would start {} bytes past the end of the file (the gap up to the "
                        "highest segment's end, written as zeros; at most {})",
                        e.value, elf::kMaxGap);
@@ -258,7 +258,7 @@ std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::
     if (opt.text_prefix) append_banner(*opt.text_prefix, in.path, bfd_target_name(l.file->info()));
     auto data = l.file->sframe_section(opt.section);
     if (!data) {
-      if (data.error().code == Errc::kNoSFrameSection) {
+      if (data.error().code() == ElfErrc::kNoSFrameSection) {
         if (opt.text_prefix) *opt.text_prefix += fmt::format("No {} section present\n\n", opt.section);
         why = l.file->info().machine == EM_386 ? fmt::format("no section {}: 32-bit x86 has no SFrame ABI", opt.section)
                                                : fmt::format("no section {}", opt.section);

@@ -261,7 +261,7 @@ int GenCommand::generate() {
       ++functions_out;
     }));
     if (!*g_at) {
-      const std::string why = g_at->error().code == Errc::kElfError ? why_no_cfi(*file) : std::string();
+      const std::string why = g_at->error().code() == ElfErrc::kElfError ? why_no_cfi(*file) : std::string();
       return fail(path, fmt::format("cannot read DWARF CFI: {}", why.empty() ? error_text(g_at->error()) : why));
     }
     bytes_at.emplace(enc_error ? Expected<std::vector<std::byte>>(Unexpected{*enc_error}) : enc.finish());

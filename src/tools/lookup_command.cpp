@@ -234,11 +234,11 @@ class LookupCommand final : public Command {
       for (const auto& rf : o.rel_fdes)
         if (pc >= rf.fde.start_pc && pc - rf.fde.start_pc < rf.fde.size) covering.push_back(&rf);
       if (covering.empty()) {
-        reason = std::string(describe(Errc::kPcNotCovered));
+        reason = std::string(describe(LookupErrc::kPcNotCovered));
       } else {
         const auto* c = covering.front();
         auto m = find_in_fde(s, c->fde, pc);
-        if (m) found = *m; else reason = std::string(describe(m.error().code));
+        if (m) found = *m; else reason = std::string(describe(m.error().code()));
         where = c->where;
         chosen = fmt::format("FDE {} of {} covering 0x{:x}", c->fde.index, covering.size(), pc);
         Json also = Json::array();
@@ -258,7 +258,7 @@ class LookupCommand final : public Command {
       }
     } else {
       auto m = o.index->find(pc);
-      if (m) found = *m; else reason = std::string(describe(m.error().code));
+      if (m) found = *m; else reason = std::string(describe(m.error().code()));
     }
     std::string name;
     std::optional<std::uint64_t> sym_off;
@@ -357,7 +357,7 @@ class LookupCommand final : public Command {
   }
 
   static std::string errno_or(const Error& e, const std::string& fallback) {
-    if (e.code == Errc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
+    if (e.code() == IoErrc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
     return fallback;
   }
 

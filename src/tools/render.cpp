@@ -90,7 +90,7 @@ std::string rules_in_words(const Section& s, const FrameRow& row) {
 std::string hex(std::uint64_t v) { return fmt::format("0x{:x}", v); }
 
 std::string error_text(const Error& e) {
-  std::string s = fmt::format("{} [{}] at byte 0x{:x}", describe(e.code), code_name(e.code), e.offset);
+  std::string s = fmt::format("{} [{}] at byte 0x{:x}", describe(e.code()), code_name(e.code()), e.offset);
   if (e.fde != kNoIndex) s += fmt::format(", FDE {}", e.fde);
   if (e.fre != kNoIndex) s += fmt::format(", FRE {}", e.fre);
   if (e.value != 0) s += fmt::format(" (value {:#x})", e.value);
@@ -98,14 +98,14 @@ std::string error_text(const Error& e) {
 }
 
 std::string write_error_text(const Error& e) {
-  if (e.code == Errc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
+  if (e.code() == IoErrc::kIoError && e.value != 0) return std::strerror(static_cast<int>(e.value));
   return error_text(e);
 }
 
 Json error_json(const Error& e) {
   Json j;
-  j["code"] = std::string(code_name(e.code));
-  j["message"] = std::string(describe(e.code));
+  j["code"] = std::string(code_name(e.code()));
+  j["message"] = std::string(describe(e.code()));
   j["offset"] = e.offset;
   j["value"] = hex(e.value);
   j["fde"] = e.fde == kNoIndex ? Json(nullptr) : Json(e.fde);

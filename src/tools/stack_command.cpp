@@ -77,8 +77,8 @@ struct ThreadTrace {
 
 std::string errno_text(const Error& e) {
   // attach()'s ETIMEDOUT: the thread never stopped (uninterruptible sleep).
-  if (e.code == Errc::kIoError && e.value == ETIMEDOUT) return "did not stop within 10 s (uninterruptible sleep?)";
-  return e.code == Errc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
+  if (e.code() == IoErrc::kIoError && e.value == ETIMEDOUT) return "did not stop within 10 s (uninterruptible sleep?)";
+  return e.code() == IoErrc::kIoError ? std::string(std::strerror(static_cast<int>(e.value))) : error_text(e);
 }
 
 ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
@@ -87,7 +87,7 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
   tt.tid = t.tid;
   tt.name = t.name;
   if (!t.stopped) {
-    tt.error = errno_text(t.error);
+    tt.error = t.error ? errno_text(*t.error) : "not stopped";
     return tt;
   }
   // -n 0: unlimited. The walk stops with kDepthLimit only when a frame

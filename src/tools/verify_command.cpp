@@ -280,7 +280,7 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
   auto cmp = cfi::compare(file, s);
   if (!cmp) {
     const std::string why =
-        cmp.error().code == Errc::kElfError && !file.relocated() ? why_no_cfi(file) : std::string();
+        cmp.error().code() == ElfErrc::kElfError && !file.relocated() ? why_no_cfi(file) : std::string();
     return not_compared("cannot read the DWARF CFI: " + (why.empty() ? error_text(cmp.error()) : why), true);
   }
   if (!cmp->libdw_run)

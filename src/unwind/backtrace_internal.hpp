@@ -50,12 +50,12 @@ struct ModuleData {
   /// runtime addresses.
   std::vector<AddressRange> trampolines;
   /// Why the module has no SFrame although it has unwind information (its
-  /// file unreadable, .eh_frame unusable); kPcNotCovered when it did not fail.
-  Error error{Errc::kPcNotCovered};
+  /// file unreadable, .eh_frame unusable); empty when it did not fail.
+  std::optional<Error> error;
   /// Words on a failure the builder's reason does not tell (its file could
   /// not be opened), or "".
   std::string failure;
-  bool failed() const noexcept { return error.code != Errc::kPcNotCovered; }
+  bool failed() const noexcept { return error.has_value(); }
   /// Set while its SFrame waits for the background generator (which
   /// replaces this ModuleData with a built one in a new table); the
   /// module's program headers, for that.

@@ -207,7 +207,7 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
     Expected<std::uint64_t> at = cfi::eh_frame_hdr_eh_frame(image.eh_frame_hdr, image.eh_frame_hdr_address);
     if (at) eh_frame_at(*at, ~std::uint64_t{0});
     if (srcs.empty() && !native) {
-      d->error = at ? make_error(Errc::kElfError, 0).error : at.error();
+      d->error = at ? make_error(ElfErrc::kElfError, 0).error : at.error();
       d->failure = at ? ".eh_frame_hdr points outside the loaded segments"
                       : ".eh_frame_hdr unreadable (byte " + std::to_string(at.error().offset) + "), so is .eh_frame";
       return d;
@@ -220,7 +220,7 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   }
   if (srcs.empty()) {
     if (!native && !file.error.empty()) {
-      d->error = make_error(Errc::kIoError, 0).error;
+      d->error = make_error(IoErrc::kIoError, 0).error;
       d->failure = file.error;
     }
     return d;
@@ -279,12 +279,12 @@ BacktraceModuleSource source_of(cfi::ModuleSource s) {
   return BacktraceModuleSource::kNone;
 }
 
-// The report on `t`'s modules; returns the first failure's error.
-Error report_on(const Table& t, BacktraceInitReport* report) {
-  Error first{Errc::kPcNotCovered};
+// The report on `t`'s modules; returns the first failure's error, if any.
+std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
+  std::optional<Error> first;
   if (report) report->modules.clear();
   for (const auto& d : t.data) {
-    if (d->failed() && first.code == Errc::kPcNotCovered) first = d->error;
+    if (d->failed() && !first) first = d->error;
     if (!report) continue;
     BacktraceModuleReport r;
     r.name = d->name.empty() ? main_program_path() : d->name;
@@ -295,7 +295,6 @@ Error report_on(const Table& t, BacktraceInitReport* report) {
     if (d->deferred) {
       r.reason += "; SFrame generation pending (background; frame-pointer fallback until ready)";
     } else if (d->failed()) {
-      r.failed = true;
       r.error = d->error;
       if (!d->failure.empty()) r.reason += "; " + d->failure;
     } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == BacktraceModuleSource::kNone) {
@@ -307,8 +306,7 @@ Error report_on(const Table& t, BacktraceInitReport* report) {
 }
 
 Expected<void> result_of(const Table& t, BacktraceInitReport* report) {
-  const Error e = report_on(t, report);
-  if (e.code != Errc::kPcNotCovered) return Unexpected(e);
+  if (const std::optional<Error> e = report_on(t, report)) return Unexpected{*e};
   return {};
 }
 
@@ -696,13 +694,13 @@ std::string_view to_string(BacktraceModuleSource s) noexcept {
 }
 
 std::size_t BacktraceInitReport::failures() const noexcept {
-  return static_cast<std::size_t>(std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m.failed; }));
+  return static_cast<std::size_t>(std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m.failed(); }));
 }
 
 std::string BacktraceInitReport::message() const {
   std::string out;
   for (const BacktraceModuleReport& m : modules) {
-    if (!m.failed) continue;
+    if (!m.failed()) continue;
     if (!out.empty()) out += '\n';
     out += m.name + ": " + m.reason;
   }

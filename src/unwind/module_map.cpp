@@ -21,8 +21,8 @@ std::uint64_t next_generation() noexcept { return g_next_generation.fetch_add(1,
 ModuleMap::ModuleMap(std::span<Module> storage) noexcept : storage_(storage), generation_(next_generation()) {}
 
 Expected<void> ModuleMap::add(const Module& m) noexcept {
-  if (m.range.begin >= m.range.end) return make_error(Errc::kBadModuleRange, 0, m.range.begin);
-  if (size_ == storage_.size()) return make_error(Errc::kModuleMapFull, 0, storage_.size());
+  if (m.range.begin >= m.range.end) return make_error(IoErrc::kBadModuleRange, 0, m.range.begin);
+  if (size_ == storage_.size()) return make_error(IoErrc::kModuleMapFull, 0, storage_.size());
   // First module starting after m: m goes before it.
   // By binary search: adding n modules in address order costs O(n log n)
   // (no shifting), as maps of thousands of generated FDEs are built.
@@ -34,8 +34,8 @@ Expected<void> ModuleMap::add(const Module& m) noexcept {
     else
       hi = mid;
   }
-  if (at > 0 && storage_[at - 1].range.end > m.range.begin) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
-  if (at < size_ && storage_[at].range.begin < m.range.end) return make_error(Errc::kModulesOverlap, 0, m.range.begin);
+  if (at > 0 && storage_[at - 1].range.end > m.range.begin) return make_error(IoErrc::kModulesOverlap, 0, m.range.begin);
+  if (at < size_ && storage_[at].range.begin < m.range.end) return make_error(IoErrc::kModulesOverlap, 0, m.range.begin);
   for (std::size_t i = size_; i > at; --i) storage_[i] = storage_[i - 1];
   storage_[at] = m;
   ++size_;

@@ -72,15 +72,15 @@ LookedUpRules found_rules(Arch arch, const FrameRow& row, bool signal, FdeType t
 // The outcome of a failed FDE/FRE lookup.
 LookedUpRules not_found(const Section& s, const Error& e) noexcept {
   LookedUpRules out;
-  if (e.code == Errc::kPcNotCovered) return out;
-  if (e.code == Errc::kPcBeforeFirstFre) {
+  if (e.is(LookupErrc::kPcNotCovered)) return out;
+  if (e.is(LookupErrc::kPcBeforeFirstFre)) {
     // A DEFAULT FDE without FREs marks an outermost frame (v3 errata).
     Expected<Fde> fde = s.fde(e.fde);
     if (fde && fde->num_fres == 0 && fde->fde_type == FdeType::kDefault) out.status = LookupStatus::kOutermost;
     return out;
   }
   out.status = LookupStatus::kDecodeError;
-  out.error = e.code;
+  out.error = e.code();
   return out;
 }
 
@@ -149,7 +149,7 @@ LookedUpRules lookup_rules(const ModuleMap& modules, Arch arch, std::uint64_t lo
   const Section& s = m->section;
   if (arch_of(s.abi()) != arch) {
     out.status = LookupStatus::kDecodeError;
-    out.error = Errc::kBadAbi;
+    out.error = FormatErrc::kBadAbi;
     return out;
   }
   const std::uint64_t link_pc = lookup_pc - m->bias;

@@ -154,7 +154,7 @@ TEST(BacktraceModules, DataOnlyLibraryIsNotAnError) {
   const sframe::BacktraceModuleReport* m = find_module(report, lib);
   if (m) {  // listed when it has an executable segment (crt stubs)
     EXPECT_EQ(m->source, sframe::BacktraceModuleSource::kNone) << m->reason;
-    EXPECT_FALSE(m->failed);
+    EXPECT_FALSE(m->failed());
     EXPECT_NE(m->reason.find("no .eh_frame FDEs"), std::string::npos) << m->reason;
   }
   EXPECT_TRUE(sframe::backtrace_modules_ready());
@@ -179,7 +179,7 @@ TEST(BacktraceModules, DeletedFileIsGeneratedFromMemory) {
   ASSERT_TRUE(r) << report.message();
   const sframe::BacktraceModuleReport* m = find_module(report, path);
   ASSERT_NE(m, nullptr);
-  EXPECT_FALSE(m->failed) << m->reason;
+  EXPECT_FALSE(m->failed()) << m->reason;
   EXPECT_EQ(m->source, sframe::BacktraceModuleSource::kGenerated) << m->reason;
   dlclose(h);
   EXPECT_TRUE(sframe::backtrace_refresh());
@@ -209,7 +209,7 @@ TEST(BacktraceModules, FailureNamesTheModule) {
   sframe::BacktraceInitReport report;
   const auto r = sframe::backtrace_refresh(&report);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, sframe::Errc::kElfError);
+  EXPECT_EQ(r.error().code(), sframe::ElfErrc::kElfError);
   EXPECT_EQ(report.failures(), 1u) << report.message();
   EXPECT_NE(report.message().find(path + ": "), std::string::npos) << report.message();
   EXPECT_NE(report.message().find(".eh_frame_hdr unreadable (byte 1)"), std::string::npos) << report.message();
@@ -218,7 +218,7 @@ TEST(BacktraceModules, FailureNamesTheModule) {
   for (const auto& mod : report.modules)
     if (mod.name == path) {
       listed = true;
-      EXPECT_TRUE(mod.failed);
+      EXPECT_TRUE(mod.failed());
       EXPECT_EQ(mod.source, sframe::BacktraceModuleSource::kNone);
     }
   EXPECT_TRUE(listed);

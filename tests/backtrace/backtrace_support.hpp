@@ -221,7 +221,7 @@ class BacktraceTest : public ::testing::TestWithParam<Param> {
   }
   void SetUp() override {
     const auto r = sframe::backtrace_init(GetParam().options);
-    ASSERT_TRUE(r) << sframe::code_name(r.error().code);
+    ASSERT_TRUE(r) << sframe::code_name(r.error().code());
     ASSERT_TRUE(sframe::backtrace_wait_ready(120000));
     const sframe::BacktraceCacheStats s = sframe::backtrace_stats();
     ASSERT_GE(s.modules, 4u);

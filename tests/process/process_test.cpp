@@ -208,7 +208,7 @@ TEST(Modules, GenerationOnlyForWhatTheOwnSectionLacks) {
   long missing = 0, tried = 0, covered = 0;
   for (std::uint64_t start : *starts) {
     auto own = m->index->find(start);
-    if (own || own.error().code != Errc::kPcNotCovered) {
+    if (own || own.error().code() != LookupErrc::kPcNotCovered) {
       if (covered++ < 20) {
         EXPECT_FALSE(mods.generate_for(start + m->bias)) << std::hex << start;
       }

@@ -75,7 +75,7 @@ inline std::unique_ptr<OneModule> map_encoded(const sframe::SectionSpec& spec, s
                                               std::uint64_t bias = 0) {
   auto m = std::make_unique<OneModule>();
   auto enc = sframe::encode(spec);
-  EXPECT_TRUE(enc) << (enc ? "" : sframe::describe(enc.error().code));
+  EXPECT_TRUE(enc) << (enc ? "" : sframe::describe(enc.error().code()));
   if (!enc) return m;
   m->bytes = std::move(*enc);
   auto s = sframe::Section::parse(m->bytes, spec.section_address);

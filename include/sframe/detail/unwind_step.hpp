@@ -29,7 +29,8 @@ enum class LookupStatus : std::uint8_t {
 /// fixed offsets), so evaluation never needs the Section.
 struct LookedUpRules {
   LookupStatus status = LookupStatus::kNoSFrame;
-  Errc error = Errc::kPcNotCovered;
+  /// kDecodeError: the decoder's error code.
+  std::optional<ErrorCode> error;
   bool signal = false;
   /// `compact` holds the same rules in cacheable form.
   bool compactable = false;
@@ -145,7 +146,7 @@ struct StepOutcome {
   bool stepped = false;
   StopReason reason = StopReason::kOutermost;
   std::uint64_t address = 0;
-  Errc error = Errc::kPcNotCovered;
+  std::optional<ErrorCode> error;
   /// The current frame's CFA (valid when stepped).
   std::uint64_t cfa = 0;
   /// Flags for the current frame (kFrameSignal) and for the caller.
@@ -155,7 +156,7 @@ struct StepOutcome {
   bool cfa_unchecked = false;
 };
 
-inline StepOutcome stop(StopReason r, std::uint64_t addr, Errc e = Errc::kPcNotCovered) noexcept {
+inline StepOutcome stop(StopReason r, std::uint64_t addr, std::optional<ErrorCode> e = std::nullopt) noexcept {
   StepOutcome s;
   s.reason = r;
   s.address = addr;
@@ -342,6 +343,32 @@ inline LookedUpRules lookup_rules(const ModuleMap& modules, const ModuleMap* fal
   return r;
 }
 
+// The caller's registers: only SP and FP are known after a normal step
+// (SFrame tracks nothing else), so rules naming any other register fail
+// from here on, as spec Appendix A requires.
+inline void become_caller(Regs& regs, CodeAddress& pc, std::uint64_t cfa, std::uint64_t ra, bool fp_known,
+                          std::uint64_t fp) noexcept {
+  const ArchRegs ar = arch_regs(regs.arch);
+  regs.valid = 0;
+  regs.set(ar.sp,
+           regs.arch == Arch::kS390x ? cfa + static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : cfa);
+  if (fp_known) regs.set(ar.fp, fp);
+  regs.pc = ra;
+  pc = CodeAddress::return_address(ra);
+}
+
+/// Cold paths of the Stepper, defined in src/unwind/stepper.cpp (not on the
+/// cached per-frame path; async-signal-safe when `mem` is).
+/// A full FrameRow (FLEX rules, register-saved RA/FP, rows that do not
+/// compact): spec Appendix A; registers other than SP/FP only where known.
+StepOutcome step_row(const Memory& mem, const UnwindOptions& opt, Regs& regs, CodeAddress& pc, const FrameRow& row,
+                     std::uint64_t lpc) noexcept;
+/// The frame-pointer convention, for PCs without SFrame (UnwindOptions::fp_fallback).
+StepOutcome step_frame_pointer(const Memory& mem, const UnwindOptions& opt, Regs& regs, CodeAddress& pc,
+                               std::uint64_t lpc) noexcept;
+/// An x86-64 Linux signal frame (rt_sigframe; see x86_64_sigframe).
+StepOutcome step_sigframe(const Memory& mem, Regs& regs, CodeAddress& pc) noexcept;
+
 /// The one-frame stepper: `regs`/`pc` describe the current frame and are
 /// replaced by the caller's on success. Does not check that the CFA
 /// increases, nor a zero PC, nor the depth: the loop around it does (see
@@ -404,20 +431,6 @@ class Stepper {
     return stop(StopReason::kNoSFrameForPc, lpc);
   }
 
-  // The caller's registers: only SP and FP are known after a normal step
-  // (SFrame tracks nothing else), so rules naming any other register fail
-  // from here on, as spec Appendix A requires.
-  static void become_caller(Regs& regs, CodeAddress& pc, std::uint64_t cfa, std::uint64_t ra, bool fp_known,
-                            std::uint64_t fp) noexcept {
-    const ArchRegs ar = arch_regs(regs.arch);
-    regs.valid = 0;
-    regs.set(ar.sp,
-             regs.arch == Arch::kS390x ? cfa + static_cast<std::uint64_t>(std::int64_t{s390x::kSpValOffset}) : cfa);
-    if (fp_known) regs.set(ar.fp, fp);
-    regs.pc = ra;
-    pc = CodeAddress::return_address(ra);
-  }
-
   // A cached DEFAULT rule, through the one executor (apply_rule). The
   // CFA-increase check is the loop's (see unwind()), as for every step.
   StepOutcome apply_compact(Regs& regs, CodeAddress& pc, const CompactRule c, std::uint64_t lpc) noexcept {
@@ -441,124 +454,25 @@ class Stepper {
     return out;
   }
 
-  // Evaluates base + offset (wrapping, as the hardware would), dereferenced
-  // when asked. nullopt + `fail` set on a missing register or failed read.
-  std::optional<std::uint64_t> eval(const Rule& rule, std::uint64_t cfa, const Regs& regs, StepOutcome& fail,
-                                    std::uint64_t lpc) const noexcept {
-    std::uint64_t base;
-    if (rule.base == Rule::Base::kCfa) {
-      base = cfa;
-    } else if (regs.has(rule.regnum)) {
-      base = regs.dwarf[rule.regnum];
+  // The cold paths (src/unwind/stepper.cpp) read through the Memory
+  // interface: a virtual call per word there, none on the cached path.
+  template <class F>
+  StepOutcome with_memory(F&& f) const noexcept {
+    if constexpr (std::is_base_of_v<Memory, M>) {
+      return f(static_cast<const Memory&>(mem_));
     } else {
-      fail = stop(StopReason::kBadRule, lpc);
-      return std::nullopt;
+      const MemoryAdapter<M> m(mem_);
+      return f(static_cast<const Memory&>(m));
     }
-    const std::uint64_t addr = base + static_cast<std::uint64_t>(static_cast<std::int64_t>(rule.offset));
-    if (!rule.deref) return addr;
-    std::optional<std::uint64_t> v = mem_.read_word(addr);
-    if (!v) fail = stop(StopReason::kUnreadableMemory, addr);
-    return v;
   }
-
   StepOutcome apply(Regs& regs, CodeAddress& pc, const FrameRow& row, std::uint64_t lpc) noexcept {
-    if (row.outermost()) return stop(StopReason::kOutermost, 0);
-    const ArchRegs ar = arch_regs(regs.arch);
-    StepOutcome out;
-    if (row.cfa.kind != Rule::Kind::kExpr || row.cfa.base != Rule::Base::kRegister)
-      return stop(StopReason::kBadRule, lpc);
-    const std::optional<std::uint64_t> cfa = eval(row.cfa, 0, regs, out, lpc);
-    if (!cfa) return out;
-
-    std::uint64_t ra;
-    if (row.ra.kind == Rule::Kind::kExpr) {
-      const std::optional<std::uint64_t> v = eval(row.ra, *cfa, regs, out, lpc);
-      if (!v) return out;
-      ra = *v;
-    } else if (regs.has(ar.ra)) {
-      // RA unchanged: still in LR/r14, known only in the topmost frame or
-      // right after a signal frame (the validity mask enforces it).
-      ra = regs.dwarf[ar.ra];
-    } else {
-      return stop(StopReason::kBadRule, lpc);
-    }
-
-    std::optional<std::uint64_t> fp;
-    if (row.fp.kind == Rule::Kind::kExpr) {
-      // An unreadable FP slot: the caller's FP is unknown (see apply_rule).
-      StepOutcome fp_fail;
-      fp = eval(row.fp, *cfa, regs, fp_fail, lpc);
-      if (!fp && fp_fail.reason != StopReason::kUnreadableMemory) return fp_fail;
-    } else {
-      fp = regs.get(ar.fp);
-    }
-
-    if (row.ra_mangled && regs.arch == Arch::kAarch64) {
-      const std::uint64_t stripped = strip_pauth(ra, opt_);
-      if (stripped != ra) out.caller_flags |= kFramePauthStripped;
-      ra = stripped;
-    }
-    out.stepped = true;
-    out.cfa = *cfa;
-    become_caller(regs, pc, *cfa, ra, fp.has_value(), fp.value_or(0));
-    return out;
+    return with_memory([&](const Memory& m) { return step_row(m, opt_, regs, pc, row, lpc); });
   }
-
   StepOutcome fp_step(Regs& regs, CodeAddress& pc, std::uint64_t lpc) noexcept {
-    const ArchRegs ar = arch_regs(regs.arch);
-    const std::optional<std::uint64_t> fp = regs.get(ar.fp);
-    if (!fp || *fp == 0) return stop(StopReason::kNoSFrameForPc, lpc);
-    // Both conventions keep the frame record {caller FP, RA} at FP; on
-    // x86-64 it sits right below the CFA, on AArch64 the CFA is unknown and
-    // FP + 16 is its lower bound.
-    const std::optional<std::uint64_t> caller_fp = mem_.read_word(*fp);
-    if (!caller_fp) return stop(StopReason::kUnreadableMemory, *fp);
-    std::optional<std::uint64_t> ra = mem_.read_word(*fp + 8);
-    if (!ra) return stop(StopReason::kUnreadableMemory, *fp + 8);
-    if (!opt_.code_ranges.empty() &&
-        !in_ranges(opt_.code_ranges, regs.arch == Arch::kAarch64 ? strip_pauth(*ra, opt_) : *ra))
-      return stop(StopReason::kNoSFrameForPc, lpc);
-    StepOutcome out;
-    out.stepped = true;
-    out.cfa = *fp + 16;
-    out.caller_flags = kFrameFpFallback;
-    std::uint64_t ret = *ra;
-    if (regs.arch == Arch::kAarch64) {
-      const std::uint64_t stripped = strip_pauth(ret, opt_);
-      if (stripped != ret) out.caller_flags |= kFramePauthStripped;
-      ret = stripped;
-    }
-    regs.valid = 0;
-    regs.set(ar.sp, out.cfa);
-    regs.set(ar.fp, *caller_fp);
-    regs.pc = ret;
-    pc = CodeAddress::return_address(ret);
-    return out;
+    return with_memory([&](const Memory& m) { return step_frame_pointer(m, opt_, regs, pc, lpc); });
   }
-
-  // x86-64 Linux rt_sigframe: the interrupted context is in the ucontext_t
-  // at the trampoline's SP (see x86_64_sigframe).
   StepOutcome signal_step(Regs& regs, CodeAddress& pc) noexcept {
-    const std::optional<std::uint64_t> sp = regs.sp();
-    if (!sp) return stop(StopReason::kBadRule, pc.lookup_pc());
-    Regs next;
-    next.arch = regs.arch;
-    const std::uint64_t gregs = *sp + x86_64_sigframe::kGregsOffset;
-    for (unsigned i = 0; i < x86_64_sigframe::kGregToDwarf.size(); ++i) {
-      const std::uint64_t at = gregs + 8u * i;
-      const std::optional<std::uint64_t> v = mem_.read_word(at);
-      if (!v) return stop(StopReason::kUnreadableMemory, at);
-      if (i == x86_64_sigframe::kRegRip) next.pc = *v;
-      else next.set(x86_64_sigframe::kGregToDwarf[i], *v);
-    }
-    StepOutcome out;
-    out.stepped = true;
-    out.cfa = *sp;
-    out.this_flags = kFrameSignal;
-    out.cfa_unchecked = true;
-    regs = next;
-    pc = CodeAddress::exact(next.pc);
-    return out;
+    return with_memory([&](const Memory& m) { return step_sigframe(m, regs, pc); });
   }
 
   const ModuleMap& modules_;
@@ -604,7 +518,7 @@ template <MemoryReader M>
 UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_in, std::span<Frame> out,
                     const UnwindOptions& options, RuleCache* cache) noexcept {
   UnwindResult res;
-  const auto finish = [&](std::size_t n, StopReason why, std::uint64_t addr = 0, Errc e = Errc::kPcNotCovered) {
+  const auto finish = [&](std::size_t n, StopReason why, std::uint64_t addr = 0, std::optional<ErrorCode> e = std::nullopt) {
     res.count = n;
     res.reason = why;
     res.address = addr;
