@@ -96,8 +96,14 @@ struct StackReader {
   }
 
  private:
+  // A native load of this process's own memory, not a byte-order
+  // conversion; and it must happen inside this no_sanitize_address function
+  // (a call to an instrumented helper such as endian::load would be checked
+  // by ASan, which flags other frames' dead slots the walk reads).
   [[gnu::no_sanitize_address]] static std::uint64_t load(std::uint64_t addr) noexcept {
-    return endian::load<8>(reinterpret_cast<const std::byte*>(addr), kHostByteOrder);
+    std::uint64_t v;
+    std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
+    return v;
   }
 
   static std::uint64_t page_of(std::uint64_t a) noexcept { return a & ~(kPage - 1); }
