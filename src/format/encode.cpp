@@ -314,6 +314,11 @@ unsigned address_size_for(std::uint64_t max_start) { return max_start <= 0xff ? 
 // The most rows a PC-mask function is unrolled to for continues_period().
 constexpr std::uint64_t kContinueRowLimit = 256;
 
+// Unrolled rows past this never make a smaller section than the PC-mask FDE
+// they replace (one FDE entry against at least 2 bytes per FRE), and it bounds
+// the work on hostile sizes and periods.
+constexpr std::uint64_t kMaxUnrolledRows = 1024;
+
 bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::uint32_t size, std::uint64_t limit,
                    std::vector<RowSpec>& out) {
   out.clear();
@@ -322,7 +327,10 @@ bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::u
     out.push_back(period[0]);
     return true;
   }
+  limit = std::min(limit, kMaxUnrolledRows);
+  if (period.size() > limit) return false;
   for (std::uint64_t base = 0; base < size; base += rep) {
+    const std::size_t before = out.size();
     for (const RowSpec& r : period) {
       const std::uint64_t at = base + r.start_offset;
       if (at >= size) break;
@@ -330,6 +338,9 @@ bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::u
       if (out.size() >= limit) return false;
       out.push_back({static_cast<std::uint32_t>(at), r.row});
     }
+    // A period that added no row leaves the state as it found it, so every
+    // later one adds none either (a period of one repeated row).
+    if (out.size() == before) break;
   }
   return true;
 }
