@@ -16,7 +16,12 @@
 // by libsframe only). FDES is the FDE count; READS / COVERED the mean FREs
 // a lookup reads (walk_cost), MAXFRES the most FREs of one FDE. Files with
 // a GNU section also get a line "FILE gnusec VERSION own BYTES 0 0 0 0 0"
-// giving its version. Files without CFI print nothing; errors go to stderr.
+// giving its version. SOURCE "gensame" (files with a GNU section): gen's
+// model keeping only the functions that overlap a PC range of one of GNU's
+// FDEs, so that both sides count the same code (gen also covers what GNU's
+// section lacks, e.g. crt1.o's _start, assembled without --gsframe); like
+// for like with "gnu" of the same version. Files without CFI print nothing;
+// errors go to stderr.
 #include <elf.h>
 
 #include <algorithm>
@@ -143,16 +148,28 @@ int main() {
     if (file->info().machine == EM_386) continue;
     const auto existing = file->sframe_section();
     const std::uint64_t address = existing ? existing->address : 0;
+    std::vector<SectionSpec> gen;
     for (Version v : {Version::kV3, Version::kV2}) {
       const auto g = cfi::generate(*file, v, address);
       if (!g) break;  // no CFI (or not a linked file)
       measure(path, "gen", g->spec);
+      gen.push_back(g->spec);
     }
     if (existing && !existing->from_segment) {
       const auto gnu = Section::parse(existing->bytes, existing->address);
       if (!gnu) continue;
       auto spec = to_spec(*gnu);
       if (!spec) continue;
+      // gen's functions that overlap one of GNU's [start, start + size).
+      const auto covered_by_gnu = [&](const FunctionSpec& f) {
+        return std::any_of(spec->functions.begin(), spec->functions.end(), [&](const FunctionSpec& g) {
+          return f.start_pc < g.start_pc + g.size && g.start_pc < f.start_pc + f.size;
+        });
+      };
+      for (SectionSpec s : gen) {
+        std::erase_if(s.functions, [&](const FunctionSpec& f) { return !covered_by_gnu(f); });
+        if (!s.functions.empty()) measure(path, "gensame", s);
+      }
       // GNU's own section: its version (its bytes the script takes from readelf).
       std::printf("%s\tgnusec\t%d\town\t%llu\t0\t0\t0\t0\t0\n", path.c_str(), static_cast<int>(gnu->version()),
                   static_cast<unsigned long long>(gnu->used_size()));
