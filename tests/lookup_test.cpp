@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "sframe/elf.hpp"
+#include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
 #include "support/corpus.hpp"
@@ -284,6 +285,31 @@ TEST(Lookup, IndexHandlesFullAddressSpan) {
 
 namespace {
 
+// RowIndex::row_id() (the walk's lookup: buckets answering alone, or the
+// boundaries) against find() at `pcs`: kNotCovered exactly where find()
+// says kPcNotCovered, kUseFind for PC-mask FDEs and PCs before their FDE's
+// first FRE, else a row equal to find()'s.
+void expect_row_ids_agree(const sframe::Section& s, const sframe::RowIndex& rx, const std::vector<std::uint64_t>& pcs,
+                          const std::string& name) {
+  for (std::uint64_t pc : pcs) {
+    auto want = sframe::find(s, pc);
+    const std::uint32_t id = rx.row_id(pc);
+    if (!want) {
+      if (want.error().code() == sframe::LookupErrc::kPcNotCovered)
+        EXPECT_EQ(id, sframe::RowIndex::kNotCovered) << name << " pc " << std::hex << pc;
+      else
+        EXPECT_EQ(id, sframe::RowIndex::kUseFind) << name << " pc " << std::hex << pc;
+      continue;
+    }
+    if (want->fde.pc_type == sframe::PcType::kMask) {
+      EXPECT_EQ(id, sframe::RowIndex::kUseFind) << name << " pc " << std::hex << pc;
+      continue;
+    }
+    ASSERT_LT(id, rx.num_rows()) << name << " pc " << std::hex << pc;
+    EXPECT_EQ(rx.row_at(id), want->row) << name << " pc " << std::hex << pc;
+  }
+}
+
 // RowIndex answers exactly what find() answers, on every corpus section (v1,
 // v2, v3, both byte orders, every ABI, unsorted objects, PC-mask PLT FDEs):
 // at every FRE start, the byte before the next one, function ends, the gaps
@@ -334,9 +360,61 @@ TEST(Lookup, RowIndexAgreesWithFindOnEveryCorpusSection) {
       EXPECT_EQ(got->row, want->row) << c.name() << " pc " << std::hex << pc;
       EXPECT_EQ(got->signal, want->fde.signal) << c.name() << " pc " << std::hex << pc;
     }
+    expect_row_ids_agree(*s, *rx, pcs, c.name());
   }
   EXPECT_GE(sections, 30u);
   std::printf("RowIndex vs find: %zu sections, %zu PCs, all identical\n", sections, probes);
+}
+
+}  // namespace
+
+namespace {
+
+// A bucket answers a lookup alone only with 16-bit row ids: a section with
+// more distinct rows (2 x 20,000 here, each function's two rows new) must
+// still answer every PC as find() does, through buckets that name rows
+// below 2^15 and buckets that point into the boundaries.
+TEST(Lookup, RowIndexBeyondSixteenBitRowIds) {
+  constexpr std::uint32_t kFunctions = 20000, kSize = 16;
+  sframe::SectionSpec spec;
+  spec.cfa_fixed_ra_offset = -8;
+  spec.section_address = 0x100000;
+  const auto make_row = [](std::int32_t cfa_offset) {
+    sframe::FrameRow r;
+    r.cfa = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kRegister, false, 7, cfa_offset};
+    r.ra = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kCfa, true, 0, -8};
+    return r;
+  };
+  for (std::uint32_t i = 0; i < kFunctions; ++i) {
+    sframe::FunctionSpec f;
+    f.start_pc = 0x400000 + std::uint64_t{i} * kSize;
+    f.size = kSize;
+    f.rows = {{0, make_row(static_cast<std::int32_t>(16 + 16 * i))}, {5, make_row(static_cast<std::int32_t>(24 + 16 * i))}};
+    spec.functions.push_back(f);
+  }
+  auto bytes = sframe::encode(spec);
+  ASSERT_TRUE(bytes) << sframe::describe(bytes.error().code());
+  auto s = sframe::Section::parse(*bytes, spec.section_address);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(sframe::validate(*s, sframe::Strictness::kStrict));
+  auto rx = sframe::RowIndex::build(*s);
+  ASSERT_TRUE(rx);
+  ASSERT_EQ(rx->num_rows(), 2u * kFunctions);
+  std::vector<std::uint64_t> pcs;
+  for (std::uint64_t pc = 0x400000 - 8; pc < 0x400000 + std::uint64_t{kFunctions} * kSize + 8; ++pc) pcs.push_back(pc);
+  expect_row_ids_agree(*s, *rx, pcs, "40,000 rows");
+  for (std::uint64_t pc : pcs) {
+    auto want = sframe::find(*s, pc);
+    auto got = rx->find(pc);
+    auto row = rx->find_row(pc);
+    ASSERT_EQ(got.has_value(), want.has_value()) << std::hex << pc;
+    ASSERT_EQ(row.has_value(), want.has_value()) << std::hex << pc;
+    if (!want) continue;
+    EXPECT_EQ(got->fde_index, want->fde.index) << std::hex << pc;
+    EXPECT_EQ(got->fre_index, want->fre.index) << std::hex << pc;
+    EXPECT_EQ(got->row, want->row) << std::hex << pc;
+    EXPECT_EQ(rx->row_at(*row), want->row) << std::hex << pc;
+  }
 }
 
 }  // namespace
