@@ -69,10 +69,9 @@ if(SFRAMEPP_TOOLS)
   set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME sframe-tools)
   set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION devel)
   set(CPACK_COMPONENT_TOOLS_DESCRIPTION "sframepp: the sframe tool (dump, verify, gen, lookup, stat, merge, stack)")
-  # The tool links every layer but the in-process backtrace.
-  set(_tool_runtime ${_runtime})
-  list(REMOVE_ITEM _tool_runtime libsframepp-backtrace0)
-  set(CPACK_COMPONENT_TOOLS_DEPENDS ${_tool_runtime})
+  # The tool carries the layers' code itself (sframe_tool_layers in
+  # CMakeLists.txt: a static link, for its start-up time), so it depends on
+  # none of our runtime packages; dpkg-shlibdeps names the system ones.
 endif()
 set(CPACK_COMPONENTS_ALL ${_components})
 include(CPack)

@@ -417,7 +417,17 @@ Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
   auto g = std::make_unique<GeneratedFde>();
   g->start = lo;
   g->end = hi;
-  if (auto ok = g->section.assign(std::move(*bytes), section_address, false); !ok) return fail(ok.error());
+  // Without an own section, an FdeIndex only: the FDE joins the walker's
+  // primary map, whose rules its rule cache keeps after the first lookup,
+  // and a RowIndex (~15 K instructions to build per FDE) was most of a
+  // Python profile's generation. Beside an own section the FDE joins the
+  // extra map, which no rule cache serves: there every lookup of its PCs
+  // takes the RowIndex's compiled rows (an FdeIndex lookup decodes the FDE
+  // each time: a C profile's `_start` frames cost more than the build).
+  const bool row_index = source_ == ModuleSource::kNative;
+  if (auto ok = g->section.assign(std::move(*bytes), section_address, /*fde_index_with_rows=*/!row_index, row_index);
+      !ok)
+    return fail(ok.error());
   slot.fde = std::move(g);
   generated_list_.push_back(slot.fde.get());
   if (source_ == ModuleSource::kNone) {

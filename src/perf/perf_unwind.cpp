@@ -320,9 +320,12 @@ struct Session::Impl {
         if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end)
           s.trampolines.push_back({t.begin + m.bias, t.end + m.bias});
     }
-    // Room for the FDEs generated from now on (View::generate_for).
-    fill(prim, s.prim_storage, s.prim, prim.size() + 64);
-    fill(extra, s.extra_storage, s.extra, extra.size() + 64);
+    // Room for the FDEs generated from now on (View::generate_for), grown
+    // geometrically: a Python profile generates ~800 FDEs, and each full
+    // rebuild re-sorts and re-adds every module (and empties the rule
+    // cache), so a fixed step of 64 made generation quadratic.
+    fill(prim, s.prim_storage, s.prim, prim.size() + std::max<std::size_t>(64, prim.size()));
+    fill(extra, s.extra_storage, s.extra, extra.size() + std::max<std::size_t>(64, extra.size()));
     s.dirty = false;
     s.built_epoch = epoch;
   }

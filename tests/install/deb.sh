@@ -70,7 +70,11 @@ check)
   dep_has libsframepp-backtrace0 libstdc++6
   dep_has libsframepp-dev libsframepp0
   dep_has libsframepp-dev libsframepp-backtrace0
-  dep_has sframe-tools libsframepp-process0
+  # The tool links our layers statically: none of our packages, the
+  # system's libdw and libelf.
+  dep_has sframe-tools libdw1
+  dep_has sframe-tools libelf1
+  grep -q 'libsframepp' <<<"${deps_of[sframe-tools]:-}" && bad "sframe-tools depends on our libraries: ${deps_of[sframe-tools]}"
   grep -q 'libdw\|libelf' <<<"${deps_of[libsframepp-backtrace0]:-}" && bad "libsframepp-backtrace0 depends on libdw/libelf"
   grep -q 'libdw\|libelf' <<<"${deps_of[libsframepp-format0]:-}" && bad "libsframepp-format0 depends on libdw/libelf"
   # The tool runs from the extracted root.

@@ -25,6 +25,10 @@ t0=$SECONDS
 cmake --install "$build" --prefix "$work/prefix-$kind" >"$work/install.log" 2>&1 ||
   { bad "cmake --install $build: $(tail -5 "$work/install.log")"; exit 1; }
 [ -x "$work/prefix-$kind/bin/sframe" ] || bad "not installed: bin/sframe"
+# The tool carries our layers (a static link, for its start-up time): its
+# dynamic section names none of our libraries, in either kind.
+readelf -d "$work/prefix-$kind/bin/sframe" | grep -q 'NEEDED.*libsframepp' &&
+  bad "installed bin/sframe needs a libsframepp: $(readelf -d "$work/prefix-$kind/bin/sframe" | grep NEEDED | tr -s ' ')"
 [ -e "$work/prefix-$kind/include/sframe/sframe.h" ] || bad "not installed: include/sframe/sframe.h"
 bash "$here/consumers.sh" "$work/prefix-$kind" "$kind" "$work/consumers-$kind" "$shared" "$cxx" "$cxxflags" || bad "consumers [$kind]"
 echo "install [$kind]: $((SECONDS - t0)) s"
