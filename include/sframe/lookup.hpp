@@ -317,7 +317,12 @@ class RowIndex::Builder {
   RowIndex ix_;
   std::vector<Fn> fns_;
   std::vector<Entry> staged_;  // start: offset in the function or period
+  struct Packed {
+    std::uint64_t cfa, ra, fp, flags;
+    friend bool operator==(const Packed&, const Packed&) = default;
+  };
   std::vector<std::uint32_t> slots_;  // open addressing over ix_.rows_ (ids)
+  std::vector<Packed> keys_;          // each row of ix_.rows_ packed
   std::uint32_t last_id_ = 0xffffffff;
 };
 

@@ -339,27 +339,41 @@ void RowIndex::Builder::reserve(std::size_t functions, std::size_t rows) {
 
 std::uint32_t RowIndex::Builder::id_of(const FrameRow& row, bool signal, FdeType type) {
   std::vector<RowInfo>& rows = ix_.rows_;
-  const auto same = [&](std::uint32_t id) {
-    const RowInfo& r = rows[id];
-    return r.row == row && r.signal == signal && r.fde_type == type;
+  // The row packed into four words, every field at its own bits (the
+  // enums and the register number whole, the bools in `flags`), so that
+  // equal words are equal rows: compared and hashed as such.
+  const auto word = [](const Rule& r) {
+    return std::uint64_t{static_cast<std::uint8_t>(r.kind)} | std::uint64_t{static_cast<std::uint8_t>(r.base)} << 8 |
+           std::uint64_t{r.regnum} << 16 | std::uint64_t{static_cast<std::uint32_t>(r.offset)} << 32;
   };
-  // Functions repeat their neighbours' rows: most lookups end here.
+  const Packed key{word(row.cfa), word(row.ra), word(row.fp),
+                   std::uint64_t{row.ra_mangled} | std::uint64_t{signal} << 1 | std::uint64_t{row.cfa.deref} << 2 |
+                       std::uint64_t{row.ra.deref} << 3 | std::uint64_t{row.fp.deref} << 4 |
+                       std::uint64_t{static_cast<std::uint8_t>(type)} << 8};
+  const auto same = [&](std::uint32_t id) { return keys_[id] == key; };
+  // Functions repeat their neighbours' rows.
   if (last_id_ < rows.size() && same(last_id_)) return last_id_;
-  // Open addressing over the ids, at most half full (the table holds
-  // 4 bytes per slot; the rows themselves stay in rows_).
+  const auto hash = [](const Packed& k) {
+    std::uint64_t h = k.cfa * 0x9e3779b97f4a7c15ULL ^ k.ra * 0xc2b2ae3d27d4eb4fULL ^ k.fp * 0x165667b19e3779f9ULL ^ k.flags;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return static_cast<std::size_t>(h ^ (h >> 32));
+  };
+  // Open addressing over the ids, at most half full.
   if ((rows.size() + 1) * 2 > slots_.size()) {
     slots_.assign(slots_.empty() ? 256 : slots_.size() * 2, EncodedRows::kAbsent);
     for (std::uint32_t id = 0; id < rows.size(); ++id) {
-      std::size_t i = RowKeyHash{}(RowKey{rows[id].row, rows[id].signal, rows[id].fde_type}) & (slots_.size() - 1);
+      std::size_t i = hash(keys_[id]) & (slots_.size() - 1);
       while (slots_[i] != EncodedRows::kAbsent) i = (i + 1) & (slots_.size() - 1);
       slots_[i] = id;
     }
   }
-  std::size_t i = RowKeyHash{}(RowKey{row, signal, type}) & (slots_.size() - 1);
+  std::size_t i = hash(key) & (slots_.size() - 1);
   for (; slots_[i] != EncodedRows::kAbsent; i = (i + 1) & (slots_.size() - 1))
     if (same(slots_[i])) return last_id_ = slots_[i];
   const auto id = static_cast<std::uint32_t>(rows.size());
   rows.push_back({row, signal, type});
+  keys_.push_back(key);
   slots_[i] = id;
   return last_id_ = id;
 }
@@ -402,6 +416,7 @@ Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
   ix_ = RowIndex{};
   last_id_ = EncodedRows::kAbsent;
   std::vector<std::uint32_t>().swap(slots_);
+  std::vector<Packed>().swap(keys_);
   std::vector<Fn> fns = std::move(fns_);
   std::vector<Entry> staged = std::move(staged_);
   fns_.clear();
