@@ -387,6 +387,14 @@ bool any_deferred(const Table* t) { return t && t->deferred != 0; }
 std::condition_variable& g_ready_cv = *new std::condition_variable();
 bool g_worker_running = false;       // guarded by g_refresh_mutex
 std::once_flag g_atfork_once;
+// Held by the worker for each whole step (taken before g_refresh_mutex),
+// and by fork() around the copy: a child never copies the worker halfway
+// through a build, holding locks no thread of the child will release (an
+// allocator without fork handlers of its own, such as GCC 12's ASan, kept
+// a size class's lock; the child's worker then waited on it for ever).
+// fork() waits at most for one module's build. Never destroyed, as the
+// mutex above.
+std::mutex& g_worker_step_mutex = *new std::mutex();
 
 void start_worker_locked();
 
@@ -395,6 +403,8 @@ void start_worker_locked();
 void worker_main() {
   pthread_setname_np(pthread_self(), "sframepp-gen");
   for (;;) {
+    // Declared first: released last, after every destructor of the step.
+    std::lock_guard step(g_worker_step_mutex);
     std::shared_ptr<const ModuleData> todo;
     BacktraceOptions opt;
     {
@@ -441,12 +451,21 @@ void start_worker_locked() {
     // The worker does not survive fork(): the child starts its own when it
     // still has deferred modules. The lock keeps fork() from copying a
     // table half published.
-    pthread_atfork([] { g_refresh_mutex.lock(); }, [] { g_refresh_mutex.unlock(); },
-                   [] {
-                     g_worker_running = false;
-                     if (any_deferred(g_table.load())) start_worker_locked();
-                     g_refresh_mutex.unlock();
-                   });
+    pthread_atfork(
+        [] {
+          g_worker_step_mutex.lock();
+          g_refresh_mutex.lock();
+        },
+        [] {
+          g_refresh_mutex.unlock();
+          g_worker_step_mutex.unlock();
+        },
+        [] {
+          g_worker_running = false;
+          if (any_deferred(g_table.load())) start_worker_locked();
+          g_refresh_mutex.unlock();
+          g_worker_step_mutex.unlock();
+        });
   });
   sigset_t all, old;
   sigfillset(&all);
