@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -395,6 +396,12 @@ std::once_flag g_atfork_once;
 // fork() waits at most for one module's build. Never destroyed, as the
 // mutex above.
 std::mutex& g_worker_step_mutex = *new std::mutex();
+// Set by a new worker once it runs worker_main(): start_worker_locked()
+// waits for it, so that the thread's start-up in the C runtime (its stack
+// and TLS set up, with allocations: under ASan, its allocator's locks) is
+// over before a fork() can follow backtrace_init(). Guarded by
+// g_refresh_mutex for the reset; waited on through std::atomic::wait.
+std::atomic<bool> g_worker_started{false};
 
 void start_worker_locked();
 
@@ -402,6 +409,8 @@ void start_worker_locked();
 // table with each as it is ready; ends when none is left.
 void worker_main() {
   pthread_setname_np(pthread_self(), "sframepp-gen");
+  g_worker_started.store(true);
+  g_worker_started.notify_all();
   for (;;) {
     // Declared first: released last, after every destructor of the step.
     std::lock_guard step(g_worker_step_mutex);
@@ -471,8 +480,10 @@ void start_worker_locked() {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
+    g_worker_started.store(false);
     std::thread(worker_main).detach();
     g_worker_running = true;
+    g_worker_started.wait(false);
   } catch (const std::system_error&) {
     // No thread: the modules stay deferred until backtrace_wait_ready()
     // builds them on the caller's thread.
