@@ -16,7 +16,18 @@
 // by libsframe only). FDES is the FDE count; READS / COVERED the mean FREs
 // a lookup reads (walk_cost), MAXFRES the most FREs of one FDE. Files with
 // a GNU section also get a line "FILE gnusec VERSION own BYTES 0 0 0 0 0"
-// giving its version. Files without CFI print nothing; errors go to stderr.
+// giving its version and the bytes it uses. SOURCE "gensame" (files with a
+// GNU section): gen's model keeping only the functions that overlap a PC
+// range of one of GNU's FDEs, so that both sides count the same code (gen
+// also covers what GNU's section lacks, e.g. crt1.o's _start, assembled
+// without --gsframe); like for like with "gnu" of the same version. For gen's
+// "all" section of each version a line
+//   FILE  parts  VERSION  all  FPWORDS  WIDESTARTS  FDES  FRES  WIDEWORDS  0
+// gives the bytes of FP data words, the bytes start addresses take beyond
+// one per FRE (addr2/addr4 FRE types), the FDE and FRE counts, and the bytes
+// data words take beyond one each (bench/size_bench.sh's classification of
+// the files at or above .eh_frame + .eh_frame_hdr). Files without CFI print
+// nothing; errors go to stderr.
 #include <elf.h>
 
 #include <algorithm>
@@ -24,6 +35,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sframe/cfi.hpp"
@@ -96,6 +108,36 @@ WalkCost walk_cost(const Section& s) {
   return c;
 }
 
+// Where an encoded section's FRE bytes go beyond the least an FRE takes (a
+// 1-byte start address, the info byte, 1-byte data words): FP data words
+// (spec v3 §2.4, §3.1.1: an FRE restates the FP rule in full; DWARF's
+// DW_CFA_offset states it once for the rows after it), start addresses wider
+// than a byte (spec v3 §2.3.3.3) and data words wider than a byte.
+struct Parts {
+  std::uint64_t fp_words = 0;
+  std::uint64_t wide_starts = 0;
+  std::uint64_t wide_words = 0;
+  std::uint64_t fres = 0;
+};
+
+Parts parts(const Section& s) {
+  Parts p;
+  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+    const auto f = s.fde(i);
+    if (!f) continue;
+    for (const auto& fre : s.fres(*f)) {
+      if (!fre) continue;
+      ++p.fres;
+      const unsigned words = fre->dataword_count * fre->dataword_size;
+      p.wide_starts += fre->encoded_size - 1 - words - 1;
+      p.wide_words += fre->dataword_count * (fre->dataword_size - 1u);
+      const auto w = s.wire_row(*f, *fre);
+      if (w && w->fp == WireRow::Slot::kWord) p.fp_words += fre->dataword_size * (f->fde_type == FdeType::kFlex ? 2u : 1u);
+    }
+  }
+  return p;
+}
+
 void measure(const std::string& path, const char* source, SectionSpec spec) {
   std::vector<Consumer> readers;
   for (Consumer c : kAllConsumers)
@@ -130,6 +172,13 @@ void measure(const std::string& path, const char* source, SectionSpec spec) {
     std::printf("%s\t%s\t%d\t%s\t%zu\t%d\t%u\t%.0f\t%.0f\t%u\n", path.c_str(), source, static_cast<int>(s.version),
                 t.name, bytes->size(), rejected, section ? section->num_fdes() : 0u, walk.reads, walk.covered,
                 walk.max_fres);
+    if (section && std::string_view(source) == "gen" && t.options == SizeOptions::all() && !t.foreign) {
+      const Parts p = parts(*section);
+      std::printf("%s\tparts\t%d\tall\t%llu\t%llu\t%u\t%llu\t%llu\t0\n", path.c_str(), static_cast<int>(s.version),
+                  static_cast<unsigned long long>(p.fp_words), static_cast<unsigned long long>(p.wide_starts),
+                  section->num_fdes(), static_cast<unsigned long long>(p.fres),
+                  static_cast<unsigned long long>(p.wide_words));
+    }
   }
 }
 
@@ -143,16 +192,28 @@ int main() {
     if (file->info().machine == EM_386) continue;
     const auto existing = file->sframe_section();
     const std::uint64_t address = existing ? existing->address : 0;
+    std::vector<SectionSpec> gen;
     for (Version v : {Version::kV3, Version::kV2}) {
       const auto g = cfi::generate(*file, v, address);
       if (!g) break;  // no CFI (or not a linked file)
       measure(path, "gen", g->spec);
+      gen.push_back(g->spec);
     }
     if (existing && !existing->from_segment) {
       const auto gnu = Section::parse(existing->bytes, existing->address);
       if (!gnu) continue;
       auto spec = to_spec(*gnu);
       if (!spec) continue;
+      // gen's functions that overlap one of GNU's [start, start + size).
+      const auto covered_by_gnu = [&](const FunctionSpec& f) {
+        return std::any_of(spec->functions.begin(), spec->functions.end(), [&](const FunctionSpec& g) {
+          return f.start_pc < g.start_pc + g.size && g.start_pc < f.start_pc + f.size;
+        });
+      };
+      for (SectionSpec s : gen) {
+        std::erase_if(s.functions, [&](const FunctionSpec& f) { return !covered_by_gnu(f); });
+        if (!s.functions.empty()) measure(path, "gensame", s);
+      }
       // GNU's own section: its version (its bytes the script takes from readelf).
       std::printf("%s\tgnusec\t%d\town\t%llu\t0\t0\t0\t0\t0\n", path.c_str(), static_cast<int>(gnu->version()),
                   static_cast<unsigned long long>(gnu->used_size()));

@@ -254,16 +254,15 @@ struct WalkState {
   std::uint64_t hits = 0;
   const AddressRange own = thread;  // the memo's run reads only the thread's stack
   const std::size_t memo_cap = std::min(out.size(), kMemoDepth);
-  // The modules of the last cache miss: the next miss looks there first.
+  // The modules of the last cache miss: the next miss looks there first,
+  // and a miss in another module switches through the table's prebuilt
+  // slots.
   detail::ModuleHint hint;
+  hint.primary_slots = &table->map_slots.view;
+  hint.fallback_slots = &table->extra_slots.view;
   // The trampolines' hull: a cold frame outside it (nearly all) skips the
   // scan of every trampoline range.
-  std::uint64_t tramp_lo = ~std::uint64_t{0}, tramp_hi = 0;
-  for (const AddressRange& r : tramps) {
-    tramp_lo = std::min(tramp_lo, r.begin);
-    tramp_hi = std::max(tramp_hi, r.end);
-  }
-  const std::uint64_t tramp_span = tramp_hi > tramp_lo ? tramp_hi - tramp_lo : 0;
+  const std::uint64_t tramp_lo = table->tramp_lo, tramp_span = table->tramp_span;
   for (;;) {
     // Whether the memo holds this depth's PC, tested once per frame: by the
     // memo's run here and by the rule choice below. Checked here first: a
@@ -303,6 +302,9 @@ struct WalkState {
     // just looked up is applied from registers rather than stored and
     // loaded back (a store-to-load forwarding on every cold frame's chain).
     CompactRule rule;
+    // The memo's step code of `rule` where its module's compiled rows have
+    // it precomputed (else derived when the memo is filled).
+    const std::int64_t* code = nullptr;
     bool have_rule = false;
     bool fill_memo = false;  // memo[depth] gets this frame's rule
     const std::uint64_t lpc = pc.lookup_pc();
@@ -330,7 +332,7 @@ struct WalkState {
         // The compiled rule straight from the module's rows when it has
         // one; the full lookup for everything else.
         CompactRule fresh;
-        detail::CompactLookup k = detail::lookup_compact(table->map, &table->extra_map, Arch::kAmd64, lpc, hint, fresh);
+        detail::CompactLookup k = detail::lookup_compact(table->map, &table->extra_map, Arch::kAmd64, lpc, hint, fresh, &code);
         if (k == detail::CompactLookup::kFull) [[unlikely]] {
           const detail::LookedUpRules r = detail::lookup_rules(table->map, &table->extra_map, Arch::kAmd64, lpc);
           if (r.status == detail::LookupStatus::kFound && r.compactable) {
@@ -371,7 +373,7 @@ struct WalkState {
       const bool fp_based = (rule.flags & CompactRule::kCfaBaseFp) != 0;
       if (!fp_based || fp_ok) [[likely]] {
         ++hits;
-        if (fill_memo) memo->set(depth, lpc, rule);
+        if (fill_memo) memo->set(depth, lpc, rule, code ? *code : straight_code(rule));
         const detail::CompactFrame f = detail::CompactFrame::of(cur_sp, cur_fp, fp_ok, have_prev && !unchecked, prev_cfa);
         detail::CompactStep step;
         const detail::CompactStatus status = detail::apply_rule(rule, f, mem, Arch::kAmd64, nullptr, step);

@@ -86,6 +86,25 @@ struct Table {
   std::vector<AddressRange> code;
   /// Every module dl_iterate_phdr listed, sorted by bias.
   std::vector<LoadedKey> loaded;
+  /// Prebuilt lookup slots of `map` and `extra_map` (built by
+  /// build_slots() once the maps are complete): a cold frame that changes
+  /// module searches 8-byte starts and copies one slot instead of
+  /// searching the Modules and reading the module's RowIndex.
+  struct Slots {
+    std::vector<std::uint64_t> begins;
+    std::vector<detail::ModuleHint::Slot> slots;
+    detail::ModuleHint::Slots view;
+  };
+  Slots map_slots;
+  Slots extra_slots;
+  /// Per module with compiled rows, the memo's step code of each row
+  /// (straight_code() of its compiled rule), which the slots' `codes`
+  /// point at: a cold frame's memo fill loads it rather than deriving it.
+  std::vector<std::vector<std::int64_t>> row_codes;
+  /// The hull of `trampolines` as [lo, lo + span) (span 0: none): a cold
+  /// frame outside it (nearly all) skips the scan of every range.
+  std::uint64_t tramp_lo = 0;
+  std::uint64_t tramp_span = 0;
   unsigned long long adds = 0;
   unsigned long long subs = 0;
   std::size_t generated = 0;
@@ -200,11 +219,16 @@ struct Memo {
   /// `r` has kValid set (every rule a walk applies has: the cache's and
   /// lookup_compact()'s): setting it here cost a repacking of the rule's
   /// fields on every cold frame.
-  void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
+  /// `code` is straight_code(r), precomputed where the rule came from a
+  /// module's compiled rows (Table::row_codes).
+  void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r, std::int64_t code) noexcept {
     key[depth] = key_of(lookup_pc);
     rule[depth] = r;
-    step[depth] = straight_code(r);
+    step[depth] = code;
     used = depth < used ? used : depth + 1;
+  }
+  void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
+    set(depth, lookup_pc, r, straight_code(r));
   }
   /// Empties the depths set since the last clear (every other entry is
   /// empty already): a flush then writes only what the last walks filled.

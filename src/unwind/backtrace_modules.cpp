@@ -311,6 +311,26 @@ Expected<void> result_of(const Table& t, BacktraceInitReport* report) {
   return {};
 }
 
+// The prebuilt lookup slots of `map` (in its order), each with the memo's
+// step codes of its compiled rows, kept in `codes`.
+void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vector<std::int64_t>>& codes) {
+  out.begins.clear();
+  out.slots.clear();
+  for (const Module& m : map.modules()) {
+    detail::ModuleHint::Slot slot = detail::slot_of(m, Arch::kAmd64);
+    if (slot.compact) {
+      std::vector<std::int64_t> c(m.rows->num_rows());
+      for (std::size_t i = 0; i < c.size(); ++i) c[i] = straight_code(slot.compact[i]);
+      // Moving the vector into `codes` keeps its buffer.
+      slot.codes = c.data();
+      codes.push_back(std::move(c));
+    }
+    out.begins.push_back(m.range.begin);
+    out.slots.push_back(slot);
+  }
+  out.view = {out.begins.data(), out.slots.data(), out.slots.size()};
+}
+
 // Fills the table's module maps, trampolines and code ranges from its
 // `data`. The map's Modules view the shared data, which outlives the table.
 void assemble(Table& t) {
@@ -361,6 +381,16 @@ void assemble(Table& t) {
       (void)t.map.add(mod);
     }
   }
+  t.row_codes.clear();
+  build_slots(t.map, t.map_slots, t.row_codes);
+  build_slots(t.extra_map, t.extra_slots, t.row_codes);
+  std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
+  for (const AddressRange& r : t.trampolines) {
+    lo = std::min(lo, r.begin);
+    hi = std::max(hi, r.end);
+  }
+  t.tramp_lo = hi > lo ? lo : 0;
+  t.tramp_span = hi > lo ? hi - lo : 0;
 }
 
 // Publishes `t` (g_refresh_mutex held) and frees retired tables no walk can

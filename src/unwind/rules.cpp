@@ -116,18 +116,24 @@ LookedUpRules lookup_in_compiled(const Module& m, const Section& s, Arch arch, s
 
 }  // namespace
 
+ModuleHint::Slot slot_of(const Module& m, Arch arch) noexcept {
+  ModuleHint::Slot slot;
+  slot.begin = m.range.begin;
+  slot.size = m.range.end - m.range.begin;
+  slot.bias = m.bias;
+  const bool lean = m.rows && m.compact_rows && arch_of(m.section.abi()) == arch;
+  slot.rows = lean ? m.rows->view() : RowIndex::View{};
+  slot.compact = lean ? m.compact_rows : nullptr;
+  return slot;
+}
+
 bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& slot) noexcept {
   const Module* m = modules.find(lookup_pc);
   if (!m) {
     slot = ModuleHint::Slot{};
     return false;
   }
-  slot.begin = m->range.begin;
-  slot.size = m->range.end - m->range.begin;
-  slot.bias = m->bias;
-  const bool lean = m->rows && m->compact_rows && arch_of(m->section.abi()) == arch;
-  slot.rows = lean ? m->rows->view() : RowIndex::View{};
-  slot.compact = lean ? m->compact_rows : nullptr;
+  slot = slot_of(*m, arch);
   return true;
 }
 

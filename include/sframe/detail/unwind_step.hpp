@@ -80,24 +80,76 @@ struct ModuleHint {
     /// Module::compact_rows, or null where lookup_compact() must answer
     /// kFull for the whole module (no compiled rows, another arch).
     const CompactRule* compact = nullptr;
+    /// Optional, with `compact`: one word per compiled row that the owner of
+    /// a Slots table computed once beside the rule (the in-process walk's
+    /// memo step code), handed out by lookup_compact(); null: none.
+    const std::int64_t* codes = nullptr;
+  };
+  /// Prebuilt slots for every module of one map, in the map's order (by
+  /// runtime start): a lookup that leaves its hint's module then costs a
+  /// search of `begins` (8 bytes per module, one or two cache lines) and
+  /// one Slot copy, not ModuleMap::find() over the Modules and a read of
+  /// the module's RowIndex. Must describe the map it is used with (same
+  /// modules, same order) for as long as the map's generation holds.
+  struct Slots {
+    const std::uint64_t* begins = nullptr;
+    const Slot* slots = nullptr;
+    std::size_t count = 0;
   };
   Slot primary;
   Slot fallback;
+  /// Optional prebuilt slots of the primary and the fallback map.
+  const Slots* primary_slots = nullptr;
+  const Slots* fallback_slots = nullptr;
 };
+
+/// The slot of module `m` for lookups of `arch` (rows and compiled rules
+/// only where `m` has both and its section is of `arch`; `codes` null).
+/// For fill_hint() and for prebuilt ModuleHint::Slots; defined in
+/// src/unwind/rules.cpp.
+ModuleHint::Slot slot_of(const Module& m, Arch arch) noexcept;
 
 /// Points `slot` at the module of `modules` that holds runtime `lookup_pc`
 /// for `arch`; false (slot emptied) when no module does. For
 /// lookup_compact(); defined in src/unwind/rules.cpp.
 bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& slot) noexcept;
 
+/// fill_hint() from prebuilt slots: the last slot starting at or before
+/// `lookup_pc` when it holds the PC (a search without a branch per step
+/// over the dense `begins`); false (slot emptied) otherwise.
+[[gnu::always_inline]] inline bool fill_hint(const ModuleHint::Slots& t, std::uint64_t lookup_pc,
+                                             ModuleHint::Slot& slot) noexcept {
+  std::size_t lo = 0, n = t.count;
+  if (n == 0) [[unlikely]] {
+    slot = ModuleHint::Slot{};
+    return false;
+  }
+  while (n > 1) {
+    const std::size_t half = n / 2;
+    lo = t.begins[lo + half] <= lookup_pc ? lo + half : lo;
+    n -= half;
+  }
+  const ModuleHint::Slot& s = t.slots[lo];
+  if (lookup_pc - s.begin >= s.size) {
+    slot = ModuleHint::Slot{};
+    return false;
+  }
+  slot = s;
+  return true;
+}
+
 /// lookup_compact() in one map: kRule, kNoSFrame (no module, or no FDE in
 /// it), or kFull.
-[[gnu::always_inline]] inline CompactLookup compact_in(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc,
-                                                       ModuleHint::Slot& h, CompactRule& out) noexcept {
+/// `prebuilt`: the map's slots (or null); `code`, when given, is set to the
+/// row's entry of the slot's `codes` on kRule (null where it has none).
+[[gnu::always_inline]] inline CompactLookup compact_in(const ModuleMap& modules, const ModuleHint::Slots* prebuilt,
+                                                       Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& h,
+                                                       CompactRule& out, const std::int64_t** code) noexcept {
   // One subtraction and one comparison when the PC is in the hint's
   // module (an empty slot's size 0 never holds a PC).
   if (lookup_pc - h.begin >= h.size) [[unlikely]] {
-    if (!fill_hint(modules, arch, lookup_pc, h)) return CompactLookup::kNoSFrame;
+    if (!(prebuilt ? fill_hint(*prebuilt, lookup_pc, h) : fill_hint(modules, arch, lookup_pc, h)))
+      return CompactLookup::kNoSFrame;
   }
   if (!h.compact) [[unlikely]]
     return CompactLookup::kFull;
@@ -109,6 +161,7 @@ bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, Mod
   if (!(c.flags & CompactRule::kValid)) [[unlikely]]
     return CompactLookup::kFull;
   out = c;
+  if (code) *code = h.codes ? h.codes + id : nullptr;
   return CompactLookup::kRule;
 }
 
@@ -116,16 +169,18 @@ bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, Mod
 /// reduced to what a cacheable rule needs, without building a
 /// LookedUpRules (module, one RowIndex::row_id(), one 8-byte compiled
 /// rule). Answers kFull rather than guess wherever the full lookup has more
-/// to say. `hint` must be used with one `arch` and one pair of maps.
-/// Inline (a walk runs it for every cold frame); allocation-free,
-/// async-signal-safe.
+/// to say. `hint` must be used with one `arch` and one pair of maps (and
+/// its prebuilt slots, if set, must be those maps'). `code`, when given,
+/// is set on kRule to the row's entry of the prebuilt slot's `codes`, or
+/// null where there is none. Inline (a walk runs it for every cold frame);
+/// allocation-free, async-signal-safe.
 [[gnu::always_inline]] inline CompactLookup lookup_compact(const ModuleMap& modules, const ModuleMap* fallback, Arch arch,
-                                                           std::uint64_t lookup_pc, ModuleHint& hint,
-                                                           CompactRule& out) noexcept {
-  const CompactLookup r = compact_in(modules, arch, lookup_pc, hint.primary, out);
+                                                           std::uint64_t lookup_pc, ModuleHint& hint, CompactRule& out,
+                                                           const std::int64_t** code = nullptr) noexcept {
+  const CompactLookup r = compact_in(modules, hint.primary_slots, arch, lookup_pc, hint.primary, out, code);
   if (r != CompactLookup::kNoSFrame || !fallback) [[likely]]
     return r;
-  return compact_in(*fallback, arch, lookup_pc, hint.fallback, out);
+  return compact_in(*fallback, hint.fallback_slots, arch, lookup_pc, hint.fallback, out, code);
 }
 
 /// AArch64 PAuth: drop the signature in the bits above the VA width
