@@ -426,11 +426,11 @@ std::once_flag g_atfork_once;
 // fork() waits at most for one module's build. Never destroyed, as the
 // mutex above.
 std::mutex& g_worker_step_mutex = *new std::mutex();
-// Set by a new worker once it runs worker_main(): start_worker_locked()
-// waits for it, so that the thread's start-up in the C runtime (its stack
-// and TLS set up, with allocations: under ASan, its allocator's locks) is
-// over before a fork() can follow backtrace_init(). Guarded by
-// g_refresh_mutex for the reset; waited on through std::atomic::wait.
+// Set by a new worker once it runs worker_main(): fork() waits for it, so
+// that the thread's start-up in the C runtime (its stack and TLS set up,
+// with allocations: under ASan, its allocator's locks) is over before the
+// copy (a fork() right after backtrace_init()). backtrace_init() itself
+// does not wait. Reset under g_refresh_mutex.
 std::atomic<bool> g_worker_started{false};
 
 void start_worker_locked();
@@ -494,6 +494,9 @@ void start_worker_locked() {
         [] {
           g_worker_step_mutex.lock();
           g_refresh_mutex.lock();
+          // A worker just created may still be starting up (see
+          // g_worker_started); it sets the flag before taking any lock.
+          if (g_worker_running) g_worker_started.wait(false);
         },
         [] {
           g_refresh_mutex.unlock();
@@ -513,7 +516,6 @@ void start_worker_locked() {
     g_worker_started.store(false);
     std::thread(worker_main).detach();
     g_worker_running = true;
-    g_worker_started.wait(false);
   } catch (const std::system_error&) {
     // No thread: the modules stay deferred until backtrace_wait_ready()
     // builds them on the caller's thread.
