@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <set>
 #include <string>
@@ -750,5 +751,113 @@ TEST(CfiReader, OnDemandHostileTableIsBounded) {
     ASSERT_FALSE(ok);
     EXPECT_EQ(ok.error().code(), ElfErrc::kElfError);
     EXPECT_FALSE(u.on_demand());
+  }
+}
+
+// The in-process backtrace's RowIndex, built straight from the translator's
+// rows (RowIndex::Builder, no encoded section), at every PC of libc and
+// libstdc++: the row libdw's CFI gives there (the independent truth: the
+// same translation of libdw's rules), and, for what libdw says nothing of
+// (PLT PC-mask FDEs) and for where each answer comes from (FDE and FRE
+// indexes), exactly what RowIndex::build() answers over the section the
+// encoder makes of the same functions.
+TEST(CfiReader, RowsBuiltIndexEqualsLibdwAndEncodedIndex) {
+  const char* libs[] = {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+  for (const char* lib : libs) {
+    auto f = elf::ElfFile::open(lib);
+    ASSERT_TRUE(f) << lib;
+    RowIndex::Builder built;
+    auto header = cfi::section_header(*f, Version::kV3, 0);
+    ASSERT_TRUE(header) << lib;
+    SectionEncoder enc(*header);
+    std::optional<Error> add_error;
+    auto gen = cfi::for_each_generated(*f, Version::kV3, 0, [&](const FunctionSpec& fn) {
+      if (auto ok = built.add(fn); !ok && !add_error) add_error = ok.error();
+      if (auto ok = enc.add(fn); !ok && !add_error) add_error = ok.error();
+    });
+    ASSERT_TRUE(gen) << lib;
+    ASSERT_FALSE(add_error) << lib << ": " << describe(add_error->code());
+    auto bytes = enc.finish();
+    ASSERT_TRUE(bytes) << lib;
+    auto s = Section::parse(*bytes, 0);
+    ASSERT_TRUE(s) << lib;
+    ASSERT_TRUE(validate(*s, Strictness::kStrict)) << lib;
+    auto encoded = RowIndex::build(*s);
+    ASSERT_TRUE(encoded) << lib;
+    auto empty = SectionEncoder(*header).finish();
+    ASSERT_TRUE(empty);
+    auto hs = Section::parse(*empty, 0);
+    ASSERT_TRUE(hs);
+    auto rows = built.finish(*hs);
+    ASSERT_TRUE(rows) << lib << ": " << describe(rows.error().code());
+    EXPECT_EQ(rows->num_rows(), encoded->num_rows()) << lib;
+    EXPECT_EQ(rows->num_boundaries(), encoded->num_boundaries()) << lib;
+
+    std::size_t pcs = 0, libdw_pcs = 0, mask_pcs = 0;
+    std::vector<std::string> diffs;
+    const auto note = [&](std::string d) {
+      if (diffs.size() < 8) diffs.push_back(std::move(d));
+      else diffs.back() = "... " + d;
+    };
+    // Both indexes alike at `pc`; returns the rows-built index's answer.
+    const auto same_answers = [&](std::uint64_t pc) -> Expected<RowMatch> {
+      ++pcs;
+      Expected<RowMatch> a = rows->find(pc);
+      Expected<RowMatch> b = encoded->find(pc);
+      if (a.has_value() != b.has_value() || (a && !(*a == *b)) ||
+          (!a && a.error().code() != b.error().code()))
+        note(fmt::format("{:#x}: find() differs from the encoded index's ({} / {})", pc,
+                         a ? fmt::format("FDE {} FRE {}", a->fde_index, a->fre_index) : std::string(describe(a.error().code())),
+                         b ? fmt::format("FDE {} FRE {}", b->fde_index, b->fre_index) : std::string(describe(b.error().code()))));
+      Expected<std::uint32_t> x = rows->find_row(pc), y = encoded->find_row(pc);
+      const bool row_same = x.has_value() == y.has_value() &&
+                            (x ? (*x == RowIndex::kUseFind) == (*y == RowIndex::kUseFind) &&
+                                     (*x == RowIndex::kUseFind || rows->row_at(*x) == encoded->row_at(*y))
+                               : x.error().code() == y.error().code());
+      if (!row_same) note(fmt::format("{:#x}: find_row() differs from the encoded index's", pc));
+      if (rows->row_id(pc) < rows->num_rows() && !(rows->row_at(rows->row_id(pc)) == rows->row_at(*x)))
+        note(fmt::format("{:#x}: row_id() and find_row() differ", pc));
+      return a;
+    };
+    const std::vector<cfi::PltSection> plts = cfi::plt_sections(*f);
+    for (const auto& p : plts)
+      for (std::uint64_t pc = p.address; pc < p.address + p.size; ++pc, ++mask_pcs) (void)same_answers(pc);
+    const auto in_plt = [&](const cfi::Function& fn) {
+      for (const auto& p : plts)
+        if (fn.start < p.address + p.size && p.address < fn.end) return true;
+      return false;
+    };
+    auto ok = cfi::libdw_functions(*f, [&](const cfi::Function& fn) {
+      if (in_plt(fn) || fn.rows.empty()) return;
+      bool blocked = false;
+      for (const auto& r : fn.rows) {
+        if (r.reason == cfi::Reason::kCfiTooLong) return;  // past libdw's work bound: no truth
+        blocked |= r.reason != cfi::Reason::kNone && !r.flex;
+      }
+      std::size_t k = 0;
+      for (std::uint64_t pc = fn.start; pc < fn.end; ++pc) {
+        while (k + 1 < fn.rows.size() && fn.rows[k + 1].start <= pc) ++k;
+        const cfi::Row& want = fn.rows[k];
+        Expected<RowMatch> got = same_answers(pc);
+        ++libdw_pcs;
+        if (blocked) {
+          // A function SFrame cannot hold is left out.
+          if (got || got.error().code() != LookupErrc::kPcNotCovered)
+            note(fmt::format("{:#x}: libdw's rows cannot be said, yet covered", pc));
+          continue;
+        }
+        if (!got) {
+          note(fmt::format("{:#x}: {} (function {:#x}-{:#x})", pc, describe(got.error().code()), fn.start, fn.end));
+          continue;
+        }
+        if (!(got->row == want.row) || got->signal != want.signal)
+          note(fmt::format("{:#x}: row differs from libdw's (function {:#x}-{:#x})", pc, fn.start, fn.end));
+      }
+    });
+    ASSERT_TRUE(ok) << lib;
+    EXPECT_GT(libdw_pcs, 500000u) << lib;
+    EXPECT_TRUE(diffs.empty()) << lib << ": " << diffs.size() << " differences, first " << (diffs.empty() ? "" : diffs.front())
+                               << (diffs.size() > 1 ? "; last " + diffs.back() : "");
+    std::printf("%s: %zu PCs compared (%zu against libdw, %zu in PLTs)\n", lib, pcs, libdw_pcs, mask_pcs);
   }
 }

@@ -11,6 +11,8 @@
 
 namespace sframe {
 
+struct FunctionSpec;
+
 /// What covers a PC: its function, its frame row entry, and the rules there.
 struct Match {
   Fde fde;
@@ -97,6 +99,8 @@ class RowIndex {
   /// ignored. Errors: any decoding error of an FDE, FRE or row;
   /// kFdesOverlap; kFreStartNotIncreasing; kNotRepresentable (span >= 4 GiB).
   static Expected<RowIndex> build(const Section& s);
+
+  class Builder;
 
   /// The rules covering absolute `pc`; same coverage as sframe::find()
   /// (PC-mask FDEs included). Errors: LookupErrc::kPcNotCovered,
@@ -199,6 +203,8 @@ class RowIndex {
   bool row_signal(std::uint32_t id) const noexcept { return rows_[id].signal; }
   FdeType row_fde_type(std::uint32_t id) const noexcept { return rows_[id].fde_type; }
 
+  /// The section build() read; for an index a Builder made, the header-only
+  /// section given to Builder::finish() (its ABI and fixed offsets).
   const Section& section() const noexcept { return s_; }
   /// Number of boundaries and of distinct rows (for memory accounting).
   std::size_t num_boundaries() const noexcept { return entries_.size(); }
@@ -235,6 +241,12 @@ class RowIndex {
   void add(std::uint32_t start, std::uint32_t row) { entries_.push_back({start, row}); }
   /// The FDE whose range holds offset `o` from lo_, for an `o` inside one.
   std::uint32_t fde_at(std::uint32_t o) const noexcept;
+  /// The bucket table over entries_ (sorted, every FDE added) and the
+  /// sentinels: the step build() and Builder::finish() share.
+  void finalize();
+  /// find() of an index a Builder made, for a boundary entry `e` covering
+  /// offset `o` (there is no encoded section to read FREs from).
+  Expected<RowMatch> find_built(std::uint64_t pc, std::uint32_t o, std::size_t e) const noexcept;
   Section s_;
   std::uint64_t lo_ = 0;    // lowest function start
   std::uint64_t span_ = 0;  // bytes from lo_ to the highest function end
@@ -243,6 +255,75 @@ class RowIndex {
   std::vector<FdeStart> fdes_;   // by start
   std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
   std::vector<RowInfo> rows_;
+  /// Builder-made indexes only: their PC-mask FDEs (kMaskFde boundaries),
+  /// by start, and the rows of one period of each, which find() reads in
+  /// place of the section's FREs.
+  struct MaskFde {
+    std::uint32_t start;  // bytes from lo_
+    std::uint32_t fde;
+    std::uint32_t first;  // first of its rows in mask_rows_
+    std::uint32_t count;
+    std::uint32_t rep_size;
+  };
+  struct MaskRow {
+    std::uint32_t offset;  // within the period
+    std::uint32_t row;     // rows_ index
+  };
+  bool from_rows_ = false;
+  std::vector<MaskFde> masks_;
+  std::vector<MaskRow> mask_rows_;
+};
+
+/// Builds a RowIndex from functions as the CFI translator gives them
+/// (cfi::for_each_generated), with no encoded section: the rows are taken
+/// as they are, not encoded and decoded again, and the index answers
+/// find_row()/row_id()/row_at() exactly as RowIndex::build() does over the
+/// section SectionEncoder (Layout::kOptimize, default SizeOptions) makes of
+/// the same functions, and find() with the same FDE and FRE indexes (FDEs
+/// by start PC; a row equal to the one before it is no new FRE, as the
+/// encoder drops it). PC-mask FDEs (spec §2.3.1) keep one period of rows in
+/// a side table. Functions may come in any order.
+///
+/// Memory while building: 8 bytes per row and 24 per function staged, then
+/// the index's own (see RowIndex); the staging is freed by finish().
+class RowIndex::Builder {
+ public:
+  Builder() = default;
+  /// Adds one function. Errors as SectionEncoder::add() gives them for what
+  /// a RowIndex needs (EncodeErrc::kNotRepresentable: row starts not
+  /// increasing or at or past the function's end, or for PC-mask functions
+  /// its block size; a block size of 0; a range past 2^64). Rules are not
+  /// checked for SFrame encodability: the translator gives only rows an
+  /// SFrame FRE can hold (the differential tests against libdw check it).
+  Expected<void> add(const FunctionSpec& f);
+  /// Capacity for `functions` functions and `rows` rows (a guess; growth
+  /// costs copies).
+  void reserve(std::size_t functions, std::size_t rows);
+  /// The index, with `header` (a section holding no FDE, e.g. an empty
+  /// SectionEncoder's output) as its section(): it must outlive the index.
+  /// Errors as build(): kFdesOverlap, kFuncRangeOverflow, kNotRepresentable
+  /// (span >= 4 GiB). Leaves the builder empty.
+  Expected<RowIndex> finish(const Section& header);
+
+ private:
+  struct Fn {
+    std::uint64_t start;
+    std::uint32_t size;
+    std::uint32_t first;  // first of its rows in staged_
+    std::uint32_t count;
+    std::uint32_t rep_size;  // 0: PC-increment
+  };
+  std::uint32_t id_of(const FrameRow& row, bool signal, FdeType type);
+  RowIndex ix_;
+  std::vector<Fn> fns_;
+  std::vector<Entry> staged_;  // start: offset in the function or period
+  struct Packed {
+    std::uint64_t cfa, ra, fp, flags;
+    friend bool operator==(const Packed&, const Packed&) = default;
+  };
+  std::vector<std::uint32_t> slots_;  // open addressing over ix_.rows_ (ids)
+  std::vector<Packed> keys_;          // each row of ix_.rows_ packed
+  std::uint32_t last_id_ = 0xffffffff;
 };
 
 }  // namespace sframe

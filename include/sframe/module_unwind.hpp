@@ -62,6 +62,13 @@ struct UnwindSection {
   /// each and then through the walker's rule cache.
   Expected<void> assign(std::vector<std::byte> bytes, std::uint64_t address, bool fde_index_with_rows = true,
                         bool row_index = true);
+  /// A RowIndex made by `built` (RowIndex::Builder::finish()) with no
+  /// encoded section: `bytes` and `section` then hold a section of `abi`
+  /// and `version` at `address` with no FDE (its header: the ABI and fixed
+  /// offsets the unwinder reads); no FdeIndex. For the in-process
+  /// backtrace, whose rows come from our own translator. Errors: those of
+  /// finish() (the object is then empty).
+  Expected<void> assign_rows(RowIndex::Builder& built, Abi abi, Version version, std::uint64_t address);
   bool usable() const noexcept { return section.has_value() && (index.has_value() || rows.has_value()); }
   /// Whether an FDE of the section covers link-time `pc`, or one exists
   /// whose rows start later (the function is the section's). Needs usable().

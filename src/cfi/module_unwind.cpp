@@ -3,6 +3,7 @@
 #include "sframe/module_unwind.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -52,6 +53,32 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
     }
     index.emplace(std::move(*idx));
   }
+  return {};
+}
+
+Expected<void> UnwindSection::assign_rows(RowIndex::Builder& built, Abi abi, Version version, std::uint64_t address) {
+  bytes.clear();
+  section.reset();
+  index.reset();
+  rows.reset();
+  compact_rows.clear();
+  // The header alone, as the encoder writes it (one mechanism for both).
+  Expected<std::vector<std::byte>> header = SectionEncoder(section_header(abi, version, address)).finish();
+  if (!header) return Unexpected{header.error()};
+  bytes = std::move(*header);
+  Expected<Section> s = Section::parse(bytes, address);
+  if (!s) {
+    bytes.clear();
+    return Unexpected{s.error()};
+  }
+  Expected<RowIndex> r = built.finish(*s);
+  if (!r) {
+    bytes.clear();
+    return Unexpected{r.error()};
+  }
+  section = *s;
+  rows.emplace(std::move(*r));
+  compact_rows = detail::compile_rows(*rows, *section, arch_of(abi));
   return {};
 }
 
@@ -281,25 +308,44 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
     reason_ = before + "; " + std::string(what) + " (" + error_words(e) + ")";
     return Unexpected{e};
   };
-  // Streamed: each function goes into the encoder as the reader gives it,
-  // so memory stays proportional to the output (no model of the section).
-  SectionEncoder enc(section_header(abi, version_, section_address));
-  // Sized from the FDEs .eh_frame_hdr lists (compiled code averages under
-  // 64 bytes of FREs per function), so that the buffers are not grown by
-  // doubling, each step a copy and fresh pages; a guess too large costs
-  // address space only, one too small a doubling.
-  if (!has_native) enc.reserve(listed_ + 8, listed_ * 64);
-  std::optional<Error> add_error;
-  std::size_t kept = 0;
   const UnwindSection* own = has_native ? &primary_ : nullptr;
-  Expected<Generated> gen =
-      for_each_generated(srcs, abi, version_, section_address, plts, [&](const FunctionSpec& fn) {
-        if (add_error) return;
-        // Only what the own section lacks (start or last byte not covered).
-        if (own && own->covers(fn.start_pc) && own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
-        if (auto ok = enc.add(fn); !ok) add_error = ok.error();
-        ++kept;
-      });
+  std::size_t kept = 0;
+  std::optional<Error> add_error;
+  // The translator's functions that the own section lacks (start or last
+  // byte not covered), each handed to `sink` as the reader gives it.
+  const auto translate = [&](const std::function<Expected<void>(const FunctionSpec&)>& sink) {
+    kept = 0;
+    add_error.reset();
+    return for_each_generated(srcs, abi, version_, section_address, plts, [&](const FunctionSpec& fn) {
+      if (add_error) return;
+      if (own && own->covers(fn.start_pc) && own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
+      if (auto ok = sink(fn); !ok) add_error = ok.error();
+      ++kept;
+    });
+  };
+  // Streamed: each function goes into the encoder (or, in-process, the
+  // RowIndex builder) as the reader gives it, so memory stays proportional
+  // to the output (no model of the section).
+  SectionEncoder enc(section_header(abi, version_, section_address));
+  const auto encode_all = [&] {
+    // Sized from the FDEs .eh_frame_hdr lists (compiled code averages under
+    // 64 bytes of FREs per function), so that the buffers are not grown by
+    // doubling, each step a copy and fresh pages; a guess too large costs
+    // address space only, one too small a doubling.
+    if (!has_native) enc.reserve(listed_ + 8, listed_ * 64);
+    return translate([&](const FunctionSpec& fn) { return enc.add(fn); });
+  };
+  // In-process (no FdeIndex wanted beside the rows): the translator's rows
+  // go straight into a RowIndex, with no encoded section to write, check
+  // and decode again; they come from our own translator, which the
+  // differential tests check against libdw. Callers reading `index` or the
+  // section's FDEs (`sframe stack`) keep the encoded section.
+  RowIndex::Builder built;
+  bool direct = !fde_index_with_rows_;
+  // Compiled code averages well under 16 rows per function (a guess too
+  // large costs address space only).
+  if (direct && !has_native) built.reserve(listed_ + 8, listed_ * 16);
+  Expected<Generated> gen = direct ? translate([&](const FunctionSpec& fn) { return built.add(fn); }) : encode_all();
   if (!gen) return fail(gen.error(), "no usable CFI");
   if (add_error) return fail(*add_error, "generated SFrame does not encode");
   // Signal trampolines from the CIE 'S' augmentation, beside any the code
@@ -317,11 +363,21 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
     reason_ = before + "; its CFI has no FDEs";
     return {};
   }
-  Expected<std::vector<std::byte>> bytes = enc.finish();
-  if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
   UnwindSection& target = has_native ? extra_ : primary_;
-  if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_); !ok)
-    return fail(ok.error(), "generated SFrame unusable");
+  if (direct && !target.assign_rows(built, abi, version_, section_address)) {
+    // Rows a RowIndex cannot hold (overlapping FDEs, a span of 4 GiB or
+    // more): the encoded section, with an FdeIndex, as elsewhere.
+    direct = false;
+    gen = encode_all();
+    if (!gen) return fail(gen.error(), "no usable CFI");
+    if (add_error) return fail(*add_error, "generated SFrame does not encode");
+  }
+  if (!direct) {
+    Expected<std::vector<std::byte>> bytes = enc.finish();
+    if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
+    if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_); !ok)
+      return fail(ok.error(), "generated SFrame unusable");
+  }
   if (has_native) {
     reason_ = "own SFrame section; " + std::to_string(extra_functions_) + " .eh_frame functions it lacks generated";
   } else {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
 
 namespace sframe {
@@ -214,25 +215,29 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
       ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), kGap);
   }
 
+  ix.finalize();
+  return ix;
+}
+
+void RowIndex::finalize() {
   // Two to four buckets per boundary: nearly every bucket holds at most two
   // boundaries, which find() checks without a loop or a branch.
-  const std::size_t m = ix.entries_.size();
+  const std::size_t m = entries_.size();
   unsigned shift = 0;
-  while (shift < 32 && (ix.span_ >> shift) >= m) ++shift;
-  ix.shift_ = shift;
-  const std::size_t buckets = static_cast<std::size_t>(ix.span_ >> shift) + 1;
-  ix.bucket_.resize(buckets + 1);
+  while (shift < 32 && (span_ >> shift) >= m) ++shift;
+  shift_ = shift;
+  const std::size_t buckets = static_cast<std::size_t>(span_ >> shift) + 1;
+  bucket_.resize(buckets + 1);
   std::uint32_t e = 0;
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::uint64_t first = std::uint64_t{b} << shift;
-    while (e + 1 < m && ix.entries_[e + 1].start <= first) ++e;
-    ix.bucket_[b] = e;
+    while (e + 1 < m && entries_[e + 1].start <= first) ++e;
+    bucket_[b] = e;
   }
-  ix.bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
+  bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
   // Sentinels: find() may read two entries past its answer.
-  ix.add(UINT32_MAX, kGap);
-  ix.add(UINT32_MAX, kGap);
-  return ix;
+  add(UINT32_MAX, kGap);
+  add(UINT32_MAX, kGap);
 }
 
 Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
@@ -264,6 +269,7 @@ Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
   if (pc < lo_ || off >= span_) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   const auto o = static_cast<std::uint32_t>(off);
   const std::size_t e = boundary(o);
+  if (from_rows_) return find_built(pc, o, e);
   const Entry& hit = entries_[e];
   if (hit.row < rows_.size()) {
     // The FRE is the last of its FDE that starts at this boundary (build()
@@ -291,6 +297,189 @@ Expected<RowMatch> RowIndex::find(std::uint64_t pc) const noexcept {
   }
   if (hit.row == kBeforeFirstFre) return make_error(LookupErrc::kPcBeforeFirstFre, 0, pc, fde_at(o));
   return make_error(LookupErrc::kPcNotCovered, 0, pc);
+}
+
+Expected<RowMatch> RowIndex::find_built(std::uint64_t pc, std::uint32_t o, std::size_t e) const noexcept {
+  const Entry& hit = entries_[e];
+  if (hit.row < rows_.size()) {
+    // The FRE index: boundaries since the FDE's first (its start; a
+    // kBeforeFirstFre marker there is no FRE). Functions do not overlap
+    // and the one before ends at or before this start, so the first entry
+    // at this start is this FDE's.
+    const auto f = std::upper_bound(fdes_.begin(), fdes_.end(), o,
+                                    [](std::uint32_t v, const FdeStart& x) { return v < x.start; });
+    const FdeStart& fs = *std::prev(f);
+    const auto first = std::lower_bound(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(e), fs.start,
+                                        [](const Entry& x, std::uint32_t v) { return x.start < v; });
+    auto fre = static_cast<std::uint32_t>(entries_.begin() + static_cast<std::ptrdiff_t>(e) - first);
+    if (first->row == kBeforeFirstFre) --fre;
+    const RowInfo& r = rows_[hit.row];
+    return RowMatch{fs.fde, fre, r.row, r.signal, r.fde_type};
+  }
+  if (hit.row == kMaskFde) {
+    // Its period's rows, as find_in_fde() reads a PC-mask FDE's FREs.
+    const auto m = std::upper_bound(masks_.begin(), masks_.end(), o,
+                                    [](std::uint32_t v, const MaskFde& x) { return v < x.start; });
+    const MaskFde& mf = *std::prev(m);
+    const std::uint32_t rel = (o - mf.start) % mf.rep_size;
+    std::uint32_t k = 0;
+    while (k < mf.count && mask_rows_[mf.first + k].offset <= rel) ++k;
+    if (k == 0) return make_error(LookupErrc::kPcBeforeFirstFre, 0, pc, mf.fde);
+    const RowInfo& r = rows_[mask_rows_[mf.first + k - 1].row];
+    return RowMatch{mf.fde, k - 1, r.row, r.signal, r.fde_type};
+  }
+  if (hit.row == kBeforeFirstFre) return make_error(LookupErrc::kPcBeforeFirstFre, 0, pc, fde_at(o));
+  return make_error(LookupErrc::kPcNotCovered, 0, pc);
+}
+
+void RowIndex::Builder::reserve(std::size_t functions, std::size_t rows) {
+  fns_.reserve(functions);
+  staged_.reserve(rows);
+}
+
+std::uint32_t RowIndex::Builder::id_of(const FrameRow& row, bool signal, FdeType type) {
+  std::vector<RowInfo>& rows = ix_.rows_;
+  // The row packed into four words, every field at its own bits (the
+  // enums and the register number whole, the bools in `flags`), so that
+  // equal words are equal rows: compared and hashed as such.
+  const auto word = [](const Rule& r) {
+    return std::uint64_t{static_cast<std::uint8_t>(r.kind)} | std::uint64_t{static_cast<std::uint8_t>(r.base)} << 8 |
+           std::uint64_t{r.regnum} << 16 | std::uint64_t{static_cast<std::uint32_t>(r.offset)} << 32;
+  };
+  const Packed key{word(row.cfa), word(row.ra), word(row.fp),
+                   std::uint64_t{row.ra_mangled} | std::uint64_t{signal} << 1 | std::uint64_t{row.cfa.deref} << 2 |
+                       std::uint64_t{row.ra.deref} << 3 | std::uint64_t{row.fp.deref} << 4 |
+                       std::uint64_t{static_cast<std::uint8_t>(type)} << 8};
+  const auto same = [&](std::uint32_t id) { return keys_[id] == key; };
+  // Functions repeat their neighbours' rows.
+  if (last_id_ < rows.size() && same(last_id_)) return last_id_;
+  const auto hash = [](const Packed& k) {
+    std::uint64_t h = k.cfa * 0x9e3779b97f4a7c15ULL ^ k.ra * 0xc2b2ae3d27d4eb4fULL ^ k.fp * 0x165667b19e3779f9ULL ^ k.flags;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return static_cast<std::size_t>(h ^ (h >> 32));
+  };
+  // Open addressing over the ids, at most half full.
+  if ((rows.size() + 1) * 2 > slots_.size()) {
+    slots_.assign(slots_.empty() ? 256 : slots_.size() * 2, EncodedRows::kAbsent);
+    for (std::uint32_t id = 0; id < rows.size(); ++id) {
+      std::size_t i = hash(keys_[id]) & (slots_.size() - 1);
+      while (slots_[i] != EncodedRows::kAbsent) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = id;
+    }
+  }
+  std::size_t i = hash(key) & (slots_.size() - 1);
+  for (; slots_[i] != EncodedRows::kAbsent; i = (i + 1) & (slots_.size() - 1))
+    if (same(slots_[i])) return last_id_ = slots_[i];
+  const auto id = static_cast<std::uint32_t>(rows.size());
+  rows.push_back({row, signal, type});
+  keys_.push_back(key);
+  slots_[i] = id;
+  return last_id_ = id;
+}
+
+Expected<void> RowIndex::Builder::add(const FunctionSpec& f) {
+  // SectionEncoder::add()'s checks of the function's shape (spec §2.3),
+  // with its error values: what an FDE must satisfy for build() to index it.
+  const auto index = static_cast<std::uint32_t>(fns_.size());
+  if (fns_.size() >= 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, fns_.size() + 1);
+  const bool mask = f.pc_type == PcType::kMask;
+  if (mask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
+  const std::uint64_t limit = mask ? f.rep_size : f.size;
+  Fn fn{f.start_pc, f.size, static_cast<std::uint32_t>(staged_.size()), 0, mask ? f.rep_size : 0u};
+  if (staged_.size() + f.rows.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, staged_.size());
+  const RowSpec* prev = nullptr;
+  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
+    const RowSpec& r = f.rows[k];
+    if (prev && r.start_offset <= prev->start_offset) {
+      staged_.resize(fn.first);
+      return make_error(EncodeErrc::kNotRepresentable, 0, r.start_offset, index, k);
+    }
+    if (r.start_offset >= limit && !(r.start_offset == 0 && limit == 0)) {
+      staged_.resize(fn.first);
+      return make_error(EncodeErrc::kNotRepresentable, 0, r.start_offset, index, k);
+    }
+    // A row equal to the one before: no FRE (the encoder drops it).
+    const bool repeat = prev && prev->row == r.row;
+    prev = &r;
+    if (repeat) continue;
+    staged_.push_back({r.start_offset, id_of(r.row, f.signal, f.fde_type)});
+    ++fn.count;
+  }
+  fns_.push_back(fn);
+  return {};
+}
+
+Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
+  RowIndex ix = std::move(ix_);
+  ix_ = RowIndex{};
+  last_id_ = EncodedRows::kAbsent;
+  std::vector<std::uint32_t>().swap(slots_);
+  std::vector<Packed>().swap(keys_);
+  std::vector<Fn> fns = std::move(fns_);
+  std::vector<Entry> staged = std::move(staged_);
+  fns_.clear();
+  staged_.clear();
+  ix.s_ = header;
+  ix.from_rows_ = true;
+  // FDE indexes as the encoder's: by start PC, ties in the order added.
+  std::vector<std::uint32_t> order(fns.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto by_pc = [&](std::uint32_t a, std::uint32_t b) { return fns[a].start < fns[b].start; };
+  if (!std::is_sorted(order.begin(), order.end(), by_pc)) std::stable_sort(order.begin(), order.end(), by_pc);
+  // The functions with a range, as build() keeps them.
+  std::size_t ranged = 0;
+  for (const std::uint32_t i : order) ranged += fns[i].size != 0;
+  if (ranged == 0) {
+    ix.bucket_ = {0, 0};
+    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
+    return ix;
+  }
+  std::uint32_t first_ranged = 0;
+  while (fns[order[first_ranged]].size == 0) ++first_ranged;
+  ix.lo_ = fns[order[first_ranged]].start;
+  std::uint64_t prev_end = 0;
+  bool have_prev = false;
+  for (std::uint32_t rank = 0; rank < order.size(); ++rank) {
+    const Fn& fn = fns[order[rank]];
+    if (fn.size == 0) continue;
+    const std::uint64_t end = fn.start + fn.size;
+    if (have_prev && fn.start < prev_end) return make_error(FormatErrc::kFdesOverlap, 0, fn.start, rank);
+    prev_end = end;
+    have_prev = true;
+    ix.span_ = std::max(ix.span_, end - ix.lo_);
+  }
+  if (ix.span_ > UINT32_MAX) return make_error(EncodeErrc::kNotRepresentable, 0, ix.span_);
+
+  ix.entries_.reserve(staged.size() + 2 * ranged + 3);
+  ix.fdes_.reserve(ranged);
+  for (std::uint32_t rank = 0; rank < order.size(); ++rank) {
+    const Fn& fn = fns[order[rank]];
+    if (fn.size == 0) continue;
+    const auto at = static_cast<std::uint32_t>(fn.start - ix.lo_);
+    ix.fdes_.push_back({at, rank});
+    if (fn.rep_size != 0) {
+      ix.add(at, kMaskFde);
+      ix.masks_.push_back({at, rank, static_cast<std::uint32_t>(ix.mask_rows_.size()), fn.count, fn.rep_size});
+      for (std::uint32_t k = 0; k < fn.count; ++k)
+        ix.mask_rows_.push_back({staged[fn.first + k].start, staged[fn.first + k].row});
+    } else {
+      // Rows at or past the end were refused by add().
+      if (fn.count == 0 || staged[fn.first].start > 0) ix.add(at, kBeforeFirstFre);
+      for (std::uint32_t k = 0; k < fn.count; ++k)
+        ix.add(at + staged[fn.first + k].start, staged[fn.first + k].row);
+    }
+    const std::uint64_t end = at + std::uint64_t{fn.size};
+    // No gap where the next function with a range starts here.
+    std::uint32_t next = rank + 1;
+    while (next < order.size() && fns[order[next]].size == 0) ++next;
+    if (next == order.size() || fns[order[next]].start - ix.lo_ != end)
+      ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), kGap);
+  }
+  std::vector<Entry>().swap(staged);
+  ix.finalize();
+  return ix;
 }
 
 }  // namespace sframe

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -417,6 +418,20 @@ bool any_deferred(const Table* t) { return t && t->deferred != 0; }
 std::condition_variable& g_ready_cv = *new std::condition_variable();
 bool g_worker_running = false;       // guarded by g_refresh_mutex
 std::once_flag g_atfork_once;
+// Held by the worker for each whole step (taken before g_refresh_mutex),
+// and by fork() around the copy: a child never copies the worker halfway
+// through a build, holding locks no thread of the child will release (an
+// allocator without fork handlers of its own, such as GCC 12's ASan, kept
+// a size class's lock; the child's worker then waited on it for ever).
+// fork() waits at most for one module's build. Never destroyed, as the
+// mutex above.
+std::mutex& g_worker_step_mutex = *new std::mutex();
+// Set by a new worker once it runs worker_main(): fork() waits for it, so
+// that the thread's start-up in the C runtime (its stack and TLS set up,
+// with allocations: under ASan, its allocator's locks) is over before the
+// copy (a fork() right after backtrace_init()). backtrace_init() itself
+// does not wait. Reset under g_refresh_mutex.
+std::atomic<bool> g_worker_started{false};
 
 void start_worker_locked();
 
@@ -424,7 +439,11 @@ void start_worker_locked();
 // table with each as it is ready; ends when none is left.
 void worker_main() {
   pthread_setname_np(pthread_self(), "sframepp-gen");
+  g_worker_started.store(true);
+  g_worker_started.notify_all();
   for (;;) {
+    // Declared first: released last, after every destructor of the step.
+    std::lock_guard step(g_worker_step_mutex);
     std::shared_ptr<const ModuleData> todo;
     BacktraceOptions opt;
     {
@@ -471,17 +490,30 @@ void start_worker_locked() {
     // The worker does not survive fork(): the child starts its own when it
     // still has deferred modules. The lock keeps fork() from copying a
     // table half published.
-    pthread_atfork([] { g_refresh_mutex.lock(); }, [] { g_refresh_mutex.unlock(); },
-                   [] {
-                     g_worker_running = false;
-                     if (any_deferred(g_table.load())) start_worker_locked();
-                     g_refresh_mutex.unlock();
-                   });
+    pthread_atfork(
+        [] {
+          g_worker_step_mutex.lock();
+          g_refresh_mutex.lock();
+          // A worker just created may still be starting up (see
+          // g_worker_started); it sets the flag before taking any lock.
+          if (g_worker_running) g_worker_started.wait(false);
+        },
+        [] {
+          g_refresh_mutex.unlock();
+          g_worker_step_mutex.unlock();
+        },
+        [] {
+          g_worker_running = false;
+          if (any_deferred(g_table.load())) start_worker_locked();
+          g_refresh_mutex.unlock();
+          g_worker_step_mutex.unlock();
+        });
   });
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
+    g_worker_started.store(false);
     std::thread(worker_main).detach();
     g_worker_running = true;
   } catch (const std::system_error&) {
