@@ -105,14 +105,7 @@ std::string case_name(const ::testing::TestParamInfo<sframe_test::GoldenCase>& i
 INSTANTIATE_TEST_SUITE_P(Corpus, Encode, ::testing::ValuesIn(sframe_test::golden_cases()), case_name);
 
 // Random models of every ABI and FDE type: decode(encode(m)) == m.
-Rule slot(std::int32_t off) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = Rule::Base::kCfa;
-  r.deref = true;
-  r.offset = off;
-  return r;
-}
+Rule slot(std::int32_t off) { return make_rule(Rule::Base::kCfa, 0, off, true); }
 
 TEST(EncodeProperty, RandomModelsRoundTrip) {
   std::mt19937 rng(1234);

@@ -385,14 +385,14 @@ Loc recognize(const Op* ops, std::size_t n, bool value) {
   const auto reg16 = [](std::uint64_t r) { return r <= 0xffff; };
   if (n == 0) {
     out.kind = Loc::Kind::kRule;
-    out.rule = detail::make_rule(Rule::Base::kCfa, 0, 0, !value);
+    out.rule = make_rule(Rule::Base::kCfa, 0, 0, !value);
   } else if (n == 1 && ops[0].atom == kOpPlusUconst && detail::fits32(static_cast<std::int64_t>(ops[0].a))) {
     out.kind = Loc::Kind::kRule;
-    out.rule = detail::make_rule(Rule::Base::kCfa, 0, static_cast<std::int64_t>(ops[0].a), !value);
+    out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int32_t>(ops[0].a), !value);
   } else if (n == 1 && is_breg(ops[0]) && reg16(breg_reg(ops[0])) && detail::fits32(breg_off(ops[0]))) {
     out.kind = Loc::Kind::kRule;
-    out.rule = detail::make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(breg_reg(ops[0])),
-                                 breg_off(ops[0]), !value);
+    out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(breg_reg(ops[0])),
+                         static_cast<std::int32_t>(breg_off(ops[0])), !value);
   }
   return out;
 }
@@ -411,13 +411,13 @@ Loc loc_of(const RegRule& r, bool big, bool same_default) {
       const auto off = static_cast<std::int64_t>(r.value);
       if (!detail::fits32(off)) return out;
       out.kind = Loc::Kind::kRule;
-      out.rule = detail::make_rule(Rule::Base::kCfa, 0, off, r.kind == RegRule::kOff);
+      out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int32_t>(off), r.kind == RegRule::kOff);
       return out;
     }
     case RegRule::kReg:
       if (r.value > 0xffff) return out;
       out.kind = Loc::Kind::kRule;
-      out.rule = detail::make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(r.value), 0, false);
+      out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(r.value), 0, false);
       return out;
     case RegRule::kExpr:
     case RegRule::kValExpr: {
@@ -438,7 +438,7 @@ std::optional<Rule> cfa_of(const CfaRule& c, bool big) {
   if (c.kind == CfaRule::kRegOff) {
     const auto off = static_cast<std::int64_t>(c.offset);
     if (c.reg > 0xffff || !detail::fits32(off)) return std::nullopt;
-    return detail::make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(c.reg), off, false);
+    return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(c.reg), static_cast<std::int32_t>(off), false);
   }
   if (c.kind != CfaRule::kExpr) return std::nullopt;
   Op ops[2];
@@ -447,7 +447,8 @@ std::optional<Rule> cfa_of(const CfaRule& c, bool big) {
   const bool deref = n == 2;
   if (deref && ops[1].atom != kOpDeref) return std::nullopt;
   if (!is_breg(ops[0]) || breg_reg(ops[0]) > 0xffff || !detail::fits32(breg_off(ops[0]))) return std::nullopt;
-  return detail::make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(breg_reg(ops[0])), breg_off(ops[0]), deref);
+  return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(breg_reg(ops[0])),
+                   static_cast<std::int32_t>(breg_off(ops[0])), deref);
 }
 
 // Whether a register the CFI gives no rule keeps its value ("same value")
