@@ -41,22 +41,8 @@ struct Scene {
   Regs regs;
 };
 
-Rule reg(std::uint16_t r, std::int32_t off) {
-  Rule x;
-  x.kind = Rule::Kind::kExpr;
-  x.base = Rule::Base::kRegister;
-  x.regnum = r;
-  x.offset = off;
-  return x;
-}
-Rule slot(std::int32_t off) {
-  Rule x;
-  x.kind = Rule::Kind::kExpr;
-  x.base = Rule::Base::kCfa;
-  x.offset = off;
-  x.deref = true;
-  return x;
-}
+Rule reg(std::uint16_t r, std::int32_t off) { return make_rule(Rule::Base::kRegister, r, off, false); }
+Rule slot(std::int32_t off) { return make_rule(Rule::Base::kCfa, 0, off, true); }
 
 Scene* scene() {
   static Scene* s = [] {

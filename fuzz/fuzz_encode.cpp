@@ -38,13 +38,7 @@ std::uint16_t regnum(Reader& in, const AbiRegs& regs) {
 }
 
 Rule expr(Rule::Base base, std::uint16_t reg, std::int32_t off, bool deref) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = base;
-  r.regnum = base == Rule::Base::kRegister ? reg : 0;
-  r.offset = off;
-  r.deref = deref;
-  return r;
+  return make_rule(base, base == Rule::Base::kRegister ? reg : std::uint16_t{0}, off, deref);
 }
 
 // A saved-register (RA or FP) rule in its canonical form.

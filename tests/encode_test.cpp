@@ -37,11 +37,23 @@ Decoded load(const sframe_test::GoldenCase& c) {
 using sframe_test::distinct_rows;
 
 class Encode : public ::testing::TestWithParam<sframe_test::GoldenCase> {};
+// The corpus files whose golden objdump dump says SFRAME_VERSION_3. The
+// byte-identical claim is about GNU as/ld 2.47's v3 sections: v1 is never
+// written (encode(): kBadVersion) and the older as's v2 sections are not its
+// subject, so both are left out of this suite's cases, not skipped.
+class EncodeGnuV3 : public ::testing::TestWithParam<sframe_test::GoldenCase> {};
+
+std::vector<sframe_test::GoldenCase> gnu_v3_cases() {
+  std::vector<sframe_test::GoldenCase> out;
+  for (auto& c : sframe_test::golden_cases())
+    if (sframe_test::read_file(c.golden).find("Version: SFRAME_VERSION_3\n") != std::string::npos) out.push_back(c);
+  return out;
+}
 
 // Sections made by GNU as/ld 2.47 (v3) come back byte for byte.
-TEST_P(Encode, PreserveLayoutIsByteIdenticalForGnuV3) {
+TEST_P(EncodeGnuV3, PreserveLayoutIsByteIdentical) {
   Decoded d = load(GetParam());
-  if (d.section.version() != Version::kV3) GTEST_SKIP() << "not v3";
+  ASSERT_EQ(d.section.version(), Version::kV3) << "the golden dump says version 3";
   auto spec = to_spec(d.section);
   ASSERT_TRUE(spec);
   auto out = encode(*spec, Layout::kPreserve);
@@ -103,16 +115,10 @@ std::string case_name(const ::testing::TestParamInfo<sframe_test::GoldenCase>& i
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, Encode, ::testing::ValuesIn(sframe_test::golden_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Corpus, EncodeGnuV3, ::testing::ValuesIn(gnu_v3_cases()), case_name);
 
 // Random models of every ABI and FDE type: decode(encode(m)) == m.
-Rule slot(std::int32_t off) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = Rule::Base::kCfa;
-  r.deref = true;
-  r.offset = off;
-  return r;
-}
+Rule slot(std::int32_t off) { return make_rule(Rule::Base::kCfa, 0, off, true); }
 
 TEST(EncodeProperty, RandomModelsRoundTrip) {
   std::mt19937 rng(1234);

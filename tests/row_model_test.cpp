@@ -74,32 +74,22 @@ GoldenDump parse(const std::string& text) {
   return d;
 }
 
-Rule expr(Rule::Base base, std::uint16_t regnum, std::int32_t offset, bool deref) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = base;
-  r.regnum = regnum;
-  r.offset = offset;
-  r.deref = deref;
-  return r;
-}
-
 // A rule as objdump's column names it: "sp+16", "(fp-40)", "r10+0", "c-16".
 Rule rule_of(const GoldenLoc& l, Abi abi) {
   const AbiRegs regs = abi_regs(abi);
   const auto off = static_cast<std::int32_t>(l.offset);
-  if (l.kind == Kind::kCfaSlot) return expr(Rule::Base::kCfa, 0, off, true);
+  if (l.kind == Kind::kCfaSlot) return make_rule(Rule::Base::kCfa, 0, off, true);
   const auto reg = static_cast<std::uint16_t>(l.reg == sframe_test::kGoldenSp   ? regs.sp
                                               : l.reg == sframe_test::kGoldenFp ? regs.fp
                                                                                 : l.reg);
-  return expr(Rule::Base::kRegister, reg, off, l.kind == Kind::kRegDeref);
+  return make_rule(Rule::Base::kRegister, reg, off, l.kind == Kind::kRegDeref);
 }
 
 // What a value the FRE stores no word for (or a padding word) means: the
 // header's fixed CFA offset when it has one, else unchanged (spec §2.2
 // sfh_cfa_fixed_*_offset; errata 1 SFRAME_FRE_RA_OFFSET_INVALID; v3 §3.2).
 Rule implicit(int fixed) {
-  if (fixed != 0) return expr(Rule::Base::kCfa, 0, fixed, true);
+  if (fixed != 0) return make_rule(Rule::Base::kCfa, 0, fixed, true);
   return Rule{Rule::Kind::kUnchanged};
 }
 

@@ -34,7 +34,9 @@
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
 
+#include <array>
 #include <cassert>
+#include <cstddef>
 #include <concepts>
 #include <cstdint>
 #include <new>
@@ -193,36 +195,53 @@ class ErrorCode {
 };
 static_assert(sizeof(ErrorCode) == 2 && std::is_trivially_copyable_v<ErrorCode>);
 
-/// Short English description of an error code; never null.
-constexpr std::string_view describe(ErrorCode code) noexcept {
-#define SFRAME_X_CODE(name, msg) \
-  case E::name:                  \
-    return msg;
-#define SFRAME_X(layer, type, codes, lname)             \
-  if (auto c = code.as<type>()) {                       \
-    using E = type;                                     \
-    switch (*c) { codes(SFRAME_X_CODE) }                \
+/// One error code with its identifier ("kBadMagic") and its short English
+/// description. Both views are string literals, so NUL-terminated.
+struct ErrorCodeInfo {
+  ErrorCode code = FormatErrc{};
+  std::string_view name;
+  std::string_view message;
+};
+
+namespace detail {
+#define SFRAME_X_CODE(name, msg) +1
+#define SFRAME_X(layer, type, codes, lname) codes(SFRAME_X_CODE)
+inline constexpr std::size_t kErrorCodeCount = 0 SFRAME_ERROR_LAYERS(SFRAME_X);
+#undef SFRAME_X
+#undef SFRAME_X_CODE
+}  // namespace detail
+
+/// Every code of every layer, in the order of SFRAME_ERROR_LAYERS and,
+/// within a layer, of its enum: the one walk of the X-macros above.
+/// describe(), code_name(), the C API's sframe_strerror() and the tests read
+/// the codes here.
+inline constexpr std::array<ErrorCodeInfo, detail::kErrorCodeCount> kErrorCodes = [] {
+  std::array<ErrorCodeInfo, detail::kErrorCodeCount> all{};
+  std::size_t i = 0;
+#define SFRAME_X_CODE(name, msg) all[i++] = ErrorCodeInfo{E::name, #name, msg};
+#define SFRAME_X(layer, type, codes, lname) \
+  {                                         \
+    using E = type;                         \
+    codes(SFRAME_X_CODE)                    \
   }
   SFRAME_ERROR_LAYERS(SFRAME_X)
 #undef SFRAME_X
 #undef SFRAME_X_CODE
+  return all;
+}();
+
+/// Short English description of an error code; never null.
+constexpr std::string_view describe(ErrorCode code) noexcept {
+  for (const ErrorCodeInfo& i : kErrorCodes)
+    if (i.code == code) return i.message;
   return "unknown error";
 }
 
 /// Identifier of an error code, e.g. "kBadMagic" (unique across layers);
 /// never null.
 constexpr std::string_view code_name(ErrorCode code) noexcept {
-#define SFRAME_X_CODE(name, msg) \
-  case E::name:                  \
-    return #name;
-#define SFRAME_X(layer, type, codes, lname)             \
-  if (auto c = code.as<type>()) {                       \
-    using E = type;                                     \
-    switch (*c) { codes(SFRAME_X_CODE) }                \
-  }
-  SFRAME_ERROR_LAYERS(SFRAME_X)
-#undef SFRAME_X
-#undef SFRAME_X_CODE
+  for (const ErrorCodeInfo& i : kErrorCodes)
+    if (i.code == code) return i.name;
   return "unknown";
 }
 

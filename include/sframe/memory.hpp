@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-// sframepp: the memory readers the unwinder reads stacks through (in the
-// target's byte order), and the byte order itself.
+// sframepp: the memory readers the unwinder reads stacks through. Each
+// returns a word in the target's byte order: BufferMemory converts with
+// endian::load in the order it is given (the host's by default); ByteOrder
+// and endian::load themselves live in sframe/byte_order.hpp.
 // Part of the unwinder's API (layer `unwind`); sframe/unwind.hpp includes it.
 #pragma once
 // Exported from libsframepp.so, which builds with hidden visibility.

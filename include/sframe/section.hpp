@@ -134,6 +134,22 @@ struct Rule {
   friend bool operator==(const Rule&, const Rule&) = default;
 };
 
+/// The expression rule value = `base` + `offset` bytes, read from memory
+/// there when `deref` (spec §3: the CFA is SP or FP plus an offset, RA and FP
+/// are saved at CFA plus an offset; v3 §3.2 FLEX: any DWARF register
+/// `regnum`, optionally dereferenced). `regnum` is ignored for Base::kCfa.
+/// `offset` is a data word's value, so at most 32 bits (spec §2.4.2): a
+/// caller holding a wider value checks its range first. No errors.
+constexpr Rule make_rule(Rule::Base base, std::uint16_t regnum, std::int32_t offset, bool deref) noexcept {
+  Rule r;
+  r.kind = Rule::Kind::kExpr;
+  r.base = base;
+  r.regnum = regnum;
+  r.offset = offset;
+  r.deref = deref;
+  return r;
+}
+
 /// The three rules of one FRE, interpreted per ABI and FDE type (spec §3),
 /// with the header's fixed offsets applied.
 struct FrameRow {

@@ -198,16 +198,8 @@ const char* sframe_strerror(int status) {
   }
   // Input statuses: the C++ message of the first code (in the order of
   // SFRAME_ERROR_LAYERS) mapping to it (literals, so NUL-terminated).
-#define SFRAME_X_CODE(name, msg) \
-  if (status == capi::to_status(E::name)) return msg;
-#define SFRAME_X(layer, type, codes, lname) \
-  {                                         \
-    using E = type;                         \
-    codes(SFRAME_X_CODE)                    \
-  }
-  SFRAME_ERROR_LAYERS(SFRAME_X)
-#undef SFRAME_X
-#undef SFRAME_X_CODE
+  for (const ErrorCodeInfo& i : kErrorCodes)
+    if (status == capi::to_status(i.code)) return i.message.data();
   return "unknown status";
 }
 

@@ -36,7 +36,6 @@ namespace {
 
 using detail::fits32;
 using detail::Loc;
-using detail::make_rule;
 
 // Register rules: offset(N) = [call_frame_cfa, plus_uconst N], val_offset
 // adds stack_value, register(R) = [regx R], expression(E) = E.
@@ -61,7 +60,7 @@ Loc parse_register_rule(const Dwarf_Op* ops, std::size_t n) {
   } else if (n == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst &&
              off_ok(static_cast<std::int64_t>(ops[1].number))) {
     out.kind = Loc::Kind::kRule;
-    out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int64_t>(ops[1].number), !value);
+    out.rule = make_rule(Rule::Base::kCfa, 0, static_cast<std::int32_t>(ops[1].number), !value);
   } else if (n == 1 && !value && (ops[0].atom == DW_OP_regx || (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31))) {
     const auto reg = ops[0].atom == DW_OP_regx ? ops[0].number : ops[0].atom - DW_OP_reg0;
     if (reg > 0xffff) return out;  // SFrame register numbers are 16-bit
@@ -73,7 +72,8 @@ Loc parse_register_rule(const Dwarf_Op* ops, std::size_t n) {
     const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
     if (off_ok(off) && reg <= 0xffff) {
       out.kind = Loc::Kind::kRule;
-      out.rule = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, !value);
+      out.rule =
+          make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), static_cast<std::int32_t>(off), !value);
     }
   }
   return out;
@@ -89,7 +89,7 @@ std::optional<Rule> parse_cfa(const Dwarf_Op* ops, std::size_t n) {
   const auto reg = x ? ops[0].number : ops[0].atom - DW_OP_breg0;
   const auto off = static_cast<std::int64_t>(x ? ops[0].number2 : ops[0].number);
   if (!fits32(off) || reg > 0xffff) return std::nullopt;
-  return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), off, deref);
+  return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(reg), static_cast<std::int32_t>(off), deref);
 }
 
 Loc register_loc(Dwarf_Frame* frame, int regno) {

@@ -14,16 +14,6 @@ std::uint16_t ra_column(Abi abi) {
   return 0;
 }
 
-Rule make_rule(Rule::Base base, std::uint16_t regnum, std::int64_t offset, bool deref) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = base;
-  r.regnum = regnum;
-  r.offset = static_cast<std::int32_t>(offset);
-  r.deref = deref;
-  return r;
-}
-
 Row translate(const std::optional<Rule>& cfa, const Loc& ra, const Loc& fp, bool signal, bool ra_mangled, Abi abi,
               std::int8_t fixed_ra) {
   Row row;

@@ -172,16 +172,6 @@ Expected<Fre> Section::fre_at(std::uint32_t offset, FreType t, std::uint32_t fde
 
 namespace {
 
-Rule expr(Rule::Base base, std::uint16_t regnum, std::int32_t offset, bool deref) {
-  Rule r;
-  r.kind = Rule::Kind::kExpr;
-  r.base = base;
-  r.regnum = regnum;
-  r.offset = offset;
-  r.deref = deref;
-  return r;
-}
-
 Rule of_kind(Rule::Kind k) {
   Rule r;
   r.kind = k;
@@ -270,25 +260,26 @@ Expected<FrameRow> Section::row(const Fde& fde, const Fre& fre) const noexcept {
   // one place that applies sfh_cfa_fixed_{ra,fp}_offset (spec §2.2).
   const auto saved = [&](WireRow::Slot slot, std::uint32_t k, std::int8_t fixed) {
     if (slot != WireRow::Slot::kWord)
-      return fixed != 0 ? expr(Rule::Base::kCfa, 0, fixed, true) : of_kind(Rule::Kind::kUnchanged);
+      return fixed != 0 ? make_rule(Rule::Base::kCfa, 0, fixed, true) : of_kind(Rule::Kind::kUnchanged);
     if (flex) {
       const std::uint32_t ctl = dataword(fre, k);
       const bool reg = flex::reg_p(ctl);
-      return expr(reg ? Rule::Base::kRegister : Rule::Base::kCfa,
-                  reg ? static_cast<std::uint16_t>(flex::regnum(ctl)) : 0, sdataword(fre, k + 1), flex::deref_p(ctl));
+      return make_rule(reg ? Rule::Base::kRegister : Rule::Base::kCfa,
+                       reg ? static_cast<std::uint16_t>(flex::regnum(ctl)) : 0, sdataword(fre, k + 1),
+                       flex::deref_p(ctl));
     }
     const std::int32_t v = sdataword(fre, k);
     if (v2_s390 && s390x::v2_offset_is_regnum(v))
-      return expr(Rule::Base::kRegister, static_cast<std::uint16_t>(s390x::v2_offset_regnum(v)), 0, false);
-    return expr(Rule::Base::kCfa, 0, v, true);
+      return make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(s390x::v2_offset_regnum(v)), 0, false);
+    return make_rule(Rule::Base::kCfa, 0, v, true);
   };
   if (flex) {
     const std::uint32_t cfa_ctl = dataword(fre, 0);
-    row.cfa = expr(Rule::Base::kRegister, static_cast<std::uint16_t>(flex::regnum(cfa_ctl)), cfa_offset(1),
-                   flex::deref_p(cfa_ctl));
+    row.cfa = make_rule(Rule::Base::kRegister, static_cast<std::uint16_t>(flex::regnum(cfa_ctl)), cfa_offset(1),
+                        flex::deref_p(cfa_ctl));
   } else {
     const AbiRegs regs = abi_regs(header_.abi);
-    row.cfa = expr(Rule::Base::kRegister, fre.cfa_base_sp() ? regs.sp : regs.fp, cfa_offset(0), false);
+    row.cfa = make_rule(Rule::Base::kRegister, fre.cfa_base_sp() ? regs.sp : regs.fp, cfa_offset(0), false);
   }
   row.ra = saved(w.ra, w.ra_word, header_.cfa_fixed_ra_offset);
   row.fp = saved(w.fp, w.fp_word, header_.cfa_fixed_fp_offset);

@@ -12,17 +12,9 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include "capi_test_support.h"
 #include "sframe/sframe.h"
 
-static int failures = 0, checks = 0;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      ++failures;                                                              \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                          \
-  } while (0)
 
 enum { kMax = 64 };
 static void *ours[kMax], *theirs[kMax];
@@ -111,6 +103,5 @@ int main(void) {
     for (i = 0; i < (int)result.count && at + i < n_theirs; ++i) CHECK(ours[i] == theirs[at + i]);
   }
   CHECK(sframe_backtrace_refresh(&e) == SFRAME_OK);
-  printf("capi_backtrace_test: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return capi_test_report("capi_backtrace_test");
 }

@@ -15,17 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_test_support.h"
 #include "sframe/sframe.h"
 
-static int failures = 0, checks = 0;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      ++failures;                                                              \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                          \
-  } while (0)
 
 /* The values sframe.h gives these statuses (part of the ABI). */
 #define kTruncatedHeader 16
@@ -38,7 +30,8 @@ int main(int argc, char **argv) {
   sframe_error e;
   unsigned char bytes[64];
   char path[1024], out[1024];
-  FILE *in, *f;
+  unsigned char *whole;
+  FILE *f;
   size_t n;
   if (argc != 3) {
     fprintf(stderr, "usage: capi_status_test CORPUS_DIR SCRATCH_DIR\n");
@@ -58,18 +51,16 @@ int main(int argc, char **argv) {
   CHECK((int)sframe_section_open_bytes(bytes, 27, 0, 0, &s, &e) == kTruncatedHeader && s == NULL);
 
   /* ELF: the first 40 bytes of a real ELF file (the 64-byte ELF header cut). */
-  snprintf(path, sizeof path, "%s/x86_64-v3-linked/basic", argv[1]);
-  in = fopen(path, "rb");
-  CHECK(in != NULL);
-  if (in) {
-    n = fread(bytes, 1, 40, in);
-    fclose(in);
-    CHECK(n == 40 && memcmp(bytes, "\177ELF", 4) == 0);
+  CHECK(capi_test_corpus_path(path, sizeof path, argv[1], "x86_64-v3-linked/basic"));
+  whole = capi_test_read_file(path, &n);
+  CHECK(whole != NULL);
+  if (whole) {
+    CHECK(n >= 40 && memcmp(whole, "\177ELF", 4) == 0);
     snprintf(out, sizeof out, "%s/capi_status_truncated.elf", argv[2]);
     f = fopen(out, "wb");
     CHECK(f != NULL);
     if (f) {
-      CHECK(fwrite(bytes, 1, n, f) == n);
+      CHECK(fwrite(whole, 1, 40, f) == 40);
       fclose(f);
       memset(&e, 0, sizeof e);
       CHECK((int)sframe_section_open_elf(out, NULL, &s, &e) == kElf && s == NULL);
@@ -77,6 +68,7 @@ int main(int argc, char **argv) {
       CHECK(strstr(sframe_strerror(kElf), "ELF") != NULL);
       remove(out);
     }
+    free(whole);
   }
 
   /* I/O: a file that is not there; errno in err.value. */
@@ -85,6 +77,5 @@ int main(int argc, char **argv) {
   CHECK((int)sframe_section_open_elf(out, NULL, &s, &e) == kIo && s == NULL);
   CHECK(e.status == kIo && e.value == ENOENT);
 
-  printf("%d checks, %d failures\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return capi_test_report("capi_status_test");
 }

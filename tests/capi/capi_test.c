@@ -13,17 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_test_support.h"
 #include "sframe/sframe.h"
 
-static int failures = 0, checks = 0;
-#define CHECK(cond)                                                    \
-  do {                                                                 \
-    ++checks;                                                          \
-    if (!(cond)) {                                                     \
-      ++failures;                                                      \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                  \
-  } while (0)
 
 /* A hand-made stack for sframe_unwind: 4 words at `base` (none: NULL). */
 struct stack_image {
@@ -31,24 +23,6 @@ struct stack_image {
   const uint64_t *words;
 };
 static int capi_test_read(void *ctx, uint64_t addr, uint64_t *value);
-
-static unsigned char *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *buf;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *size = (size_t)n;
-  return buf;
-}
 
 /* The FDE count objdump prints ("Num FDEs: N") in a golden dump. */
 static long golden_num_fdes(const char *path) {
@@ -119,7 +93,7 @@ static void test_bad_bytes(const char *corpus) {
   CHECK(e.offset == 0);
 
   /* A real section (GNU ld), then cut short at every length. */
-  snprintf(path, sizeof path, "%s/x86_64-v3-linked/basic", corpus);
+  CHECK(capi_test_corpus_path(path, sizeof path, corpus, "x86_64-v3-linked/basic"));
   snprintf(golden, sizeof golden, "%s.objdump.txt", path);
   fdes = golden_num_fdes(golden);
   CHECK(fdes > 0);
@@ -144,7 +118,7 @@ static void test_bad_bytes(const char *corpus) {
     sframe_section *tmp = NULL;
     /* The section's raw bytes: found in the file by its magic (0xdee2,
      * little-endian), version 3 and the counts of the ELF path. */
-    whole = read_file(path, &size);
+    whole = capi_test_read_file(path, &size);
     CHECK(whole != NULL);
     if (whole) {
       size_t at, found = (size_t)-1;
@@ -203,7 +177,7 @@ static void test_bad_bytes(const char *corpus) {
   sframe_section_close(elf);
   /* Files that are not there or not ELF. */
   CHECK(sframe_section_open_elf("/nonexistent/file", NULL, &s, &e) == SFRAME_E_IO && s == NULL);
-  snprintf(path, sizeof path, "%s/x86_64-v3-linked/basic.objdump.txt", corpus);
+  CHECK(capi_test_corpus_path(path, sizeof path, corpus, "x86_64-v3-linked/basic.objdump.txt"));
   CHECK(sframe_section_open_elf(path, NULL, &s, &e) == SFRAME_E_ELF && s == NULL);
 }
 
@@ -338,6 +312,5 @@ int main(int argc, char **argv) {
   test_strerror();
   test_bad_bytes(argv[1]);
   test_encoder();
-  printf("capi_test: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return capi_test_report("capi_test");
 }

@@ -15,32 +15,13 @@
 #   exiting while attached, a process killed mid-trace, SIGINT to sframe
 #   while attached (the process must be left running, untraced), deleted
 #   module files, a PID that does not exist.
-# Usage: run.sh SFRAME_BIN WORKDIR. Exit 77 (skip) when ptrace is not allowed
-# or eu-stack/gdb/gcc are missing.
-set -uo pipefail
-bin=$1 work=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-# Under AddressSanitizer, a report must not pass for an ordinary exit 1.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-for tool in gcc eu-stack gdb objcopy python3; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
-
-# Can we trace at all? (Yama ptrace_scope, containers without CAP_SYS_PTRACE.)
-sleep 30 & probe=$!; pids+=($probe)
-if ! out=$("$bin" stack "$probe" 2>&1); then
-  echo "SKIP: cannot ptrace a child process here: $out"
-  exit 77
-fi
-kill $probe 2>/dev/null
+# Usage: run.sh SFRAME_BIN WORKDIR. Fails when ptrace is not allowed or
+# eu-stack/gdb/gcc are missing.
+source "$(dirname "$0")/preamble.sh"
+# The oracles and the tools building the target; then a ptrace of a child
+# (Yama ptrace_scope, containers without CAP_SYS_PTRACE): either missing is a
+# failure, not a skip (CI runs as root with scripts/install-deps' packages).
+require_oracles gcc eu-stack gdb objcopy python3
 
 cflags="-O2 -fomit-frame-pointer"
 build() {  # build DIR EXTRA_FLAGS
@@ -125,7 +106,7 @@ fi
 # --- The machine's own programs (no SFrame anywhere: all generated) -------
 sys_compare() {  # LABEL COMMAND...
   local label=$1; shift
-  command -v "$1" >/dev/null || return 0
+  command -v "$1" >/dev/null || { bad "$label: $1 not installed (a Debian base program)"; return 0; }
   "$@" > /dev/null 2>&1 &
   target=$!; pids+=($target)
   # Settled: every thread asleep, with the same thread count, twice in a row.

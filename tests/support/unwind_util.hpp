@@ -16,23 +16,10 @@ namespace sframe_test {
 
 namespace rule {
 inline sframe::Rule reg(std::uint16_t r, std::int32_t off, bool deref = false) {
-  sframe::Rule x;
-  x.kind = sframe::Rule::Kind::kExpr;
-  x.base = sframe::Rule::Base::kRegister;
-  x.regnum = r;
-  x.offset = off;
-  x.deref = deref;
-  return x;
+  return sframe::make_rule(sframe::Rule::Base::kRegister, r, off, deref);
 }
 /// Saved at CFA + off.
-inline sframe::Rule slot(std::int32_t off) {
-  sframe::Rule x;
-  x.kind = sframe::Rule::Kind::kExpr;
-  x.base = sframe::Rule::Base::kCfa;
-  x.offset = off;
-  x.deref = true;
-  return x;
-}
+inline sframe::Rule slot(std::int32_t off) { return sframe::make_rule(sframe::Rule::Base::kCfa, 0, off, true); }
 /// The header's fixed offset (AMD64 RA at CFA - 8): a CFA slot like any
 /// other in the resolved model; the encoder stores it as no word.
 inline sframe::Rule fixed(std::int32_t off) { return slot(off); }
