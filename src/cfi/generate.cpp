@@ -37,8 +37,8 @@ namespace {
 RowSpec sp_row(std::uint32_t start, std::int32_t cfa_offset) {
   RowSpec r;
   r.start_offset = start;
-  r.row.cfa = detail::make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
-  r.row.ra = detail::make_rule(Rule::Base::kCfa, 0, -8, true);
+  r.row.cfa = make_rule(Rule::Base::kRegister, abi_regs(Abi::kAmd64Little).sp, cfa_offset, false);
+  r.row.ra = make_rule(Rule::Base::kCfa, 0, -8, true);
   return r;
 }
 

@@ -28,9 +28,6 @@ struct Loc {
 /// DWARF register number of the return-address column per ABI.
 std::uint16_t ra_column(Abi abi);
 
-/// sframe::make_rule (section.hpp), under the name generate.cpp calls.
-using ::sframe::make_rule;
-
 /// The offset fits an SFrame data word (at most 32 bits).
 inline bool fits32(std::int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
