@@ -9,6 +9,7 @@
 #include "support/rows.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
+#include "sframe/lookup.hpp"
 #include "support/corpus.hpp"
 
 namespace {
@@ -260,6 +261,73 @@ TEST(Merge, SplitAndMergeGivesTheOriginal) {
     auto twice = merge({*spec, *spec}, 0);
     ASSERT_FALSE(twice);
     EXPECT_EQ(twice.error().code(), FormatErrc::kFdesOverlap);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The FDE shape rules of spec v2/v3 §2.3 (validate(kStrict) holds them), one
+// hand-made function per rule, with the value at fault worked out by hand:
+// the encoder and the RowIndex builder (in-process generation) both refuse
+// each with that error, and both accept the legal edge cases.
+TEST(FunctionShape, EncoderAndRowIndexBuilderRejectTheSameShapes) {
+  using sframe::FunctionSpec;
+  const auto row = [](std::uint32_t start) {
+    sframe::RowSpec r;
+    r.start_offset = start;
+    r.row.cfa = sframe::make_rule(sframe::Rule::Base::kRegister, 7, 8, false);
+    r.row.ra = sframe::make_rule(sframe::Rule::Base::kCfa, 0, -8, true);
+    return r;
+  };
+  struct Case {
+    const char* what;
+    FunctionSpec f;
+    bool ok;
+    std::uint64_t value;  // Error::value when refused
+    std::uint32_t fre;    // Error::fre when refused
+  };
+  const auto fn = [](std::uint64_t start_pc, std::uint32_t size, std::uint8_t rep_size,
+                     std::vector<sframe::RowSpec> rows) {
+    FunctionSpec f;
+    f.start_pc = start_pc;
+    f.size = size;
+    if (rep_size != 0xff) {
+      f.pc_type = sframe::PcType::kMask;
+      f.rep_size = rep_size;
+    }
+    f.rows = std::move(rows);
+    return f;
+  };
+  constexpr std::uint8_t kInc = 0xff;  // a PC-increment function
+  const FunctionSpec mask0 = fn(0x1000, 64, 0, {row(0)});
+  const FunctionSpec wraps = fn(0xfffffffffffffff0, 0x20, kInc, {row(0)});
+  const FunctionSpec not_increasing = fn(0x1000, 64, kInc, {row(0), row(4), row(4)});
+  const FunctionSpec past_end = fn(0x1000, 64, kInc, {row(0), row(64)});
+  const FunctionSpec past_block = fn(0x1000, 64, 16, {row(0), row(16)});
+  const FunctionSpec zero_size_row0 = fn(0x1000, 0, kInc, {row(0)});
+  const FunctionSpec last_byte = fn(0x1000, 64, kInc, {row(0), row(63)});
+  const Case cases[] = {
+      {"PC-mask block size 0", mask0, false, 0, sframe::kNoIndex},
+      {"range wraps past 2^64", wraps, false, 0xfffffffffffffff0, sframe::kNoIndex},
+      {"row starts not increasing", not_increasing, false, 4, 2},
+      {"row at the function's end", past_end, false, 64, 1},
+      {"row past the PC-mask block", past_block, false, 16, 1},
+      {"zero-size function, one row at 0", zero_size_row0, true, 0, 0},
+      {"row at the function's last byte", last_byte, true, 0, 0},
+  };
+  for (const Case& c : cases) {
+    sframe::SectionEncoder enc(sframe::SectionSpec{});
+    sframe::RowIndex::Builder builder;
+    for (auto got : {enc.add(c.f), builder.add(c.f)}) {
+      ASSERT_EQ(static_cast<bool>(got), c.ok) << c.what;
+      if (c.ok) continue;
+      EXPECT_EQ(got.error().code(), sframe::EncodeErrc::kNotRepresentable) << c.what;
+      EXPECT_EQ(got.error().value, c.value) << c.what;
+      EXPECT_EQ(got.error().fde, 0u) << c.what;
+      EXPECT_EQ(got.error().fre, c.fre) << c.what;
+    }
   }
 }
 

@@ -54,6 +54,18 @@ struct FunctionSpec {
   friend bool operator==(const FunctionSpec&, const FunctionSpec&) = default;
 };
 
+/// The shape every function must have to become an FDE with its FREs, as
+/// validate(kStrict) requires of them (spec v2 §2.3, v3 §2.3-2.4): a PC-mask
+/// function has a repetition block size other than 0; its range
+/// [start_pc, start_pc + size) does not wrap around the address space; row
+/// start offsets strictly increase and lie inside the function (inside the
+/// block, for PC-mask), except one row at offset 0 of a zero-size function.
+/// `index` is the function's position, named in the error. SectionEncoder
+/// and RowIndex::Builder both check with it. Errors:
+/// EncodeErrc::kNotRepresentable with the value at fault (block size, start
+/// PC or row start offset), the function index and, for a row, its index.
+Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) noexcept;
+
 /// A whole section to encode.
 struct SectionSpec {
   Version version = Version::kV3;

@@ -289,10 +289,9 @@ class RowIndex {
 class RowIndex::Builder {
  public:
   Builder() = default;
-  /// Adds one function. Errors as SectionEncoder::add() gives them for what
-  /// a RowIndex needs (EncodeErrc::kNotRepresentable: row starts not
-  /// increasing or at or past the function's end, or for PC-mask functions
-  /// its block size; a block size of 0; a range past 2^64). Rules are not
+  /// Adds one function. Errors: check_function_shape()'s (encode.hpp), as
+  /// SectionEncoder::add() gives them; kNotRepresentable past 2^32
+  /// functions or rows. Rules are not
   /// checked for SFrame encodability: the translator gives only rows an
   /// SFrame FRE can hold (the differential tests against libdw check it).
   Expected<void> add(const FunctionSpec& f);

@@ -455,6 +455,20 @@ void SectionEncoder::reserve(std::size_t functions, std::size_t fre_bytes) {
   if (alt_) alt_->reserve(functions, fre_bytes);
 }
 
+Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) noexcept {
+  if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
+  if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
+  const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
+  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
+    if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
+      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+    // A zero-size function may still carry one row at offset 0.
+    if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
+      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
+  }
+  return {};
+}
+
 Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (auto ok = check_header(header_); !ok) return ok;
   // The same checks fail the same way in both.
@@ -471,19 +485,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (static_cast<unsigned>(f.pc_type) > 1 || static_cast<unsigned>(f.fde_type) > 1 ||
       static_cast<unsigned>(f.pauth_key) > 1 || (preserve && static_cast<unsigned>(f.fre_type) > 2))
     return make_error(EncodeErrc::kNotRepresentable, 0, 2, index);
-  // What validate(kStrict) requires of an FDE (spec §2.3): a PC-mask block
-  // size, a function range inside the address space, and (below) row starts
-  // inside the function or block.
-  if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
-  if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
-  const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
-  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
-    if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
-      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-    // A zero-size function may still carry one row at offset 0.
-    if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
-      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-  }
+  if (auto ok = check_function_shape(f, index); !ok) return ok;
   if (size_.merge_adjacent && extends_last(f)) {
     pending_rec_.size += f.size;
     ++added_;

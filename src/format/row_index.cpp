@@ -379,27 +379,16 @@ std::uint32_t RowIndex::Builder::id_of(const FrameRow& row, bool signal, FdeType
 }
 
 Expected<void> RowIndex::Builder::add(const FunctionSpec& f) {
-  // SectionEncoder::add()'s checks of the function's shape (spec §2.3),
-  // with its error values: what an FDE must satisfy for build() to index it.
+  // The encoder's shape checks, with its errors: what an FDE must satisfy
+  // for build() to index it.
   const auto index = static_cast<std::uint32_t>(fns_.size());
   if (fns_.size() >= 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, fns_.size() + 1);
+  if (auto ok = check_function_shape(f, index); !ok) return ok;
   const bool mask = f.pc_type == PcType::kMask;
-  if (mask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
-  if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
-  const std::uint64_t limit = mask ? f.rep_size : f.size;
   Fn fn{f.start_pc, f.size, static_cast<std::uint32_t>(staged_.size()), 0, mask ? f.rep_size : 0u};
   if (staged_.size() + f.rows.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, staged_.size());
   const RowSpec* prev = nullptr;
-  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
-    const RowSpec& r = f.rows[k];
-    if (prev && r.start_offset <= prev->start_offset) {
-      staged_.resize(fn.first);
-      return make_error(EncodeErrc::kNotRepresentable, 0, r.start_offset, index, k);
-    }
-    if (r.start_offset >= limit && !(r.start_offset == 0 && limit == 0)) {
-      staged_.resize(fn.first);
-      return make_error(EncodeErrc::kNotRepresentable, 0, r.start_offset, index, k);
-    }
+  for (const RowSpec& r : f.rows) {
     // A row equal to the one before: no FRE (the encoder drops it).
     const bool repeat = prev && prev->row == r.row;
     prev = &r;
