@@ -54,8 +54,7 @@ struct UnwindSection {
 
   /// Takes `bytes` as a section at link-time `address` and builds the
   /// accelerators; with `fde_index_with_rows` false, no FdeIndex beside a
-  /// RowIndex (its 16-byte entries and buckets, about 20 bytes per FDE,
-  /// saved). Errors: the parse,
+  /// RowIndex (the FdeIndex's entries, about 20 bytes per FDE, saved). Errors: the parse,
   /// validate(kLenient) or FdeIndex error (the object is then empty).
   /// `row_index` false: no RowIndex (an FdeIndex only), for the
   /// one-function sections of per-FDE generation, looked up a few times
