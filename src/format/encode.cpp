@@ -407,6 +407,7 @@ bool SectionEncoder::continues_period(std::uint32_t size, std::span<const Row> f
   std::size_t k = 0;  // rows matched
   const Row* last = nullptr;
   for (std::uint64_t base = from / rep * rep; base < from + size; base += rep) {
+    const std::size_t before = k;
     for (std::size_t j = 0; j < period.size(); ++j) {
       const std::uint64_t at = base + period[j].start;
       const std::uint64_t end = j + 1 < period.size() ? base + period[j + 1].start : base + rep;
@@ -418,8 +419,11 @@ bool SectionEncoder::continues_period(std::uint32_t size, std::span<const Row> f
       last = &period[j];
       ++k;
     }
-    // One row for the whole period: nothing further changes.
-    if (period.size() == 1) break;
+    // A whole period that matched no row read only `last`'s rule, so every
+    // later period reads it too: nothing further changes. This bounds the
+    // loop by the rows of `f_rows`, not by size / rep (a 4 GiB function
+    // with a 1-byte period would take 2^32 rounds).
+    if (period.size() == 1 || (base >= from && k == before)) break;
   }
   return k == f_rows.size();
 }
