@@ -190,7 +190,18 @@ struct ColdHint {
   const detail::ModuleHint::Slot* cur;
   const detail::ModuleHint::Slot* prev;
   const detail::ModuleHint::Slot* fallback;
+  /// Whether the trampolines' hull meets [cur->begin, cur->end]: a PC in
+  /// `cur` (or one past, for a return address) needs the hull check only
+  /// then (nearly never: glibc's __restore_rt is in libc alone).
+  bool cur_tramps;
 };
+
+/// Whether [lo, lo + span) meets the module range of `s`, closed at its end
+/// (a return address may lie one past a lookup PC at the module's end).
+inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::uint64_t lo, std::uint64_t span) noexcept {
+  // User-space addresses: neither end wraps.
+  return span != 0 && lo <= s.begin + s.size && s.begin < lo + span;
+}
 /// A slot holding no PC (size 0).
 constexpr detail::ModuleHint::Slot kNoSlot{};
 
@@ -199,19 +210,23 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
 /// generated map's), through the prebuilt slots, with the two last native
 /// modules remembered. Returns the slot whose compiled row `id` (set)
 /// covers the PC, or null where lookup_compact() would not answer kRule
-/// with a row of that slot (no module, no FDE, kFull): the caller's walk
-/// then leaves the frame to the general loop. Out of line: taken on a
+/// with a row of that slot (no module, no FDE, kFull), and for a PC
+/// `pcv` in the trampolines' hull: the caller's walk then leaves the frame
+/// to the general loop. Out of line: taken on a
 /// module switch or a PC in the generated map only.
-[[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t lpc,
-                                                              std::uint32_t& id) noexcept {
+[[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t pcv,
+                                                              std::uint64_t lpc, std::uint32_t& id) noexcept {
   const detail::ModuleHint::Slot* s = hint.cur;
   if (lpc - s->begin >= s->size) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
+      hint.cur_tramps = tramps_meet(*s, table.tramp_lo, table.tramp_span);
     }
   }
+  // A PC in the trampolines' hull is the general loop's (see cold_run).
+  if (pcv - table.tramp_lo < table.tramp_span) return nullptr;
   id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
   if (id != RowIndex::kNotCovered) return id == RowIndex::kUseFind ? nullptr : s;
   // No FDE in the native map: the generated one (lookup_compact's fallback).
@@ -255,15 +270,18 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
   std::uint64_t sp = ws.sp, fp = ws.fp;
   bool fp_ok = ws.fp_ok;
   const detail::ModuleHint::Slot* cur = hint.cur;
-  const std::uint64_t tramp_lo = table.tramp_lo, tramp_span = table.tramp_span;
+  bool cur_tramps = hint.cur_tramps;
   const std::size_t start = n;
   while (n < cap) {
-    if (memo.key[n] == Memo::key_of(lpc) || pcv - tramp_lo < tramp_span) break;
+    if (memo.key[n] == Memo::key_of(lpc)) break;
     const detail::ModuleHint::Slot* s = cur;
     std::uint32_t id = lpc - s->begin < s->size ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
-    if (id >= RowIndex::kNotCovered) [[unlikely]] {
-      s = cold_lookup(table, hint, lpc, id);
+    if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
+      // A module switch, the generated map, or a PC in the trampolines'
+      // hull (checked only in a module the hull meets): cold_lookup().
+      s = cold_lookup(table, hint, pcv, lpc, id);
       cur = hint.cur;
+      cur_tramps = hint.cur_tramps;
       if (!s) break;
     }
     // In place: the 8-byte rule is read field by field where the executor
@@ -637,7 +655,7 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (n < cap) {
     Memo& memo = st->memo;
     const bool cold = st->cache_empty;
-    ColdHint hint{&kNoSlot, &kNoSlot, &kNoSlot};
+    ColdHint hint{&kNoSlot, &kNoSlot, &kNoSlot, false};
     bool outermost = false;
     std::size_t k = n, taken = 0, looked_up = 0;
     for (;;) {
