@@ -190,20 +190,26 @@ struct ColdHint {
   const detail::ModuleHint::Slot* cur;
   const detail::ModuleHint::Slot* prev;
   const detail::ModuleHint::Slot* fallback;
-  /// Whether the trampolines' hull meets [cur->begin, cur->end]: a PC in
-  /// `cur` (or one past, for a return address) needs the hull check only
-  /// then (nearly never: glibc's __restore_rt is in libc alone).
+  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
+  /// `cur` (or one past, for a return address) needs the trampoline check
+  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
+  /// runtime may have one more, and the hull of both spans the modules
+  /// between, which then need no check).
   bool cur_tramps;
 };
 
-/// Whether [lo, lo + span) meets the module range of `s`, closed at its end
-/// (a return address may lie one past a lookup PC at the module's end).
-inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::uint64_t lo, std::uint64_t span) noexcept {
-  // User-space addresses: neither end wraps.
-  return span != 0 && lo <= s.begin + s.size && s.begin < lo + span;
-}
 /// A slot holding no PC (size 0).
 constexpr detail::ModuleHint::Slot kNoSlot{};
+
+/// Whether a range of `tramps` meets the module range of `s`, closed at its
+/// end (a return address may lie one past a lookup PC at the module's end).
+/// Bounded by the number of trampolines.
+inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange> tramps) noexcept {
+  // User-space addresses: no end wraps.
+  for (const AddressRange& r : tramps)
+    if (r.begin <= s.begin + s.size && s.begin < r.end) return true;
+  return false;
+}
 
 /// cold_run()'s lookup where the PC is not in the hint's current module's
 /// rows: lookup_compact()'s order (the native map's module, else the
@@ -211,9 +217,10 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
 /// modules remembered. Returns the slot whose compiled row `id` (set)
 /// covers the PC, or null where lookup_compact() would not answer kRule
 /// with a row of that slot (no module, no FDE, kFull), and for a PC
-/// `pcv` in the trampolines' hull: the caller's walk then leaves the frame
-/// to the general loop. Out of line: taken on a
-/// module switch or a PC in the generated map only.
+/// `pcv` in a signal trampoline: the caller's walk then leaves the frame
+/// to the general loop. Out of line: taken on a module switch, a PC in
+/// the generated map, or a PC within the trampolines' hull in a module
+/// with a trampoline only.
 [[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t pcv,
                                                               std::uint64_t lpc, std::uint32_t& id) noexcept {
   const detail::ModuleHint::Slot* s = hint.cur;
@@ -222,11 +229,11 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
-      hint.cur_tramps = tramps_meet(*s, table.tramp_lo, table.tramp_span);
+      hint.cur_tramps = tramps_meet(*s, table.trampolines);
     }
   }
-  // A PC in the trampolines' hull is the general loop's (see cold_run).
-  if (pcv - table.tramp_lo < table.tramp_span) return nullptr;
+  // A PC in a trampoline is the general loop's (the same test as its).
+  if (pcv - table.tramp_lo < table.tramp_span && detail::in_ranges(table.trampolines, pcv)) return nullptr;
   id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
   if (id != RowIndex::kNotCovered) return id == RowIndex::kUseFind ? nullptr : s;
   // No FDE in the native map: the generated one (lookup_compact's fallback).
@@ -248,7 +255,7 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
 /// frame's PC goes to out[n...] (up to `cap`) and its rule and step code to
 /// the memo, so that the same stack is warm next time. Returns the new
 /// count. Stops short, changing nothing for that frame, at anything else:
-/// a PC the memo holds (memo_run()'s), a PC in the trampolines' hull, a
+/// a PC the memo holds (memo_run()'s), a PC in a signal trampoline, a
 /// lookup that is not kRule, a rule of kSlowRule, an FP-based rule without
 /// a known FP, a read outside [lo, hi), a CFA not above the SP (which is
 /// the last CFA: `ws` must have no other previous CFA), a zero RA. The
@@ -285,7 +292,8 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
       if (!s) break;
     }
     // In place: the 8-byte rule is read field by field where the executor
-    // needs each, and copied whole into the memo.
+    // needs each, and copied whole into the memo with its step code (every
+    // prebuilt slot with compiled rows has their codes: build_slots()).
     const CompactRule& rule = s->compact[id];
     if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
     if ((rule.flags & CompactRule::kCfaBaseFp) && !fp_ok) break;
@@ -295,14 +303,14 @@ constexpr detail::ModuleHint::Slot kNoSlot{};
     if (status != detail::CompactStatus::kStepped) [[unlikely]] {
       if (status != detail::CompactStatus::kOutermost) break;
       out[n] = reinterpret_cast<void*>(pcv);
-      memo.put(n, lpc, rule, s->codes ? s->codes[id] : straight_code(rule));
+      memo.put(n, lpc, rule, s->codes[id]);
       ++n;
       outermost = true;
       break;
     }
     if (st.ra == 0) break;
     out[n] = reinterpret_cast<void*>(pcv);
-    memo.put(n, lpc, rule, s->codes ? s->codes[id] : straight_code(rule));
+    memo.put(n, lpc, rule, s->codes[id]);
     ++n;
     fp_ok = st.fp_known;
     fp = st.fp;
