@@ -459,17 +459,25 @@ void SectionEncoder::reserve(std::size_t functions, std::size_t fre_bytes) {
   if (alt_) alt_->reserve(functions, fre_bytes);
 }
 
-Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) noexcept {
+Expected<void> check_function_outline(const FunctionSpec& f, std::uint32_t index) noexcept {
   if (f.pc_type == PcType::kMask && f.rep_size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index);
   if (f.start_pc + f.size < f.start_pc) return make_error(EncodeErrc::kNotRepresentable, 0, f.start_pc, index);
-  const std::uint64_t limit = f.pc_type == PcType::kMask ? f.rep_size : f.size;
-  for (std::uint32_t k = 0; k < f.rows.size(); ++k) {
-    if (k > 0 && f.rows[k].start_offset <= f.rows[k - 1].start_offset)
-      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-    // A zero-size function may still carry one row at offset 0.
-    if (f.rows[k].start_offset >= limit && !(f.rows[k].start_offset == 0 && limit == 0))
-      return make_error(EncodeErrc::kNotRepresentable, 0, f.rows[k].start_offset, index, k);
-  }
+  return {};
+}
+
+Expected<void> check_row_start(std::uint64_t limit, std::uint32_t index, std::uint32_t k, std::uint32_t start,
+                               std::uint32_t prev) noexcept {
+  if (!detail::row_start_fits(limit, k, start, prev))
+    return make_error(EncodeErrc::kNotRepresentable, 0, start, index, k);
+  return {};
+}
+
+Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) noexcept {
+  if (auto ok = check_function_outline(f, index); !ok) return ok;
+  const std::uint64_t limit = detail::row_limit(f.pc_type, f.size, f.rep_size);
+  for (std::uint32_t k = 0; k < f.rows.size(); ++k)
+    if (auto ok = check_row_start(limit, index, k, f.rows[k].start_offset, k > 0 ? f.rows[k - 1].start_offset : 0); !ok)
+      return ok;
   return {};
 }
 
