@@ -112,6 +112,12 @@ struct LoadOptions {
   std::string* text_prefix = nullptr;
 };
 
+/// "section NAME: ERROR" ("raw section: ERROR") for an error found in `l`'s
+/// SFrame section (`section`: its name in an ELF file); for an ELF file the
+/// file offset of the byte at fault (the section's sh_offset, or its
+/// PT_GNU_SFRAME's p_offset, plus the error's section offset) follows.
+std::string section_error_text(const Loaded& l, const std::string& section, const Error& e);
+
 /// Opens ARG (PATH[@ADDRESS]; ELF or raw, told apart by their magic) and
 /// parses its SFrame section, placed at ADDRESS when given.
 std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why);
