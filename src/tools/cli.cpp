@@ -262,6 +262,31 @@ std::string section_error_text(const Loaded& l, const std::string& section, cons
   return s;
 }
 
+bool rows_fit_model(const Loaded& l, const std::string& section, std::string& why) {
+  // FDEs may share one FRE block (spec §2.4 does not forbid it), so the rows
+  // they declare can outnumber the section's bytes without bound: 20,000
+  // FDEs on one block of 100,000 FREs (700 KB) declare 2 x 10^9 rows, which
+  // to_spec() would hold apart. Blocks that are not shared take 2 bytes or
+  // more per row; sharing gets 4 rows per byte of headroom.
+  const std::uint64_t limit = 4 * std::uint64_t{l.data.bytes.size()} + 4096;
+  std::uint64_t rows = 0;
+  for (std::uint32_t i = 0; i < l.section.num_fdes(); ++i) {
+    const Expected<Fde> f = l.section.fde(i);
+    if (!f) {
+      why = section_error_text(l, section, f.error());
+      return false;
+    }
+    rows += f->num_fres;
+    if (rows > limit) {
+      why = fmt::format("{}: FDEs sharing FRE blocks declare more than {} rows by FDE {} ({} bytes); merge and "
+                        "convert hold every FDE's rows apart, up to 4 per byte",
+                        l.raw ? std::string("raw section") : "section " + section, limit, i, l.data.bytes.size());
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why) {
   const InputName in = split_input(arg);
   const auto kind = identify(in.path, why);
