@@ -214,6 +214,30 @@ bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy po
          std::make_tuple(b.size == 0, eu_binding_rank(b.binding), b.size, b.order);
 }
 
+// Sorts `v` stably by key(element), a 64-bit value: an LSD radix sort over
+// the key bits that vary, 11 bits a pass (a few passes for one file's
+// addresses, where a comparison sort of a libc-sized table cost most of
+// reading it). Fewer than 2^32 elements.
+template <class T, class KeyOf>
+void radix_sort(std::vector<T>& v, KeyOf key) {
+  if (v.empty()) return;
+  std::uint64_t varying = 0;
+  const std::uint64_t first = key(v.front());
+  for (const T& x : v) varying |= key(x) ^ first;
+  constexpr unsigned kDigitBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
+  std::vector<T> tmp(v.size());
+  std::vector<std::uint32_t> count(kBuckets);
+  for (unsigned shift = 0; shift < 64 && (varying >> shift) != 0; shift += kDigitBits) {
+    std::fill(count.begin(), count.end(), 0u);
+    for (const T& x : v) ++count[(key(x) >> shift) & (kBuckets - 1)];
+    std::uint32_t at = 0;
+    for (std::uint32_t& c : count) at += std::exchange(c, at);
+    for (const T& x : v) tmp[count[(key(x) >> shift) & (kBuckets - 1)]++] = x;
+    v.swap(tmp);
+  }
+}
+
 bool covers(const FunctionSymbol& s, std::uint64_t address) {
   return address >= s.address && address - s.address < std::max<std::uint64_t>(s.size, 1);
 }
@@ -280,7 +304,10 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     std::vector<std::uint64_t> have;
     have.reserve(t.symbols_.size());
     for (const auto& s : t.symbols_) have.push_back(s.address);
-    std::sort(have.begin(), have.end());
+    if (have.size() < 256)
+      std::sort(have.begin(), have.end());
+    else
+      radix_sort(have, [](std::uint64_t a) { return a; });
     for (auto& s : dyn)
       if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
     if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
@@ -328,20 +355,7 @@ void SymbolTable::finish() {
       // comparison sort of a libc-sized table cost most of reading it);
       // equal addresses keep index order, and only those groups (aliases)
       // are then ordered by `before`: the same order as sorting by it.
-      std::uint64_t varying = 0;
-      for (const Key& k : keys) varying |= k.address ^ keys.front().address;
-      constexpr unsigned kDigitBits = 11;
-      constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
-      std::vector<Key> tmp(keys.size());
-      std::vector<std::uint32_t> count(kBuckets);
-      for (unsigned shift = 0; shift < 64 && (varying >> shift) != 0; shift += kDigitBits) {
-        std::fill(count.begin(), count.end(), 0u);
-        for (const Key& k : keys) ++count[(k.address >> shift) & (kBuckets - 1)];
-        std::uint32_t at = 0;
-        for (std::uint32_t& c : count) at += std::exchange(c, at);
-        for (const Key& k : keys) tmp[count[(k.address >> shift) & (kBuckets - 1)]++] = k;
-        keys.swap(tmp);
-      }
+      radix_sort(keys, [](const Key& k) { return k.address; });
       for (std::size_t i = 0; i < keys.size();) {
         std::size_t j = i + 1;
         while (j < keys.size() && keys[j].address == keys[i].address) ++j;
