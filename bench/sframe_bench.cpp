@@ -7,7 +7,6 @@
 // open (parse) vs sframe_decode, find(pc) vs sframe_find_fre, and strict
 // validation throughput. All figures come from this one run.
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <map>
@@ -18,27 +17,11 @@
 #include "sframe/elf.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
+#include "support/gnu_libsframe.hpp"
 
 namespace {
 
-// --- GNU libsframe 2.40, declared here: Debian ships no header for it. ---
-struct LibSframe {
-  using Decode = void* (*)(const char*, std::size_t, int*);
-  using Free = void (*)(void**);
-  using FindFre = int (*)(void*, std::int32_t, void*);
-  Decode decode = nullptr;
-  Free free = nullptr;
-  FindFre find_fre = nullptr;
-  bool ok = false;
-  LibSframe() {
-    void* h = dlopen("libsframe.so.0", RTLD_NOW);
-    if (!h) return;
-    decode = reinterpret_cast<Decode>(dlsym(h, "sframe_decode"));
-    free = reinterpret_cast<Free>(dlsym(h, "sframe_decoder_free"));
-    find_fre = reinterpret_cast<FindFre>(dlsym(h, "sframe_find_fre"));
-    ok = decode && free && find_fre;
-  }
-};
+using LibSframe = sframe_test::GnuLibsframe;
 
 struct Input {
   sframe::elf::SFrameSectionData data;

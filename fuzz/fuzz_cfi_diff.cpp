@@ -5,7 +5,9 @@
 // .eh_frame or .debug_frame) and whether .text exists (bit 2); the rest is
 // the section's bytes, put into a minimal ELF shared object at 0x10000. The
 // readers must agree at every row start either gives (compare_readers()),
-// and neither may crash, hang or allocate without bound. Not compared: the
+// and neither may crash, hang or allocate without bound. The same bytes
+// then go through the in-process backtrace's generation (a RowIndex built
+// from the translator's rows), which must answer as libdw's rows. Not compared: the
 // input classes ReaderComparison counts where libdw is wrong or the CFI has
 // no defined meaning (listed below; each has a kept input in
 // tests/fuzz_regressions/fuzz_cfi_diff/, tests/fuzz_regressions/README.md).
@@ -14,13 +16,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "check_encode.hpp"
 #include "memfd.hpp"
 #include "sframe/cfi.hpp"
+#include "sframe/module_unwind.hpp"
 
 namespace {
 
@@ -85,6 +91,75 @@ std::vector<std::uint8_t> make_elf(const std::uint8_t* cfi, std::size_t n, bool 
   return out;
 }
 
+// The in-process backtrace's path over the same bytes, as a loaded
+// module's CFI: ModuleUnwind::generate() without an FdeIndex, whose
+// RowIndex::Builder takes the translator's rows in place (no encoded
+// section). It must refuse cleanly or build; when `libdw_is_truth` (the
+// readers agreed row for row, with none of the classes where libdw is not
+// the truth), its index must answer as libdw's rows at the first and last
+// byte of every row of every function SFrame can hold.
+void check_rows_built_index(const sframe::elf::ElfFile& file, const std::uint8_t* cfi, std::size_t n, bool aarch64,
+                            bool debug, bool libdw_is_truth) {
+  using namespace sframe;
+  const Abi abi = aarch64 ? Abi::kAarch64Little : Abi::kAmd64Little;
+  // At the address cfi_sources() gives each (make_elf()'s sh_addr).
+  const cfi::CfiSource src{std::span<const std::byte>(reinterpret_cast<const std::byte*>(cfi), n), debug ? 0u : 0x10000u,
+                           debug ? cfi::CfiKind::kDebugFrame : cfi::CfiKind::kEhFrame, false, 8, 0, 0};
+  cfi::ModuleUnwindOptions opt;
+  opt.fde_index_with_rows = false;
+  cfi::ModuleUnwind m = cfi::ModuleUnwind::build(cfi::ModuleImage{}, opt);
+  if (!m.generate(std::span<const cfi::CfiSource>(&src, 1), abi, 0) || !libdw_is_truth) return;
+  const cfi::UnwindSection& s = m.primary();
+  if (!s.rows) return;  // an encoded section instead (e.g. FDEs a RowIndex cannot hold)
+  // FDEs with the start of an earlier one (CfiStats::duplicates; linkers
+  // never make them): ours keeps the first, libdw answers from whichever
+  // its search finds, as for overlapping FDEs.
+  // Which FDEs exist is the reader's answer, compared with libdw's above
+  // (where libdw reads records past .eh_frame's zero terminator, ours ends
+  // there, LSB 5.0): compared here are the PCs both readers cover.
+  cfi::CfiStats stats;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ours;  // by start (read_cfi()'s order)
+  if (!cfi::read_cfi(src, abi, [&](const cfi::Function& f) { ours.emplace_back(f.start, f.end); }, &stats) ||
+      stats.duplicates != 0)
+    return;
+  const auto covered = [&](std::uint64_t pc) {
+    auto it = std::upper_bound(ours.begin(), ours.end(), pc, [](std::uint64_t v, const auto& r) { return v < r.first; });
+    return it != ours.begin() && pc < std::prev(it)->second;
+  };
+  (void)cfi::libdw_functions(file, [&](const cfi::Function& fn) {
+    bool blocked = fn.end - fn.start > UINT32_MAX;
+    for (const cfi::Row& r : fn.rows) {
+      if (r.reason == cfi::Reason::kCfiTooLong) return;  // past libdw's work bound: no truth
+      blocked |= r.reason != cfi::Reason::kNone && !r.flex;
+    }
+    if (blocked) return;  // left out of SFrame (or, x86-64, ld's .plt recognized)
+    for (const cfi::Row& want : fn.rows)
+      for (const std::uint64_t pc : {want.start, want.end > want.start ? want.end - 1 : want.start}) {
+        if (!covered(pc)) continue;
+        const Expected<RowMatch> got = s.rows->find(pc);
+        // libdw does not report AArch64's RA signing state
+        // (DW_CFA_AARCH64_negate_ra_state): not compared, as
+        // compare_readers() leaves it out.
+        FrameRow mine = got ? got->row : FrameRow{};
+        mine.ra_mangled = want.row.ra_mangled;
+        if (!got || !(mine == want.row) || got->signal != want.signal) {
+          const auto rule = [](const Rule& r) {
+            return std::to_string(static_cast<int>(r.kind)) + "/" + std::to_string(static_cast<int>(r.base)) + "/" +
+                   std::to_string(r.regnum) + "/" + std::to_string(r.offset) + (r.deref ? "*" : "");
+          };
+          const auto row = [&](const FrameRow& r) {
+            return "cfa " + rule(r.cfa) + " ra " + rule(r.ra) + " fp " + rule(r.fp) + (r.ra_mangled ? " mangled" : "");
+          };
+          std::fprintf(stderr, "sframe fuzz: rows-built index at 0x%llx (function 0x%llx-0x%llx): %s (libdw: %s)\n",
+                       static_cast<unsigned long long>(pc), static_cast<unsigned long long>(fn.start),
+                       static_cast<unsigned long long>(fn.end),
+                       got ? ("row differs: " + row(got->row)).c_str() : "not covered", row(want.row).c_str());
+          SFRAME_FUZZ_CHECK(got && mine == want.row && got->signal == want.signal);
+        }
+      }
+  });
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -144,15 +219,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // And DW_CFA_remember_state nested past kMaxRememberDepth: a bound of ours
   // (DWARF 5 §6.4.2.4 sets none; no compiler nests more than two), where
   // ours ends the function and libdw reads on.
-  if (d->differing_rows != 0 && d->overlapping_fdes == 0 && d->truncated_fdes == 0 &&
-      d->ours_unreadable == 0 && d->abi_default_cfa == 0 && d->debug_frame_zero_length == 0 &&
-      d->large_regno == 0 && d->empty_expression == 0 && d->long_leb == 0 && d->wide_offset == 0 &&
-      d->deep_remember == 0) {
+  const bool comparable = d->overlapping_fdes == 0 && d->truncated_fdes == 0 && d->ours_unreadable == 0 &&
+                          d->abi_default_cfa == 0 && d->debug_frame_zero_length == 0 && d->large_regno == 0 &&
+                          d->empty_expression == 0 && d->long_leb == 0 && d->wide_offset == 0 &&
+                          d->deep_remember == 0;
+  if (d->differing_rows != 0 && comparable) {
     const auto& x = d->examples[0];
     std::fprintf(stderr, "sframe fuzz: %llu rows differ from libdw; first at 0x%llx (FDE 0x%llx): %s\n",
                  static_cast<unsigned long long>(d->differing_rows), static_cast<unsigned long long>(x.pc),
                  static_cast<unsigned long long>(x.function_start), std::string(x.what).c_str());
     SFRAME_FUZZ_CHECK(d->differing_rows == 0);
   }
+  check_rows_built_index(*file, data + 1, size - 1, aarch64, debug, comparable && d->differing_rows == 0);
   return 0;
 }

@@ -2,7 +2,6 @@
 // find(pc) against two independent truths: the rows GNU objdump printed for
 // the corpus files, and GNU libsframe's sframe_find_fre (binutils 2.40, via
 // dlopen) on v1 sections.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
 #include "support/corpus.hpp"
+#include "support/gnu_libsframe.hpp"
 
 namespace {
 
@@ -168,29 +168,8 @@ TEST(Lookup, UnwindSectionWithoutFdeIndexAnswersAsObjdump) {
   EXPECT_GT(checked, 300u);
 }
 
-// GNU libsframe 2.40, declared here (Debian ships no header).
-struct LibSframe {
-  using Decode = void* (*)(const char*, std::size_t, int*);
-  using Free = void (*)(void**);
-  using FindFre = int (*)(void*, std::int32_t, void*);
-  Decode decode = nullptr;
-  Free free = nullptr;
-  FindFre find_fre = nullptr;
-  LibSframe() {
-    if (void* h = dlopen("libsframe.so.0", RTLD_NOW)) {
-      decode = reinterpret_cast<Decode>(dlsym(h, "sframe_decode"));
-      free = reinterpret_cast<Free>(dlsym(h, "sframe_decoder_free"));
-      find_fre = reinterpret_cast<FindFre>(dlsym(h, "sframe_find_fre"));
-    }
-  }
-};
-
-// libsframe 2.40's sframe_frame_row_entry.
-struct GnuFre {
-  std::uint32_t start_addr;
-  unsigned char offsets[12];
-  unsigned char info;
-};
+using sframe_test::GnuFre;
+using LibSframe = sframe_test::GnuLibsframe;
 
 TEST(Lookup, AgreesWithGnuLibsframeOnV1) {
   LibSframe gnu;

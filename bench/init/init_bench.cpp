@@ -18,10 +18,14 @@
 // c++ and llvm when no case is named)
 // INIT_BENCH_SMAPS=1 in a child (init_bench --child sframepp c++|llvm)
 // prints the RSS added per mapping; INIT_BENCH_REPORT=1 each module's
-// outcome.
+// outcome; INIT_BENCH_KEEP_CFI=1 sets BacktraceOptions::release_cfi_pages
+// to false. After ready, each sframepp child times a first C++ throw/catch
+// (CPU, minor page faults): what the program pays when the .eh_frame pages
+// init gave back are mapped again.
 // Prints medians (min-max) per case and the ratios. Never asserts a speed.
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,7 +126,19 @@ struct Sample {
   long ready_rss_kib = 0, ready_anon_kib = 0;
   double first_walk_us = 0;
   std::size_t frames = 0;
+  double throw_cpu_us = 0;  // first throw/catch after ready
+  long throw_minflt = 0;
 };
+
+[[gnu::noinline]] void thrower(int v) {
+  if (v >= 0) throw std::runtime_error("init_bench");
+}
+
+long minflt() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
 
 bool g_per_fde = false;  // the case's BacktraceOptions::stack_libraries_per_fde
 
@@ -136,6 +153,7 @@ bool g_per_fde = false;  // the case's BacktraceOptions::stack_libraries_per_fde
                p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
   sframe::BacktraceOptions options;
   options.stack_libraries_per_fde = g_per_fde;
+  options.release_cfi_pages = std::getenv("INIT_BENCH_KEEP_CFI") == nullptr;
   auto ok = sframe::backtrace_init(options);
   const double w1 = now_ns(CLOCK_MONOTONIC), c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   s.init_rss_kib = rss_kib() - rss0;
@@ -163,6 +181,14 @@ bool g_per_fde = false;  // the case's BacktraceOptions::stack_libraries_per_fde
   if (std::getenv("INIT_BENCH_REPORT"))
     for (const auto& m : sframe::backtrace_report().modules)
       std::fprintf(stderr, "  %s: %s\n", m.name.c_str(), m.reason.c_str());
+  const long f0 = minflt();
+  const double t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  try {
+    thrower(1);
+  } catch (const std::runtime_error&) {
+  }
+  s.throw_cpu_us = (now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / 1e3;
+  s.throw_minflt = minflt() - f0;
   s.init_wall_us = (w1 - w0) / 1e3;
   s.init_cpu_us = (c1 - c0) / 1e3;
   s.ready_wall_us = (w2 - w0) / 1e3;
@@ -201,9 +227,9 @@ int child(const char* who, const char* kase) {
     return 3;
   }
   const Sample s = std::strcmp(who, "sframepp") == 0 ? measure_sframepp() : measure_libunwind();
-  std::printf("%.1f %.1f %ld %.1f %.1f %ld %.1f %zu %ld %ld\n", s.init_wall_us, s.init_cpu_us, s.init_rss_kib,
+  std::printf("%.1f %.1f %ld %.1f %.1f %ld %.1f %zu %ld %ld %.1f %ld\n", s.init_wall_us, s.init_cpu_us, s.init_rss_kib,
               s.ready_wall_us, s.ready_cpu_us, s.ready_rss_kib, s.first_walk_us, s.frames, s.init_anon_kib,
-              s.ready_anon_kib);
+              s.ready_anon_kib, s.throw_cpu_us, s.throw_minflt);
   return 0;
 }
 
@@ -230,9 +256,9 @@ bool run_child(const char* self, const char* who, const char* kase, Sample& s) {
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0, buf);
     return false;
   }
-  return std::sscanf(buf, "%lf %lf %ld %lf %lf %ld %lf %zu %ld %ld", &s.init_wall_us, &s.init_cpu_us, &s.init_rss_kib,
-                     &s.ready_wall_us, &s.ready_cpu_us, &s.ready_rss_kib, &s.first_walk_us, &s.frames,
-                     &s.init_anon_kib, &s.ready_anon_kib) == 10;
+  return std::sscanf(buf, "%lf %lf %ld %lf %lf %ld %lf %zu %ld %ld %lf %ld", &s.init_wall_us, &s.init_cpu_us,
+                     &s.init_rss_kib, &s.ready_wall_us, &s.ready_cpu_us, &s.ready_rss_kib, &s.first_walk_us, &s.frames,
+                     &s.init_anon_kib, &s.ready_anon_kib, &s.throw_cpu_us, &s.throw_minflt) == 12;
 }
 
 struct Stat {
@@ -264,6 +290,11 @@ void print_row(const char* name, const std::vector<Sample>& v) {
               "us, %zu frames\n",
               name, iw.med, iw.lo, iw.hi, ic.med, ic.lo, ic.hi, ir.med, ir.lo, ir.hi, ia.med, rw.med, rc.med, rc.lo, rc.hi,
               rr.med, rr.lo, rr.hi, ra.med, f.med, v.front().frames);
+  const Stat tc = col([](const Sample& s) { return s.throw_cpu_us; });
+  const Stat tf = col([](const Sample& s) { return s.throw_minflt; });
+  if (tc.hi > 0)
+    std::printf("  %-9s first throw/catch after ready: cpu %.0f us (%.0f-%.0f), %.0f minor faults (%.0f-%.0f)\n", name,
+                tc.med, tc.lo, tc.hi, tf.med, tf.lo, tf.hi);
 }
 
 }  // namespace

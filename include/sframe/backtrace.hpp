@@ -112,6 +112,13 @@ struct BacktraceOptions {
   /// frame-pointer fallback, so a crash right after init may get a shorter
   /// trace. False (the default): such libraries are generated whole in init.
   bool stack_libraries_per_fde = false;
+  /// Once a module's SFrame is generated from its loaded .eh_frame, give
+  /// back the .eh_frame pages the reading made resident
+  /// (madvise(MADV_DONTNEED), only on pages no relocation can have written:
+  /// read-only segments of modules without text relocations). They are
+  /// mapped again from the page cache when the program reads them (a C++
+  /// exception, a libgcc unwind: a minor fault per page). False: keep them.
+  bool release_cfi_pages = true;
 };
 
 /// Where a module's SFrame comes from in the backtrace's module table.

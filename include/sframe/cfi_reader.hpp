@@ -295,6 +295,21 @@ Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi,
                                        std::uint64_t section_address, std::span<const PltSection> plts,
                                        const std::function<void(const FunctionSpec&)>& fn);
 
+/// What for_each_translated() gives per function: its `shape` (start PC,
+/// size, PC and FDE types, signal bit) and, for a function translated from
+/// CFI, the reader's Function it comes from, whose rows are its rows (row k
+/// starts cfi->rows[k].start - cfi->start bytes into it; shape.rows is
+/// empty). For a PLT function `cfi` is null and shape.rows holds its rows.
+/// Both are valid during the call only.
+using TranslatedSink = std::function<void(const FunctionSpec& shape, const Function* cfi)>;
+
+/// for_each_generated() without copying each function's rows into
+/// RowSpecs: the same functions, in the same order, with the reader's rows
+/// (RowIndex::Builder takes them in place). Errors as for_each_generated().
+Expected<Generated> for_each_translated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                        std::uint64_t section_address, std::span<const PltSection> plts,
+                                        const TranslatedSink& fn);
+
 /// for_each_generated() for one CFI function (e.g. from FdeReader::read(),
 /// the on-demand path): calls `fn` with the SFrame function it becomes, by
 /// the same translation (or, x86-64 without `plts`, with GNU ld's PC-mask

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sframe/consumers.hpp"
+#include "sframe/detail/row_shape.hpp"
 #include "sframe/section.hpp"
 
 namespace sframe {
@@ -65,6 +66,18 @@ struct FunctionSpec {
 /// EncodeErrc::kNotRepresentable with the value at fault (block size, start
 /// PC or row start offset), the function index and, for a row, its index.
 Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) noexcept;
+
+/// check_function_shape() without the rows (f.rows is not read), for rows
+/// held apart from the FunctionSpec (RowIndex::Builder's in-place rows),
+/// each then checked by check_row_start().
+Expected<void> check_function_outline(const FunctionSpec& f, std::uint32_t index) noexcept;
+
+/// check_function_shape()'s rule for one row: row `k` of function `index`,
+/// whose rows must lie below `limit` (detail::row_limit()), starts at offset
+/// `start`, after a row at `prev` when k > 0. Errors as
+/// check_function_shape()'s for a row.
+Expected<void> check_row_start(std::uint64_t limit, std::uint32_t index, std::uint32_t k, std::uint32_t start,
+                               std::uint32_t prev) noexcept;
 
 /// A whole section to encode.
 struct SectionSpec {

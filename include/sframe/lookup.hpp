@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sframe/detail/row_shape.hpp"
+#include "sframe/detail/scratch.hpp"
 #include "sframe/section.hpp"
 
 namespace sframe {
@@ -295,6 +297,32 @@ class RowIndex::Builder {
   /// checked for SFrame encodability: the translator gives only rows an
   /// SFrame FRE can hold (the differential tests against libdw check it).
   Expected<void> add(const FunctionSpec& f);
+  /// add() of `shape` with its rows held elsewhere (shape.rows is not
+  /// read): `count` rows, row k starting `start_of(k)` bytes into the
+  /// function (std::uint32_t) with the rules `row_of(k)` (const FrameRow&).
+  /// Same checks, errors and result as add() of a copy with those rows: the
+  /// CFI translator's rows go in without being copied into RowSpecs.
+  template <class StartOf, class RowOf>
+  Expected<void> add(const FunctionSpec& shape, std::size_t count, StartOf start_of, RowOf row_of) {
+    if (auto ok = open_function(shape, count); !ok) return ok;
+    // Every row checked before any is staged: a function refused leaves
+    // nothing behind (no distinct row of its own), as in the encoder.
+    std::uint32_t prev_start = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::uint32_t start = start_of(k);
+      if (!detail::row_start_fits(open_limit_, k, start, prev_start)) return row_error(k, start, prev_start);
+      prev_start = start;
+    }
+    const FrameRow* prev = nullptr;
+    for (std::size_t k = 0; k < count; ++k) {
+      const FrameRow& row = row_of(k);
+      // A row equal to the one before: no FRE (the encoder drops it).
+      if (!(prev && *prev == row)) stage(start_of(k), row);
+      prev = &row;
+    }
+    fns_.push_back(open_);
+    return {};
+  }
   /// Capacity for `functions` functions and `rows` rows (a guess; growth
   /// costs copies).
   void reserve(std::size_t functions, std::size_t rows);
@@ -313,15 +341,31 @@ class RowIndex::Builder {
     std::uint32_t rep_size;  // 0: PC-increment
   };
   std::uint32_t id_of(const FrameRow& row, bool signal, FdeType type);
+  /// add()'s checks of everything but the rows, and open_ set for them.
+  Expected<void> open_function(const FunctionSpec& shape, std::size_t count);
+  /// check_row_start()'s error (encode.hpp) for row k of the open function.
+  Expected<void> row_error(std::size_t k, std::uint32_t start, std::uint32_t prev) const;
+  /// Row `start` of the open function, staged.
+  void stage(std::uint32_t start, const FrameRow& row) {
+    staged_.push_back({start, id_of(row, open_signal_, open_type_)});
+    ++open_.count;
+  }
+  Fn open_{};  // the function add() is staging
+  std::uint64_t open_limit_ = 0;  // detail::row_limit() of the open function
+  bool open_signal_ = false;
+  FdeType open_type_ = FdeType::kDefault;
   RowIndex ix_;
-  std::vector<Fn> fns_;
-  std::vector<Entry> staged_;  // start: offset in the function or period
+  // The staging lives only until finish(): its own pages (scratch.hpp).
+  template <class T>
+  using Scratch = std::vector<T, detail::ScratchAllocator<T>>;
+  Scratch<Fn> fns_;
+  Scratch<Entry> staged_;  // start: offset in the function or period
   struct Packed {
     std::uint64_t cfa, ra, fp, flags;
     friend bool operator==(const Packed&, const Packed&) = default;
   };
-  std::vector<std::uint32_t> slots_;  // open addressing over ix_.rows_ (ids)
-  std::vector<Packed> keys_;          // each row of ix_.rows_ packed
+  Scratch<std::uint32_t> slots_;  // open addressing over ix_.rows_ (ids)
+  Scratch<Packed> keys_;          // each row of ix_.rows_ packed
   std::uint32_t last_id_ = 0xffffffff;
 };
 

@@ -549,6 +549,17 @@ bool libdw_may_run(const CfiStats& stats) {
   return stats.large_regno == 0 && stats.long_leb == 0 && stats.truncated == 0 && stats.unreadable == 0;
 }
 
+// The screening's outcome and the four counts that decide it, as both
+// Comparison and ReaderComparison report them.
+template <class Out>
+void screen(const CfiStats& stats, Out& out) {
+  out.large_regno = stats.large_regno;
+  out.long_leb = stats.long_leb;
+  out.truncated_fdes = stats.truncated;
+  out.ours_unreadable = stats.unreadable;
+  out.libdw_run = libdw_may_run(stats);
+}
+
 // A rule without the fields its kind does not use.
 Rule normalized(const Rule& r) {
   if (r.kind != Rule::Kind::kExpr) return Rule{r.kind};
@@ -569,14 +580,8 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
     if (auto srcs = cfi_sources(file); srcs) {
       CfiStats stats;
       if (read_cfi(*srcs, *abi, [](const Function&) {}, &stats)) {
-        out.large_regno = stats.large_regno;
-        out.long_leb = stats.long_leb;
-        out.truncated_fdes = stats.truncated;
-        out.ours_unreadable = stats.unreadable;
-        if (!libdw_may_run(stats)) {
-          out.libdw_run = false;
-          return out;
-        }
+        screen(stats, out);
+        if (!out.libdw_run) return out;
       }
     }
   }
@@ -660,20 +665,14 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   auto a = read_cfi(*srcs, *abi, [&](const Function& f) { ours.push_back(f); }, &stats);
   if (!a) return Unexpected{a.error()};
   ReaderComparison out;
+  screen(stats, out);
   out.overlapping_fdes = stats.overlapping;
-  out.truncated_fdes = stats.truncated;
-  out.ours_unreadable = stats.unreadable;
   out.abi_default_cfa = stats.abi_default_cfa;
   out.debug_frame_zero_length = stats.debug_frame_zero_length;
-  out.large_regno = stats.large_regno;
   out.empty_expression = stats.empty_expression;
-  out.long_leb = stats.long_leb;
   out.wide_offset = stats.wide_offset;
   out.deep_remember = stats.deep_remember;
-  if (!libdw_may_run(stats)) {
-    out.libdw_run = false;
-    return out;
-  }
+  if (!out.libdw_run) return out;
   if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 ||
                              out.debug_frame_zero_length != 0 || out.empty_expression != 0 ||
                              out.wide_offset != 0 || out.deep_remember != 0))

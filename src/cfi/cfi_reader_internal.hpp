@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sframe/byte_order.hpp"
+#include "sframe/detail/scratch.hpp"
 #include "sframe/cfi_reader.hpp"
 #include "translate.hpp"
 
@@ -284,7 +285,8 @@ class Reader {
   bool aarch64_ = false, ra_same_ = false, fp_same_ = false;
   std::vector<Cie> cies_;
   std::vector<const CfiSource*> cie_src_;
-  std::vector<Fde> fdes_;
+  // Transient (one read): its own pages, unmapped after (scratch.hpp).
+  std::vector<Fde, sframe::detail::ScratchAllocator<Fde>> fdes_;
   std::vector<const CfiSource*> srcs_;
   // Ranges of FDEs whose start and range read but whose rest did not.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> bad_ranges_;

@@ -20,6 +20,17 @@ Reason blocking_reason(const Function& fn, bool flex_ok) {
   return flex_ok ? Reason::kNone : needs_flex;
 }
 
+void fill_rows(const FunctionSpec& shape, const Function& cfi, FunctionSpec& out) {
+  out.start_pc = shape.start_pc;
+  out.size = shape.size;
+  out.pc_type = shape.pc_type;
+  out.rep_size = shape.rep_size;
+  out.fde_type = shape.fde_type;
+  out.signal = shape.signal;
+  out.rows.clear();
+  for (const Row& r : cfi.rows) out.rows.push_back(RowSpec{static_cast<std::uint32_t>(r.start - cfi.start), r.row});
+}
+
 PltRanges::PltRanges(std::span<const PltSection> plts) {
   for (const auto& sh : plts)
     if (sh.name == ".plt" || sh.name == ".plt.sec" || sh.name == ".plt.got") ranges_.push_back({sh.address, sh.size});
@@ -133,7 +144,7 @@ class Translator {
   }
 
   // The PLT functions (x86-64 sections known) up to `pc`, in order.
-  void plts_before(std::uint64_t pc, const std::function<void(const FunctionSpec&)>& out) {
+  void plts_before(std::uint64_t pc, const TranslatedSink& out) {
     if (!plts_made_) {
       // PLT FDEs go in by start PC among the others, so the output is sorted.
       plts_ = plt_functions(plt_sections_);
@@ -145,19 +156,19 @@ class Translator {
         g_.skipped.push_back({p.start_pc, p.size, Reason::kTooFarForV2});
         continue;
       }
-      out(p);
+      out(p, nullptr);
       ++g_.plt_functions;
     }
   }
 
   // One CFI function; `interleave`: PLT functions before it first.
-  void function(const Function& fn, const std::function<void(const FunctionSpec&)>& out, bool interleave) {
+  void function(const Function& fn, const TranslatedSink& out, bool interleave) {
     if (x86_ && plt_.contains(fn.start)) return;  // replaced by ld's PC-mask FDEs
     if (x86_ && plt_sections_.empty() && is_ld_plt(fn)) {
       // No section headers: ld's .plt recognized by its FDE's rows.
       const PltSection sec{".plt", fn.start, fn.end - fn.start, true};
       for (const FunctionSpec& p : plt_functions(std::span<const PltSection>(&sec, 1))) {
-        out(p);
+        out(p, nullptr);
         ++g_.plt_functions;
       }
       return;
@@ -182,13 +193,12 @@ class Translator {
     f_.size = static_cast<std::uint32_t>(size);
     f_.fde_type = flex ? FdeType::kFlex : FdeType::kDefault;
     f_.signal = signal && version_ == Version::kV3;
-    f_.rows.clear();
-    // (FLEX: the encoder writes "RA at the header's fixed offset" as a
-    // padding word when an FP pair follows.)
-    for (const Row& r : fn.rows) f_.rows.push_back(RowSpec{static_cast<std::uint32_t>(r.start - fn.start), r.row});
+    // The rows stay the reader's (no copy here): the sink takes them from
+    // `fn`. (FLEX: the encoder writes "RA at the header's fixed offset" as
+    // a padding word when an FP pair follows.)
     g_.flex_functions += flex;
     if (interleave) plts_before(f_.start_pc, out);
-    out(f_);
+    out(f_, &fn);
   }
 
  private:
@@ -201,14 +211,34 @@ class Translator {
   std::vector<FunctionSpec> plts_;
   bool plts_made_ = false;
   std::size_t next_plt_ = 0;
-  FunctionSpec f_;  // reused: its rows keep their capacity
+  FunctionSpec f_;  // the shape of the function given; no rows
+};
+
+// A FunctionSpec sink fed from the translator's: the reader's rows copied
+// into RowSpecs (the encoder's input), in a FunctionSpec reused between
+// calls.
+class WithRows {
+ public:
+  explicit WithRows(const std::function<void(const FunctionSpec&)>& out) : out_(out) {}
+  void operator()(const FunctionSpec& shape, const Function* cfi) {
+    if (!cfi) {
+      out_(shape);
+      return;
+    }
+    detail::fill_rows(shape, *cfi, full_);
+    out_(full_);
+  }
+
+ private:
+  const std::function<void(const FunctionSpec&)>& out_;
+  FunctionSpec full_;  // reused: its rows keep their capacity
 };
 
 }  // namespace
 
-Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
-                                       std::uint64_t section_address, std::span<const PltSection> plt_sections,
-                                       const std::function<void(const FunctionSpec&)>& out) {
+Expected<Generated> for_each_translated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                        std::uint64_t section_address, std::span<const PltSection> plt_sections,
+                                        const TranslatedSink& out) {
   Generated g;
   Translator t(abi, version, section_address, plt_sections, g);
   auto walked = read_cfi(srcs, abi, [&](const Function& fn) { t.function(fn, out, true); });
@@ -217,11 +247,20 @@ Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi,
   return g;
 }
 
+Expected<Generated> for_each_generated(std::span<const CfiSource> srcs, Abi abi, Version version,
+                                       std::uint64_t section_address, std::span<const PltSection> plt_sections,
+                                       const std::function<void(const FunctionSpec&)>& out) {
+  WithRows full(out);
+  return for_each_translated(srcs, abi, version, section_address, plt_sections,
+                             [&](const FunctionSpec& shape, const Function* cfi) { full(shape, cfi); });
+}
+
 Generated generate_function(const Function& fn, Abi abi, Version version, std::uint64_t section_address,
                             std::span<const PltSection> plts, const std::function<void(const FunctionSpec&)>& out) {
   Generated g;
   Translator t(abi, version, section_address, plts, g);
-  t.function(fn, out, false);
+  WithRows full(out);
+  t.function(fn, [&](const FunctionSpec& shape, const Function* cfi) { full(shape, cfi); }, false);
   return g;
 }
 

@@ -12,6 +12,7 @@
 
 #include "sframe/cfi_reader.hpp"
 #include "sframe/encode.hpp"
+#include "translate.hpp"
 
 namespace sframe::cfi {
 
@@ -41,7 +42,7 @@ Expected<void> UnwindSection::assign(std::vector<std::byte> b, std::uint64_t add
     Expected<RowIndex> r = RowIndex::build(*section);
     if (r) {
       rows.emplace(std::move(*r));
-      compact_rows = detail::compile_rows(*rows, *section, arch_of(section->abi()));
+      compact_rows = sframe::detail::compile_rows(*rows, *section, arch_of(section->abi()));
     }
   }
   if (!rows || fde_index_with_rows) {
@@ -78,7 +79,7 @@ Expected<void> UnwindSection::assign_rows(RowIndex::Builder& built, Abi abi, Ver
   }
   section = *s;
   rows.emplace(std::move(*r));
-  compact_rows = detail::compile_rows(*rows, *section, arch_of(abi));
+  compact_rows = sframe::detail::compile_rows(*rows, *section, arch_of(abi));
   return {};
 }
 
@@ -313,16 +314,20 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   std::size_t kept = 0;
   std::optional<Error> add_error;
   // The translator's functions that the own section lacks (start or last
-  // byte not covered), each handed to `sink` as the reader gives it.
-  const auto translate = [&](const std::function<Expected<void>(const FunctionSpec&)>& sink) {
+  // byte not covered), each handed to `sink` as the reader gives it: its
+  // shape, and the reader's rows (cfi; null: shape.rows holds them).
+  const auto translate = [&](const std::function<Expected<void>(const FunctionSpec&, const Function*)>& sink) {
     kept = 0;
     add_error.reset();
-    return for_each_generated(srcs, abi, version_, section_address, plts, [&](const FunctionSpec& fn) {
-      if (add_error) return;
-      if (own && own->covers(fn.start_pc) && own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0))) return;
-      if (auto ok = sink(fn); !ok) add_error = ok.error();
-      ++kept;
-    });
+    return for_each_translated(srcs, abi, version_, section_address, plts,
+                               [&](const FunctionSpec& fn, const Function* cfi) {
+                                 if (add_error) return;
+                                 if (own && own->covers(fn.start_pc) &&
+                                     own->covers(fn.start_pc + (fn.size ? fn.size - 1 : 0)))
+                                   return;
+                                 if (auto ok = sink(fn, cfi); !ok) add_error = ok.error();
+                                 ++kept;
+                               });
   };
   // Streamed: each function goes into the encoder (or, in-process, the
   // RowIndex builder) as the reader gives it, so memory stays proportional
@@ -334,7 +339,12 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
     // doubling, each step a copy and fresh pages; a guess too large costs
     // address space only, one too small a doubling.
     if (!has_native) enc.reserve(listed_ + 8, listed_ * 64);
-    return translate([&](const FunctionSpec& fn) { return enc.add(fn); });
+    FunctionSpec full;  // reused: its rows keep their capacity
+    return translate([&](const FunctionSpec& fn, const Function* cfi) {
+      if (!cfi) return enc.add(fn);
+      detail::fill_rows(fn, *cfi, full);
+      return enc.add(full);
+    });
   };
   // In-process (no FdeIndex wanted beside the rows): the translator's rows
   // go straight into a RowIndex, with no encoded section to write, check
@@ -346,7 +356,15 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   // Compiled code averages well under 16 rows per function (a guess too
   // large costs address space only).
   if (direct && !has_native) built.reserve(listed_ + 8, listed_ * 16);
-  Expected<Generated> gen = direct ? translate([&](const FunctionSpec& fn) { return built.add(fn); }) : encode_all();
+  // The reader's rows go into the builder in place (no RowSpec copy).
+  const auto build_direct = [&](const FunctionSpec& fn, const Function* cfi) {
+    if (!cfi) return built.add(fn);
+    const std::span<const Row> rows = cfi->rows;
+    return built.add(
+        fn, rows.size(), [&](std::size_t k) { return static_cast<std::uint32_t>(rows[k].start - cfi->start); },
+        [&](std::size_t k) -> const FrameRow& { return rows[k].row; });
+  };
+  Expected<Generated> gen = direct ? translate(build_direct) : encode_all();
   if (!gen) return fail(gen.error(), "no usable CFI");
   if (add_error) return fail(*add_error, "generated SFrame does not encode");
   // Signal trampolines from the CIE 'S' augmentation, beside any the code

@@ -42,6 +42,11 @@ Row translate(const std::optional<Rule>& cfa, const Loc& ra, const Loc& fp, bool
 
 namespace sframe::cfi::detail {
 
+/// The FunctionSpec for_each_generated() gives for a function
+/// for_each_translated() gave as `shape` and `cfi`: into `out` (its rows'
+/// capacity reused), the reader's rows copied as RowSpecs.
+void fill_rows(const FunctionSpec& shape, const Function& cfi, FunctionSpec& out);
+
 /// Why a function cannot go into a section (kNone: it can): a row no SFrame
 /// version can hold, else (without FLEX FDEs) a row that needs FLEX.
 Reason blocking_reason(const Function& fn, bool flex_ok);

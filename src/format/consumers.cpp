@@ -60,6 +60,27 @@ class Budget {
   std::uint64_t left_;
 };
 
+// Visits f's FREs in order, each read from the end of the one before, as
+// every consumer reads them (spec §2.4: FREs follow one another without
+// gaps): `each(fre, at, k)` for each FRE that decodes, `bad(error, k)` for
+// the first that does not, where the walk ends. False when the budget ran
+// out (the report is then incomplete).
+template <class Each, class Bad>
+bool walk_fres(const Section& s, const Fde& f, std::uint32_t i, Budget& budget, Each&& each, Bad&& bad) {
+  std::uint64_t at = f.fres_begin;
+  for (std::uint32_t k = 0; k < f.num_fres; ++k) {
+    if (!budget.take()) return false;
+    const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f.fre_type, i, k);
+    if (!fre) {
+      bad(fre.error(), k);
+      return true;
+    }
+    each(*fre, at, k);
+    at += fre->encoded_size;
+  }
+  return true;
+}
+
 const LoadSegment* segment_of(const FileFacts& f, std::uint64_t addr, bool executable) {
   for (const auto& l : f.loads)
     if ((!executable || l.executable) && addr >= l.vaddr && addr - l.vaddr < l.memsz) return &l;
@@ -119,31 +140,25 @@ void check_kernel(const Section& s, const FileFacts* file, Sink& out, ConsumerRe
     }
     if (f->pc_type == PcType::kMask && f->rep_size == 0)
       out.add(ConsumerRule::kKernelRepSize, rep_size_at(s, *f), 0, i);
-    std::uint64_t at = f->fres_begin;
     std::uint32_t prev = 0;
-    for (std::uint32_t k = 0; k < f->num_fres; ++k) {
-      if (!budget.take()) {
-        rep.complete = false;
-        return;
-      }
-      const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f->fre_type, i, k);
-      if (!fre) {
-        const Error& e = fre.error();
-        out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kKernelDatawordSize : ConsumerRule::kKernelFreBounds,
-                e.offset, e.value, i, k);
-        break;
-      }
-      if (k > 0 && fre->start_offset <= prev)
-        out.add(ConsumerRule::kKernelFreOrder, at, fre->start_offset, i, k);
-      if (f->pc_type == PcType::kInc && fre->start_offset > f->size)
-        out.add(ConsumerRule::kKernelFreRange, at, fre->start_offset, i, k);
-      prev = fre->start_offset;
+    const auto each = [&](const Fre& fre, std::uint64_t at, std::uint32_t k) {
+      if (k > 0 && fre.start_offset <= prev) out.add(ConsumerRule::kKernelFreOrder, at, fre.start_offset, i, k);
+      if (f->pc_type == PcType::kInc && fre.start_offset > f->size)
+        out.add(ConsumerRule::kKernelFreRange, at, fre.start_offset, i, k);
+      prev = fre.start_offset;
       if (f->fde_type == FdeType::kFlex) {
-        if (!s.row(*f, *fre)) out.add(ConsumerRule::kKernelFlex, at, fre->dataword_count, i, k);
-      } else if (fre->dataword_count > max_default_words) {
-        out.add(ConsumerRule::kKernelDatawords, at + start_address_size(f->fre_type), fre->dataword_count, i, k);
+        if (!s.row(*f, fre)) out.add(ConsumerRule::kKernelFlex, at, fre.dataword_count, i, k);
+      } else if (fre.dataword_count > max_default_words) {
+        out.add(ConsumerRule::kKernelDatawords, at + start_address_size(f->fre_type), fre.dataword_count, i, k);
       }
-      at += fre->encoded_size;
+    };
+    const auto bad = [&](const Error& e, std::uint32_t k) {
+      out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kKernelDatawordSize : ConsumerRule::kKernelFreBounds,
+              e.offset, e.value, i, k);
+    };
+    if (!walk_fres(s, *f, i, budget, each, bad)) {
+      rep.complete = false;
+      return;
     }
   }
 }
@@ -170,22 +185,17 @@ void check_glibc(const Section& s, Sink& out, ConsumerReport& rep) {
     }
     if (f->pc_type == PcType::kMask && f->rep_size == 0)
       out.add(ConsumerRule::kGlibcRepSize, rep_size_at(s, *f), 0, i);
-    std::uint64_t at = f->fres_begin;
-    for (std::uint32_t k = 0; k < f->num_fres; ++k) {
-      if (!budget.take()) {
-        rep.complete = false;
-        return;
-      }
-      const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f->fre_type, i, k);
-      if (!fre) {
-        const Error& e = fre.error();
-        out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kGlibcDatawords : ConsumerRule::kGlibcBounds,
-                e.offset, e.value, i, k);
-        break;
-      }
-      if (fre->dataword_count > kGlibcMaxWords)
-        out.add(ConsumerRule::kGlibcDatawords, at + start_address_size(f->fre_type), fre->dataword_count, i, k);
-      at += fre->encoded_size;
+    const auto each = [&](const Fre& fre, std::uint64_t at, std::uint32_t k) {
+      if (fre.dataword_count > kGlibcMaxWords)
+        out.add(ConsumerRule::kGlibcDatawords, at + start_address_size(f->fre_type), fre.dataword_count, i, k);
+    };
+    const auto bad = [&](const Error& e, std::uint32_t k) {
+      out.add(e.code() == FormatErrc::kBadDatawordSize ? ConsumerRule::kGlibcDatawords : ConsumerRule::kGlibcBounds,
+              e.offset, e.value, i, k);
+    };
+    if (!walk_fres(s, *f, i, budget, each, bad)) {
+      rep.complete = false;
+      return;
     }
   }
 }
@@ -221,21 +231,17 @@ void check_libsframe(const Section& s, Sink& out, ConsumerReport& rep) {
     }
     if (!foreign) continue;
     if (h.version == Version::kV3) bytes_walked += kFdeAttrSizeV3;
-    std::uint64_t at = f->fres_begin;
-    for (std::uint32_t k = 0; k < f->num_fres; ++k) {
-      if (!budget.take()) {
-        rep.complete = false;
-        return;
-      }
-      const Expected<Fre> fre = s.fre_at(static_cast<std::uint32_t>(at), f->fre_type, i, k);
-      if (!fre) {
-        out.add(ConsumerRule::kLibsframeBounds, fre.error().offset, fre.error().value, i, k);
-        walk_ok = false;
-        break;
-      }
+    const auto each = [&](const Fre& fre, std::uint64_t, std::uint32_t) {
       ++fres_walked;
-      bytes_walked += fre->encoded_size;
-      at += fre->encoded_size;
+      bytes_walked += fre.encoded_size;
+    };
+    const auto bad = [&](const Error& e, std::uint32_t k) {
+      out.add(ConsumerRule::kLibsframeBounds, e.offset, e.value, i, k);
+      walk_ok = false;
+    };
+    if (!walk_fres(s, *f, i, budget, each, bad)) {
+      rep.complete = false;
+      return;
     }
   }
   if (!foreign || !walk_ok) return;

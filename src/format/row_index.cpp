@@ -378,42 +378,46 @@ std::uint32_t RowIndex::Builder::id_of(const FrameRow& row, bool signal, FdeType
   return last_id_ = id;
 }
 
-Expected<void> RowIndex::Builder::add(const FunctionSpec& f) {
+Expected<void> RowIndex::Builder::open_function(const FunctionSpec& shape, std::size_t count) {
   // The encoder's shape checks, with its errors: what an FDE must satisfy
-  // for build() to index it.
+  // for build() to index it (the rows' own by check_row_start(), in add()).
   const auto index = static_cast<std::uint32_t>(fns_.size());
   if (fns_.size() >= 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, fns_.size() + 1);
-  if (auto ok = check_function_shape(f, index); !ok) return ok;
-  const bool mask = f.pc_type == PcType::kMask;
-  Fn fn{f.start_pc, f.size, static_cast<std::uint32_t>(staged_.size()), 0, mask ? f.rep_size : 0u};
-  if (staged_.size() + f.rows.size() > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, staged_.size());
-  const RowSpec* prev = nullptr;
-  for (const RowSpec& r : f.rows) {
-    // A row equal to the one before: no FRE (the encoder drops it).
-    const bool repeat = prev && prev->row == r.row;
-    prev = &r;
-    if (repeat) continue;
-    staged_.push_back({r.start_offset, id_of(r.row, f.signal, f.fde_type)});
-    ++fn.count;
-  }
-  fns_.push_back(fn);
+  if (auto ok = check_function_outline(shape, index); !ok) return ok;
+  if (staged_.size() + count > 0xffffffffu) return make_error(EncodeErrc::kNotRepresentable, 0, staged_.size());
+  const bool mask = shape.pc_type == PcType::kMask;
+  open_ = Fn{shape.start_pc, shape.size, static_cast<std::uint32_t>(staged_.size()), 0, mask ? shape.rep_size : 0u};
+  open_limit_ = detail::row_limit(shape.pc_type, shape.size, shape.rep_size);
+  open_signal_ = shape.signal;
+  open_type_ = shape.fde_type;
   return {};
+}
+
+Expected<void> RowIndex::Builder::row_error(std::size_t k, std::uint32_t start, std::uint32_t prev) const {
+  return check_row_start(open_limit_, static_cast<std::uint32_t>(fns_.size()), static_cast<std::uint32_t>(k), start,
+                         prev);
+}
+
+Expected<void> RowIndex::Builder::add(const FunctionSpec& f) {
+  return add(
+      f, f.rows.size(), [&](std::size_t k) { return f.rows[k].start_offset; },
+      [&](std::size_t k) -> const FrameRow& { return f.rows[k].row; });
 }
 
 Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
   RowIndex ix = std::move(ix_);
   ix_ = RowIndex{};
   last_id_ = EncodedRows::kAbsent;
-  std::vector<std::uint32_t>().swap(slots_);
-  std::vector<Packed>().swap(keys_);
-  std::vector<Fn> fns = std::move(fns_);
-  std::vector<Entry> staged = std::move(staged_);
+  Scratch<std::uint32_t>().swap(slots_);
+  Scratch<Packed>().swap(keys_);
+  Scratch<Fn> fns = std::move(fns_);
+  Scratch<Entry> staged = std::move(staged_);
   fns_.clear();
   staged_.clear();
   ix.s_ = header;
   ix.from_rows_ = true;
   // FDE indexes as the encoder's: by start PC, ties in the order added.
-  std::vector<std::uint32_t> order(fns.size());
+  Scratch<std::uint32_t> order(fns.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   const auto by_pc = [&](std::uint32_t a, std::uint32_t b) { return fns[a].start < fns[b].start; };
   if (!std::is_sorted(order.begin(), order.end(), by_pc)) std::stable_sort(order.begin(), order.end(), by_pc);
@@ -466,7 +470,7 @@ Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
     if (next == order.size() || fns[order[next]].start - ix.lo_ != end)
       ix.add(static_cast<std::uint32_t>(std::min<std::uint64_t>(end, UINT32_MAX)), kGap);
   }
-  std::vector<Entry>().swap(staged);
+  Scratch<Entry>().swap(staged);
   ix.finalize();
   return ix;
 }

@@ -43,34 +43,56 @@ std::uint64_t start_limit(const Fde& f) {
   return (f.pc_type == PcType::kMask && f.rep_size != 0) ? f.rep_size : f.size;
 }
 
-// The hot path for DEFAULT FDEs: reads only each FRE's start and info byte.
-// Reports exactly what Section::fre_at and Section::row would.
-Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Strictness mode) {
-  const Header& h = s.header();
-  const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
-  const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
-  const wire::Field start_field = wire::fre::start_address(f.fre_type);
-  const std::uint32_t info_off = wire::fre::info(f.fre_type).offset;
-  const std::uint32_t words_off = wire::fre::datawords_offset(f.fre_type);
-  const std::uint64_t limit = start_limit(f);
-  const std::span<const std::byte> b = s.bytes();
-  std::uint64_t at = f.fres_begin;
-  std::uint64_t prev = 0;
-  for (std::uint32_t k = 0; k < f.num_fres; ++k) {
+// The layout checks of one DEFAULT FDE's FREs (spec §2.4: start address,
+// info byte, data words; what Section::fre_at and Section::row report),
+// with what they need worked out once per FDE.
+struct DefaultFres {
+  DefaultFres(const Section& section, const Fde& fde)
+      : s(section),
+        f(fde),
+        end(std::uint64_t{section.fre_section_offset()} + section.header().fre_len),
+        max_words(1u + (section.header().cfa_fixed_ra_offset == 0) + (section.header().cfa_fixed_fp_offset == 0)),
+        info_off(wire::fre::info(fde.fre_type).offset),
+        words_off(wire::fre::datawords_offset(fde.fre_type)) {}
+
+  // FRE k at `at`: the offset of the next FRE.
+  Expected<std::uint64_t> next(std::uint64_t at, std::uint32_t k) const {
     if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
-    const std::uint64_t start = s.load(at + start_field.offset, start_field.size);
-    const auto info = static_cast<std::uint8_t>(b[at + info_off]);
+    const auto info = static_cast<std::uint8_t>(s.bytes()[at + info_off]);
     const unsigned code = fre_info::dataword_size_code(info);
     if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
     const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
     if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
     if (fre_info::dataword_count(info) > max_words)
       return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
+    return words_end;
+  }
+
+  const Section& s;
+  const Fde& f;
+  const std::uint64_t end;
+  const std::uint32_t max_words;
+  const std::uint32_t info_off;
+  const std::uint32_t words_off;
+};
+
+// The hot path for DEFAULT FDEs: reads only each FRE's start and info byte.
+// Reports exactly what Section::fre_at and Section::row would.
+Expected<std::uint64_t> check_default_fres(const Section& s, const Fde& f, Strictness mode) {
+  const DefaultFres fres(s, f);
+  const wire::Field start_field = wire::fre::start_address(f.fre_type);
+  const std::uint64_t limit = start_limit(f);
+  std::uint64_t at = f.fres_begin;
+  std::uint64_t prev = 0;
+  for (std::uint32_t k = 0; k < f.num_fres; ++k) {
+    const Expected<std::uint64_t> next = fres.next(at, k);
+    if (!next) return next;
     if (mode == Strictness::kStrict) {
+      const std::uint64_t start = s.load(at + start_field.offset, start_field.size);
       if (auto ok = check_start(f, limit, k, start, prev, at); !ok) return Unexpected{ok.error()};
+      prev = start;
     }
-    prev = start;
-    at = words_end;
+    at = *next;
   }
   return at;
 }
@@ -84,20 +106,7 @@ Expected<std::uint64_t> check_one_fre(const Section& s, const Fde& f, std::uint6
     if (auto row = s.row(f, *fre); !row) return Unexpected{row.error()};
     return at + fre->encoded_size;
   }
-  const Header& h = s.header();
-  const std::uint64_t end = std::uint64_t{s.fre_section_offset()} + h.fre_len;
-  const std::uint32_t max_words = 1u + (h.cfa_fixed_ra_offset == 0) + (h.cfa_fixed_fp_offset == 0);
-  const std::uint32_t info_off = wire::fre::info(f.fre_type).offset;
-  const std::uint32_t words_off = wire::fre::datawords_offset(f.fre_type);
-  if (at + words_off > end) return make_error(FormatErrc::kFreTruncated, at, 0, f.index, k);
-  const auto info = static_cast<std::uint8_t>(s.bytes()[at + info_off]);
-  const unsigned code = fre_info::dataword_size_code(info);
-  if (code > 2) return make_error(FormatErrc::kBadDatawordSize, at + info_off, code, f.index, k);
-  const std::uint64_t words_end = at + words_off + (std::uint64_t{fre_info::dataword_count(info)} << code);
-  if (words_end > end) return make_error(FormatErrc::kFreTruncated, at, words_end, f.index, k);
-  if (fre_info::dataword_count(info) > max_words)
-    return make_error(FormatErrc::kBadDatawordCount, at, fre_info::dataword_count(info), f.index, k);
-  return words_end;
+  return DefaultFres(s, f).next(at, k);
 }
 
 // Strict: a FLEX control word carries no bits without a meaning (spec v3

@@ -234,6 +234,59 @@ std::optional<elf::ElfFile> open_elf(const std::string& path, bool for_cfi, std:
   return std::move(*copy);
 }
 
+namespace {
+
+// The file offset of an ELF input's SFrame section (its section header's,
+// else its PT_GNU_SFRAME's); none for a raw section, whose offsets are
+// already file offsets.
+std::optional<std::uint64_t> section_file_offset(const Loaded& l, const std::string& section) {
+  if (l.raw || !l.file) return std::nullopt;
+  if (l.data.from_segment) {
+    for (const elf::ProgramHeader& p : l.file->program_headers())
+      if (p.type == elf::kPtGnuSframeSegment) return p.offset;
+    return std::nullopt;
+  }
+  const auto sec = l.file->section_bytes(section);
+  if (!sec) return std::nullopt;
+  return sec->header.offset;
+}
+
+}  // namespace
+
+std::string section_error_text(const Loaded& l, const std::string& section, const Error& e) {
+  std::string s = fmt::format("{}: {}", l.raw ? std::string("raw section") : "section " + section, error_text(e));
+  // Error offsets count from the section's first byte (every offset of the
+  // format is section-relative, spec §2); the file offset of the byte at
+  // fault is what a hex editor or `readelf -x` shows, so say it too.
+  if (const auto base = section_file_offset(l, section)) s += fmt::format(", file offset 0x{:x}", *base + e.offset);
+  return s;
+}
+
+bool rows_fit_model(const Loaded& l, const std::string& section, std::string& why) {
+  // FDEs may share one FRE block (spec §2.4 does not forbid it), so the rows
+  // they declare can outnumber the section's bytes without bound: 20,000
+  // FDEs on one block of 100,000 FREs (700 KB) declare 2 x 10^9 rows, which
+  // to_spec() would hold apart. Blocks that are not shared take 2 bytes or
+  // more per row; sharing gets 4 rows per byte of headroom.
+  const std::uint64_t limit = 4 * std::uint64_t{l.data.bytes.size()} + 4096;
+  std::uint64_t rows = 0;
+  for (std::uint32_t i = 0; i < l.section.num_fdes(); ++i) {
+    const Expected<Fde> f = l.section.fde(i);
+    if (!f) {
+      why = section_error_text(l, section, f.error());
+      return false;
+    }
+    rows += f->num_fres;
+    if (rows > limit) {
+      why = fmt::format("{}: FDEs sharing FRE blocks declare more than {} rows by FDE {} ({} bytes); merge and "
+                        "convert hold every FDE's rows apart, up to 4 per byte",
+                        l.raw ? std::string("raw section") : "section " + section, limit, i, l.data.bytes.size());
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why) {
   const InputName in = split_input(arg);
   const auto kind = identify(in.path, why);
@@ -270,14 +323,13 @@ std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::
     l.data = std::move(*data);
     if (in.address) l.data.address = *in.address;
   }
-  const std::string where = l.raw ? std::string("raw section") : fmt::format("section {}", opt.section);
   auto sec = Section::parse(l.data.bytes, l.data.address);
   if (!sec) {
-    why = fmt::format("{}: {}", where, error_text(sec.error()));
+    why = section_error_text(l, opt.section, sec.error());
     return std::nullopt;
   }
   if (auto ok = validate(*sec, opt.strictness); !ok) {
-    why = fmt::format("{}: {}", where, error_text(ok.error()));
+    why = section_error_text(l, opt.section, ok.error());
     return std::nullopt;
   }
   l.section = *sec;

@@ -112,6 +112,17 @@ struct LoadOptions {
   std::string* text_prefix = nullptr;
 };
 
+/// "section NAME: ERROR" ("raw section: ERROR") for an error found in `l`'s
+/// SFrame section (`section`: its name in an ELF file); for an ELF file the
+/// file offset of the byte at fault (the section's sh_offset, or its
+/// PT_GNU_SFRAME's p_offset, plus the error's section offset) follows.
+std::string section_error_text(const Loaded& l, const std::string& section, const Error& e);
+
+/// Whether to_spec() may expand `l`'s section: false (the reason in `why`)
+/// when its FDEs declare more rows than 4 per byte of the section, which
+/// only FDEs sharing FRE blocks can (spec §2.4).
+bool rows_fit_model(const Loaded& l, const std::string& section, std::string& why);
+
 /// Opens ARG (PATH[@ADDRESS]; ELF or raw, told apart by their magic) and
 /// parses its SFrame section, placed at ADDRESS when given.
 std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::string& why);

@@ -104,6 +104,7 @@ int ConvertCommand::convert() {
     return fail(path, "the section was found only through PT_GNU_SFRAME (no section header to update)");
   const Version from = l->section.version();
   const Version to = opt_.version == 2 ? Version::kV2 : Version::kV3;
+  if (!rows_fit_model(*l, opt_.section, why)) return fail(path, why);
   auto spec = to_spec(l->section);
   if (!spec) return fail(path, fmt::format("cannot read the section: {}", error_text(spec.error())));
   if (!opt_.byte_order.empty() && (opt_.byte_order == "big") != abi_big_endian(spec->abi))

@@ -57,8 +57,7 @@ class DumpCommand final : public Command {
       }
       if (l) {
         if (auto ok = append_section(out, l->section, l->raw ? std::string_view(".sframe") : l->data.name); !ok) {
-          why = fmt::format("{}: {}", l->raw ? std::string("raw section") : "section " + opt_.section,
-                            error_text(ok.error()));
+          why = section_error_text(*l, opt_.section, ok.error());
           l.reset();
         }
       }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -302,9 +303,15 @@ class LookupCommand final : public Command {
     if (args_.empty()) throw UsageError("--pid: an ADDRESS is required (lookup --pid PID ADDRESS...)");
     doc_["pid"] = pid;
     auto maps = process::read_maps(static_cast<pid_t>(pid));
-    if (!maps)
+    if (!maps) {
+      // No /proc/PID (proc(5)) is no process PID: ENOENT's "No such file or
+      // directory" would name a file the user never gave.
+      const Error& e = maps.error();
+      const bool gone = e.code() == IoErrc::kIoError && e.value == ENOENT;
       return failed(fmt::format("process {}", pid),
-                    errno_or(maps.error(), "cannot read its memory map (no such process?)"));
+                    gone ? std::string("no such process")
+                         : errno_or(e, "cannot read its memory map (no such process?)"));
+    }
     process::RemoteMemory mem(static_cast<pid_t>(pid));
     process::ModuleOptions mo;
     mo.generate = false;

@@ -66,7 +66,7 @@ class MergeCommand final : public Command {
       LoadOptions lo;
       lo.section = opt_.section;
       auto l = load(in, lo, why);
-      if (!l) return fail(in, why);
+      if (!l || !rows_fit_model(*l, opt_.section, why)) return fail(in, why);
       auto spec = to_spec(l->section);
       if (!spec) return fail(in, error_text(spec.error()));
       Json j = {{"input", in}, {"address", hex(l->data.address)}, {"functions", spec->functions.size()}};

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 
 namespace sframe::tools {
 
@@ -216,6 +218,20 @@ Expected<Stats> compute_stats(const Section& s, const std::vector<elf::SectionHe
   st.text_bytes = text_hi - text_lo;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   ranges.reserve(s.num_fdes());
+  // The FRE counts of one FDE's FREs (spec §2.4: an FDE's FREs are
+  // `num_fres` records from `fres_begin`, read by its FRE type).
+  struct BlockStats {
+    std::array<std::uint64_t, 3> dataword_sizes{};
+    std::array<std::uint64_t, 16> dataword_counts{};
+    std::uint64_t mangled_ra_fres = 0;
+  };
+  // FDEs may share one FRE block (the spec does not forbid it; the encoder's
+  // share_fre_blocks does it): each block is decoded once, else N FDEs on a
+  // block of M FREs would cost N x M decodes for N x 20 + 3 x M input bytes.
+  // Runs that overlap without being the same block (lenient sections only)
+  // could still multiply the work: the decodes are bounded by the bytes.
+  std::map<std::tuple<std::uint64_t, std::uint32_t, int>, BlockStats> blocks;
+  std::uint64_t budget = 2 * s.bytes().size() + s.num_fdes() + 16;
   for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
     auto f = s.fde(i);
     if (!f) return Unexpected{f.error()};
@@ -224,13 +240,21 @@ Expected<Stats> compute_stats(const Section& s, const std::vector<elf::SectionHe
     ++st.fde_types[static_cast<int>(f->fde_type)];
     st.signal_fdes += f->signal;
     ranges.emplace_back(f->start_pc, f->start_pc + f->size);
-    for (const auto& fre : s.fres(*f)) {
-      if (!fre) return Unexpected{fre.error()};
-      ++st.fres;
-      ++st.dataword_sizes[fre->dataword_size == 1 ? 0 : fre->dataword_size == 2 ? 1 : 2];
-      ++st.dataword_counts[fre->dataword_count];
-      st.mangled_ra_fres += fre->mangled_ra();
+    st.fres += f->num_fres;
+    const auto [it, fresh] = blocks.try_emplace({f->fres_begin, f->num_fres, static_cast<int>(f->fre_type)});
+    BlockStats& b = it->second;
+    if (fresh) {
+      for (const auto& fre : s.fres(*f)) {
+        if (!fre) return Unexpected{fre.error()};
+        if (budget-- == 0) return make_error(FormatErrc::kFdeFresOverlap, f->fres_begin, 0, i);
+        ++b.dataword_sizes[fre->dataword_size == 1 ? 0 : fre->dataword_size == 2 ? 1 : 2];
+        ++b.dataword_counts[fre->dataword_count];
+        b.mangled_ra_fres += fre->mangled_ra();
+      }
     }
+    for (std::size_t k = 0; k < b.dataword_sizes.size(); ++k) st.dataword_sizes[k] += b.dataword_sizes[k];
+    for (std::size_t k = 0; k < b.dataword_counts.size(); ++k) st.dataword_counts[k] += b.dataword_counts[k];
+    st.mangled_ra_fres += b.mangled_ra_fres;
   }
   // Union of function ranges, intersected with .text.
   std::sort(ranges.begin(), ranges.end());

@@ -71,7 +71,7 @@ class StatCommand final : public Command {
       if (l) {
         auto r = compute_stats(l->section, l->file ? l->file->sections() : std::vector<elf::SectionHeader>(),
                                l->data.bytes.size());
-        if (r) st = *r; else why = error_text(r.error());
+        if (r) st = *r; else why = section_error_text(*l, opt_.section, r.error());
       }
       if (!st) {
         rc = 1;

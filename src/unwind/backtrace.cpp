@@ -177,6 +177,163 @@ struct WalkState {
   return n;
 }
 
+/// Rules the fast paths leave to the Stepper (signal frames, an RA in a
+/// register or mangled, no SFrame: the fallbacks).
+constexpr std::uint16_t kSlowRule =
+    CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
+
+/// The modules cold_run()'s last lookups found: pointers into the table's
+/// prebuilt slots (a module switch costs a pointer, not a Slot copy), the
+/// last two of the native map (a walk alternates between a program and
+/// libc) and the last of the generated one. Start at kNoSlot.
+struct ColdHint {
+  const detail::ModuleHint::Slot* cur;
+  const detail::ModuleHint::Slot* prev;
+  const detail::ModuleHint::Slot* fallback;
+  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
+  /// `cur` (or one past, for a return address) needs the trampoline check
+  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
+  /// runtime may have one more, and the hull of both spans the modules
+  /// between, which then need no check).
+  bool cur_tramps;
+};
+
+/// A slot holding no PC (size 0).
+constexpr detail::ModuleHint::Slot kNoSlot{};
+
+/// Whether a range of `tramps` meets the module range of `s`, closed at its
+/// end (a return address may lie one past a lookup PC at the module's end).
+/// Bounded by the number of trampolines.
+inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange> tramps) noexcept {
+  // User-space addresses: no end wraps.
+  for (const AddressRange& r : tramps)
+    if (r.begin <= s.begin + s.size && s.begin < r.end) return true;
+  return false;
+}
+
+/// cold_run()'s lookup where the PC is not in the hint's current module's
+/// rows: lookup_compact()'s order (the native map's module, else the
+/// generated map's), through the prebuilt slots, with the two last native
+/// modules remembered. Returns the slot whose compiled row `id` (set)
+/// covers the PC, or null where lookup_compact() would not answer kRule
+/// with a row of that slot (no module, no FDE, kFull), and for a PC
+/// `pcv` in a signal trampoline: the caller's walk then leaves the frame
+/// to the general loop. Out of line: taken on a module switch, a PC in
+/// the generated map, or a PC within the trampolines' hull in a module
+/// with a trampoline only.
+[[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t pcv,
+                                                              std::uint64_t lpc, std::uint32_t& id) noexcept {
+  const detail::ModuleHint::Slot* s = hint.cur;
+  if (lpc - s->begin >= s->size) {
+    s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
+    if (s) {
+      hint.prev = hint.cur;
+      hint.cur = s;
+      hint.cur_tramps = tramps_meet(*s, table.trampolines);
+    }
+  }
+  // A PC in a trampoline is the general loop's (the same test as its).
+  if (pcv - table.tramp_lo < table.tramp_span && detail::in_ranges(table.trampolines, pcv)) return nullptr;
+  id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+  if (id != RowIndex::kNotCovered) return id == RowIndex::kUseFind ? nullptr : s;
+  // No FDE in the native map: the generated one (lookup_compact's fallback).
+  s = hint.fallback;
+  if (lpc - s->begin >= s->size) {
+    s = detail::find_slot(table.extra_slots.view, lpc);
+    if (!s) return nullptr;
+    hint.fallback = s;
+  }
+  id = detail::compact_row(*s, lpc);
+  return id < RowIndex::kNotCovered ? s : nullptr;
+}
+
+/// The cold counterpart of memo_run(): takes frames `n`, `n + 1`, ... whose
+/// PCs the memo does not hold, looking each rule up in the table's prebuilt
+/// slots (lookup_compact()'s answer where it is kRule: compact_row() in the
+/// hint's module, else cold_lookup()) and stepping it through the one rule
+/// executor, apply_rule(), over the thread's stack [lo, hi) only; each
+/// frame's PC goes to out[n...] (up to `cap`) and its rule and step code to
+/// the memo, so that the same stack is warm next time. Returns the new
+/// count. Stops short, changing nothing for that frame, at anything else:
+/// a PC the memo holds (memo_run()'s), a PC in a signal trampoline, a
+/// lookup that is not kRule, a rule of kSlowRule, an FP-based rule without
+/// a known FP, a read outside [lo, hi), a CFA not above the SP (which is
+/// the last CFA: `ws` must have no other previous CFA), a zero RA. The
+/// general loop takes that frame again and reports any stop. The one stop
+/// taken here is the outermost frame (`outermost` set, its PC written):
+/// the general loop would end there with no other effect.
+/// For a walk whose cache is empty (after a flush): it neither probes nor
+/// fills the cache, as the general loop does not at depths the memo
+/// covers. Instrumented under ASan, as memo_run() (see there).
+[[gnu::noinline]] std::size_t cold_run(Memo& memo, void** out, std::size_t n, std::size_t cap, WalkState& ws,
+                                       std::uint64_t lo, std::uint64_t hi, const Table& table, ColdHint& hint,
+                                       bool& outermost) noexcept {
+  // The CFA check below compares with the SP, the last CFA of every frame
+  // this run takes; a state with another previous CFA is not this run's.
+  if (hi - lo < 8 || (ws.have_prev && !ws.unchecked && ws.prev_cfa != ws.sp)) return n;
+  const RangeReader stack{lo, hi - lo - 8};
+  std::uint64_t pcv = ws.pc.value();
+  std::uint64_t lpc = ws.pc.lookup_pc();
+  std::uint64_t sp = ws.sp, fp = ws.fp;
+  bool fp_ok = ws.fp_ok;
+  const detail::ModuleHint::Slot* cur = hint.cur;
+  bool cur_tramps = hint.cur_tramps;
+  const std::size_t start = n;
+  while (n < cap) {
+    if (memo.key[n] == Memo::key_of(lpc)) break;
+    const detail::ModuleHint::Slot* s = cur;
+    std::uint32_t id = lpc - s->begin < s->size ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+    if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
+      // A module switch, the generated map, or a PC in the trampolines'
+      // hull (checked only in a module the hull meets): cold_lookup().
+      s = cold_lookup(table, hint, pcv, lpc, id);
+      cur = hint.cur;
+      cur_tramps = hint.cur_tramps;
+      if (!s) break;
+    }
+    // In place: the 8-byte rule is read field by field where the executor
+    // needs each, and copied whole into the memo with its step code (every
+    // prebuilt slot with compiled rows has their codes: build_slots()).
+    const CompactRule& rule = s->compact[id];
+    if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
+    if ((rule.flags & CompactRule::kCfaBaseFp) && !fp_ok) break;
+    detail::CompactStep st;
+    const detail::CompactStatus status =
+        detail::apply_rule(rule, detail::CompactFrame::of(sp, fp, fp_ok, true, sp), stack, Arch::kAmd64, nullptr, st);
+    if (status != detail::CompactStatus::kStepped) [[unlikely]] {
+      if (status != detail::CompactStatus::kOutermost) break;
+      out[n] = reinterpret_cast<void*>(pcv);
+      memo.put(n, lpc, rule, s->codes[id]);
+      ++n;
+      outermost = true;
+      break;
+    }
+    if (st.ra == 0) break;
+    out[n] = reinterpret_cast<void*>(pcv);
+    memo.put(n, lpc, rule, s->codes[id]);
+    ++n;
+    fp_ok = st.fp_known;
+    fp = st.fp;
+    sp = st.cfa;
+    pcv = st.ra;
+    lpc = st.ra - 1;
+  }
+  hint.cur = cur;
+  if (n != start) {
+    memo.cover(n);
+    if (!outermost) {
+      ws.pc = CodeAddress::return_address(pcv);
+      ws.sp = sp;
+      ws.fp = fp;
+      ws.fp_ok = fp_ok;
+      ws.prev_cfa = sp;
+      ws.have_prev = true;
+      ws.unchecked = false;
+    }
+  }
+  return n;
+}
+
 /// The general walk: continues from frame `res.size` in state `ws` (frame
 /// 0: `res.size` 0, no previous CFA), writing every frame's address from
 /// there on. `here` is an address in the current frame: the stack from it up
@@ -229,8 +386,7 @@ struct WalkState {
   opt.code_ranges = table->code;
 
   constexpr unsigned kSp = 7, kFp = 6;  // DWARF RSP, RBP
-  constexpr std::uint16_t kSlow =
-      CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
+  constexpr std::uint16_t kSlow = kSlowRule;
   // SP/FP live in locals on the fast path (no store-to-load forwarding on
   // the per-frame dependency chain); `regs` is refreshed from them only
   // when the core's Stepper takes a frame.
@@ -492,6 +648,50 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (st->memo_generation != gen) [[unlikely]] {
     st->memo.clear();
     st->memo_generation = gen;
+  }
+  // A cache of another generation is emptied (and then holds nothing).
+  if (st->cache.generation() != gen) [[unlikely]] {
+    st->cache_empty = true;
+    st->cache.sync(gen);
+  }
+  // The fast runs first, with nothing of the general loop built: the
+  // memo's run where it holds the PC, the cold run where the cache is
+  // empty (a walk after a flush), each until the other or the general
+  // loop must take a frame. A walk they take to its outermost frame ends
+  // here.
+  const std::size_t cap = std::min(out.size(), kMemoDepth);
+  if (n < cap) {
+    Memo& memo = st->memo;
+    const bool cold = st->cache_empty;
+    ColdHint hint{&kNoSlot, &kNoSlot, &kNoSlot, false};
+    bool outermost = false;
+    std::size_t k = n, taken = 0, looked_up = 0;
+    for (;;) {
+      std::size_t m;
+      if (memo.holds(k, ws.pc.lookup_pc())) {
+        m = memo_run(memo, out.data(), k, cap, ws, st->lo, st->hi);
+      } else if (cold) {
+        m = cold_run(memo, out.data(), k, cap, ws, st->lo, st->hi, *table, hint, outermost);
+        looked_up += m - k;
+      } else {
+        break;
+      }
+      if (m == k) break;
+      taken += m - k;
+      k = m;
+      if (outermost || k == cap) break;
+    }
+    // As the general loop counts them: a hit per frame stepped from a
+    // rule, a miss per rule looked up.
+    st->cache.hits += taken;
+    st->cache.misses += looked_up;
+    if (outermost || k == out.size()) {
+      set_result(r, k, outermost ? BacktraceStop::kOutermost : BacktraceStop::kBufferFull);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      st->busy = 0;
+      return;
+    }
+    from.size = k;
   }
   set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
   std::atomic_signal_fence(std::memory_order_seq_cst);

@@ -230,6 +230,14 @@ struct Memo {
   void set(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r) noexcept {
     set(depth, lookup_pc, r, straight_code(r));
   }
+  /// set() without the bookkeeping of `used`, for a loop that fills
+  /// depths [from, to) and then calls cover(to) once.
+  void put(std::size_t depth, std::uint64_t lookup_pc, const CompactRule& r, std::int64_t code) noexcept {
+    key[depth] = key_of(lookup_pc);
+    rule[depth] = r;
+    step[depth] = code;
+  }
+  void cover(std::size_t depths) noexcept { used = depths < used ? used : depths; }
   /// Empties the depths set since the last clear (every other entry is
   /// empty already): a flush then writes only what the last walks filled.
   void clear() noexcept {

@@ -25,6 +25,7 @@
 
 #include "backtrace_internal.hpp"
 #include "module_file.hpp"
+#include "page_release.hpp"
 #include "sframe/cfi_reader.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/module_unwind.hpp"
@@ -228,6 +229,14 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   }
   Expected<void> gen = d->unwind.generate(srcs, kHostAbi, 0);
   if (!gen && !native) d->error = gen.error();
+  // The generated index holds no reference to .eh_frame: its pages go back
+  // (page_release.cpp says which may, and why).
+  if (opt.release_cfi_pages && !is_vdso(m))
+    for (const cfi::CfiSource& s : srcs)
+      if (s.kind == cfi::CfiKind::kEhFrame) {
+        const auto at = reinterpret_cast<std::uint64_t>(s.bytes.data());
+        (void)release_pages(m.phdrs, m.bias, at, at + s.bytes.size());
+      }
   note_trampolines();
   return d;
 }
@@ -570,7 +579,8 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
   t->options = new_options ? *new_options : old ? old->options : BacktraceOptions{};
   const bool same_options = old && old->options.generated_version == t->options.generated_version &&
                             old->options.always_generate == t->options.always_generate &&
-                            old->options.stack_libraries_per_fde == t->options.stack_libraries_per_fde;
+                            old->options.stack_libraries_per_fde == t->options.stack_libraries_per_fde &&
+                            old->options.release_cfi_pages == t->options.release_cfi_pages;
   for (const RawModule& m : snap.modules) t->loaded.push_back({m.bias, m.name});
   std::sort(t->loaded.begin(), t->loaded.end());
   // Only backtrace_init() defers: a refresh is a safe point its caller chose

@@ -348,31 +348,72 @@ TEST_P(BacktraceEntryTest, ReasonsAreReported) {
 // stack addresses (restored after each walk). Removing a bound from either
 // side makes them differ (the other still stops) or crashes.
 struct Differential {
+  /// Compare the cold run (after a flush) with the general loop instead
+  /// (ColdRunEqualsGeneralLoop).
+  bool cold = false;
   bool ran = false;
   int compared = 0;
   int stopped_early = 0;  // walks that ended before the outermost frame
+  int cold_only = 0;      // cold walks the cold run took whole
   std::vector<std::string> diffs;
 };
+
+// The cold pair: from one frame (as sfpp_test_both), (a) right after
+// backtrace_flush_cache() - cache and memo empty: the C++ walk's cold run,
+// handing over to the general loop at any frame it does not take - and
+// (b) with the memo and cache emptied but the cache marked as used, so
+// that the walk goes through the general loop alone (a cache probe and a
+// full lookup per frame). One call site for both (the walks differ only
+// in data), so that their frames are comparable. `cold_only`: (a) never
+// entered the general loop (which marks the cache used).
+[[gnu::noinline]] void cold_and_general(void** a, sframe::BacktraceResult* ra, void** b, sframe::BacktraceResult* rb,
+                                        std::uint64_t fp, bool* cold_only) {
+  sframe::bt::ThreadState* st = sframe::bt::t_state;
+  void** outs[2] = {a, b};
+  sframe::BacktraceResult* results[2] = {ra, rb};
+  bool empty_after[2] = {};
+  // No branch on `i` in the loop (clang peeled a first round that had
+  // one, giving the walks two call sites).
+  int walks = 2;
+  asm volatile("" : "+r"(walks));
+  for (int i = 0; i < walks; ++i) {
+    sframe::backtrace_flush_cache();
+    st->cache_empty = i == 0;
+    asm volatile("" ::: "memory");
+    *results[i] = {};
+    sfpp_test_walk_with_fp(outs[i], kMax, results[i], fp);
+    empty_after[i] = st->cache_empty;
+  }
+  *cold_only = empty_after[0];
+}
 
 void compare_both(Differential& d, const char* what, std::uint64_t detail, std::uint64_t fp) {
   static void* a[kMax];
   static void* b[kMax];
   sframe::BacktraceResult ra{}, rb{};
-  sfpp_test_both(a, kMax, &ra, fp, b, &rb);
+  if (d.cold) {
+    bool cold_only = false;
+    cold_and_general(a, &ra, b, &rb, fp, &cold_only);
+    d.cold_only += cold_only ? 1 : 0;
+  } else {
+    sfpp_test_both(a, kMax, &ra, fp, b, &rb);
+  }
   ++d.compared;
   if (ra.reason != sframe::BacktraceStop::kOutermost) ++d.stopped_early;
   const bool same = ra.size == rb.size && ra.reason == rb.reason && ra.address == rb.address &&
                     std::equal(a, a + ra.size, b);
   if (!same && d.diffs.size() < 8) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s (0x%llx): asm %zu frames %s @0x%llx, C++ %zu frames %s @0x%llx", what,
+    std::snprintf(buf, sizeof buf, d.cold ? "%s (0x%llx): cold %zu frames %s @0x%llx, general %zu frames %s @0x%llx"
+                                          : "%s (0x%llx): asm %zu frames %s @0x%llx, C++ %zu frames %s @0x%llx",
+                  what,
                   static_cast<unsigned long long>(detail), ra.size,
                   std::string(sframe::backtrace_stop_name(ra.reason)).c_str(),
                   static_cast<unsigned long long>(ra.address), rb.size,
                   std::string(sframe::backtrace_stop_name(rb.reason)).c_str(),
                   static_cast<unsigned long long>(rb.address));
-    d.diffs.push_back(std::string(buf) + "\nasm:\n" + dump(std::vector<void*>(a, a + ra.size)) + "C++:\n" +
-                      dump(std::vector<void*>(b, b + rb.size)));
+    d.diffs.push_back(std::string(buf) + (d.cold ? "\ncold:\n" : "\nasm:\n") + dump(std::vector<void*>(a, a + ra.size)) +
+                      (d.cold ? "general:\n" : "C++:\n") + dump(std::vector<void*>(b, b + rb.size)));
   }
 }
 
@@ -441,6 +482,26 @@ TEST_P(BacktraceEntryTest, AssemblyRunEqualsExecutor) {
   EXPECT_GT(d.compared, 3000);
   // The hostile cases must have stopped walks, or they tested nothing.
   EXPECT_GT(d.stopped_early, 1000);
+  for (const std::string& s : d.diffs) ADD_FAILURE() << s;
+}
+
+// The cold run (cold_run in backtrace.cpp: the first walk after a flush)
+// against the general loop, over the same cases as AssemblyRunEqualsExecutor
+// (the real stack, its end lowered into the chain, hostile frame pointers,
+// random words in the callers' frames): the same frames, stop reason and
+// address. The cold run stops short of every frame it cannot take and
+// leaves the stop to the general loop, so removing one of its bounds (the
+// stack range, the CFA check, the FP-based rule's known FP) makes it walk
+// on where the general loop stops.
+TEST_P(BacktraceEntryTest, ColdRunEqualsGeneralLoop) {
+  Differential d;
+  d.cold = true;
+  callee_recurse(24, differential_walks, &d);
+  ASSERT_TRUE(d.ran) << "libunwind walked too few frames";
+  EXPECT_GT(d.compared, 3000);
+  EXPECT_GT(d.stopped_early, 1000);
+  // Walks the cold run took whole (the unchanged stack's, at least).
+  EXPECT_GE(d.cold_only, 3);
   for (const std::string& s : d.diffs) ADD_FAILURE() << s;
 }
 

@@ -14,6 +14,10 @@
 #   no-file      dump, stat and lookup PC... with no FILE read the tool itself
 #   lookup-pid   lookup --pid PID ADDRESS... in a live process; FILE+OFFSET;
 #                relocatable objects with several FDEs at 0
+#   damaged      a byte of .sframe damaged by hand in the header, an FDE and
+#                an FRE: every reading command says which rule, the FDE/FRE
+#                index, the section and file offsets, exits 1, writes no
+#                output and leaves the input as it was
 # Usage: run.sh SFRAME_BIN SOURCE_DIR WORKDIR PART
 set -uo pipefail
 bin=$1 srcdir=$2 work=$3 part=$4
@@ -233,7 +237,7 @@ C
   t 1 "^0x10: in no executable mapping of process $ppid" lookup --pid "$ppid" 0x10
   j 1 "doc['results'][0]['found'] is False and 'no executable mapping' in doc['results'][0]['reason']" lookup --json --pid "$ppid" 0x10
   true & dead=$!; wait $dead
-  t 1 "^sframe: process $dead: " lookup --pid "$dead" 0x10
+  t 1 "^sframe: process $dead: no such process$" lookup --pid "$dead" 0x10
   one_line "lookup --pid of a dead process"
   j 1 "doc['pid'] == $dead and len(doc['error']) > 0" lookup --json --pid "$dead" 0x10
   t 2 "sframe: lookup: --pid abc: not a process ID" lookup --pid abc 0x10
@@ -248,6 +252,88 @@ C
   gcc -O2 -ffunction-sections -Wa,--gsframe -c lib.c -o lib.o || exit 1
   t 0 "^0x0 in \.text\.lib_(leaf|api): function 0x0, size [0-9]+ \(FDE [01] of 2 covering 0x0; also FDE [01] in \.text\.lib_(leaf|api)\)" lookup lib.o 0x0
   j 0 "(r := doc['results'][0]) and r['covering_fdes'] == 2 and r['section'].startswith('.text.lib_') and len(r['also']) == 1 and r['also'][0]['section'] != r['section']" lookup --json lib.o 0x0
+  ;;
+damaged)
+  # Where each damaged byte lies: the section's file offset from readelf,
+  # the fields from the SFrame spec (v1/v2 share them: §2.1 a 28-byte
+  # header + sfh_auxhdr_len; §2.2 FDEs from sfh_fdeoff, sfde_func_info 16
+  # bytes in; §2.3 FREs from sfh_freoff + sfde_func_start_fre_off, the
+  # fre_info byte after a start address of 1, 2 or 4 bytes by FRE type).
+  readelf -SW prog-sf | sed -n 's/^ *\[ *[0-9]*\] *\.sframe  *[A-Z_0-9+a-fx]*  *[0-9a-f]*  *\([0-9a-f]*\)  *\([0-9a-f]*\) .*/\1 \2/p' > sec.txt
+  [ -s sec.txt ] && ok || bad "readelf shows no .sframe in prog-sf"
+  read -r hdr fde fre size < <(python3 - $(cat sec.txt) <<'PY'
+import struct, sys
+sec, size = int(sys.argv[1], 16), int(sys.argv[2], 16)
+d = open("prog-sf", "rb").read()
+h = d[sec:sec + 28]
+assert h[:2] == b"\xe2\xde", "not a little-endian SFrame section"
+ver, aux = h[2], h[7]
+assert ver in (1, 2), f"SFrame v{ver}: this test knows the v1/v2 layouts"
+fdeoff, freoff = struct.unpack_from("<II", h, 20)
+fde0 = sec + 28 + aux + fdeoff
+fre_start_off = struct.unpack_from("<I", d, fde0 + 8)[0]
+fre_type = d[fde0 + 16] & 0x0f
+fre0 = sec + 28 + aux + freoff + fre_start_off
+print(sec, fde0 + 16, fre0 + {0: 1, 1: 2, 2: 4}[fre_type], size)
+PY
+)
+  [ -n "$fre" ] && ok || { bad "cannot locate the bytes to damage"; exit 1; }
+  damage() {  # FILE OFFSET BYTE: a copy of prog-sf with one byte replaced
+    cp prog-sf "$1"; printf "\\x$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+    sha256sum "$1" > "$1.sum"
+  }
+  damage bad-magic "$hdr" 00      # magic 0xdee2 no longer
+  damage bad-fde "$fde" 0f        # FRE type 15 (§2.2.1: 0-2 defined)
+  damage bad-fre "$fre" ff        # data-word size code 3 (§2.3.1: 0-2 defined)
+  hx() { printf '0x%x' "$1"; }
+  want_magic="section \.sframe: bad magic number .*\[kBadMagic\] at byte 0x0 .*, file offset $(hx "$hdr")$"
+  want_fde="section \.sframe: FRE type code does not exist \[kBadFreType\] at byte $(hx $((fde - hdr))), FDE 0 \(value 0xf\), file offset $(hx "$fde")$"
+  want_fre="section \.sframe: FRE data-word size code does not exist \[kBadDatawordSize\] at byte $(hx $((fre - hdr))), FDE 0, FRE 0 \(value 0x3\), file offset $(hx "$fre")$"
+  for f in bad-magic bad-fde bad-fre; do
+    case $f in bad-magic) want=$want_magic ;; bad-fde) want=$want_fde ;; bad-fre) want=$want_fre ;; esac
+    t 1 "^sframe: $f: $want" verify "$f"; one_line "verify $f"
+    t 1 "^sframe: $f: $want" stat "$f"; one_line "stat $f"
+    t 1 "^sframe: $f: $want" lookup "$f" "$main"; one_line "lookup $f"
+    t 1 "^sframe: $f: $want" dump "$f"
+    t 1 "^sframe: $f: $want" merge "$f" -o m.sframe; one_line "merge $f"
+    [ ! -e m.sframe ] && ok || bad "merge $f wrote its output"
+    t 1 "^sframe: $f: $want" convert "$f" -o c.elf; one_line "convert $f"
+    [ ! -e c.elf ] && ok || bad "convert $f wrote its output"
+    cp "$f" "$f.inplace"; t 1 "^sframe: $f.inplace: section" convert --in-place "$f.inplace"
+    cmp -s "$f" "$f.inplace" && ok || bad "convert --in-place $f changed the file"
+    sha256sum -c --quiet "$f.sum" && ok || bad "$f changed"
+  done
+  j 1 "doc['files'][0]['error'].endswith(', file offset $(hx "$fre")')" dump --json bad-fre
+  # A raw section's offsets are file offsets already: no second one.
+  dd if=bad-fre of=bad-fre.raw bs=1 skip="$hdr" count="$size" status=none
+  t 1 "^sframe: bad-fre.raw: raw section: .* at byte $(hx $((fre - hdr))), FDE 0, FRE 0 \(value 0x3\)$" verify bad-fre.raw
+  # FDEs sharing FRE data (spec §2.4 does not forbid it): 20,000 FDEs on
+  # one block of 100,000 FREs (700 KB) declare 2 x 10^9 FREs; stat counts
+  # them without decoding the block 20,000 times (it took minutes). Then
+  # each FDE i on the run from FRE i: overlapping runs, refused by name.
+  python3 - <<'PY'
+import struct
+N, M = 20000, 100000
+# FRE (§2.4, SFRAME_FRE_TYPE_ADDR1): start address, info 0x03 (CFA on SP,
+# one 1-byte data word), the data word.
+fre = b"".join(bytes([k % 256, 0x03, 0x10]) for k in range(M))
+def section(name, fre_off, num_fres):
+    hdr = struct.pack("<HBBBbbBIIIII", 0xdee2, 2, 1, 3, 0, -8, 0, N, M, len(fre), 0, N * 20)
+    fdes = b"".join(struct.pack("<iIIIBBH", 0x1000 * (i + 1), 0x100, fre_off(i), num_fres(i), 0, 0, 0)
+                    for i in range(N))
+    open(name, "wb").write(hdr + fdes + fre)
+section("shared-block.raw", lambda i: 0, lambda i: M)
+section("shared-runs.raw", lambda i: 3 * i, lambda i: M - i)
+PY
+  SECONDS=0
+  j 0 "(st := doc['files'][0]['stats']) and st['num_fres'] == 20000 * 100000 and st['dataword_counts'] == {'1': 2 * 10**9} and st['dataword_sizes']['1'] == 2 * 10**9" stat --json shared-block.raw
+  t 1 "^sframe: shared-runs.raw: raw section: FDE's FREs overlap another FDE's FREs \[kFdeFresOverlap\] at byte 0x[0-9a-f]+, FDE [0-9]+$" stat shared-runs.raw
+  one_line "stat shared-runs.raw"
+  [ "$SECONDS" -lt 30 ] && ok || bad "stat of FDEs sharing FREs took $SECONDS s"
+  # merge expands every FDE's rows (2 x 10^9 here: it died of bad_alloc).
+  t 1 "^sframe: shared-block.raw: raw section: FDEs sharing FRE blocks declare more than [0-9]+ rows by FDE [0-9]+ \(700028 bytes\)" merge shared-block.raw -o m.sframe
+  one_line "merge shared-block.raw"
+  [ ! -e m.sframe ] && ok || bad "merge of FDEs sharing FREs wrote its output"
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac

@@ -114,46 +114,56 @@ ModuleHint::Slot slot_of(const Module& m, Arch arch) noexcept;
 /// lookup_compact(); defined in src/unwind/rules.cpp.
 bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& slot) noexcept;
 
-/// fill_hint() from prebuilt slots: the last slot starting at or before
-/// `lookup_pc` when it holds the PC (a search without a branch per step
-/// over the dense `begins`); false (slot emptied) otherwise.
-[[gnu::always_inline]] inline bool fill_hint(const ModuleHint::Slots& t, std::uint64_t lookup_pc,
-                                             ModuleHint::Slot& slot) noexcept {
+/// The prebuilt slot of the module holding runtime `lookup_pc`: the last
+/// slot starting at or before it when it holds the PC (a search without a
+/// branch per step over the dense `begins`, bounded by log2 of the module
+/// count); null otherwise. For fill_hint() and for walks that keep a
+/// pointer to the slot rather than a copy.
+[[gnu::always_inline]] inline const ModuleHint::Slot* find_slot(const ModuleHint::Slots& t,
+                                                               std::uint64_t lookup_pc) noexcept {
   std::size_t lo = 0, n = t.count;
-  if (n == 0) [[unlikely]] {
-    slot = ModuleHint::Slot{};
-    return false;
-  }
+  if (n == 0) [[unlikely]]
+    return nullptr;
   while (n > 1) {
     const std::size_t half = n / 2;
     lo = t.begins[lo + half] <= lookup_pc ? lo + half : lo;
     n -= half;
   }
   const ModuleHint::Slot& s = t.slots[lo];
-  if (lookup_pc - s.begin >= s.size) {
-    slot = ModuleHint::Slot{};
-    return false;
-  }
-  slot = s;
-  return true;
+  return lookup_pc - s.begin < s.size ? &s : nullptr;
 }
 
-/// lookup_compact() in one map: kRule, kNoSFrame (no module, or no FDE in
-/// it), or kFull.
-/// `prebuilt`: the map's slots (or null); `code`, when given, is set to the
-/// row's entry of the slot's `codes` on kRule (null where it has none).
-[[gnu::always_inline]] inline CompactLookup compact_in(const ModuleMap& modules, const ModuleHint::Slots* prebuilt,
-                                                       Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& h,
-                                                       CompactRule& out, const std::int64_t** code) noexcept {
-  // One subtraction and one comparison when the PC is in the hint's
-  // module (an empty slot's size 0 never holds a PC).
-  if (lookup_pc - h.begin >= h.size) [[unlikely]] {
-    if (!(prebuilt ? fill_hint(*prebuilt, lookup_pc, h) : fill_hint(modules, arch, lookup_pc, h)))
-      return CompactLookup::kNoSFrame;
+/// fill_hint() from prebuilt slots: find_slot()'s slot copied into `slot`;
+/// false (slot emptied) where no module holds the PC.
+[[gnu::always_inline]] inline bool fill_hint(const ModuleHint::Slots& t, std::uint64_t lookup_pc,
+                                             ModuleHint::Slot& slot) noexcept {
+  if (const ModuleHint::Slot* s = find_slot(t, lookup_pc)) {
+    slot = *s;
+    return true;
   }
+  slot = ModuleHint::Slot{};
+  return false;
+}
+
+/// The compiled row of `lookup_pc` in the module of slot `h` (which holds
+/// it): an index into h.compact, whose kValid bit says whether the row has
+/// a cacheable rule; RowIndex::kNotCovered where no FDE covers the PC; or
+/// RowIndex::kUseFind where only the full lookup can answer (a slot without
+/// compiled rows, a PC-mask FDE, a PC before its FDE's first FRE). The
+/// first half of compact_at(), for a loop that reads the row's rule in
+/// place.
+[[gnu::always_inline]] inline std::uint32_t compact_row(const ModuleHint::Slot& h, std::uint64_t lookup_pc) noexcept {
   if (!h.compact) [[unlikely]]
-    return CompactLookup::kFull;
-  const std::uint32_t id = h.rows.row_id(lookup_pc - h.bias);
+    return RowIndex::kUseFind;
+  return h.rows.row_id(lookup_pc - h.bias);
+}
+
+/// lookup_compact() in the module of slot `h`, which holds `lookup_pc`:
+/// kRule, kNoSFrame (no FDE there), or kFull. `code`, when given, is set to
+/// the row's entry of the slot's `codes` on kRule (null where it has none).
+[[gnu::always_inline]] inline CompactLookup compact_at(const ModuleHint::Slot& h, std::uint64_t lookup_pc,
+                                                       CompactRule& out, const std::int64_t** code) noexcept {
+  const std::uint32_t id = compact_row(h, lookup_pc);
   if (id == RowIndex::kNotCovered) return CompactLookup::kNoSFrame;
   if (id == RowIndex::kUseFind) [[unlikely]]
     return CompactLookup::kFull;
@@ -163,6 +173,21 @@ bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, Mod
   out = c;
   if (code) *code = h.codes ? h.codes + id : nullptr;
   return CompactLookup::kRule;
+}
+
+/// lookup_compact() in one map: kRule, kNoSFrame (no module, or no FDE in
+/// it), or kFull.
+/// `prebuilt`: the map's slots (or null); `code` as for compact_at().
+[[gnu::always_inline]] inline CompactLookup compact_in(const ModuleMap& modules, const ModuleHint::Slots* prebuilt,
+                                                       Arch arch, std::uint64_t lookup_pc, ModuleHint::Slot& h,
+                                                       CompactRule& out, const std::int64_t** code) noexcept {
+  // One subtraction and one comparison when the PC is in the hint's
+  // module (an empty slot's size 0 never holds a PC).
+  if (lookup_pc - h.begin >= h.size) [[unlikely]] {
+    if (!(prebuilt ? fill_hint(*prebuilt, lookup_pc, h) : fill_hint(modules, arch, lookup_pc, h)))
+      return CompactLookup::kNoSFrame;
+  }
+  return compact_at(h, lookup_pc, out, code);
 }
 
 /// The cold step's lookup: lookup_rules(modules, fallback, arch, lookup_pc)

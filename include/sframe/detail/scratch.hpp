@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// sframepp (private): an allocator for large buffers that live only while
+// something is built (RowIndex::Builder's staging, the CFI reader's FDE
+// list): pages of their own from mmap, given back to the system by munmap
+// when freed. Namespace detail: no API promise.
+//
+// Why not malloc: glibc serves a block of 128 KiB or more with mmap, but
+// once such a block is freed it raises its mmap threshold to that block's
+// size (dynamic threshold, up to 32 MiB; mallopt(3) M_MMAP_THRESHOLD), so
+// the next transient buffers of a generation come from the heap, or from
+// the fresh arena glibc gives a new thread (the background generator), and
+// the holes they leave there stay resident after init: hundreds of KiB of
+// RSS held for nothing. mallopt() and malloc_trim() would change the whole
+// program's allocator, which a library must not do.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <new>
+
+namespace sframe::detail {
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kScratchMmap = false;  // ASan checks the bounds of operator new's blocks only
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kScratchMmap = false;
+#else
+inline constexpr bool kScratchMmap = true;
+#endif
+#else
+inline constexpr bool kScratchMmap = true;
+#endif
+
+/// std::allocator for transient buffers: blocks of kScratchMmapMin bytes
+/// or more are mapped and unmapped whole (untouched pages of a generous
+/// reserve() cost address space only); smaller ones use operator new.
+template <class T>
+struct ScratchAllocator {
+  using value_type = T;
+  static constexpr std::size_t kScratchMmapMin = 64 * 1024;
+  ScratchAllocator() noexcept = default;
+  template <class U>
+  ScratchAllocator(const ScratchAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    const std::size_t bytes = n * sizeof(T);
+    if (!kScratchMmap || bytes < kScratchMmapMin) return static_cast<T*>(::operator new(bytes));
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    const std::size_t bytes = n * sizeof(T);
+    if (!kScratchMmap || bytes < kScratchMmapMin)
+      ::operator delete(p);
+    else
+      munmap(p, bytes);
+  }
+  template <class U>
+  friend bool operator==(const ScratchAllocator&, const ScratchAllocator<U>&) noexcept {
+    return true;
+  }
+};
+
+}  // namespace sframe::detail
