@@ -58,12 +58,19 @@ std::vector<std::byte> section_of(const cfi::Function& fn, std::uint64_t address
 // independent truth, cfi::libdw_functions), both put through the one
 // translation and encoder; a function libdw's rows say SFrame cannot hold
 // is refused with that reason. PLT sections are left to the PC-mask tests.
+// Both ways of holding a generated FDE: an encoded section (looked up with
+// find()), and with ModuleUnwindOptions::per_fde_rows a RowIndex built
+// straight from the translator's rows (looked up with RowIndex::find(),
+// the function's range from the GeneratedFde).
 TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
   const char* libs[] = {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+  for (const bool per_fde_rows : {false, true})
   for (const char* lib : libs) {
     auto f = elf::ElfFile::open(lib);
     ASSERT_TRUE(f) << lib;
-    cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{});
+    cfi::ModuleUnwindOptions mo;
+    mo.per_fde_rows = per_fde_rows;
+    cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{}, mo);
     ASSERT_TRUE(u.enable_on_demand(*f)) << lib;
     const std::vector<cfi::PltSection> plts = cfi::plt_sections(*f);
     const auto in_plt = [&](const cfi::Function& fn) {
@@ -99,6 +106,20 @@ TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
           continue;
         }
         auto want = find(*ref, pc);
+        if (per_fde_rows) {
+          ASSERT_TRUE((*g)->section.rows.has_value()) << lib;
+          EXPECT_FALSE((*g)->section.index.has_value()) << lib;
+          auto got = (*g)->section.rows->find(pc);
+          if (!want || !got) {
+            diffs.push_back(fmt::format("{:#x}: lookup {} / rows {}", pc, want ? "ok" : describe(want.error().code()),
+                                        got ? "ok" : describe(got.error().code())));
+            continue;
+          }
+          if (!(want->row == got->row) || want->fde.start_pc != (*g)->start ||
+              want->fde.start_pc + want->fde.size != (*g)->end || want->fde.signal != got->signal)
+            diffs.push_back(fmt::format("{:#x}: rows differ (function {:#x}-{:#x})", pc, fn.start, fn.end));
+          continue;
+        }
         auto got = find(*(*g)->section.section, pc);
         if (!want || !got) {
           diffs.push_back(fmt::format("{:#x}: lookup {} / {}", pc, want ? "ok" : describe(want.error().code()),
@@ -112,10 +133,10 @@ TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
     });
     ASSERT_TRUE(ok) << lib;
     EXPECT_GT(functions, 1000u) << lib;
-    EXPECT_TRUE(diffs.empty()) << lib << ": " << diffs.size() << " of " << pcs << " PCs differ, first "
-                               << (diffs.empty() ? "" : diffs.front());
-    std::printf("%s: %zu functions, %zu PCs (%zu refused with libdw's reason), %zu FDEs generated\n", lib, functions,
-                pcs, refused, u.generated_fdes().size());
+    EXPECT_TRUE(diffs.empty()) << lib << (per_fde_rows ? " (per_fde_rows)" : "") << ": " << diffs.size() << " of "
+                               << pcs << " PCs differ, first " << (diffs.empty() ? "" : diffs.front());
+    std::printf("%s%s: %zu functions, %zu PCs (%zu refused with libdw's reason), %zu FDEs generated\n", lib,
+                per_fde_rows ? " (per_fde_rows)" : "", functions, pcs, refused, u.generated_fdes().size());
   }
 }
 

@@ -126,6 +126,14 @@ struct ModuleUnwindOptions {
   /// callers that read `index` (the remote side's LoadedModule). The
   /// in-process backtrace looks up through the RowIndex alone.
   bool fde_index_with_rows = true;
+  /// Per-FDE generation (generate_for_pc()) puts each FDE's rows straight
+  /// into a RowIndex (RowIndex::Builder, as generate() does without an
+  /// FdeIndex): no encoded section to write, check and decode again, no
+  /// FdeIndex, and every lookup through the RowIndex's compiled rows. Off:
+  /// an encoded section with an FdeIndex (and a RowIndex beside an own
+  /// section). For callers that look generated FDEs up only through the
+  /// unwinder's Module (`sframe perf script`).
+  bool per_fde_rows = false;
 };
 
 /// Where a module's primary unwind information comes from.
@@ -276,6 +284,7 @@ class ModuleUnwind {
   std::optional<Error> generate_error_;
   Version version_ = Version::kV3;
   bool fde_index_with_rows_ = true;
+  bool per_fde_rows_ = false;
   std::vector<AddressRange> trampolines_;
   std::string reason_;
 

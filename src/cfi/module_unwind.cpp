@@ -254,6 +254,7 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   ModuleUnwind m;
   m.version_ = opt.version;
   m.fde_index_with_rows_ = opt.fde_index_with_rows;
+  m.per_fde_rows_ = opt.per_fde_rows;
   m.trampolines_ = find_sigreturn_code(image.code);
   std::string own_note;
   if (!image.sframe.empty() && !opt.ignore_own) {
@@ -460,48 +461,70 @@ Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
     slot.error = e;
     return Unexpected{e};
   };
-  // The functions, by the translation generate() uses.
+  // The functions, by the translation generate() uses, into `sink`.
   const std::uint64_t section_address = od.src.eh_frame.address;
-  SectionEncoder enc(section_header(od.src.abi, version_, section_address));
   std::optional<Error> add_error;
   std::uint64_t lo = UINT64_MAX, hi = 0;
-  const auto add = [&](const FunctionSpec& fn) {
-    if (add_error) return;
-    if (auto ok = enc.add(fn); !ok) add_error = ok.error();
-    lo = std::min(lo, fn.start_pc);
-    hi = std::max(hi, fn.start_pc + fn.size);
+  const auto translate = [&](const auto& sink) -> Expected<Reason> {
+    add_error.reset();
+    lo = UINT64_MAX;
+    hi = 0;
+    const auto add = [&](const FunctionSpec& fn) {
+      if (add_error) return;
+      if (auto ok = sink(fn); !ok) add_error = ok.error();
+      lo = std::min(lo, fn.start_pc);
+      hi = std::max(hi, fn.start_pc + fn.size);
+    };
+    Reason why = Reason::kNone;
+    if (entry) {
+      // The record's offset in .eh_frame; the reader checks it lies inside.
+      const std::uint64_t off = entry->fde - od.src.eh_frame.address;
+      Expected<const Function*> fn = od.reader.read(off, entry->next_start);
+      if (!fn) return Unexpected{fn.error()};
+      const Generated g = generate_function(**fn, od.src.abi, version_, section_address, od.src.plts, add);
+      if (!g.skipped.empty()) why = g.skipped.front().reason;
+      if (lo == UINT64_MAX && why == Reason::kNone) why = Reason::kNoRow;  // in a PLT section: not ours
+    } else {
+      for (const FunctionSpec& f : plt_functions_at(od.src.plts, pc)) add(f);
+      if (lo == UINT64_MAX) why = Reason::kNoRow;
+    }
+    return why;
   };
-  Reason why = Reason::kNone;
-  if (entry) {
-    // The record's offset in .eh_frame; the reader checks it lies inside.
-    const std::uint64_t off = entry->fde - od.src.eh_frame.address;
-    Expected<const Function*> fn = od.reader.read(off, entry->next_start);
-    if (!fn) return fail(fn.error());
-    const Generated g = generate_function(**fn, od.src.abi, version_, section_address, od.src.plts, add);
-    if (!g.skipped.empty()) why = g.skipped.front().reason;
-    if (lo == UINT64_MAX && why == Reason::kNone) why = Reason::kNoRow;  // in a PLT section: not ours
-  } else {
-    for (const FunctionSpec& f : plt_functions_at(od.src.plts, pc)) add(f);
-    if (lo == UINT64_MAX) why = Reason::kNoRow;
-  }
-  if (why != Reason::kNone) return fail(Error{EncodeErrc::kNotRepresentable, 0, static_cast<std::uint64_t>(why)});
-  if (add_error) return fail(*add_error);
-  Expected<std::vector<std::byte>> bytes = enc.finish();
-  if (!bytes) return fail(bytes.error());
+  const auto checked = [&](const Expected<Reason>& why) -> std::optional<Error> {
+    if (!why) return why.error();
+    if (*why != Reason::kNone) return Error{EncodeErrc::kNotRepresentable, 0, static_cast<std::uint64_t>(*why)};
+    return add_error;
+  };
   auto g = std::make_unique<GeneratedFde>();
+  bool built = false;
+  if (per_fde_rows_) {
+    // Straight into a RowIndex (see ModuleUnwindOptions::per_fde_rows).
+    RowIndex::Builder rows;
+    if (std::optional<Error> e = checked(translate([&](const FunctionSpec& fn) { return rows.add(fn); })))
+      return fail(*e);
+    // Rows a RowIndex cannot hold (e.g. a span of 4 GiB): encoded below.
+    built = static_cast<bool>(g->section.assign_rows(rows, od.src.abi, version_, section_address));
+  }
+  if (!built) {
+    SectionEncoder enc(section_header(od.src.abi, version_, section_address));
+    if (std::optional<Error> e = checked(translate([&](const FunctionSpec& fn) { return enc.add(fn); })))
+      return fail(*e);
+    Expected<std::vector<std::byte>> bytes = enc.finish();
+    if (!bytes) return fail(bytes.error());
+    // Without an own section, an FdeIndex only: the FDE joins the walker's
+    // primary map, whose rules its rule cache keeps after the first lookup,
+    // and a RowIndex (~15 K instructions to build per FDE) was most of a
+    // Python profile's generation. Beside an own section the FDE joins the
+    // extra map, which no rule cache serves: there every lookup of its PCs
+    // takes the RowIndex's compiled rows (an FdeIndex lookup decodes the FDE
+    // each time: a C profile's `_start` frames cost more than the build).
+    const bool row_index = source_ == ModuleSource::kNative;
+    if (auto ok = g->section.assign(std::move(*bytes), section_address, /*fde_index_with_rows=*/!row_index, row_index);
+        !ok)
+      return fail(ok.error());
+  }
   g->start = lo;
   g->end = hi;
-  // Without an own section, an FdeIndex only: the FDE joins the walker's
-  // primary map, whose rules its rule cache keeps after the first lookup,
-  // and a RowIndex (~15 K instructions to build per FDE) was most of a
-  // Python profile's generation. Beside an own section the FDE joins the
-  // extra map, which no rule cache serves: there every lookup of its PCs
-  // takes the RowIndex's compiled rows (an FdeIndex lookup decodes the FDE
-  // each time: a C profile's `_start` frames cost more than the build).
-  const bool row_index = source_ == ModuleSource::kNative;
-  if (auto ok = g->section.assign(std::move(*bytes), section_address, /*fde_index_with_rows=*/!row_index, row_index);
-      !ok)
-    return fail(ok.error());
   slot.fde = std::move(g);
   generated_list_.push_back(slot.fde.get());
   if (source_ == ModuleSource::kNone) {

@@ -27,12 +27,58 @@ Elf_Scn* find_table(Elf* e, std::uint32_t type) {
   return nullptr;
 }
 
-// True if section `ndx` of `e` holds code (SHF_EXECINSTR).
-bool exec_section(Elf* e, std::size_t ndx) {
-  GElf_Shdr sh;
-  Elf_Scn* scn = elf_getscn(e, ndx);
-  return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
-}
+// Whether section `ndx` of `e` holds code (SHF_EXECINSTR), looked up once
+// per section: a table of tens of thousands of symbols names a few dozen
+// sections.
+class ExecSections {
+ public:
+  explicit ExecSections(Elf* e) : e_(e) {
+    if (elf_getshdrnum(e, &count_) != 0) count_ = 0;
+  }
+  bool operator()(std::size_t ndx) {
+    if (ndx >= count_) return false;  // elf_getscn() has no such section
+    if (known_.empty()) known_.assign(count_, -1);
+    if (known_[ndx] < 0) {
+      GElf_Shdr sh;
+      Elf_Scn* scn = elf_getscn(e_, ndx);
+      known_[ndx] = scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR) ? 1 : 0;
+    }
+    return known_[ndx] != 0;
+  }
+
+ private:
+  Elf* e_;
+  std::size_t count_ = 0;
+  std::vector<signed char> known_;  // per section: -1 not looked up yet
+};
+
+// The names of a string table section, as elf_strptr() gives them: null
+// for an offset outside the section or a string the section does not end.
+// Read from the section's data directly (elf_strptr() checks the section
+// and the offset on each call, a sixth of reading a table).
+class StringTable {
+ public:
+  StringTable(Elf* e, std::size_t ndx) {
+    Elf_Scn* scn = elf_getscn(e, ndx);
+    GElf_Shdr sh;
+    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB) return;
+    Elf_Data* d = elf_getdata(scn, nullptr);
+    if (!d || !d->d_buf || d->d_size == 0) return;
+    base_ = static_cast<const char*>(d->d_buf);
+    size_ = std::min<std::size_t>(d->d_size, sh.sh_size);
+    terminated_ = base_[size_ - 1] == '\0';
+  }
+  const char* at(std::size_t off) const {
+    if (off >= size_) return nullptr;
+    if (!terminated_ && !std::memchr(base_ + off, '\0', size_ - off)) return nullptr;
+    return base_ + off;
+  }
+
+ private:
+  const char* base_ = nullptr;
+  std::size_t size_ = 0;
+  bool terminated_ = false;
+};
 
 // Appends the defined, named STT_FUNC/STT_GNU_IFUNC symbols of `scn`, and
 // with `labels` the named STT_NOTYPE symbols of code sections (perf keeps
@@ -43,22 +89,38 @@ void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uin
   if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return;
   Elf_Data* data = elf_getdata(scn, nullptr);
   if (!data) return;
-  const std::size_t n = sh.sh_size / sh.sh_entsize;
+  std::size_t n = sh.sh_size / sh.sh_entsize;
   // At most one symbol per entry, within the file's size: growing the
   // vector instead copied it (and faulted fresh pages in) a dozen times.
   out.reserve(out.size() + std::min<std::size_t>(n, data->d_size / sh.sh_entsize + 1));
+  // A 64-bit file's symbols straight from the converted data (an array of
+  // Elf64_Sym in memory order, as gelf_getsym() reads it), else through
+  // gelf_getsym(); either way no entry past the data.
+  const bool wide = gelf_getclass(e) == ELFCLASS64 && data->d_type == ELF_T_SYM && data->d_buf;
+  if (wide) n = std::min(n, data->d_size / sizeof(Elf64_Sym));
+  GElf_Ehdr eh;
+  const bool rel = gelf_getehdr(e, &eh) && eh.e_type == ET_REL;  // symbol_base() is 0 otherwise
+  ExecSections exec_section(e);
+  const StringTable names(e, sh.sh_link);
   for (std::size_t i = 0; i < n; ++i) {
     GElf_Sym sym;
-    if (!gelf_getsym(data, static_cast<int>(i), &sym)) break;
+    if (wide) {
+      Elf64_Sym s64;
+      std::memcpy(&s64, static_cast<const char*>(data->d_buf) + i * sizeof(Elf64_Sym), sizeof s64);
+      sym = s64;  // GElf_Sym is Elf64_Sym
+    } else if (!gelf_getsym(data, static_cast<int>(i), &sym)) {
+      break;
+    }
     const auto type = static_cast<std::uint8_t>(GELF_ST_TYPE(sym.st_info));
     if (sym.st_shndx == SHN_UNDEF) continue;
-    const bool label = labels && type == STT_NOTYPE && sym.st_shndx != SHN_ABS && sym.st_shndx < SHN_LORESERVE &&
-                       exec_section(e, sym.st_shndx);
-    if (type != STT_FUNC && type != STT_GNU_IFUNC && !label) continue;
-    const char* name = elf_strptr(e, sh.sh_link, sym.st_name);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC &&
+        !(labels && type == STT_NOTYPE && sym.st_shndx != SHN_ABS && sym.st_shndx < SHN_LORESERVE &&
+          exec_section(sym.st_shndx)))
+      continue;
+    const char* name = names.at(sym.st_name);
     if (!name || !*name) continue;
-    out.push_back({name, sym.st_value + detail::symbol_base(e, sym), sym.st_size, static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type,
-                   order++});
+    out.push_back({name, sym.st_value + (rel ? detail::symbol_base(e, sym) : 0), sym.st_size,
+                   static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type, order++});
   }
 }
 
@@ -152,6 +214,30 @@ bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy po
          std::make_tuple(b.size == 0, eu_binding_rank(b.binding), b.size, b.order);
 }
 
+// Sorts `v` stably by key(element), a 64-bit value: an LSD radix sort over
+// the key bits that vary, 11 bits a pass (a few passes for one file's
+// addresses, where a comparison sort of a libc-sized table cost most of
+// reading it). Fewer than 2^32 elements.
+template <class T, class KeyOf>
+void radix_sort(std::vector<T>& v, KeyOf key) {
+  if (v.empty()) return;
+  std::uint64_t varying = 0;
+  const std::uint64_t first = key(v.front());
+  for (const T& x : v) varying |= key(x) ^ first;
+  constexpr unsigned kDigitBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
+  std::vector<T> tmp(v.size());
+  std::vector<std::uint32_t> count(kBuckets);
+  for (unsigned shift = 0; shift < 64 && (varying >> shift) != 0; shift += kDigitBits) {
+    std::fill(count.begin(), count.end(), 0u);
+    for (const T& x : v) ++count[(key(x) >> shift) & (kBuckets - 1)];
+    std::uint32_t at = 0;
+    for (std::uint32_t& c : count) at += std::exchange(c, at);
+    for (const T& x : v) tmp[count[(key(x) >> shift) & (kBuckets - 1)]++] = x;
+    v.swap(tmp);
+  }
+}
+
 bool covers(const FunctionSymbol& s, std::uint64_t address) {
   return address >= s.address && address - s.address < std::max<std::uint64_t>(s.size, 1);
 }
@@ -218,7 +304,10 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     std::vector<std::uint64_t> have;
     have.reserve(t.symbols_.size());
     for (const auto& s : t.symbols_) have.push_back(s.address);
-    std::sort(have.begin(), have.end());
+    if (have.size() < 256)
+      std::sort(have.begin(), have.end());
+    else
+      radix_sort(have, [](std::uint64_t a) { return a; });
     for (auto& s : dyn)
       if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
     if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
@@ -266,20 +355,7 @@ void SymbolTable::finish() {
       // comparison sort of a libc-sized table cost most of reading it);
       // equal addresses keep index order, and only those groups (aliases)
       // are then ordered by `before`: the same order as sorting by it.
-      std::uint64_t varying = 0;
-      for (const Key& k : keys) varying |= k.address ^ keys.front().address;
-      constexpr unsigned kDigitBits = 11;
-      constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
-      std::vector<Key> tmp(keys.size());
-      std::vector<std::uint32_t> count(kBuckets);
-      for (unsigned shift = 0; shift < 64 && (varying >> shift) != 0; shift += kDigitBits) {
-        std::fill(count.begin(), count.end(), 0u);
-        for (const Key& k : keys) ++count[(k.address >> shift) & (kBuckets - 1)];
-        std::uint32_t at = 0;
-        for (std::uint32_t& c : count) at += std::exchange(c, at);
-        for (const Key& k : keys) tmp[count[(k.address >> shift) & (kBuckets - 1)]++] = k;
-        keys.swap(tmp);
-      }
+      radix_sort(keys, [](const Key& k) { return k.address; });
       for (std::size_t i = 0; i < keys.size();) {
         std::size_t j = i + 1;
         while (j < keys.size() && keys[j].address == keys[i].address) ++j;
@@ -288,10 +364,25 @@ void SymbolTable::finish() {
         i = j;
       }
     }
-    std::vector<FunctionSymbol> sorted;
-    sorted.reserve(keys.size());
-    for (const Key& k : keys) sorted.push_back(std::move(t.symbols_[k.index]));
-    t.symbols_ = std::move(sorted);
+    // Position i takes symbol keys[i].index: applied in place, one cycle
+    // of the permutation at a time (a done position points at itself), so
+    // that no second vector of symbols is allocated and faulted in (a
+    // debug file's .symtab of tens of thousands of symbols is megabytes).
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i].index == i) continue;
+      FunctionSymbol first = std::move(t.symbols_[i]);
+      std::size_t j = i;
+      for (;;) {
+        const std::size_t from = keys[j].index;
+        keys[j].index = static_cast<std::uint32_t>(j);
+        if (from == i) {
+          t.symbols_[j] = std::move(first);
+          break;
+        }
+        t.symbols_[j] = std::move(t.symbols_[from]);
+        j = from;
+      }
+    }
   }
   if (policy == NamingPolicy::kPerf) {
     // perf (util/symbol.c, symbols__fixup_end): a zero-sized symbol

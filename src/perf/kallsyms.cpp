@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -142,8 +141,11 @@ void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
 }
 
 KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
-  // One pass: every 64th line start, and whether all lines have the
+  // One pass: every 16th line start, and whether all lines have the
   // 64-bit layout in address order (then string order is address order).
+  // A lookup parses the lines from the kept start at or below its address:
+  // 8 on average (every 64th kept, 32 of them were most of a Python
+  // profile's ~500 kernel lookups; the index is 2 bytes per line).
   const char* const base = text.data();
   const char* const end = base + text.size();
   bool ok = true;
@@ -169,7 +171,7 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
         const Key k = prefix_key(line);
         ok = ok && (k.first > prev.first || (k.first == prev.first && k.second >= prev.second));
         prev = k;
-        if (n++ % 64 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
+        if (n++ % 16 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
       }
     }
     line = nl < end ? nl + 1 : end;
@@ -214,8 +216,10 @@ bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::ui
   }
   const char* const base = text_.data();
   const char* const end = base + text_.size();
-  char target_text[17];
-  std::snprintf(target_text, sizeof target_text, "%016llx", static_cast<unsigned long long>(addr));
+  // The key of the line "%016lx" of addr would start.
+  char target_text[16];
+  std::uint64_t v = addr;
+  for (int i = 15; i >= 0; --i, v >>= 4) target_text[i] = "0123456789abcdef"[v & 15];
   const Key target = prefix_key(target_text);
   // The line [p, nl) and its name end; nl is end for the last line.
   const auto line_end = [&](const char* p) {

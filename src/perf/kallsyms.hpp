@@ -32,7 +32,7 @@ void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
 /// kallsyms text looked up by address, as parse_kallsyms() would list it.
 /// When every line has the 64-bit layout ("%016lx %c %s") and the lines
 /// come in address order (the kernel's s_show() lists the core kernel so;
-/// loaded modules' symbols may not be), only every 64th line start is kept
+/// loaded modules' symbols may not be), only every 16th line start is kept
 /// (one pass, no per-symbol memory) and a lookup parses the lines near its
 /// address; else every function symbol is parsed and sorted. `text` must
 /// outlive the index.

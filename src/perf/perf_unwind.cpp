@@ -88,6 +88,14 @@ struct MapEntry {
 struct Space {
   std::map<std::uint64_t, MapEntry> maps;  // by start, disjoint
   bool dirty = true;
+  // Since the last rebuild: the executable mappings added, in order, and
+  // whether any mapping was cut or dropped. Additions alone are taken into
+  // the unwinder's maps as they are (Impl::extend), which keeps the rule
+  // cache's entries for the rest: a process's loader and dlopen() map one
+  // library after another between samples, and a full rebuild for each
+  // emptied the cache.
+  std::vector<MapEntry> added;
+  bool cut_since_build = true;
   std::uint64_t built_epoch = 0;
   std::vector<Module> prim_storage, extra_storage;
   std::unique_ptr<ModuleMap> prim, extra;
@@ -112,6 +120,7 @@ struct Space {
   // the old pages, as mmap(MAP_FIXED) does). `exec` false: only cuts.
   void insert(const MapEntry& e, bool exec) {
     forget();
+    if (exec) added.push_back(e);
     std::vector<MapEntry> keep;
     bool cut = false;
     auto it = maps.upper_bound(e.start);
@@ -141,6 +150,14 @@ struct Space {
     // Data mappings (malloc's, the interpreter's) that cut no code leave
     // the unwinder's maps as they are.
     if (exec || cut) dirty = true;
+    if (cut) cut_since_build = true;
+  }
+  // Every mapping changes (exec, a fork's copy): the next build is full.
+  void reset_maps() {
+    forget();
+    dirty = true;
+    cut_since_build = true;
+    added.clear();
   }
 };
 
@@ -148,9 +165,13 @@ void fill(std::vector<Module>& mods, std::vector<Module>& storage, std::unique_p
           std::size_t capacity = 0) {
   storage.assign(std::max(mods.size(), capacity), Module{});
   map = std::make_unique<ModuleMap>(std::span<Module>(storage));
-  // In address order: each add() appends.
-  std::sort(mods.begin(), mods.end(), [](const Module& a, const Module& b) { return a.range.begin < b.range.begin; });
-  for (const Module& m : mods) (void)map->add(m);
+  // In address order: each add() appends. Sorted as (start, index) keys:
+  // moving the modules themselves (a Section each) cost more than the rest
+  // of a rebuild. Equal starts keep their order, as a stable sort would.
+  std::vector<std::pair<std::uint64_t, std::size_t>> order(mods.size());
+  for (std::size_t i = 0; i < mods.size(); ++i) order[i] = {mods[i].range.begin, i};
+  std::sort(order.begin(), order.end());
+  for (const auto& [begin, i] : order) (void)map->add(mods[i]);
 }
 
 std::string home_debug() {
@@ -266,7 +287,9 @@ struct Session::Impl {
       // of every mapped file is not scanned (a few ms for a Python run's
       // dozens of files).
       if (!own) img.code.clear();
-      d.unwind = std::make_unique<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(img, cfi::ModuleUnwindOptions{}));
+      cfi::ModuleUnwindOptions mo;
+      mo.per_fde_rows = true;  // walks look generated FDEs up through the Module only
+      d.unwind = std::make_unique<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(img, mo));
       // SFrame for what the own section lacks, one FDE at a time as walks
       // need it (whole-module generation where .eh_frame_hdr cannot lead).
       if (d.unwind->needs_generation()) (void)d.unwind->enable_on_demand(*d.file);
@@ -298,28 +321,73 @@ struct Session::Impl {
     return *s;
   }
 
+  // The unwinder's modules of mapping `m` (its file's own or generated
+  // section, the FDEs generated so far) appended to `prim` and `extra`, its
+  // signal trampolines to `tramps`.
+  void modules_of(const MapEntry& m, std::vector<Module>& prim, std::vector<Module>& extra,
+                  std::vector<AddressRange>& tramps) {
+    if (!m.dso) return;
+    const cfi::ModuleUnwind* u = unwind_of(*m.dso);
+    if (!u) return;
+    const auto module_of = [&](const cfi::UnwindSection& us) {
+      return Module{{m.start, m.end}, m.bias, *us.section, us.index ? &*us.index : nullptr, us.rows ? &*us.rows : nullptr,
+                    us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
+    };
+    if (u->primary().usable()) prim.push_back(module_of(u->primary()));
+    if (u->extra().usable()) extra.push_back(module_of(u->extra()));
+    // FDEs generated one at a time: beside the own section (extra map),
+    // or in its place (primary map, whose rules the walk caches).
+    auto& fdes = u->primary().usable() ? extra : prim;
+    for (const cfi::GeneratedFde* g : u->generated_fdes())
+      if (auto fm = fde_module(m, *g)) fdes.push_back(*fm);
+    for (const AddressRange& t : m.dso->trampolines)
+      if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end) tramps.push_back({t.begin + m.bias, t.end + m.bias});
+  }
+
+  // Brings the unwinder's maps up to date: by adding the modules of the
+  // mappings added since the last build when that is all that changed
+  // (extend()), else by a full rebuild.
+  void update(Space& s) {
+    if (s.prim && !s.cut_since_build && s.built_epoch == epoch && extend(s)) return;
+    rebuild(s);
+  }
+
+  // Adds the modules of s.added to the built maps, each a new generation
+  // the rule cache adopts (dropping only its entries in the new range, as
+  // View::generate_for does per FDE). False, with the maps unchanged or
+  // partly extended, when a rebuild must follow: no room left, or a module
+  // that overlaps one present (a full rebuild orders such conflicts by
+  // address).
+  bool extend(Space& s) {
+    std::vector<Module> prim, extra;
+    std::vector<AddressRange> tramps;
+    for (const MapEntry& e : s.added) {
+      auto it = s.maps.find(e.start);
+      // Added, then replaced by a later mapping at the same start (no cut:
+      // the same range) or gone: the map as it stands is what counts.
+      if (it == s.maps.end()) continue;
+      modules_of(it->second, prim, extra, tramps);
+    }
+    if (s.prim->modules().size() + prim.size() > s.prim->capacity() ||
+        s.extra->modules().size() + extra.size() > s.extra->capacity())
+      return false;
+    for (const Module& m : prim) {
+      const std::uint64_t gen = s.prim->generation();
+      if (!s.prim->add(m)) return false;
+      if (s.cache && s.cache->generation() == gen) s.cache->adopt(s.prim->generation(), m.range.begin, m.range.end);
+    }
+    for (const Module& m : extra)
+      if (!s.extra->add(m)) return false;
+    s.trampolines.insert(s.trampolines.end(), tramps.begin(), tramps.end());
+    s.added.clear();
+    s.dirty = false;
+    return true;
+  }
+
   void rebuild(Space& s) {
     std::vector<Module> prim, extra;
     s.trampolines.clear();
-    for (const auto& [start, m] : s.maps) {
-      if (!m.dso) continue;
-      const cfi::ModuleUnwind* u = unwind_of(*m.dso);
-      if (!u) continue;
-      const auto module_of = [&](const cfi::UnwindSection& us) {
-        return Module{{m.start, m.end}, m.bias, *us.section, &*us.index, us.rows ? &*us.rows : nullptr,
-                      us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
-      };
-      if (u->primary().usable()) prim.push_back(module_of(u->primary()));
-      if (u->extra().usable()) extra.push_back(module_of(u->extra()));
-      // FDEs generated one at a time: beside the own section (extra map),
-      // or in its place (primary map, whose rules the walk caches).
-      auto& fdes = u->primary().usable() ? extra : prim;
-      for (const cfi::GeneratedFde* g : u->generated_fdes())
-        if (auto fm = fde_module(m, *g)) fdes.push_back(*fm);
-      for (const AddressRange& t : m.dso->trampolines)
-        if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end)
-          s.trampolines.push_back({t.begin + m.bias, t.end + m.bias});
-    }
+    for (const auto& [start, m] : s.maps) modules_of(m, prim, extra, s.trampolines);
     // Room for the FDEs generated from now on (View::generate_for), grown
     // geometrically: a Python profile generates ~800 FDEs, and each full
     // rebuild re-sorts and re-adds every module (and empties the rule
@@ -328,6 +396,8 @@ struct Session::Impl {
     fill(extra, s.extra_storage, s.extra, extra.size() + std::max<std::size_t>(64, extra.size()));
     s.dirty = false;
     s.built_epoch = epoch;
+    s.added.clear();
+    s.cut_since_build = false;
   }
 
   // The unwinder's module for one generated FDE of the file mapped at `m`
@@ -336,7 +406,7 @@ struct Session::Impl {
     const std::uint64_t lo = std::max(g.start + m.bias, m.start), hi = std::min(g.end + m.bias, m.end);
     if (lo >= hi || !g.section.usable()) return std::nullopt;
     const cfi::UnwindSection& us = g.section;
-    return Module{{lo, hi}, m.bias, *us.section, &*us.index, us.rows ? &*us.rows : nullptr,
+    return Module{{lo, hi}, m.bias, *us.section, us.index ? &*us.index : nullptr, us.rows ? &*us.rows : nullptr,
                   us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
   }
 
@@ -426,8 +496,7 @@ struct Session::Impl {
         if (r.comm.exec && r.comm.pid == r.comm.tid) {
           Space& s = space(r.comm.pid);
           s.maps.clear();
-          s.forget();
-          s.dirty = true;
+          s.reset_maps();
         }
         return;
       case kRecordFork: {
@@ -439,8 +508,7 @@ struct Session::Impl {
           auto p = spaces.find(t.ppid);
           Space& s = space(t.pid);
           s.maps = p != spaces.end() ? p->second->maps : std::map<std::uint64_t, MapEntry>{};
-          s.forget();
-          s.dirty = true;
+          s.reset_maps();
         }
         return;
       }
@@ -594,7 +662,7 @@ struct Session::Impl {
       const std::uint64_t sp = reg[kX86Sp];
       out.walked = true;
       Space& s = space(r.id.pid);
-      if (s.dirty || s.built_epoch != epoch) rebuild(s);
+      if (s.dirty || s.built_epoch != epoch) update(s);
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
       s.cache->sync(s.prim->generation());
       Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);

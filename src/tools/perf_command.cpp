@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 #include <cstdio>
 #include <map>
@@ -248,16 +250,29 @@ class PerfCommand final : public Command {
       std::memcpy(p, v.data(), v.size());
       return p + v.size();
     };
-    // Lowercase hex of v right-aligned in `width` columns (printf "%*lx").
+    // Lowercase hex of v right-aligned in `width` columns (printf "%*lx"):
+    // its digit count from its bit length, then two digits per table load
+    // from the last (a loop per digit was a third of printing a frame).
+    static constexpr auto kHexPairs = [] {
+      std::array<char, 512> t{};
+      for (unsigned i = 0; i < 256; ++i) {
+        t[2 * i] = "0123456789abcdef"[i >> 4];
+        t[2 * i + 1] = "0123456789abcdef"[i & 15];
+      }
+      return t;
+    }();
     const auto hex_at = [](char* p, std::uint64_t v, std::size_t width) {
-      char d[16];
-      std::size_t n = 0;
-      do {
-        d[15 - n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-      } while (v != 0);
-      for (; width > n; --width) *p++ = ' ';
-      std::memcpy(p, d + 16 - n, n);
+      const std::size_t n = v == 0 ? 1 : static_cast<std::size_t>(67 - std::countl_zero(v)) / 4;
+      if (width > n) {
+        std::memset(p, ' ', width - n);
+        p += width - n;
+      }
+      char* q = p + n;
+      for (; q - p >= 2; v >>= 8) {
+        q -= 2;
+        std::memcpy(q, &kHexPairs[2 * (v & 0xff)], 2);
+      }
+      if (q != p) *p = "0123456789abcdef"[v & 15];
       return p + n;
     };
     for (const perf::ResolvedFrame& fr : u.frames) {
