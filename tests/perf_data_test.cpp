@@ -210,6 +210,42 @@ TEST(PerfData, HostileInputIsBoundedAndClear) {
   EXPECT_EQ(PerfData::from_bytes(junk).error().code(), PerfErrc::kPerfBadHeader);
 }
 
+// perf_file_header (perf's tools/perf/util/header.h): attrs at byte 24
+// (offset, size), attr_size at 16; each entry ends with its IDs'
+// perf_file_section (offset, size). small.data has one 144-byte entry.
+// Appended here: 4096 copies of it, each naming the whole file as its IDs
+// (aliasing arrays no perf writes): 4096 x the file's size in IDs if
+// believed. The second entry's size field is where the IDs outgrow the
+// file.
+TEST(PerfData, AliasedIdArraysAreRefusedNotMultiplied) {
+  std::vector<std::byte> all = slurp(kDir + "/small.data");
+  ASSERT_GE(all.size(), 104u);
+  const auto get = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, all.data() + at, 8);
+    return v;
+  };
+  const auto put = [&](std::size_t at, std::uint64_t v) { std::memcpy(all.data() + at, &v, 8); };
+  const std::uint64_t entry = get(16), first = get(24);
+  ASSERT_EQ(entry, 144u);
+  ASSERT_EQ(get(32), entry);
+  const std::vector<std::byte> attr(all.begin() + static_cast<std::ptrdiff_t>(first),
+                                    all.begin() + static_cast<std::ptrdiff_t>(first + entry));
+  const std::uint64_t table = all.size();
+  for (int i = 0; i < 4096; ++i) all.insert(all.end(), attr.begin(), attr.end());
+  const std::uint64_t whole = all.size() / 8 * 8;
+  for (std::uint64_t k = 0; k < 4096; ++k) {
+    put(static_cast<std::size_t>(table + k * entry + entry - 16), 0);
+    put(static_cast<std::size_t>(table + k * entry + entry - 8), whole);
+  }
+  put(24, table);
+  put(32, 4096 * entry);
+  const auto d = PerfData::from_bytes(all);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), PerfErrc::kPerfBadHeader);
+  EXPECT_EQ(d.error().offset, table + entry + entry - 8);
+}
+
 TEST(PerfData, BigEndianAnd32BitAreRefused) {
   std::vector<std::byte> all = slurp(kDir + "/small.data");
   ASSERT_GE(all.size(), 104u);

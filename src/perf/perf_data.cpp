@@ -216,10 +216,17 @@ struct PerfData::Impl {
     attr_size -= 16;
     if (attrs_size % entry != 0) return bad(PerfErrc::kPerfBadHeader, 32, attrs_size);
     if (attrs_size / entry > limits.max_attrs) return bad(PerfErrc::kPerfBadHeader, 32, attrs_size / entry);
+    // Each attribute's IDs are its own bytes of the file (perf writes one
+    // array per event), so all of them together fit in the file. Arrays
+    // that alias one region would multiply it by the attribute count:
+    // 4096 attributes naming the whole file ask for 4096 times its size.
+    std::uint64_t all_ids_size = 0;
     for (std::uint64_t off = attrs_off; off < attrs_off + attrs_size; off += entry) {
       EventAttr a = decode_attr(file.data() + off, attr_size);
       const std::uint64_t ids_off = u64(off + attr_size), ids_size = u64(off + attr_size + 8);
       if (!fits(ids_off, ids_size) || ids_size % 8 != 0) return bad(PerfErrc::kPerfTruncated, off + attr_size, ids_off);
+      all_ids_size += ids_size;
+      if (all_ids_size > file.size()) return bad(PerfErrc::kPerfBadHeader, off + attr_size + 8, ids_size);
       for (std::uint64_t i = 0; i < ids_size; i += 8) a.ids.push_back(u64(ids_off + i));
       info.attrs.push_back(std::move(a));
     }
