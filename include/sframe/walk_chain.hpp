@@ -64,16 +64,16 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
     const std::uint64_t lpc = pc.lookup_pc();
     detail::StepOutcome s;
     RuleSource src = RuleSource::kNone;
-    Regs next = regs;
-    CodeAddress next_pc = pc;
+    // Each step is taken on `regs`/`pc` in place: a Stepper leaves both
+    // unchanged when it fails (detail::Stepper::step), so a failed source
+    // hands the next one the same frame without a copy of the registers
+    // (a Regs copy per try was a third of this loop's instructions).
     for (;;) {
       // (1) the module's own section (or its generated one when it has none).
-      next = regs;
-      next_pc = pc;
       // The map is rebuilt (a new generation) after each generation:
       // cached rules of the old one (e.g. "no SFrame") are dropped.
       if (cache) cache->sync(space.unwind_map().generation());
-      s = detail::Stepper<M>(space.unwind_map(), mem, sframe_opt, cache).step(next, next_pc);
+      s = detail::Stepper<M>(space.unwind_map(), mem, sframe_opt, cache).step(regs, pc);
       if (s.stepped || s.reason != StopReason::kNoSFrameForPc) {
         src = (s.this_flags & kFrameSignal) ? RuleSource::kSignalFrame
               : space.generated(lpc)         ? RuleSource::kGenerated
@@ -81,9 +81,7 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
         break;
       }
       // (2) SFrame generated for the .eh_frame FDEs the own section lacks.
-      next = regs;
-      next_pc = pc;
-      s = detail::Stepper<M>(space.extra_map(), mem, sframe_opt, nullptr).step(next, next_pc);
+      s = detail::Stepper<M>(space.extra_map(), mem, sframe_opt, nullptr).step(regs, pc);
       if (s.stepped || s.reason != StopReason::kNoSFrameForPc) {
         src = (s.this_flags & kFrameSignal) ? RuleSource::kSignalFrame : RuleSource::kGenerated;
         break;
@@ -92,7 +90,8 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
       if (!space.generate_for(lpc)) break;
     }
     if (!s.stepped && s.reason == StopReason::kNoSFrameForPc && opt.fp_fallback && regs.arch != Arch::kS390x) {
-      // (3) frame pointers, only where they give a plausible caller.
+      // (3) frame pointers, only where they give a plausible caller: on a
+      // copy, which is kept only when the caller passes the checks.
       Regs fp_next = regs;
       CodeAddress fp_pc = pc;
       const detail::StepOutcome f = detail::Stepper<M>(no_modules, mem, fp_opt, nullptr).step(fp_next, fp_pc);
@@ -107,8 +106,8 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
           res.fp_rejected_cfa = true;
         } else {
           s = f;
-          next = fp_next;
-          next_pc = fp_pc;
+          regs = fp_next;
+          pc = fp_pc;
           src = RuleSource::kFramePointer;
         }
       } else if (f.reason == StopReason::kUnreadableMemory) {
@@ -132,8 +131,6 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
     prev_cfa = s.cfa;
     have_prev = true;
     unchecked = s.cfa_unchecked;
-    regs = next;
-    pc = next_pc;
     if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
     if (n == cap) return finish(n, StopReason::kDepthLimit);
     frames[n] = detail::frame_of(regs, pc, s.caller_flags);
