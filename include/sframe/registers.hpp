@@ -44,16 +44,16 @@ struct ArchRegs {
 inline constexpr std::uint16_t kNoRegister = 0xffff;
 
 /// AMD64: rsp 7, rbp 6. AArch64: sp 31, x29 29, x30 30. s390x: r15, r11, r14.
-namespace detail {
-// Indexed by Arch: one load where a switch cost a chain of compares and
-// branches on every step (a sixth of a cached step's instructions).
-inline constexpr ArchRegs kArchRegs[] = {{7, 6, kNoRegister}, {31, 29, 30}, {15, 11, 14}};
-static_assert(static_cast<unsigned>(Arch::kAmd64) == 0 && static_cast<unsigned>(Arch::kAarch64) == 1 &&
-              static_cast<unsigned>(Arch::kS390x) == 2);
-}  // namespace detail
 constexpr ArchRegs arch_regs(Arch a) noexcept {
+  // Indexed by Arch: one load where a switch cost a chain of compares and
+  // branches on every step (a sixth of a cached step's instructions). A
+  // local table, not a namespace-scope one: that would be a symbol every
+  // library exports.
+  constexpr ArchRegs kByArch[] = {{7, 6, kNoRegister}, {31, 29, 30}, {15, 11, 14}};
+  static_assert(static_cast<unsigned>(Arch::kAmd64) == 0 && static_cast<unsigned>(Arch::kAarch64) == 1 &&
+                static_cast<unsigned>(Arch::kS390x) == 2);
   const auto i = static_cast<unsigned>(a);
-  return i < std::size(detail::kArchRegs) ? detail::kArchRegs[i] : ArchRegs{kNoRegister, kNoRegister, kNoRegister};
+  return i < std::size(kByArch) ? kByArch[i] : ArchRegs{kNoRegister, kNoRegister, kNoRegister};
 }
 
 /// Register state of one frame: the PC plus DWARF registers 0..31 with a
