@@ -157,16 +157,23 @@ class RowIndex {
       const std::size_t b = o >> shift_;
       const std::size_t e = bucket_[b];
       const std::size_t last = bucket_[b + 1];
-      // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
-      // both comparisons are safe (and the sentinels keep them in bounds).
-      if (last - e <= 2) [[likely]]
-        return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
+      // The answer is e .. e+3; entry last+1 starts past this bucket, so
+      // every comparison is safe (and the sentinels keep them in bounds).
+      if (last - e <= kDirect) [[likely]]
+        return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o} +
+               std::size_t{entries_[e + 3].start <= o};
       return index_->clustered(o, e, last);
     }
     /// entries_[boundary(o)].row, the common case without a load that
     /// waits for the comparisons: the three candidate entries are read at
     /// once and the row picked from them (the entries are sorted, so the
-    /// third starting at or before `o` implies the second does).
+    /// third starting at or before `o` implies the second does). A bucket
+    /// with three boundaries after its first takes four candidates here
+    /// too rather than the search out of line (a call into the library
+    /// and a branchy upper_bound): the small functions of a dense code
+    /// region (a push, a sub, a pop: three rows each) put them there on
+    /// most cold walks. Four candidates for every bucket cost the common
+    /// case more than they saved (callgrind: +8 instructions a frame).
     std::uint32_t row_at_offset(std::uint32_t o) const noexcept {
       const std::size_t b = o >> shift_;
       const std::size_t e = bucket_[b];
@@ -177,8 +184,17 @@ class RowIndex {
         row = e2.start <= o ? e2.row : row;
         return row;
       }
+      if (last - e == kDirect) {
+        const Entry e1 = entries_[e + 1], e2 = entries_[e + 2], e3 = entries_[e + 3];
+        std::uint32_t row = e2.start <= o ? e2.row : e1.start <= o ? e1.row : entries_[e].row;
+        return e3.start <= o ? e3.row : row;
+      }
       return entries_[index_->clustered(o, e, last)].row;
     }
+    /// Boundaries past a bucket's first that boundary() and
+    /// row_at_offset() take without a search (the index keeps as many
+    /// sentinels after its last boundary: kSentinels).
+    static constexpr std::size_t kDirect = 3;
     std::uint64_t lo_ = 0;
     std::uint64_t span_ = 0;  // 0: covers nothing
     const Entry* entries_ = nullptr;
@@ -237,8 +253,11 @@ class RowIndex {
   };
   /// The boundary entry covering offset `o` from lo_ (< span_).
   std::size_t boundary(std::uint32_t o) const noexcept { return view().boundary(o); }
-  /// boundary() where more than two boundaries share a bucket: a binary
-  /// search of entries (e, last].
+  /// Entries after the last boundary (start UINT32_MAX, kGap), so that
+  /// View's direct reads of e + 1 .. e + kDirect stay in bounds.
+  static constexpr int kSentinels = static_cast<int>(View::kDirect);
+  /// boundary() where more than View::kDirect boundaries follow a
+  /// bucket's first: a binary search of entries (e, last].
   std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;
   void add(std::uint32_t start, std::uint32_t row) { entries_.push_back({start, row}); }
   /// The FDE whose range holds offset `o` from lo_, for an `o` inside one.

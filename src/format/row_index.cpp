@@ -149,7 +149,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   std::stable_sort(fdes.begin(), fdes.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   if (fdes.empty()) {
     ix.bucket_ = {0, 0};
-    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
+    for (int k = 0; k <= kSentinels; ++k) ix.add(UINT32_MAX, kGap);
     return ix;
   }
   ix.lo_ = fdes.front().start;
@@ -235,9 +235,8 @@ void RowIndex::finalize() {
     bucket_[b] = e;
   }
   bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
-  // Sentinels: find() may read two entries past its answer.
-  add(UINT32_MAX, kGap);
-  add(UINT32_MAX, kGap);
+  // Sentinels: find() may read View::kDirect entries past its answer.
+  for (int k = 0; k < kSentinels; ++k) add(UINT32_MAX, kGap);
 }
 
 Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
@@ -426,7 +425,7 @@ Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
   for (const std::uint32_t i : order) ranged += fns[i].size != 0;
   if (ranged == 0) {
     ix.bucket_ = {0, 0};
-    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
+    for (int k = 0; k <= kSentinels; ++k) ix.add(UINT32_MAX, kGap);
     return ix;
   }
   std::uint32_t first_ranged = 0;

@@ -182,25 +182,6 @@ struct WalkState {
 constexpr std::uint16_t kSlowRule =
     CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
 
-/// The modules cold_run()'s last lookups found: pointers into the table's
-/// prebuilt slots (a module switch costs a pointer, not a Slot copy), the
-/// last two of the native map (a walk alternates between a program and
-/// libc) and the last of the generated one. Start at kNoSlot.
-struct ColdHint {
-  const detail::ModuleHint::Slot* cur;
-  const detail::ModuleHint::Slot* prev;
-  const detail::ModuleHint::Slot* fallback;
-  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
-  /// `cur` (or one past, for a return address) needs the trampoline check
-  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
-  /// runtime may have one more, and the hull of both spans the modules
-  /// between, which then need no check).
-  bool cur_tramps;
-};
-
-/// A slot holding no PC (size 0).
-constexpr detail::ModuleHint::Slot kNoSlot{};
-
 /// Whether a range of `tramps` meets the module range of `s`, closed at its
 /// end (a return address may lie one past a lookup PC at the module's end).
 /// Bounded by the number of trampolines.
@@ -334,15 +315,17 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   return n;
 }
 
-/// The general walk: continues from frame `res.size` in state `ws` (frame
+/// The general walk: continues from frame `res.size` in state `from` (frame
 /// 0: `res.size` 0, no previous CFA), writing every frame's address from
-/// there on. `here` is an address in the current frame: the stack from it up
-/// is mapped. `cache` and `memo` are the thread's (null when this walk
+/// there on. `here` is an address in the current frame: the stack from it
+/// up is mapped. `cache` and `memo` are the thread's (null when this walk
 /// interrupted another on the thread); the caller holds `table` and the
-/// thread's busy flag.
-[[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, WalkState from, std::uint64_t here,
-                                               ThreadState* st, const Table* table, RuleCache* cache,
-                                               Memo* memo) noexcept {
+/// thread's busy flag. `from` by reference: read field by field (a copy by
+/// value loads it 16 bytes at a time, stalling on the caller's narrower
+/// stores).
+[[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, const WalkState& from,
+                                               std::uint64_t here, ThreadState* st, const Table* table,
+                                               RuleCache* cache, Memo* memo) noexcept {
   CodeAddress pc = from.pc;
   // Whether the cache may hold anything: a walk after a flush (or a map
   // change, which empties it) skips every probe, which could only miss. A
@@ -618,11 +601,25 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   r.address = address;
 }
 
-/// Walks from frame `n` in state `ws` (frame 0 when no straight prelude
-/// took frames before it); writes every frame's address and the outcome to
-/// `r`. Runs on the stack being walked: its own frame's address tells
-/// which stack that is (the thread's, or the alternate signal stack).
-[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, WalkState ws) noexcept {
+/// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
+/// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
+inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
+}
+
+/// Walks from frame `n` (frame 0 when no straight prelude took frames
+/// before it) in resume_state(n, pc, sp, fp); writes every frame's address
+/// and the outcome to `r`. Runs on the stack being walked: its own frame's
+/// address tells which stack that is (the thread's, or the alternate
+/// signal stack).
+/// The registers as scalars, not a WalkState by value: the caller built
+/// that with 8-, 2- and 1-byte stores and copied it into the argument area
+/// with 16-byte loads, which cannot take their data from the stores in
+/// flight (a store-forwarding stall on every walk through the C++ entry:
+/// most of sframepp_backtrace_walk_on's samples in a cold-walk profile).
+[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
+                            std::uint64_t fp) noexcept {
+  WalkState ws = resume_state(n, pc, sp, fp);
   int probe = 0;
   const auto here = reinterpret_cast<std::uint64_t>(&probe);
   asm volatile("" : : "r"(&probe) : "memory");
@@ -648,6 +645,8 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (st->memo_generation != gen) [[unlikely]] {
     st->memo.clear();
     st->memo_generation = gen;
+    // The cold run's module hint points into the old table's slots.
+    st->cold_hint = ColdHint{};
   }
   // A cache of another generation is emptied (and then holds nothing).
   if (st->cache.generation() != gen) [[unlikely]] {
@@ -663,7 +662,7 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (n < cap) {
     Memo& memo = st->memo;
     const bool cold = st->cache_empty;
-    ColdHint hint{&kNoSlot, &kNoSlot, &kNoSlot, false};
+    ColdHint& hint = st->cold_hint;
     bool outermost = false;
     std::size_t k = n, taken = 0, looked_up = 0;
     for (;;) {
@@ -698,17 +697,11 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   st->busy = 0;
 }
 
-/// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
-/// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
-inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
-}
-
 /// A whole walk from frame `pc` (exact or return address) with SP/FP (the
 /// ucontext_t and register entries). Warm frames go through the memo's run
 /// (memo_run, the one rule executor), not the assembly's straight run.
 inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  walk(r, out, 0, WalkState{pc, sp, fp});
+  walk(r, out, 0, pc, sp, fp);
 }
 
 // Lazy setup for the plain entry points before backtrace_init (documented
@@ -765,7 +758,7 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
                                                   std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
   const std::size_t n = result->size;
-  walk(*result, std::span<void*>(out, size), n, resume_state(n, sframe::CodeAddress::return_address(pc), sp, fp));
+  walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
   // The walk itself tells whether setup is missing: set up, then walk again.
   if (n == 0 && result->reason == sframe::BacktraceStop::kNotInitialized) [[unlikely]]
     setup_and_walk(out, size, result, pc, sp, fp);
