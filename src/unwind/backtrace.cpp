@@ -199,11 +199,14 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
 /// covers the PC, or null where lookup_compact() would not answer kRule
 /// with a row of that slot (no module, no FDE, kFull), and for a PC
 /// `pcv` in a signal trampoline: the caller's walk then leaves the frame
-/// to the general loop. Out of line: taken on a module switch, a PC in
-/// the generated map, or a PC within the trampolines' hull in a module
-/// with a trampoline only.
-[[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t pcv,
-                                                              std::uint64_t lpc, std::uint32_t& id) noexcept {
+/// to the general loop. Taken on a module switch, a PC in the generated
+/// map, or a PC within the trampolines' hull in a module with a trampoline
+/// only. Inline, not out of line: a call in cold_run()'s loop made GCC keep
+/// the values live across it (the SP, the CFA, the RA) in memory for every
+/// frame, and the call itself cost ~40 instructions a switch.
+[[gnu::always_inline]] inline const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint,
+                                                                          std::uint64_t pcv, std::uint64_t lpc,
+                                                                          std::uint32_t& id) noexcept {
   const detail::ModuleHint::Slot* s = hint.cur;
   if (lpc - s->begin >= s->size) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
