@@ -149,6 +149,15 @@ class RowIndex {
       return row == kGap ? kNotCovered : kUseFind;
     }
 
+    /// This view for addresses `by` above the index's (a module's runtime
+    /// PCs, `by` its load bias): row_id(pc + by) of the copy is row_id(pc)
+    /// of this one (modulo 2^64, as the offset computation is).
+    View rebased(std::uint64_t by) const noexcept {
+      View v = *this;
+      v.lo_ += by;
+      return v;
+    }
+
    private:
     friend class RowIndex;
     /// The boundary entry covering offset `o` from lo_ (< span_). Inline: a
@@ -178,15 +187,18 @@ class RowIndex {
       const std::size_t b = o >> shift_;
       const std::size_t e = bucket_[b];
       const std::size_t last = bucket_[b + 1];
+      // Through one pointer: indexing entries_[e + 1] made GCC compute the
+      // address in two dependent steps on every frame's chain.
+      const Entry* const p = entries_ + e;
       if (last - e <= 2) [[likely]] {
-        const Entry e0 = entries_[e], e1 = entries_[e + 1], e2 = entries_[e + 2];
+        const Entry e0 = p[0], e1 = p[1], e2 = p[2];
         std::uint32_t row = e1.start <= o ? e1.row : e0.row;
         row = e2.start <= o ? e2.row : row;
         return row;
       }
       if (last - e == kDirect) {
-        const Entry e1 = entries_[e + 1], e2 = entries_[e + 2], e3 = entries_[e + 3];
-        std::uint32_t row = e2.start <= o ? e2.row : e1.start <= o ? e1.row : entries_[e].row;
+        const Entry e1 = p[1], e2 = p[2], e3 = p[3];
+        std::uint32_t row = e2.start <= o ? e2.row : e1.start <= o ? e1.row : p[0].row;
         return e3.start <= o ? e3.row : row;
       }
       return entries_[index_->clustered(o, e, last)].row;
