@@ -266,7 +266,10 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   while (n < cap) {
     if (memo.key[n] == Memo::key_of(lpc)) break;
     const detail::ModuleHint::Slot* s = cur;
-    std::uint32_t id = lpc - s->begin < s->size ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+    // compact_row() without its test for a slot without compiled rows:
+    // such a slot's view is empty (slot_of()), so its kNotCovered takes
+    // this PC to cold_lookup(), whose compact_row() tells kUseFind.
+    std::uint32_t id = lpc - s->begin < s->size ? s->rows.row_id(lpc) : RowIndex::kNotCovered;
     if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
@@ -280,7 +283,8 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
     // prebuilt slot with compiled rows has their codes: build_slots()).
     const CompactRule& rule = s->compact[id];
     if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
-    if ((rule.flags & CompactRule::kCfaBaseFp) && !fp_ok) break;
+    // An FP-based rule without a known FP: the executor's kBadRule, which
+    // leaves the frame to the general loop below.
     detail::CompactStep st;
     const detail::CompactStatus status =
         detail::apply_rule(rule, detail::CompactFrame::of(sp, fp, fp_ok, true, sp), stack, Arch::kAmd64, nullptr, st);
