@@ -204,11 +204,18 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
 /// only. Inline, not out of line: a call in cold_run()'s loop made GCC keep
 /// the values live across it (the SP, the CFA, the RA) in memory for every
 /// frame, and the call itself cost ~40 instructions a switch.
+/// For a PC in hint.cur's range, `id` holds that slot's
+/// RowIndex::View::row_id() of it, which the caller looked up already (a
+/// PC in the generated map of a module with its own SFrame then costs one
+/// lookup in each map, not two in the native one). The range is tested
+/// again here rather than passed: a flag live through the caller's frame
+/// loop cost its frames more than the test costs here.
 [[gnu::always_inline]] inline const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint,
                                                                           std::uint64_t pcv, std::uint64_t lpc,
                                                                           std::uint32_t& id) noexcept {
   const detail::ModuleHint::Slot* s = hint.cur;
-  if (lpc - s->begin >= s->size) {
+  const bool in_cur = lpc - s->begin < s->size;
+  if (!in_cur) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
     if (s) {
       hint.prev = hint.cur;
@@ -218,7 +225,10 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   }
   // A PC in a trampoline is the general loop's (the same test as its).
   if (pcv - table.tramp_lo < table.tramp_span && detail::in_ranges(table.trampolines, pcv)) return nullptr;
-  id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+  if (!in_cur)
+    id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+  else if (!s->compact)
+    id = RowIndex::kUseFind;  // compact_row()'s answer for a slot without compiled rows
   if (id != RowIndex::kNotCovered) return id == RowIndex::kUseFind ? nullptr : s;
   // No FDE in the native map: the generated one (lookup_compact's fallback).
   s = hint.fallback;
@@ -268,7 +278,7 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
     const detail::ModuleHint::Slot* s = cur;
     // compact_row() without its test for a slot without compiled rows:
     // such a slot's view is empty (slot_of()), so its kNotCovered takes
-    // this PC to cold_lookup(), whose compact_row() tells kUseFind.
+    // this PC to cold_lookup(), which tells kUseFind.
     std::uint32_t id = lpc - s->begin < s->size ? s->rows.row_id(lpc) : RowIndex::kNotCovered;
     if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
