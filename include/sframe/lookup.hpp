@@ -164,8 +164,8 @@ class RowIndex {
     /// walk's cold step runs it for every frame.
     std::size_t boundary(std::uint32_t o) const noexcept {
       const std::size_t b = o >> shift_;
-      const std::size_t e = bucket_[b];
-      const std::size_t last = bucket_[b + 1];
+      const std::size_t e = bucket_[b] & emask_;
+      const std::size_t last = bucket_[b + 1] & emask_;
       // The answer is e .. e+3; entry last+1 starts past this bucket, so
       // every comparison is safe (and the sentinels keep them in bounds).
       if (last - e <= kDirect) [[likely]]
@@ -183,14 +183,20 @@ class RowIndex {
     /// region (a push, a sub, a pop: three rows each) put them there on
     /// most cold walks. Four candidates for every bucket cost the common
     /// case more than they saved (callgrind: +8 instructions a frame).
+    /// Where `o` lies before the bucket's second boundary, the row comes
+    /// from the bucket word itself (see bucket_): the CPU, predicting that
+    /// branch, reads the rule without waiting for the entries.
     std::uint32_t row_at_offset(std::uint32_t o) const noexcept {
       const std::size_t b = o >> shift_;
-      const std::size_t e = bucket_[b];
-      const std::size_t last = bucket_[b + 1];
+      const std::uint32_t w = bucket_[b];
+      const std::size_t e = w & emask_;
+      const std::size_t last = bucket_[b + 1] & emask_;
       // Through one pointer: indexing entries_[e + 1] made GCC compute the
       // address in two dependent steps on every frame's chain.
       const Entry* const p = entries_ + e;
       if (last - e <= 2) [[likely]] {
+        const auto r0 = static_cast<std::uint32_t>(std::uint64_t{w} >> ebits_);
+        if (r0 != rnone_ && o < p[1].start) return r0;
         const Entry e0 = p[0], e1 = p[1], e2 = p[2];
         std::uint32_t row = e1.start <= o ? e1.row : e0.row;
         row = e2.start <= o ? e2.row : row;
@@ -214,6 +220,9 @@ class RowIndex {
     const RowIndex* index_ = nullptr;
     std::uint32_t num_rows_ = 0;
     unsigned shift_ = 0;
+    std::uint32_t emask_ = 0xffffffff;
+    unsigned ebits_ = 32;
+    std::uint32_t rnone_ = 0;
   };
   View view() const noexcept {
     View v;
@@ -224,6 +233,9 @@ class RowIndex {
     v.index_ = this;
     v.num_rows_ = static_cast<std::uint32_t>(rows_.size());
     v.shift_ = shift_;
+    v.emask_ = emask_;
+    v.ebits_ = ebits_;
+    v.rnone_ = rnone_;
     return v;
   }
   /// Distinct row `id` (< num_rows()) as the section's decoder gives it.
@@ -286,7 +298,17 @@ class RowIndex {
   unsigned shift_ = 0;      // bucket = (pc - lo_) >> shift_
   std::vector<Entry> entries_;
   std::vector<FdeStart> fdes_;   // by start
-  std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
+  /// Per bucket, one word: the low ebits_ bits (emask_) the last entry
+  /// starting at or before the bucket, the bits above that entry's row
+  /// where it is a row that fits them, else rnone_ (all ones). No word of
+  /// its own for the row: the index stays its size, and a lookup reads the
+  /// row of a PC before the bucket's second boundary from the word it
+  /// reads anyway. Entries needing all 32 bits leave no bits (rnone_ 0,
+  /// which the shift by 32 of a 64-bit word also gives).
+  std::vector<std::uint32_t> bucket_;
+  std::uint32_t emask_ = 0xffffffff;
+  unsigned ebits_ = 32;
+  std::uint32_t rnone_ = 0;
   std::vector<RowInfo> rows_;
   /// Builder-made indexes only: their PC-mask FDEs (kMaskFde boundaries),
   /// by start, and the rows of one period of each, which find() reads in
