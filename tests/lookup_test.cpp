@@ -397,3 +397,47 @@ TEST(Lookup, RowIndexBeyondSixteenBitRowIds) {
 }
 
 }  // namespace
+
+namespace {
+
+// A bucket word holds its first boundary's row only where the row fits the
+// bits the boundary index leaves (RowIndex::bucket_): with 2 x 65,536
+// distinct rows the index needs 18 bits, which leaves 14 for rows, so rows
+// from 16,383 on are read from the boundaries. Every PC at a row's first
+// and last byte and around each function must answer as find() on the
+// section (the decoder, not the index) does, through both kinds of bucket.
+TEST(Lookup, RowIndexRowsBeyondTheBucketWordsRowBits) {
+  constexpr std::uint32_t kFunctions = 65536, kSize = 16;
+  sframe::SectionSpec spec;
+  spec.cfa_fixed_ra_offset = -8;
+  spec.section_address = 0x100000;
+  const auto make_row = [](std::int32_t cfa_offset) {
+    sframe::FrameRow r;
+    r.cfa = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kRegister, false, 7, cfa_offset};
+    r.ra = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kCfa, true, 0, -8};
+    return r;
+  };
+  for (std::uint32_t i = 0; i < kFunctions; ++i) {
+    sframe::FunctionSpec f;
+    f.start_pc = 0x400000 + std::uint64_t{i} * kSize;
+    f.size = kSize;
+    f.rows = {{0, make_row(static_cast<std::int32_t>(16 + 16 * i))}, {5, make_row(static_cast<std::int32_t>(24 + 16 * i))}};
+    spec.functions.push_back(f);
+  }
+  auto bytes = sframe::encode(spec);
+  ASSERT_TRUE(bytes) << sframe::describe(bytes.error().code());
+  auto s = sframe::Section::parse(*bytes, spec.section_address);
+  ASSERT_TRUE(s);
+  auto rx = sframe::RowIndex::build(*s);
+  ASSERT_TRUE(rx);
+  ASSERT_EQ(rx->num_rows(), 2u * kFunctions);
+  std::vector<std::uint64_t> pcs;
+  for (std::uint32_t i = 0; i < kFunctions; ++i) {
+    const std::uint64_t start = 0x400000 + std::uint64_t{i} * kSize;
+    for (const std::uint64_t at : {start - 1, start, start + 4, start + 5, start + kSize - 1}) pcs.push_back(at);
+  }
+  pcs.push_back(0x400000 + std::uint64_t{kFunctions} * kSize);
+  expect_row_ids_agree(*s, *rx, pcs, "131,072 rows");
+}
+
+}  // namespace

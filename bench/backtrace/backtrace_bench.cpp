@@ -373,17 +373,18 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
   }
 }
 
-// --cold-only [N]: our cold full walks alone (the cold rows of full_walks,
-// no other method; only main + N if given), so that
+// --cold-only [N [WALKS]]: our cold full walks alone (the cold rows of
+// full_walks, no other method; only main + N if given), so that
 // `valgrind --tool=callgrind` counts the instructions of cold walks and
-// nothing else.
-[[gnu::noinline]] void cold_only(int only_extra) {
-  std::printf("== cold full walks, sframe only (median of 301 walks)\n");
+// nothing else. WALKS (default 301, as full_walks takes) more give a
+// sampling profiler (`perf record`) enough of them.
+[[gnu::noinline]] void cold_only(int only_extra, int walks) {
+  std::printf("== cold full walks, sframe only (median of %d walks)\n", walks);
   for (const int extra : {2, 10, 40}) {
     if (only_extra != 0 && extra != only_extra) continue;
     std::vector<double> runs;
     std::size_t frames = 0;
-    for (int i = 0; i < 301; ++i) {
+    for (int i = 0; i < walks; ++i) {
       sframe::backtrace_flush_cache();
       unw_flush_cache(unw_local_addr_space, 0, 0);
       FullJob job{kOurs};
@@ -425,7 +426,7 @@ int main(int argc, char** argv) {
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
   if (argc > 1 && std::string(argv[1]) == "--cold-only") {
-    cold_only(argc > 2 ? std::atoi(argv[2]) : 0);
+    cold_only(argc > 2 ? std::atoi(argv[2]) : 0, argc > 3 ? std::max(1, std::atoi(argv[3])) : 301);
     return 0;
   }
   if (full_only) {

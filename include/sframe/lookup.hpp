@@ -149,36 +149,70 @@ class RowIndex {
       return row == kGap ? kNotCovered : kUseFind;
     }
 
+    /// This view for addresses `by` above the index's (a module's runtime
+    /// PCs, `by` its load bias): row_id(pc + by) of the copy is row_id(pc)
+    /// of this one (modulo 2^64, as the offset computation is).
+    View rebased(std::uint64_t by) const noexcept {
+      View v = *this;
+      v.lo_ += by;
+      return v;
+    }
+
    private:
     friend class RowIndex;
     /// The boundary entry covering offset `o` from lo_ (< span_). Inline: a
     /// walk's cold step runs it for every frame.
     std::size_t boundary(std::uint32_t o) const noexcept {
       const std::size_t b = o >> shift_;
-      const std::size_t e = bucket_[b];
-      const std::size_t last = bucket_[b + 1];
-      // The answer is e, e+1 or e+2; entry last+1 starts past this bucket, so
-      // both comparisons are safe (and the sentinels keep them in bounds).
-      if (last - e <= 2) [[likely]]
-        return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o};
+      const std::size_t e = bucket_[b] & emask_;
+      const std::size_t last = bucket_[b + 1] & emask_;
+      // The answer is e .. e+3; entry last+1 starts past this bucket, so
+      // every comparison is safe (and the sentinels keep them in bounds).
+      if (last - e <= kDirect) [[likely]]
+        return e + std::size_t{entries_[e + 1].start <= o} + std::size_t{entries_[e + 2].start <= o} +
+               std::size_t{entries_[e + 3].start <= o};
       return index_->clustered(o, e, last);
     }
     /// entries_[boundary(o)].row, the common case without a load that
     /// waits for the comparisons: the three candidate entries are read at
     /// once and the row picked from them (the entries are sorted, so the
-    /// third starting at or before `o` implies the second does).
+    /// third starting at or before `o` implies the second does). A bucket
+    /// with three boundaries after its first takes four candidates here
+    /// too rather than the search out of line (a call into the library
+    /// and a branchy upper_bound): the small functions of a dense code
+    /// region (a push, a sub, a pop: three rows each) put them there on
+    /// most cold walks. Four candidates for every bucket cost the common
+    /// case more than they saved (callgrind: +8 instructions a frame).
+    /// Where `o` lies before the bucket's second boundary, the row comes
+    /// from the bucket word itself (see bucket_): the CPU, predicting that
+    /// branch, reads the rule without waiting for the entries.
     std::uint32_t row_at_offset(std::uint32_t o) const noexcept {
       const std::size_t b = o >> shift_;
-      const std::size_t e = bucket_[b];
-      const std::size_t last = bucket_[b + 1];
+      const std::uint32_t w = bucket_[b];
+      const std::size_t e = w & emask_;
+      const std::size_t last = bucket_[b + 1] & emask_;
+      // Through one pointer: indexing entries_[e + 1] made GCC compute the
+      // address in two dependent steps on every frame's chain.
+      const Entry* const p = entries_ + e;
       if (last - e <= 2) [[likely]] {
-        const Entry e0 = entries_[e], e1 = entries_[e + 1], e2 = entries_[e + 2];
+        const auto r0 = static_cast<std::uint32_t>(std::uint64_t{w} >> ebits_);
+        if (r0 != rnone_ && o < p[1].start) return r0;
+        const Entry e0 = p[0], e1 = p[1], e2 = p[2];
         std::uint32_t row = e1.start <= o ? e1.row : e0.row;
         row = e2.start <= o ? e2.row : row;
         return row;
       }
+      if (last - e == kDirect) {
+        const Entry e1 = p[1], e2 = p[2], e3 = p[3];
+        std::uint32_t row = e2.start <= o ? e2.row : e1.start <= o ? e1.row : p[0].row;
+        return e3.start <= o ? e3.row : row;
+      }
       return entries_[index_->clustered(o, e, last)].row;
     }
+    /// Boundaries past a bucket's first that boundary() and
+    /// row_at_offset() take without a search (the index keeps as many
+    /// sentinels after its last boundary: kSentinels).
+    static constexpr std::size_t kDirect = 3;
     std::uint64_t lo_ = 0;
     std::uint64_t span_ = 0;  // 0: covers nothing
     const Entry* entries_ = nullptr;
@@ -186,6 +220,9 @@ class RowIndex {
     const RowIndex* index_ = nullptr;
     std::uint32_t num_rows_ = 0;
     unsigned shift_ = 0;
+    std::uint32_t emask_ = 0xffffffff;
+    unsigned ebits_ = 32;
+    std::uint32_t rnone_ = 0;
   };
   View view() const noexcept {
     View v;
@@ -196,6 +233,9 @@ class RowIndex {
     v.index_ = this;
     v.num_rows_ = static_cast<std::uint32_t>(rows_.size());
     v.shift_ = shift_;
+    v.emask_ = emask_;
+    v.ebits_ = ebits_;
+    v.rnone_ = rnone_;
     return v;
   }
   /// Distinct row `id` (< num_rows()) as the section's decoder gives it.
@@ -237,8 +277,11 @@ class RowIndex {
   };
   /// The boundary entry covering offset `o` from lo_ (< span_).
   std::size_t boundary(std::uint32_t o) const noexcept { return view().boundary(o); }
-  /// boundary() where more than two boundaries share a bucket: a binary
-  /// search of entries (e, last].
+  /// Entries after the last boundary (start UINT32_MAX, kGap), so that
+  /// View's direct reads of e + 1 .. e + kDirect stay in bounds.
+  static constexpr int kSentinels = static_cast<int>(View::kDirect);
+  /// boundary() where more than View::kDirect boundaries follow a
+  /// bucket's first: a binary search of entries (e, last].
   std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;
   void add(std::uint32_t start, std::uint32_t row) { entries_.push_back({start, row}); }
   /// The FDE whose range holds offset `o` from lo_, for an `o` inside one.
@@ -255,7 +298,17 @@ class RowIndex {
   unsigned shift_ = 0;      // bucket = (pc - lo_) >> shift_
   std::vector<Entry> entries_;
   std::vector<FdeStart> fdes_;   // by start
-  std::vector<std::uint32_t> bucket_;  // last entry starting at or before the bucket
+  /// Per bucket, one word: the low ebits_ bits (emask_) the last entry
+  /// starting at or before the bucket, the bits above that entry's row
+  /// where it is a row that fits them, else rnone_ (all ones). No word of
+  /// its own for the row: the index stays its size, and a lookup reads the
+  /// row of a PC before the bucket's second boundary from the word it
+  /// reads anyway. Entries needing all 32 bits leave no bits (rnone_ 0,
+  /// which the shift by 32 of a 64-bit word also gives).
+  std::vector<std::uint32_t> bucket_;
+  std::uint32_t emask_ = 0xffffffff;
+  unsigned ebits_ = 32;
+  std::uint32_t rnone_ = 0;
   std::vector<RowInfo> rows_;
   /// Builder-made indexes only: their PC-mask FDEs (kMaskFde boundaries),
   /// by start, and the rows of one period of each, which find() reads in

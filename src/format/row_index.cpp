@@ -149,7 +149,7 @@ Expected<RowIndex> RowIndex::build(const Section& s) {
   std::stable_sort(fdes.begin(), fdes.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   if (fdes.empty()) {
     ix.bucket_ = {0, 0};
-    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
+    for (int k = 0; k <= kSentinels; ++k) ix.add(UINT32_MAX, kGap);
     return ix;
   }
   ix.lo_ = fdes.front().start;
@@ -228,16 +228,24 @@ void RowIndex::finalize() {
   shift_ = shift;
   const std::size_t buckets = static_cast<std::size_t>(span_ >> shift) + 1;
   bucket_.resize(buckets + 1);
+  // The entry index in the low bits, the row (where it fits) above.
+  ebits_ = std::max(1u, static_cast<unsigned>(std::bit_width(m - 1)));
+  emask_ = ebits_ >= 32 ? 0xffffffffu : (1u << ebits_) - 1;
+  rnone_ = ebits_ >= 32 ? 0u : 0xffffffffu >> ebits_;
+  const auto word = [&](std::uint32_t e) {
+    const std::uint32_t row = entries_[e].row;  // a kGap-like marker is >= rnone_ too
+    const std::uint32_t field = row < rnone_ ? row : rnone_;
+    return ebits_ >= 32 ? e : e | (field << ebits_);
+  };
   std::uint32_t e = 0;
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::uint64_t first = std::uint64_t{b} << shift;
     while (e + 1 < m && entries_[e + 1].start <= first) ++e;
-    bucket_[b] = e;
+    bucket_[b] = word(e);
   }
-  bucket_[buckets] = static_cast<std::uint32_t>(m - 1);
-  // Sentinels: find() may read two entries past its answer.
-  add(UINT32_MAX, kGap);
-  add(UINT32_MAX, kGap);
+  bucket_[buckets] = word(static_cast<std::uint32_t>(m - 1));
+  // Sentinels: find() may read View::kDirect entries past its answer.
+  for (int k = 0; k < kSentinels; ++k) add(UINT32_MAX, kGap);
 }
 
 Expected<std::uint32_t> RowIndex::find_row(std::uint64_t pc) const noexcept {
@@ -426,7 +434,7 @@ Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
   for (const std::uint32_t i : order) ranged += fns[i].size != 0;
   if (ranged == 0) {
     ix.bucket_ = {0, 0};
-    for (int k = 0; k < 3; ++k) ix.add(UINT32_MAX, kGap);
+    for (int k = 0; k <= kSentinels; ++k) ix.add(UINT32_MAX, kGap);
     return ix;
   }
   std::uint32_t first_ranged = 0;

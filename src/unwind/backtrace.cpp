@@ -182,25 +182,6 @@ struct WalkState {
 constexpr std::uint16_t kSlowRule =
     CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
 
-/// The modules cold_run()'s last lookups found: pointers into the table's
-/// prebuilt slots (a module switch costs a pointer, not a Slot copy), the
-/// last two of the native map (a walk alternates between a program and
-/// libc) and the last of the generated one. Start at kNoSlot.
-struct ColdHint {
-  const detail::ModuleHint::Slot* cur;
-  const detail::ModuleHint::Slot* prev;
-  const detail::ModuleHint::Slot* fallback;
-  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
-  /// `cur` (or one past, for a return address) needs the trampoline check
-  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
-  /// runtime may have one more, and the hull of both spans the modules
-  /// between, which then need no check).
-  bool cur_tramps;
-};
-
-/// A slot holding no PC (size 0).
-constexpr detail::ModuleHint::Slot kNoSlot{};
-
 /// Whether a range of `tramps` meets the module range of `s`, closed at its
 /// end (a return address may lie one past a lookup PC at the module's end).
 /// Bounded by the number of trampolines.
@@ -218,13 +199,23 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
 /// covers the PC, or null where lookup_compact() would not answer kRule
 /// with a row of that slot (no module, no FDE, kFull), and for a PC
 /// `pcv` in a signal trampoline: the caller's walk then leaves the frame
-/// to the general loop. Out of line: taken on a module switch, a PC in
-/// the generated map, or a PC within the trampolines' hull in a module
-/// with a trampoline only.
-[[gnu::noinline]] const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint, std::uint64_t pcv,
-                                                              std::uint64_t lpc, std::uint32_t& id) noexcept {
+/// to the general loop. Taken on a module switch, a PC in the generated
+/// map, or a PC within the trampolines' hull in a module with a trampoline
+/// only. Inline, not out of line: a call in cold_run()'s loop made GCC keep
+/// the values live across it (the SP, the CFA, the RA) in memory for every
+/// frame, and the call itself cost ~40 instructions a switch.
+/// For a PC in hint.cur's range, `id` holds that slot's
+/// RowIndex::View::row_id() of it, which the caller looked up already (a
+/// PC in the generated map of a module with its own SFrame then costs one
+/// lookup in each map, not two in the native one). The range is tested
+/// again here rather than passed: a flag live through the caller's frame
+/// loop cost its frames more than the test costs here.
+[[gnu::always_inline]] inline const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint,
+                                                                          std::uint64_t pcv, std::uint64_t lpc,
+                                                                          std::uint32_t& id) noexcept {
   const detail::ModuleHint::Slot* s = hint.cur;
-  if (lpc - s->begin >= s->size) {
+  const bool in_cur = lpc - s->begin < s->size;
+  if (!in_cur) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
     if (s) {
       hint.prev = hint.cur;
@@ -234,7 +225,10 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   }
   // A PC in a trampoline is the general loop's (the same test as its).
   if (pcv - table.tramp_lo < table.tramp_span && detail::in_ranges(table.trampolines, pcv)) return nullptr;
-  id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+  if (!in_cur)
+    id = s ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+  else if (!s->compact)
+    id = RowIndex::kUseFind;  // compact_row()'s answer for a slot without compiled rows
   if (id != RowIndex::kNotCovered) return id == RowIndex::kUseFind ? nullptr : s;
   // No FDE in the native map: the generated one (lookup_compact's fallback).
   s = hint.fallback;
@@ -265,9 +259,12 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
 /// For a walk whose cache is empty (after a flush): it neither probes nor
 /// fills the cache, as the general loop does not at depths the memo
 /// covers. Instrumented under ASan, as memo_run() (see there).
-[[gnu::noinline]] std::size_t cold_run(Memo& memo, void** out, std::size_t n, std::size_t cap, WalkState& ws,
-                                       std::uint64_t lo, std::uint64_t hi, const Table& table, ColdHint& hint,
-                                       bool& outermost) noexcept {
+/// Inline in walk(), unlike memo_run(): a cold walk's first frame waited
+/// for the call (ten arguments, four on the stack, `ws` through memory),
+/// 10 ns of a 10-frame walk; the frame loop kept its registers.
+[[gnu::always_inline]] inline std::size_t cold_run(Memo& memo, void** out, std::size_t n, std::size_t cap,
+                                                   WalkState& ws, std::uint64_t lo, std::uint64_t hi,
+                                                   const Table& table, ColdHint& hint, bool& outermost) noexcept {
   // The CFA check below compares with the SP, the last CFA of every frame
   // this run takes; a state with another previous CFA is not this run's.
   if (hi - lo < 8 || (ws.have_prev && !ws.unchecked && ws.prev_cfa != ws.sp)) return n;
@@ -282,7 +279,10 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   while (n < cap) {
     if (memo.key[n] == Memo::key_of(lpc)) break;
     const detail::ModuleHint::Slot* s = cur;
-    std::uint32_t id = lpc - s->begin < s->size ? detail::compact_row(*s, lpc) : RowIndex::kNotCovered;
+    // compact_row() without its test for a slot without compiled rows:
+    // such a slot's view is empty (slot_of()), so its kNotCovered takes
+    // this PC to cold_lookup(), which tells kUseFind.
+    std::uint32_t id = lpc - s->begin < s->size ? s->rows.row_id(lpc) : RowIndex::kNotCovered;
     if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
@@ -296,7 +296,8 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
     // prebuilt slot with compiled rows has their codes: build_slots()).
     const CompactRule& rule = s->compact[id];
     if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
-    if ((rule.flags & CompactRule::kCfaBaseFp) && !fp_ok) break;
+    // An FP-based rule without a known FP: the executor's kBadRule, which
+    // leaves the frame to the general loop below.
     detail::CompactStep st;
     const detail::CompactStatus status =
         detail::apply_rule(rule, detail::CompactFrame::of(sp, fp, fp_ok, true, sp), stack, Arch::kAmd64, nullptr, st);
@@ -334,15 +335,17 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
   return n;
 }
 
-/// The general walk: continues from frame `res.size` in state `ws` (frame
+/// The general walk: continues from frame `res.size` in state `from` (frame
 /// 0: `res.size` 0, no previous CFA), writing every frame's address from
-/// there on. `here` is an address in the current frame: the stack from it up
-/// is mapped. `cache` and `memo` are the thread's (null when this walk
+/// there on. `here` is an address in the current frame: the stack from it
+/// up is mapped. `cache` and `memo` are the thread's (null when this walk
 /// interrupted another on the thread); the caller holds `table` and the
-/// thread's busy flag.
-[[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, WalkState from, std::uint64_t here,
-                                               ThreadState* st, const Table* table, RuleCache* cache,
-                                               Memo* memo) noexcept {
+/// thread's busy flag. `from` by reference: read field by field (a copy by
+/// value loads it 16 bytes at a time, stalling on the caller's narrower
+/// stores).
+[[gnu::noinline]] BacktraceResult walk_general(std::span<void*> out, BacktraceResult res, const WalkState& from,
+                                               std::uint64_t here, ThreadState* st, const Table* table,
+                                               RuleCache* cache, Memo* memo) noexcept {
   CodeAddress pc = from.pc;
   // Whether the cache may hold anything: a walk after a flush (or a map
   // change, which empties it) skips every probe, which could only miss. A
@@ -618,11 +621,25 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   r.address = address;
 }
 
-/// Walks from frame `n` in state `ws` (frame 0 when no straight prelude
-/// took frames before it); writes every frame's address and the outcome to
-/// `r`. Runs on the stack being walked: its own frame's address tells
-/// which stack that is (the thread's, or the alternate signal stack).
-[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, WalkState ws) noexcept {
+/// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
+/// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
+inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
+  return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
+}
+
+/// Walks from frame `n` (frame 0 when no straight prelude took frames
+/// before it) in resume_state(n, pc, sp, fp); writes every frame's address
+/// and the outcome to `r`. Runs on the stack being walked: its own frame's
+/// address tells which stack that is (the thread's, or the alternate
+/// signal stack).
+/// The registers as scalars, not a WalkState by value: the caller built
+/// that with 8-, 2- and 1-byte stores and copied it into the argument area
+/// with 16-byte loads, which cannot take their data from the stores in
+/// flight (a store-forwarding stall on every walk through the C++ entry:
+/// most of sframepp_backtrace_walk_on's samples in a cold-walk profile).
+[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
+                            std::uint64_t fp) noexcept {
+  WalkState ws = resume_state(n, pc, sp, fp);
   int probe = 0;
   const auto here = reinterpret_cast<std::uint64_t>(&probe);
   asm volatile("" : : "r"(&probe) : "memory");
@@ -648,6 +665,8 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (st->memo_generation != gen) [[unlikely]] {
     st->memo.clear();
     st->memo_generation = gen;
+    // The cold run's module hint points into the old table's slots.
+    st->cold_hint = ColdHint{};
   }
   // A cache of another generation is emptied (and then holds nothing).
   if (st->cache.generation() != gen) [[unlikely]] {
@@ -663,7 +682,7 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   if (n < cap) {
     Memo& memo = st->memo;
     const bool cold = st->cache_empty;
-    ColdHint hint{&kNoSlot, &kNoSlot, &kNoSlot, false};
+    ColdHint& hint = st->cold_hint;
     bool outermost = false;
     std::size_t k = n, taken = 0, looked_up = 0;
     for (;;) {
@@ -698,17 +717,11 @@ inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reaso
   st->busy = 0;
 }
 
-/// The general walk's state at frame `n` (PC `pc`, SP, FP) after a straight
-/// prelude took frames 0 to n - 1: the last CFA taken is this frame's SP.
-inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  return n == 0 ? WalkState{pc, sp, fp} : WalkState{pc, sp, fp, true, true, false, sp};
-}
-
 /// A whole walk from frame `pc` (exact or return address) with SP/FP (the
 /// ucontext_t and register entries). Warm frames go through the memo's run
 /// (memo_run, the one rule executor), not the assembly's straight run.
 inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  walk(r, out, 0, WalkState{pc, sp, fp});
+  walk(r, out, 0, pc, sp, fp);
 }
 
 // Lazy setup for the plain entry points before backtrace_init (documented
@@ -765,7 +778,7 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
                                                   std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
   const std::size_t n = result->size;
-  walk(*result, std::span<void*>(out, size), n, resume_state(n, sframe::CodeAddress::return_address(pc), sp, fp));
+  walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
   // The walk itself tells whether setup is missing: set up, then walk again.
   if (n == 0 && result->reason == sframe::BacktraceStop::kNotInitialized) [[unlikely]]
     setup_and_walk(out, size, result, pc, sp, fp);

@@ -253,6 +253,29 @@ struct Memo {
   std::size_t used = 0;
 };
 
+/// A slot holding no PC (size 0): where a ColdHint starts.
+inline constexpr detail::ModuleHint::Slot kNoSlot{};
+
+/// The modules the cold run's last lookups found (backtrace.cpp,
+/// cold_run() and cold_lookup()): pointers into the table's prebuilt slots
+/// (a module switch costs a pointer, not a Slot copy), the last two of the
+/// native map (a walk alternates between a program and libc) and the last
+/// of the generated one. Only where to look first: every lookup checks the
+/// PC against the slot's range and reads the rule from the table's rows,
+/// so a hint holds no PC-to-rule answer and survives a flush of the rule
+/// cache; it lives as long as the table (ThreadState::cold_hint).
+struct ColdHint {
+  const detail::ModuleHint::Slot* cur = &kNoSlot;
+  const detail::ModuleHint::Slot* prev = &kNoSlot;
+  const detail::ModuleHint::Slot* fallback = &kNoSlot;
+  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
+  /// `cur` (or one past, for a return address) needs the trampoline check
+  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
+  /// runtime may have one more, and the hull of both spans the modules
+  /// between, which then need no check).
+  bool cur_tramps = false;
+};
+
 /// Per-thread state, created by backtrace_register_thread().
 struct ThreadState {
   /// The thread's stack: [lo, hi). For the main thread lo is the bottom of
@@ -281,6 +304,12 @@ struct ThreadState {
   /// would use for that PC (no trampolines, no slow-path flags).
   std::uint64_t memo_generation = 0;
   Memo memo;
+  /// The cold run's module hint, kept from walk to walk (a cold walk after
+  /// a flush then starts in the modules the last one ended in, rather than
+  /// searching the slots for each: two or three binary searches a walk,
+  /// each a chain of dependent loads). Points into the table of
+  /// `memo_generation` and is reset with the memo when that changes.
+  ColdHint cold_hint;
   /// Set while `cache` holds nothing (registered, flushed, or emptied by
   /// a map change): the walk that finds it set looks no PC up in the cache,
   /// where every probe would miss (each one a cache line read), and clears

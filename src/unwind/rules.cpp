@@ -122,7 +122,7 @@ ModuleHint::Slot slot_of(const Module& m, Arch arch) noexcept {
   slot.size = m.range.end - m.range.begin;
   slot.bias = m.bias;
   const bool lean = m.rows && m.compact_rows && arch_of(m.section.abi()) == arch;
-  slot.rows = lean ? m.rows->view() : RowIndex::View{};
+  slot.rows = lean ? m.rows->view().rebased(m.bias) : RowIndex::View{};
   slot.compact = lean ? m.compact_rows : nullptr;
   return slot;
 }

@@ -76,6 +76,9 @@ struct ModuleHint {
     std::uint64_t begin = 0;
     std::uint64_t size = 0;
     std::uint64_t bias = 0;
+    /// The module's RowIndex viewed at runtime addresses (rebased by
+    /// `bias`): a lookup subtracts one base from the PC, not two, on the
+    /// chain of dependent steps from one frame's RA to the next.
     RowIndex::View rows;
     /// Module::compact_rows, or null where lookup_compact() must answer
     /// kFull for the whole module (no compiled rows, another arch).
@@ -155,7 +158,7 @@ bool fill_hint(const ModuleMap& modules, Arch arch, std::uint64_t lookup_pc, Mod
 [[gnu::always_inline]] inline std::uint32_t compact_row(const ModuleHint::Slot& h, std::uint64_t lookup_pc) noexcept {
   if (!h.compact) [[unlikely]]
     return RowIndex::kUseFind;
-  return h.rows.row_id(lookup_pc - h.bias);
+  return h.rows.row_id(lookup_pc);
 }
 
 /// lookup_compact() in the module of slot `h`, which holds `lookup_pc`:
