@@ -142,6 +142,16 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   // The walk looks up through the RowIndex where there is one (rules.cpp):
   // an FdeIndex beside it would be 12 bytes per FDE never read.
   uo.fde_index_with_rows = false;
+  if (defer) {
+    // Left to the background generator with no byte of the module read.
+    // Even the .eh_frame_hdr header (does it list any FDE?) would fault its
+    // page in, and the kernel maps the cached pages around it with it
+    // (fault-around: 64 KiB of RSS per module, mostly .rodata never read);
+    // a module with its own SFrame would have its section copied and
+    // indexed here. Init then costs only the modules on the stack.
+    d->deferred = m;
+    return d;
+  }
   cfi::ModuleImage image = image_of(m);
   // Code bytes are scanned for trampolines only in modules with their own
   // SFrame (a v2 section has no signal bit); generated ones take theirs
@@ -155,12 +165,6 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   };
   note_trampolines();
   const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
-  const bool may_generate = image.eh_frame_hdr.empty() ? !is_vdso(m) : d->unwind.needs_generation();
-  if (defer && may_generate) {
-    // Left to the background generator, which builds this module again.
-    d->deferred = m;
-    return d;
-  }
   if (opt.stack_libraries_per_fde && !stack_pcs.empty() && !m.name.empty() && !native && !image.eh_frame_hdr.empty() && !is_vdso(m) &&
       d->unwind.needs_generation()) {
     // BacktraceOptions::stack_libraries_per_fde: a library on the
@@ -303,7 +307,10 @@ std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
     r.extra_functions = d->unwind.extra_functions();
     r.reason = d->unwind.reason();
     if (d->deferred) {
-      r.reason += "; SFrame generation pending (background; frame-pointer fallback until ready)";
+      // A deferred module was left unread (no reason of its own yet) but a
+      // stack library built per FDE.
+      if (!r.reason.empty()) r.reason += "; ";
+      r.reason += "SFrame set-up pending (background; frame-pointer fallback until ready)";
     } else if (d->failed()) {
       r.error = d->error;
       if (!d->failure.empty()) r.reason += "; " + d->failure;
