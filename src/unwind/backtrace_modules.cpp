@@ -234,13 +234,21 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   Expected<void> gen = d->unwind.generate(srcs, kHostAbi, 0);
   if (!gen && !native) d->error = gen.error();
   // The generated index holds no reference to .eh_frame: its pages go back
-  // (page_release.cpp says which may, and why).
-  if (opt.release_cfi_pages && !is_vdso(m))
+  // (page_release.cpp says which may, and why), with those of the
+  // .eh_frame_hdr just before it, where ld puts it: libgcc's binary search
+  // of its table (the initialising thread's stack, for the modules on it)
+  // left them mapped, and only the next libgcc unwind reads them again.
+  if (opt.release_cfi_pages && !is_vdso(m)) {
+    const auto hdr = reinterpret_cast<std::uint64_t>(image.eh_frame_hdr.data());
+    const std::uint64_t hdr_end = hdr + image.eh_frame_hdr.size();
     for (const cfi::CfiSource& s : srcs)
       if (s.kind == cfi::CfiKind::kEhFrame) {
         const auto at = reinterpret_cast<std::uint64_t>(s.bytes.data());
-        (void)release_pages(m.phdrs, m.bias, at, at + s.bytes.size());
+        // At most alignment padding between the two.
+        const bool hdr_before = !image.eh_frame_hdr.empty() && hdr_end <= at && at - hdr_end < 16;
+        (void)release_pages(m.phdrs, m.bias, hdr_before ? hdr : at, at + s.bytes.size());
       }
+  }
   note_trampolines();
   return d;
 }
