@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <linux/membarrier.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unwind.h>
 #include <unistd.h>
@@ -667,22 +668,54 @@ void free_state(void* p) {
   delete st;
 }
 
-// The start of the mapping holding `addr`, from /proc/self/maps (the main
-// thread's stack grows on demand; everything from here up is mapped).
-std::uint64_t mapping_start(std::uint64_t addr) {
+// The main thread's stack as the kernel maps it: the mapping holding `addr`
+// and the end of the mapping below it, from /proc/self/maps.
+struct StackMapping {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  std::uint64_t below = 0;  // end of the mapping below (0: none)
+  bool found = false;
+};
+
+// A hex number at `p` (at least one digit), `p` moved past it.
+bool parse_hex(const char*& p, std::uint64_t& v) {
+  v = 0;
+  const char* start = p;
+  for (;; ++p) {
+    const char c = *p;
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0 || p - start >= 16) break;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return p != start;
+}
+
+// Parsed by hand, not with sscanf (nor through pthread_getattr_np(), which
+// uses it for the main thread): scanf's code and tables are 88 KiB of libc
+// a program may never touch otherwise, mapped in at init by fault-around.
+StackMapping stack_mapping(std::uint64_t addr) {
+  StackMapping out;
   FILE* f = std::fopen("/proc/self/maps", "re");
-  if (!f) return addr & ~std::uint64_t{4095};
-  std::uint64_t found = addr & ~std::uint64_t{4095};
+  if (!f) return out;
   char line[512];
+  bool at_line_start = true;  // a longer line comes in several pieces
   while (std::fgets(line, sizeof line, f)) {
-    unsigned long long b = 0, e = 0;
-    if (std::sscanf(line, "%llx-%llx", &b, &e) == 2 && addr >= b && addr < e) {
-      found = b;
+    const bool starts = at_line_start;
+    at_line_start = std::strchr(line, '\n') != nullptr;
+    if (!starts) continue;
+    const char* p = line;
+    std::uint64_t b = 0, e = 0;
+    if (!parse_hex(p, b) || *p++ != '-' || !parse_hex(p, e) || b >= e) continue;
+    if (addr >= b && addr < e) {
+      out.begin = b;
+      out.end = e;
+      out.found = true;
       break;
     }
+    if (e <= addr) out.below = e;  // the file lists mappings by address
   }
   std::fclose(f);
-  return found;
+  return out;
 }
 
 }  // namespace
@@ -798,8 +831,23 @@ void backtrace_register_thread() {
   if (bt::t_state) return;
   std::call_once(bt::g_key_once, [] { pthread_key_create(&bt::g_key, bt::free_state); });
   auto* st = new bt::ThreadState();
+  const auto here = reinterpret_cast<std::uint64_t>(&st);
   pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+  if (getpid() == gettid()) {
+    // The main thread: only the part of its stack already mapped may be
+    // read; the kernel grows it on demand down to RLIMIT_STACK below the
+    // mapping's end, and never into the mapping below.
+    if (const bt::StackMapping m = bt::stack_mapping(here); m.found) {
+      st->lo = m.begin;
+      st->hi = m.end;
+      rlimit rl{};
+      const std::uint64_t cap = getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                                    ? static_cast<std::uint64_t>(rl.rlim_cur)
+                                    : ~std::uint64_t{0};
+      st->limit = std::min(m.begin, std::max(m.below, m.end > cap ? m.end - cap : 0));
+      st->grows = true;
+    }
+  } else if (pthread_getattr_np(pthread_self(), &attr) == 0) {
     void* addr = nullptr;
     std::size_t size = 0;
     if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
@@ -807,14 +855,6 @@ void backtrace_register_thread() {
       st->hi = st->lo + size;
     }
     pthread_attr_destroy(&attr);
-  }
-  const auto here = reinterpret_cast<std::uint64_t>(&st);
-  if (getpid() == gettid()) {
-    // glibc reports the main thread's stack as rlimit-sized; only the part
-    // already mapped may be read.
-    st->limit = st->lo;
-    st->lo = std::max(st->lo, bt::mapping_start(here));
-    st->grows = true;
   }
   if (here < st->lo || here >= st->hi) {
     // Not a stack we understand (e.g. a user-allocated coroutine stack):
