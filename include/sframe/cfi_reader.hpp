@@ -75,6 +75,11 @@ struct Row {
   bool flex = false;
   /// kNone, or why the row cannot be said in SFrame at all.
   Reason reason = Reason::kNone;
+  /// Rows of one read (one read_cfi() call, one FdeReader) with the same
+  /// nonzero value are equal in everything above but start and end: one
+  /// translation of one CFI state, copied. A consumer may deduplicate by
+  /// it without comparing rows (RowIndex::Builder). 0: no such promise.
+  std::uint32_t translation = 0;
 };
 
 /// One FDE of the CFI with its rows, which cover [start, end) without gaps.

@@ -407,16 +407,21 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   return true;
 }
 
-bool same_rule(const RegRule& a, const RegRule& b) {
+namespace {
+
+// Inline in emit(): they run for every row whose state changed.
+inline bool same_rule(const RegRule& a, const RegRule& b) {
   return a.kind == b.kind && a.value == b.value && a.expr == b.expr && a.expr_len == b.expr_len;
 }
 
-bool same_state(const State& a, bool a_signal, const MemoEntry& m) {
+inline bool same_state(const State& a, bool a_signal, const MemoEntry& m) {
   const State& b = m.state;
   return m.used && a_signal == m.signal && a.mangled == b.mangled && a.cfa.kind == b.cfa.kind &&
          a.cfa.reg == b.cfa.reg && a.cfa.offset == b.cfa.offset && a.cfa.expr == b.cfa.expr &&
          a.cfa.expr_len == b.cfa.expr_len && same_rule(a.ra, b.ra) && same_rule(a.fp, b.fp);
 }
+
+}  // namespace
 
 void Reader::emit(const Cie& cie, const State& s, std::uint64_t from, std::uint64_t to, Function& f, bool& dirty) {
   if (dirty || f.rows.empty()) {
@@ -434,6 +439,8 @@ void Reader::emit(const Cie& cie, const State& s, std::uint64_t from, std::uint6
       const bool big = src.big_endian;
       m.row = detail::translate(cfa_of(s.cfa, big), loc_of(s.ra, big, ra_same_), loc_of(s.fp, big, fp_same_),
                                 cie.signal, s.mangled, abi_, fixed_ra_);
+      // Numbered for Row::translation; past 2^32 - 1 translations, 0.
+      m.row.translation = translations_ < UINT32_MAX ? ++translations_ : 0;
       m.state = s;
       m.signal = cie.signal;
       m.used = true;

@@ -307,6 +307,7 @@ class Reader {
   static constexpr std::size_t kMemoSize = 64;
   MemoEntry memo_[kMemoSize];
   const Row* last_row_ = nullptr;
+  std::uint32_t translations_ = 0;  // emit()'s translations so far (Row::translation)
   // The program execute() runs (its state tells why it stopped).
   Cursor cur_{nullptr, nullptr, false};
   bool dirty_ = true;

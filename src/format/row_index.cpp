@@ -410,6 +410,7 @@ Expected<RowIndex> RowIndex::Builder::finish(const Section& header) {
   last_id_ = EncodedRows::kAbsent;
   Scratch<std::uint32_t>().swap(slots_);
   Scratch<Packed>().swap(keys_);
+  Scratch<TagSlot>().swap(tags_);
   Scratch<Fn> fns = std::move(fns_);
   Scratch<Entry> staged = std::move(staged_);
   fns_.clear();
