@@ -12,6 +12,7 @@
 
 #include "sframe/cfi.hpp"
 #include "sframe/cfi_reader.hpp"
+#include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
 
@@ -69,6 +70,67 @@ TEST(CfiRowsInPlace, ModuleUnwindIndexAnswersAsLibdw) {
     EXPECT_GT(checked, 50000u) << lib;
     EXPECT_EQ(bad, 0u) << lib << ": first at " << first;
     std::printf("%s: %zu row ends compared with libdw\n", lib, checked);
+  }
+}
+
+// The reader's translation numbers as RowIndex::Builder tags (the in-process
+// path above uses them): the index must be the one the same rows give
+// untagged, where the builder compares and hashes every row. Compared by
+// find() (rules, FDE and FRE index) at the first and last byte of every
+// row of libc's and libstdc++'s functions.
+TEST(CfiRowsInPlace, TaggedRowsIndexAsUntagged) {
+  for (const char* lib : {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"}) {
+    auto f = elf::ElfFile::open(lib);
+    ASSERT_TRUE(f) << lib;
+    const std::optional<Abi> abi = cfi::abi_of(f->info());
+    ASSERT_TRUE(abi) << lib;
+    auto srcs = cfi::cfi_sources(*f);
+    ASSERT_TRUE(srcs) << lib;
+    const std::vector<cfi::PltSection> plts = cfi::plt_sections(*f);
+    RowIndex::Builder tagged, plain;
+    std::vector<std::uint64_t> pcs;
+    std::size_t rows = 0, untagged = 0, refused = 0;
+    auto gen = cfi::for_each_translated(*srcs, *abi, Version::kV3, 0, plts,
+                                        [&](const FunctionSpec& fn, const cfi::Function* cfi) {
+                                          if (!cfi) {
+                                            refused += !tagged.add(fn) + !plain.add(fn);
+                                            return;
+                                          }
+                                          const std::span<const cfi::Row> r = cfi->rows;
+                                          const auto start_of = [&](std::size_t k) {
+                                            return static_cast<std::uint32_t>(r[k].start - cfi->start);
+                                          };
+                                          const auto row_of = [&](std::size_t k) -> const FrameRow& { return r[k].row; };
+                                          refused += !tagged.add(fn, r.size(), start_of, row_of,
+                                                                 [&](std::size_t k) { return r[k].translation; });
+                                          refused += !plain.add(fn, r.size(), start_of, row_of);
+                                          for (const cfi::Row& x : r) {
+                                            pcs.push_back(x.start);
+                                            pcs.push_back(x.end - 1);
+                                            untagged += x.translation == 0;
+                                          }
+                                          rows += r.size();
+                                        });
+    ASSERT_TRUE(gen) << lib;
+    EXPECT_EQ(refused, 0u) << lib;
+    EXPECT_GT(rows, 20000u) << lib;
+    EXPECT_EQ(untagged, 0u) << lib << ": rows the reader left without a translation number";
+    Expected<std::vector<std::byte>> header = SectionEncoder(cfi::section_header(*abi, Version::kV3, 0)).finish();
+    ASSERT_TRUE(header);
+    Expected<Section> s = Section::parse(*header, 0);
+    ASSERT_TRUE(s);
+    Expected<RowIndex> a = tagged.finish(*s), b = plain.finish(*s);
+    ASSERT_TRUE(a && b) << lib;
+    EXPECT_EQ(a->num_rows(), b->num_rows()) << lib;
+    EXPECT_EQ(a->num_boundaries(), b->num_boundaries()) << lib;
+    std::size_t bad = 0;
+    for (const std::uint64_t pc : pcs) {
+      const Expected<RowMatch> x = a->find(pc), y = b->find(pc);
+      const bool same = x && y ? *x == *y : !x && !y && x.error().code() == y.error().code();
+      if (!same && bad++ == 0) ADD_FAILURE() << lib << ": first difference at 0x" << std::hex << pc;
+    }
+    EXPECT_EQ(bad, 0u) << lib;
+    std::printf("%s: %zu rows, %zu PCs found alike tagged and untagged\n", lib, rows, pcs.size());
   }
 }
 

@@ -92,10 +92,11 @@ struct BacktraceOptions {
   bool always_generate = false;
   /// backtrace_init() generates SFrame at once only for the modules with a
   /// return address on the calling thread's stack (the program and libc,
-  /// typically) and leaves the others to a background thread: init then
-  /// costs about what those modules need. Until a module is ready its
-  /// frames are walked by the checked frame-pointer fallback (a return
-  /// address must land in code, the CFA must move up the stack).
+  /// typically) and leaves the others to a background thread, those with
+  /// their own SFrame section too (copied and indexed there), unread until
+  /// then: init then costs about what those modules need. Until a module
+  /// is ready its frames are walked by the checked frame-pointer fallback
+  /// (a return address must land in code, the CFA must move up the stack).
   /// backtrace_wait_ready() waits for the rest. The thread blocks every
   /// signal, starts again in a forked child that still has work, and ends
   /// when no module is left. False: generate everything in

@@ -68,9 +68,16 @@ std::string_view describe(Reason r);
 struct Row {
   std::uint64_t start = 0;
   std::uint64_t end = 0;
+  /// Rows of one read (one read_cfi() call, one FdeReader) with the same
+  /// nonzero value are equal in everything but start and end: one
+  /// translation of one CFI state, copied. A consumer may deduplicate by
+  /// it without comparing rows (RowIndex::Builder). 0: no such promise.
+  /// (Here, and the flags after `row`, so that a Row stays 64 bytes on
+  /// 64-bit hosts: every row is copied once from the reader's memo.)
+  std::uint32_t translation = 0;
+  FrameRow row;
   /// The CIE has the 'S' augmentation (a signal frame).
   bool signal = false;
-  FrameRow row;
   /// The row needs a FLEX FDE (v3).
   bool flex = false;
   /// kNone, or why the row cannot be said in SFrame at all.

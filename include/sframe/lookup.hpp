@@ -357,6 +357,15 @@ class RowIndex::Builder {
   /// CFI translator's rows go in without being copied into RowSpecs.
   template <class StartOf, class RowOf>
   Expected<void> add(const FunctionSpec& shape, std::size_t count, StartOf start_of, RowOf row_of) {
+    return add(shape, count, start_of, row_of, [](std::size_t) { return std::uint32_t{0}; });
+  }
+  /// The same with `tag_of(k)` (std::uint32_t) for row k: rows with the same
+  /// nonzero tag, in any add() to this builder, must be equal (as
+  /// cfi::Row::translation promises within one read). The builder then
+  /// finds a tagged row's id without hashing or comparing its rules; 0: no
+  /// tag. Same result as without tags.
+  template <class StartOf, class RowOf, class TagOf>
+  Expected<void> add(const FunctionSpec& shape, std::size_t count, StartOf start_of, RowOf row_of, TagOf tag_of) {
     if (auto ok = open_function(shape, count); !ok) return ok;
     // Every row checked before any is staged: a function refused leaves
     // nothing behind (no distinct row of its own), as in the encoder.
@@ -366,12 +375,20 @@ class RowIndex::Builder {
       if (!detail::row_start_fits(open_limit_, k, start, prev_start)) return row_error(k, start, prev_start);
       prev_start = start;
     }
+    // A row equal to the one before (the same id: the function's signal bit
+    // and type are the same for all its rows) is no FRE: the encoder drops
+    // it. An untagged row equal to the one before is not looked up.
     const FrameRow* prev = nullptr;
+    std::uint32_t prev_id = kNoId;
     for (std::size_t k = 0; k < count; ++k) {
       const FrameRow& row = row_of(k);
-      // A row equal to the one before: no FRE (the encoder drops it).
-      if (!(prev && *prev == row)) stage(start_of(k), row);
+      const std::uint32_t tag = tag_of(k);
+      const std::uint32_t id = tag != 0                  ? tagged_id(row, tag)
+                               : prev && *prev == row ? prev_id
+                                                      : id_of(row, open_signal_, open_type_);
+      if (id != prev_id) stage(start_of(k), id);
       prev = &row;
+      prev_id = id;
     }
     fns_.push_back(open_);
     return {};
@@ -394,13 +411,23 @@ class RowIndex::Builder {
     std::uint32_t rep_size;  // 0: PC-increment
   };
   std::uint32_t id_of(const FrameRow& row, bool signal, FdeType type);
+  /// No row id (ids are below 2^32 - 1, the slots' empty mark).
+  static constexpr std::uint32_t kNoId = 0xffffffff;
+  /// id_of() of the open function's row tagged `tag` (nonzero), through the
+  /// tag cache.
+  std::uint32_t tagged_id(const FrameRow& row, std::uint32_t tag) {
+    TagSlot& t = tag_slot(tag);
+    if (t.tag != tag || t.signal != open_signal_ || t.type != open_type_)
+      t = TagSlot{tag, id_of(row, open_signal_, open_type_), open_signal_, open_type_};
+    return t.id;
+  }
   /// add()'s checks of everything but the rows, and open_ set for them.
   Expected<void> open_function(const FunctionSpec& shape, std::size_t count);
   /// check_row_start()'s error (encode.hpp) for row k of the open function.
   Expected<void> row_error(std::size_t k, std::uint32_t start, std::uint32_t prev) const;
-  /// Row `start` of the open function, staged.
-  void stage(std::uint32_t start, const FrameRow& row) {
-    staged_.push_back({start, id_of(row, open_signal_, open_type_)});
+  /// Row `start` of the open function, with row id `id`, staged.
+  void stage(std::uint32_t start, std::uint32_t id) {
+    staged_.push_back({start, id});
     ++open_.count;
   }
   Fn open_{};  // the function add() is staging
@@ -420,6 +447,21 @@ class RowIndex::Builder {
   Scratch<std::uint32_t> slots_;  // open addressing over ix_.rows_ (ids)
   Scratch<Packed> keys_;          // each row of ix_.rows_ packed
   std::uint32_t last_id_ = 0xffffffff;
+  // Row ids by tag (add() with tag_of), direct-mapped: the translator's
+  // tags count up, so the recent ones do not collide. The key includes the
+  // function's signal bit and type, which the id does too.
+  struct TagSlot {
+    std::uint32_t tag = 0;
+    std::uint32_t id = 0;
+    bool signal = false;
+    FdeType type = FdeType::kDefault;
+  };
+  static constexpr std::size_t kTagSlots = 1024;
+  TagSlot& tag_slot(std::uint32_t tag) {
+    if (tags_.empty()) tags_.resize(kTagSlots);
+    return tags_[tag & (kTagSlots - 1)];
+  }
+  Scratch<TagSlot> tags_;
 };
 
 }  // namespace sframe

@@ -93,10 +93,52 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
   return {};
 }
 
-void Reader::run(const std::function<void(const Function&)>& fn) {
-  // Linkers mostly write FDEs in address order: check before sorting.
+namespace {
+
+// Sorts `v` by start, stably (the first FDE read at a start is the one
+// kept): a merge sort of the runs already in order, which linkers leave
+// long (libc's 3,713 FDEs come in 200 runs, libLLVM-14's 94,994 in 595),
+// through a buffer of scratch pages (scratch.hpp). std::stable_sort takes
+// its buffer from the heap (74 KB for libc), where it stays resident as a
+// hole once freed; std::sort with the read order as tie-break needed
+// 3.5x the instructions on libLLVM-14.
+template <class Vec>
+void sort_by_start(Vec& v) {
   const auto by_start = [](const Fde& a, const Fde& b) { return a.start < b.start; };
-  if (!std::is_sorted(fdes_.begin(), fdes_.end(), by_start)) std::stable_sort(fdes_.begin(), fdes_.end(), by_start);
+  // The end of the run in order that starts at `i`.
+  const auto run_end = [&](const Vec& x, std::size_t i) {
+    while (++i < x.size() && !by_start(x[i], x[i - 1])) {
+    }
+    return i;
+  };
+  if (run_end(v, 0) >= v.size()) return;
+  Vec buf(v.size());
+  Vec* src = &v;
+  Vec* dst = &buf;
+  for (;;) {
+    // One pass: each pair of neighbouring runs merged into one (the left
+    // one first on ties: stable).
+    std::size_t runs = 0;
+    for (std::size_t i = 0; i < src->size(); ++runs) {
+      const std::size_t mid = run_end(*src, i);
+      const std::size_t end = mid < src->size() ? run_end(*src, mid) : mid;
+      const auto d = static_cast<std::ptrdiff_t>(i);
+      std::merge(src->begin() + d, src->begin() + static_cast<std::ptrdiff_t>(mid),
+                 src->begin() + static_cast<std::ptrdiff_t>(mid), src->begin() + static_cast<std::ptrdiff_t>(end),
+                 dst->begin() + d, by_start);
+      i = end;
+    }
+    std::swap(src, dst);
+    if (runs == 1) break;
+  }
+  if (src != &v) v.swap(buf);
+}
+
+}  // namespace
+
+void Reader::run(const std::function<void(const Function&)>& fn) {
+  // Linkers mostly write FDEs in address order: sort_by_start() checks first.
+  sort_by_start(fdes_);
   Function f;
   for (std::size_t i = 0; i < fdes_.size(); ++i) {
     const Fde& fde = fdes_[i];
@@ -180,6 +222,7 @@ using reader_impl::Reader;
 Expected<void> read_cfi(std::span<const CfiSource> srcs, Abi abi, const std::function<void(const Function&)>& fn,
                         CfiStats* stats) {
   Reader r(abi, stats);
+  r.reserve(srcs);
   for (std::size_t i = 0; i < srcs.size(); ++i)
     if (auto ok = r.scan(srcs[i], static_cast<std::uint32_t>(i)); !ok) return ok;
   r.run(fn);

@@ -215,14 +215,17 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
     }
     return true;
   };
+  // Done once the rows reach `stop`: checked here and after each advance,
+  // the only step that moves `emitted` (not before every instruction).
+  if (!in_cie && emitted >= stop) return true;
   while (c.p < c.end) {
-    if (!in_cie && emitted >= stop) return true;
     std::uint8_t op = *c.p++;
     std::uint64_t reg = 0, u = 0;
     std::int64_t sv = 0;
     switch (op & 0xc0) {
       case kAdvanceLoc:
         if (!advance(loc + (op & 0x3f) * cie.code_align)) return false;
+        if (emitted >= stop) return true;
         continue;
       case kOffset:
         if (!c.uleb(u)) return false;
@@ -243,6 +246,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
           return false;
         }
         if (!advance(to)) return false;
+        if (emitted >= stop) return true;
         continue;
       }
       case kAdvanceLoc1:
@@ -255,6 +259,7 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
           return false;
         }
         if (!advance(loc + u * cie.code_align)) return false;
+        if (emitted >= stop) return true;
         continue;
       }
       case kOffsetExtended:
@@ -407,44 +412,17 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   return true;
 }
 
-bool same_rule(const RegRule& a, const RegRule& b) {
-  return a.kind == b.kind && a.value == b.value && a.expr == b.expr && a.expr_len == b.expr_len;
-}
-
-bool same_state(const State& a, bool a_signal, const MemoEntry& m) {
-  const State& b = m.state;
-  return m.used && a_signal == m.signal && a.mangled == b.mangled && a.cfa.kind == b.cfa.kind &&
-         a.cfa.reg == b.cfa.reg && a.cfa.offset == b.cfa.offset && a.cfa.expr == b.cfa.expr &&
-         a.cfa.expr_len == b.cfa.expr_len && same_rule(a.ra, b.ra) && same_rule(a.fp, b.fp);
-}
-
-void Reader::emit(const Cie& cie, const State& s, std::uint64_t from, std::uint64_t to, Function& f, bool& dirty) {
-  if (dirty || f.rows.empty()) {
-    // Functions repeat a few states (CFA = SP + 8, 16, ...; FP saved or
-    // not): their translations are kept in a small direct-mapped table.
-    std::uint64_t h = s.cfa.offset * 0x9e3779b97f4a7c15ull;
-    h ^= (s.cfa.reg + 31 * s.ra.value + 977 * s.fp.value) * 0xc2b2ae3d27d4eb4full;
-    h ^= (std::uint64_t{s.cfa.kind} << 1) ^ (std::uint64_t{s.ra.kind} << 5) ^ (std::uint64_t{s.fp.kind} << 9) ^
-         (std::uint64_t{s.mangled} << 13) ^ (std::uint64_t{cie.signal} << 14) ^
-         reinterpret_cast<std::uintptr_t>(s.cfa.expr) ^ reinterpret_cast<std::uintptr_t>(s.ra.expr) ^
-         reinterpret_cast<std::uintptr_t>(s.fp.expr);
-    MemoEntry& m = memo_[(h ^ (h >> 29)) % kMemoSize];
-    if (!same_state(s, cie.signal, m)) {
-      const CfiSource& src = *srcs_.back();
-      const bool big = src.big_endian;
-      m.row = detail::translate(cfa_of(s.cfa, big), loc_of(s.ra, big, ra_same_), loc_of(s.fp, big, fp_same_),
-                                cie.signal, s.mangled, abi_, fixed_ra_);
-      m.state = s;
-      m.signal = cie.signal;
-      m.used = true;
-    }
-    // Stays valid until the next translation: only this writes the table.
-    last_row_ = &m.row;
-    dirty = false;
-  }
-  Row& r = f.rows.emplace_back(*last_row_);
-  r.start = from;
-  r.end = to;
+const Row& Reader::translate_into(MemoEntry& m, const Cie& cie, const State& s) {
+  const CfiSource& src = *srcs_.back();
+  const bool big = src.big_endian;
+  m.row = detail::translate(cfa_of(s.cfa, big), loc_of(s.ra, big, ra_same_), loc_of(s.fp, big, fp_same_), cie.signal,
+                            s.mangled, abi_, fixed_ra_);
+  // Numbered for Row::translation; past 2^32 - 1 translations, 0.
+  m.row.translation = translations_ < UINT32_MAX ? ++translations_ : 0;
+  m.state = s;
+  m.signal = cie.signal;
+  m.used = true;
+  return m.row;
 }
 
 }  // namespace sframe::cfi::reader_impl

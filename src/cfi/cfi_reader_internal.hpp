@@ -256,6 +256,16 @@ class Reader {
     fp_same_ = same_by_default(abi, fp_col_);
   }
 
+  // Room for the FDEs of `srcs` before scan() reads them, so that the list
+  // is not grown by doubling (each step a copy; those under 64 KiB come
+  // from the heap and stay there as resident holes). Compiled code's FDEs
+  // average about 40 bytes (libc 41, libLLVM-14 53): one per 32 bytes errs
+  // on the large side, which costs address space only (scratch.hpp).
+  void reserve(std::span<const CfiSource> srcs) {
+    std::size_t bytes = 0;
+    for (const CfiSource& s : srcs) bytes += s.bytes.size();
+    fdes_.reserve(bytes / 32);
+  }
   Expected<void> scan(const CfiSource& src, std::uint32_t source_index);
   void run(const std::function<void(const Function&)>& fn);
   // The FDE record at byte `off` of `src` alone (FdeReader), its rows cut
@@ -276,7 +286,41 @@ class Reader {
   // False when an instruction cannot be read (the rest is unreadable).
   bool execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const std::uint8_t* end, State& s, bool in_cie,
                std::uint64_t& loc, std::uint64_t& emitted, std::uint64_t stop, Function* f);
-  void emit(const Cie& cie, const State& s, std::uint64_t from, std::uint64_t to, Function& f, bool& dirty);
+  // The row for [from, to) with state `s` appended to `f`. Inline: it runs
+  // for every row, and the memo hit is a few loads and compares.
+  void emit(const Cie& cie, const State& s, std::uint64_t from, std::uint64_t to, Function& f, bool& dirty) {
+    if (dirty || f.rows.empty()) {
+      // Functions repeat a few states (CFA = SP + 8, 16, ...; FP saved or
+      // not): their translations are kept in a small direct-mapped table (a
+      // collision costs a translation, never a wrong row: same_state()
+      // decides).
+      std::uint64_t h = s.cfa.offset * 0x9e3779b97f4a7c15ull;
+      h ^= (s.cfa.reg + 31 * s.ra.value + 977 * s.fp.value) * 0xc2b2ae3d27d4eb4full;
+      h ^= (std::uint64_t{s.cfa.kind} << 1) ^ (std::uint64_t{s.ra.kind} << 5) ^ (std::uint64_t{s.fp.kind} << 9) ^
+           (std::uint64_t{s.mangled} << 13) ^ (std::uint64_t{cie.signal} << 14) ^
+           reinterpret_cast<std::uintptr_t>(s.cfa.expr) ^ reinterpret_cast<std::uintptr_t>(s.ra.expr) ^
+           reinterpret_cast<std::uintptr_t>(s.fp.expr);
+      MemoEntry& m = memo_[(h ^ (h >> 29)) % kMemoSize];
+      // Stays valid until the next translation: only translate_into() writes
+      // the table.
+      last_row_ = same_state(s, cie.signal, m) ? &m.row : &translate_into(m, cie, s);
+      dirty = false;
+    }
+    Row& r = f.rows.emplace_back(*last_row_);
+    r.start = from;
+    r.end = to;
+  }
+  // The memo entry `m` set to state `s` and its translation.
+  const Row& translate_into(MemoEntry& m, const Cie& cie, const State& s);
+  static bool same_rule(const RegRule& a, const RegRule& b) {
+    return a.kind == b.kind && a.value == b.value && a.expr == b.expr && a.expr_len == b.expr_len;
+  }
+  static bool same_state(const State& a, bool a_signal, const MemoEntry& m) {
+    const State& b = m.state;
+    return m.used && a_signal == m.signal && a.mangled == b.mangled && a.cfa.kind == b.cfa.kind &&
+           a.cfa.reg == b.cfa.reg && a.cfa.offset == b.cfa.offset && a.cfa.expr == b.cfa.expr &&
+           a.cfa.expr_len == b.cfa.expr_len && same_rule(a.ra, b.ra) && same_rule(a.fp, b.fp);
+  }
 
   Abi abi_;
   CfiStats* stats_;
@@ -297,6 +341,7 @@ class Reader {
   static constexpr std::size_t kMemoSize = 64;
   MemoEntry memo_[kMemoSize];
   const Row* last_row_ = nullptr;
+  std::uint32_t translations_ = 0;  // emit()'s translations so far (Row::translation)
   // The program execute() runs (its state tells why it stopped).
   Cursor cur_{nullptr, nullptr, false};
   bool dirty_ = true;

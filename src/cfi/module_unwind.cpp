@@ -360,9 +360,12 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   const auto build_direct = [&](const FunctionSpec& fn, const Function* cfi) {
     if (!cfi) return built.add(fn);
     const std::span<const Row> rows = cfi->rows;
+    // One read feeds this builder: the reader's translation numbers tag
+    // its rows (cfi::Row::translation).
     return built.add(
         fn, rows.size(), [&](std::size_t k) { return static_cast<std::uint32_t>(rows[k].start - cfi->start); },
-        [&](std::size_t k) -> const FrameRow& { return rows[k].row; });
+        [&](std::size_t k) -> const FrameRow& { return rows[k].row; },
+        [&](std::size_t k) { return rows[k].translation; });
   };
   Expected<Generated> gen = direct ? translate(build_direct) : encode_all();
   if (!gen) return fail(gen.error(), "no usable CFI");

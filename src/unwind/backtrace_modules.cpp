@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <linux/membarrier.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unwind.h>
 #include <unistd.h>
@@ -142,6 +143,16 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   // The walk looks up through the RowIndex where there is one (rules.cpp):
   // an FdeIndex beside it would be 12 bytes per FDE never read.
   uo.fde_index_with_rows = false;
+  if (defer) {
+    // Left to the background generator with no byte of the module read.
+    // Even the .eh_frame_hdr header (does it list any FDE?) would fault its
+    // page in, and the kernel maps the cached pages around it with it
+    // (fault-around: 64 KiB of RSS per module, mostly .rodata never read);
+    // a module with its own SFrame would have its section copied and
+    // indexed here. Init then costs only the modules on the stack.
+    d->deferred = m;
+    return d;
+  }
   cfi::ModuleImage image = image_of(m);
   // Code bytes are scanned for trampolines only in modules with their own
   // SFrame (a v2 section has no signal bit); generated ones take theirs
@@ -155,12 +166,6 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   };
   note_trampolines();
   const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
-  const bool may_generate = image.eh_frame_hdr.empty() ? !is_vdso(m) : d->unwind.needs_generation();
-  if (defer && may_generate) {
-    // Left to the background generator, which builds this module again.
-    d->deferred = m;
-    return d;
-  }
   if (opt.stack_libraries_per_fde && !stack_pcs.empty() && !m.name.empty() && !native && !image.eh_frame_hdr.empty() && !is_vdso(m) &&
       d->unwind.needs_generation()) {
     // BacktraceOptions::stack_libraries_per_fde: a library on the
@@ -230,13 +235,21 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   Expected<void> gen = d->unwind.generate(srcs, kHostAbi, 0);
   if (!gen && !native) d->error = gen.error();
   // The generated index holds no reference to .eh_frame: its pages go back
-  // (page_release.cpp says which may, and why).
-  if (opt.release_cfi_pages && !is_vdso(m))
+  // (page_release.cpp says which may, and why), with those of the
+  // .eh_frame_hdr just before it, where ld puts it: libgcc's binary search
+  // of its table (the initialising thread's stack, for the modules on it)
+  // left them mapped, and only the next libgcc unwind reads them again.
+  if (opt.release_cfi_pages && !is_vdso(m)) {
+    const auto hdr = reinterpret_cast<std::uint64_t>(image.eh_frame_hdr.data());
+    const std::uint64_t hdr_end = hdr + image.eh_frame_hdr.size();
     for (const cfi::CfiSource& s : srcs)
       if (s.kind == cfi::CfiKind::kEhFrame) {
         const auto at = reinterpret_cast<std::uint64_t>(s.bytes.data());
-        (void)release_pages(m.phdrs, m.bias, at, at + s.bytes.size());
+        // At most alignment padding between the two.
+        const bool hdr_before = !image.eh_frame_hdr.empty() && hdr_end <= at && at - hdr_end < 16;
+        (void)release_pages(m.phdrs, m.bias, hdr_before ? hdr : at, at + s.bytes.size());
       }
+  }
   note_trampolines();
   return d;
 }
@@ -303,7 +316,10 @@ std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
     r.extra_functions = d->unwind.extra_functions();
     r.reason = d->unwind.reason();
     if (d->deferred) {
-      r.reason += "; SFrame generation pending (background; frame-pointer fallback until ready)";
+      // A deferred module was left unread (no reason of its own yet) but a
+      // stack library built per FDE.
+      if (!r.reason.empty()) r.reason += "; ";
+      r.reason += "SFrame set-up pending (background; frame-pointer fallback until ready)";
     } else if (d->failed()) {
       r.error = d->error;
       if (!d->failure.empty()) r.reason += "; " + d->failure;
@@ -652,22 +668,54 @@ void free_state(void* p) {
   delete st;
 }
 
-// The start of the mapping holding `addr`, from /proc/self/maps (the main
-// thread's stack grows on demand; everything from here up is mapped).
-std::uint64_t mapping_start(std::uint64_t addr) {
+// The main thread's stack as the kernel maps it: the mapping holding `addr`
+// and the end of the mapping below it, from /proc/self/maps.
+struct StackMapping {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  std::uint64_t below = 0;  // end of the mapping below (0: none)
+  bool found = false;
+};
+
+// A hex number at `p` (at least one digit), `p` moved past it.
+bool parse_hex(const char*& p, std::uint64_t& v) {
+  v = 0;
+  const char* start = p;
+  for (;; ++p) {
+    const char c = *p;
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0 || p - start >= 16) break;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return p != start;
+}
+
+// Parsed by hand, not with sscanf (nor through pthread_getattr_np(), which
+// uses it for the main thread): scanf's code and tables are 88 KiB of libc
+// a program may never touch otherwise, mapped in at init by fault-around.
+StackMapping stack_mapping(std::uint64_t addr) {
+  StackMapping out;
   FILE* f = std::fopen("/proc/self/maps", "re");
-  if (!f) return addr & ~std::uint64_t{4095};
-  std::uint64_t found = addr & ~std::uint64_t{4095};
+  if (!f) return out;
   char line[512];
+  bool at_line_start = true;  // a longer line comes in several pieces
   while (std::fgets(line, sizeof line, f)) {
-    unsigned long long b = 0, e = 0;
-    if (std::sscanf(line, "%llx-%llx", &b, &e) == 2 && addr >= b && addr < e) {
-      found = b;
+    const bool starts = at_line_start;
+    at_line_start = std::strchr(line, '\n') != nullptr;
+    if (!starts) continue;
+    const char* p = line;
+    std::uint64_t b = 0, e = 0;
+    if (!parse_hex(p, b) || *p++ != '-' || !parse_hex(p, e) || b >= e) continue;
+    if (addr >= b && addr < e) {
+      out.begin = b;
+      out.end = e;
+      out.found = true;
       break;
     }
+    if (e <= addr) out.below = e;  // the file lists mappings by address
   }
   std::fclose(f);
-  return found;
+  return out;
 }
 
 }  // namespace
@@ -783,8 +831,23 @@ void backtrace_register_thread() {
   if (bt::t_state) return;
   std::call_once(bt::g_key_once, [] { pthread_key_create(&bt::g_key, bt::free_state); });
   auto* st = new bt::ThreadState();
+  const auto here = reinterpret_cast<std::uint64_t>(&st);
   pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+  if (getpid() == gettid()) {
+    // The main thread: only the part of its stack already mapped may be
+    // read; the kernel grows it on demand down to RLIMIT_STACK below the
+    // mapping's end, and never into the mapping below.
+    if (const bt::StackMapping m = bt::stack_mapping(here); m.found) {
+      st->lo = m.begin;
+      st->hi = m.end;
+      rlimit rl{};
+      const std::uint64_t cap = getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                                    ? static_cast<std::uint64_t>(rl.rlim_cur)
+                                    : ~std::uint64_t{0};
+      st->limit = std::min(m.begin, std::max(m.below, m.end > cap ? m.end - cap : 0));
+      st->grows = true;
+    }
+  } else if (pthread_getattr_np(pthread_self(), &attr) == 0) {
     void* addr = nullptr;
     std::size_t size = 0;
     if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
@@ -792,14 +855,6 @@ void backtrace_register_thread() {
       st->hi = st->lo + size;
     }
     pthread_attr_destroy(&attr);
-  }
-  const auto here = reinterpret_cast<std::uint64_t>(&st);
-  if (getpid() == gettid()) {
-    // glibc reports the main thread's stack as rlimit-sized; only the part
-    // already mapped may be read.
-    st->limit = st->lo;
-    st->lo = std::max(st->lo, bt::mapping_start(here));
-    st->grows = true;
   }
   if (here < st->lo || here >= st->hi) {
     // Not a stack we understand (e.g. a user-allocated coroutine stack):

@@ -15,10 +15,12 @@
 // text relocations (DT_TEXTREL / DF_TEXTREL), into segments without PF_W,
 // which it makes writable for the while. Hence the rule: a page is given
 // back only when
-//  - it lies wholly inside the CFI bytes handed to the reader (.eh_frame up
-//    to the end of its segment's file part: after it come only read-only
-//    sections such as .gcc_except_table, which the kernel's fault-around
-//    mapped along with the reads; the partial pages at either end stay),
+//  - it lies wholly inside the CFI bytes: .eh_frame up to the end of its
+//    segment's file part (after it come only read-only sections such as
+//    .gcc_except_table, which the kernel's fault-around mapped along with
+//    the reads), from the .eh_frame_hdr right before it where there is one
+//    (only libgcc's unwinder reads it, for an exception or a backtrace);
+//    the partial pages at either end stay,
 //  - it lies wholly inside the file-backed part (p_filesz) of one PT_LOAD
 //    without PF_W (past p_filesz the page is zero-filled memory, not file),
 //  - no PT_LOAD with PF_W and no PT_GNU_RELRO overlaps any of the range's

@@ -54,12 +54,13 @@ Loaded loaded(void* handle) {
   return {lm->l_name, lm->l_addr};
 }
 
-// .eh_frame's link-time address and size, from `readelf -SW`.
-bool eh_frame_of(const std::string& path, std::uint64_t& addr, std::uint64_t& size) {
+// A section's (.eh_frame's) link-time address and size, from `readelf -SW`.
+bool eh_frame_of(const std::string& path, std::uint64_t& addr, std::uint64_t& size,
+                 const std::string& section = ".eh_frame") {
   std::istringstream in(run("readelf -SW '" + path + "'"));
   std::string line;
   while (std::getline(in, line)) {
-    const auto at = line.find(" .eh_frame ");
+    const auto at = line.find(" " + section + " ");
     if (at == std::string::npos) continue;
     std::istringstream f(line.substr(at));
     std::string name, type, a, off, sz;
@@ -221,6 +222,13 @@ TEST(PageRelease, LibstdcxxEhFramePagesGoBackAndTheProgramStillUnwinds) {
       ASSERT_EQ(source_of(cxx.path), sframe::BacktraceModuleSource::kGenerated)
           << cxx.path << " has PT_GNU_SFRAME: nothing generated, nothing released";
       EXPECT_EQ(present_pages(eh.begin, eh.end), 0) << "of " << eh.count() << " pages of " << cxx.path;
+      // The .eh_frame_hdr right before it goes with it (libstdc++: ld puts
+      // it there).
+      std::uint64_t hdr = 0, hdr_size = 0;
+      ASSERT_TRUE(eh_frame_of(cxx.path, hdr, hdr_size, ".eh_frame_hdr")) << cxx.path;
+      ASSERT_LE(cxx.bias + hdr + hdr_size, eh.begin) << cxx.path;
+      ASSERT_LT(eh.begin - (cxx.bias + hdr + hdr_size), 16u) << cxx.path << ": .eh_frame_hdr not right before .eh_frame";
+      EXPECT_EQ(present_pages(cxx.bias + hdr, eh.end), 0) << "from .eh_frame_hdr on, in " << cxx.path;
     }
     t.push_back(app_traces());
   }

@@ -40,6 +40,7 @@ template <class T>
 struct ScratchAllocator {
   using value_type = T;
   static constexpr std::size_t kScratchMmapMin = 64 * 1024;
+  static constexpr std::size_t kScratchHugeMin = 4 * 1024 * 1024;  // two huge pages at least
   ScratchAllocator() noexcept = default;
   template <class U>
   ScratchAllocator(const ScratchAllocator<U>&) noexcept {}
@@ -49,6 +50,12 @@ struct ScratchAllocator {
     if (!kScratchMmap || bytes < kScratchMmapMin) return static_cast<T*>(::operator new(bytes));
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
+    // Transparent huge pages where the system gives them on request (THP
+    // "madvise" mode): each 4 KiB page of a fresh mapping costs a fault when
+    // first written, about 2.5 us here; for libLLVM-14 (its Builder staging,
+    // FDE list and sort buffer) 2,600 of 11,500 faults go. The block is
+    // unmapped whole once built, so the 2 MiB rounding holds no RSS after.
+    if (bytes >= kScratchHugeMin) (void)madvise(p, bytes, MADV_HUGEPAGE);
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) noexcept {
