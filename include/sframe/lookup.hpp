@@ -207,12 +207,28 @@ class RowIndex {
         std::uint32_t row = e2.start <= o ? e2.row : e1.start <= o ? e1.row : p[0].row;
         return e3.start <= o ? e3.row : row;
       }
+      if (last - e <= kCounted) {
+        // kDirect + 1 .. kCounted boundaries after the first (a function
+        // whose prologue and epilogue rows crowd one bucket; the bench's
+        // `main`, taken on every cold walk that reaches it): counted here
+        // without a branch rather than searched out of line, which cost a
+        // call into the library and a branchy upper_bound. Every entry read
+        // exists (e + kCounted <= last + kSentinels), and those past `last`
+        // start after this bucket, so they add nothing to the count.
+        std::size_t k = 0;
+        for (std::size_t i = 1; i <= kCounted; ++i) k += std::size_t{p[i].start <= o};
+        return p[k].row;
+      }
       return entries_[index_->clustered(o, e, last)].row;
     }
     /// Boundaries past a bucket's first that boundary() and
     /// row_at_offset() take without a search (the index keeps as many
     /// sentinels after its last boundary: kSentinels).
     static constexpr std::size_t kDirect = 3;
+    /// Boundaries past a bucket's first that row_at_offset() still counts
+    /// inline (reading kCounted entries past the first, at most
+    /// kCounted - kDirect - 1 of them among the sentinels).
+    static constexpr std::size_t kCounted = 7;
     std::uint64_t lo_ = 0;
     std::uint64_t span_ = 0;  // 0: covers nothing
     const Entry* entries_ = nullptr;
@@ -280,6 +296,7 @@ class RowIndex {
   /// Entries after the last boundary (start UINT32_MAX, kGap), so that
   /// View's direct reads of e + 1 .. e + kDirect stay in bounds.
   static constexpr int kSentinels = static_cast<int>(View::kDirect);
+  static_assert(View::kCounted - (View::kDirect + 1) <= View::kDirect, "row_at_offset() reads past the sentinels");
   /// boundary() where more than View::kDirect boundaries follow a
   /// bucket's first: a binary search of entries (e, last].
   std::size_t clustered(std::uint32_t o, std::size_t e, std::size_t last) const noexcept;

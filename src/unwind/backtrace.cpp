@@ -182,16 +182,6 @@ struct WalkState {
 constexpr std::uint16_t kSlowRule =
     CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
 
-/// Whether a range of `tramps` meets the module range of `s`, closed at its
-/// end (a return address may lie one past a lookup PC at the module's end).
-/// Bounded by the number of trampolines.
-inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange> tramps) noexcept {
-  // User-space addresses: no end wraps.
-  for (const AddressRange& r : tramps)
-    if (r.begin <= s.begin + s.size && s.begin < r.end) return true;
-  return false;
-}
-
 /// cold_run()'s lookup where the PC is not in the hint's current module's
 /// rows: lookup_compact()'s order (the native map's module, else the
 /// generated map's), through the prebuilt slots, with the two last native
@@ -220,7 +210,7 @@ inline bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const Addre
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
-      hint.cur_tramps = tramps_meet(*s, table.trampolines);
+      hint.cur_tramps = s->tramps;  // build_slots() computed it
     }
   }
   // A PC in a trampoline is the general loop's (the same test as its).

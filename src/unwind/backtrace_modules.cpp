@@ -336,9 +336,21 @@ Expected<void> result_of(const Table& t, BacktraceInitReport* report) {
   return {};
 }
 
+// Whether a range of `tramps` meets the module range of `s`, closed at its
+// end (a return address may lie one past a lookup PC at the module's end):
+// ModuleHint::Slot::tramps, which the cold walk reads on a module switch.
+bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange> tramps) noexcept {
+  // User-space addresses: no end wraps.
+  for (const AddressRange& r : tramps)
+    if (r.begin <= s.begin + s.size && s.begin < r.end) return true;
+  return false;
+}
+
 // The prebuilt lookup slots of `map` (in its order), each with the memo's
-// step codes of its compiled rows, kept in `codes`.
-void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vector<std::int64_t>>& codes) {
+// step codes of its compiled rows, kept in `codes`, and whether a range of
+// `tramps` meets it.
+void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vector<std::int64_t>>& codes,
+                 std::span<const AddressRange> tramps) {
   out.begins.clear();
   out.slots.clear();
   for (const Module& m : map.modules()) {
@@ -350,6 +362,7 @@ void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vecto
       slot.codes = c.data();
       codes.push_back(std::move(c));
     }
+    slot.tramps = tramps_meet(slot, tramps);
     out.begins.push_back(m.range.begin);
     out.slots.push_back(slot);
   }
@@ -407,8 +420,8 @@ void assemble(Table& t) {
     }
   }
   t.row_codes.clear();
-  build_slots(t.map, t.map_slots, t.row_codes);
-  build_slots(t.extra_map, t.extra_slots, t.row_codes);
+  build_slots(t.map, t.map_slots, t.row_codes, t.trampolines);
+  build_slots(t.extra_map, t.extra_slots, t.row_codes, t.trampolines);
   std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
   for (const AddressRange& r : t.trampolines) {
     lo = std::min(lo, r.begin);

@@ -87,6 +87,11 @@ struct ModuleHint {
     /// a Slots table computed once beside the rule (the in-process walk's
     /// memo step code), handed out by lookup_compact(); null: none.
     const std::int64_t* codes = nullptr;
+    /// Optional, owner-computed like `codes`: whether a signal trampoline
+    /// of the owner's lies in [begin, begin + size] (false: none, or not
+    /// computed). The in-process walk reads it on a module switch rather
+    /// than scanning every trampoline range there.
+    bool tramps = false;
   };
   /// Prebuilt slots for every module of one map, in the map's order (by
   /// runtime start): a lookup that leaves its hint's module then costs a
