@@ -349,12 +349,10 @@ TEST(Lookup, RowIndexAgreesWithFindOnEveryCorpusSection) {
 
 namespace {
 
-// A bucket answers a lookup alone only with 16-bit row ids: a section with
-// more distinct rows (2 x 20,000 here, each function's two rows new) must
-// still answer every PC as find() does, through buckets that name rows
-// below 2^15 and buckets that point into the boundaries.
-TEST(Lookup, RowIndexBeyondSixteenBitRowIds) {
-  constexpr std::uint32_t kFunctions = 20000, kSize = 16;
+// `functions` functions of `size` bytes from 0x400000, each with two rows
+// no other function has (CFA = SP + 16 + 16 i, then + 8): 2 x `functions`
+// distinct rows, the RA at CFA - 8.
+sframe::SectionSpec distinct_rows_spec(std::uint32_t functions, std::uint32_t size) {
   sframe::SectionSpec spec;
   spec.cfa_fixed_ra_offset = -8;
   spec.section_address = 0x100000;
@@ -364,13 +362,27 @@ TEST(Lookup, RowIndexBeyondSixteenBitRowIds) {
     r.ra = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kCfa, true, 0, -8};
     return r;
   };
-  for (std::uint32_t i = 0; i < kFunctions; ++i) {
+  for (std::uint32_t i = 0; i < functions; ++i) {
     sframe::FunctionSpec f;
-    f.start_pc = 0x400000 + std::uint64_t{i} * kSize;
-    f.size = kSize;
+    f.start_pc = 0x400000 + std::uint64_t{i} * size;
+    f.size = size;
     f.rows = {{0, make_row(static_cast<std::int32_t>(16 + 16 * i))}, {5, make_row(static_cast<std::int32_t>(24 + 16 * i))}};
     spec.functions.push_back(f);
   }
+  return spec;
+}
+
+}  // namespace
+
+namespace {
+
+// A bucket answers a lookup alone only with 16-bit row ids: a section with
+// more distinct rows (2 x 20,000 here, each function's two rows new) must
+// still answer every PC as find() does, through buckets that name rows
+// below 2^15 and buckets that point into the boundaries.
+TEST(Lookup, RowIndexBeyondSixteenBitRowIds) {
+  constexpr std::uint32_t kFunctions = 20000, kSize = 16;
+  const sframe::SectionSpec spec = distinct_rows_spec(kFunctions, kSize);
   auto bytes = sframe::encode(spec);
   ASSERT_TRUE(bytes) << sframe::describe(bytes.error().code());
   auto s = sframe::Section::parse(*bytes, spec.section_address);
@@ -408,22 +420,7 @@ namespace {
 // section (the decoder, not the index) does, through both kinds of bucket.
 TEST(Lookup, RowIndexRowsBeyondTheBucketWordsRowBits) {
   constexpr std::uint32_t kFunctions = 65536, kSize = 16;
-  sframe::SectionSpec spec;
-  spec.cfa_fixed_ra_offset = -8;
-  spec.section_address = 0x100000;
-  const auto make_row = [](std::int32_t cfa_offset) {
-    sframe::FrameRow r;
-    r.cfa = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kRegister, false, 7, cfa_offset};
-    r.ra = {sframe::Rule::Kind::kExpr, sframe::Rule::Base::kCfa, true, 0, -8};
-    return r;
-  };
-  for (std::uint32_t i = 0; i < kFunctions; ++i) {
-    sframe::FunctionSpec f;
-    f.start_pc = 0x400000 + std::uint64_t{i} * kSize;
-    f.size = kSize;
-    f.rows = {{0, make_row(static_cast<std::int32_t>(16 + 16 * i))}, {5, make_row(static_cast<std::int32_t>(24 + 16 * i))}};
-    spec.functions.push_back(f);
-  }
+  const sframe::SectionSpec spec = distinct_rows_spec(kFunctions, kSize);
   auto bytes = sframe::encode(spec);
   ASSERT_TRUE(bytes) << sframe::describe(bytes.error().code());
   auto s = sframe::Section::parse(*bytes, spec.section_address);
