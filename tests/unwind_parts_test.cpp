@@ -4,6 +4,8 @@
 // over every corpus section never crash and always end with a reason (run
 // under ASan+UBSan with -DSFRAMEPP_SANITIZE=ON).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <optional>
 #include <random>
@@ -180,6 +182,53 @@ TEST(UnwindRuleCache, ClearEmptiesEveryEntry) {
   EXPECT_EQ(small.lookup(0x10), nullptr);
   EXPECT_EQ(odd[4].pc, 0x77u);
   EXPECT_EQ(odd[5].pc, 0x77u);
+}
+
+// Over zeroed storage (fresh anonymous pages) the cache answers as one over
+// storage it cleared itself, and the constructor writes none of it: the
+// kernel's mincore() shows every page still not resident until inserts
+// reach them, and then only those pages.
+TEST(UnwindRuleCache, ZeroedStorageStaysUntouchedUntilInserted) {
+  constexpr std::size_t kEntries = 4096;  // 64 KiB: 16 pages
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = kEntries * sizeof(RuleCache::Entry);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const auto resident = [&] {
+    std::vector<unsigned char> v((bytes + page - 1) / page);
+    EXPECT_EQ(mincore(p, bytes, v.data()), 0);
+    std::size_t n = 0;
+    for (const unsigned char c : v) n += c & 1;
+    return n;
+  };
+  auto* entries = static_cast<RuleCache::Entry*>(p);
+  RuleCache cache(std::span<RuleCache::Entry>(entries, kEntries), RuleCache::ZeroedStorage{});
+  EXPECT_EQ(resident(), 0u);
+  std::array<RuleCache::Entry, kEntries> own;
+  RuleCache reference(own);
+  CompactRule r;
+  r.cfa_offset = 24;
+  reference.sync(3);
+  cache.sync(3);
+  const auto pc = [](unsigned i) { return 0x7f0000001000 + (std::uint64_t{i} * 0x9e3779b97f4a7c15ULL >> 44); };
+  for (unsigned i = 0; i < 3; ++i) {
+    cache.insert(pc(i), r);
+    reference.insert(pc(i), r);
+  }
+  EXPECT_GE(resident(), 1u);
+  EXPECT_LE(resident(), 3u);
+  for (unsigned i = 0; i < 64; ++i) {
+    const CompactRule* a = cache.lookup(pc(i));
+    const CompactRule* b = reference.lookup(pc(i));
+    ASSERT_EQ(a == nullptr, b == nullptr) << i;
+    if (a) {
+      EXPECT_EQ(*a, *b) << i;
+    }
+  }
+  EXPECT_EQ(cache.lookup(0), nullptr);  // an all-zero entry is empty, not PC 0's
+  cache.clear();
+  for (unsigned i = 0; i < 3; ++i) EXPECT_EQ(cache.lookup(pc(i)), nullptr);
+  munmap(p, bytes);
 }
 
 // A map that only gained a module over [lo, hi): adopt() keeps the rules of

@@ -247,7 +247,9 @@ std::uint64_t backtrace_unknown_pc() noexcept;
 /// Optional, for speed: records the calling thread's stack bounds
 /// (pthread_getattr_np; for the main thread the mapping in /proc/self/maps,
 /// which may grow down to the RLIMIT_STACK floor) and gives it its own rule
-/// cache and walk memo (about 80 KiB). Threads that never call it walk
+/// cache and walk memo (about 72 KiB of address space; resident: about
+/// 8 KiB, plus a 4 KiB page of the cache for each page its walks' PCs
+/// reach, up to 64 KiB). Threads that never call it walk
 /// whole too, without a cache and with every page checked by the kernel
 /// (a few system calls a walk). Not async-signal-safe. backtrace_init()
 /// does it for its thread. Freed at thread exit. Idempotent.

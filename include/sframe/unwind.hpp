@@ -102,6 +102,14 @@ class RuleCache {
   /// entries; fewer than 2 entries make a cache that never hits); it must
   /// outlive the cache.
   explicit RuleCache(std::span<Entry> storage) noexcept;
+  /// Tag for storage whose bytes are all zero (every entry empty), such as
+  /// fresh anonymous mmap() pages.
+  struct ZeroedStorage {};
+  /// RuleCache(storage) for such storage, which this constructor does not
+  /// write: its pages stay untouched, and so not resident, until inserts
+  /// reach them (a per-thread cache of a thread that seldom walks costs a
+  /// few pages, not all of them).
+  RuleCache(std::span<Entry> storage, ZeroedStorage) noexcept;
 
   /// Empties the cache if `generation` differs from the one it holds.
   void sync(std::uint64_t generation) noexcept {
@@ -166,6 +174,8 @@ class RuleCache {
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
   void reset(std::uint64_t generation) noexcept;
+  /// The entries and set geometry over `storage` (both constructors).
+  void set_storage(std::span<Entry> storage) noexcept;
   std::uint64_t generation_ = 0;
   /// Inserts since the last clear() (counting stops at kLogged + 1) and
   /// the sets of the first kLogged of them.

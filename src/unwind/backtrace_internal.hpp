@@ -276,8 +276,14 @@ struct ColdHint {
   bool cur_tramps = false;
 };
 
-/// Per-thread state, created by backtrace_register_thread().
+/// Per-thread state, created by backtrace_register_thread() (new_state()):
+/// one anonymous mapping holds it and, after it, its rule cache's entries.
 struct ThreadState {
+  /// `zeroed`: kCacheEntries entries of all-zero bytes (the mapping's
+  /// fresh pages), which the cache leaves unwritten until it inserts.
+  explicit ThreadState(std::span<RuleCache::Entry> zeroed) noexcept : cache(zeroed, RuleCache::ZeroedStorage{}) {}
+  ThreadState(const ThreadState&) = delete;
+  ThreadState& operator=(const ThreadState&) = delete;
   /// The thread's stack: [lo, hi). For the main thread lo is the bottom of
   /// its mapping when registered (the walk lowers it to the current SP).
   std::uint64_t lo = 0;
@@ -294,7 +300,7 @@ struct ThreadState {
   /// thread writes it, with plain load/store pairs: a handler that
   /// interrupts one leaves the count as it found it.
   std::atomic<int> walking{0};
-  StaticRuleCache<kCacheEntries> cache;
+  RuleCache cache;
   /// The last walk's rules by depth, filled under `memo_generation` (the
   /// ModuleMap generation; 0: empty). A walk predicts that frame d has the
   /// same PC as last time: the entry's address does not depend on the RA

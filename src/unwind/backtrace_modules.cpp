@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unwind.h>
@@ -671,6 +672,23 @@ bool same_name(const char* a, const std::string& b) noexcept {
 pthread_key_t g_key;
 std::once_flag g_key_once;
 
+// A ThreadState and its rule cache's kCacheEntries entries in one
+// anonymous mapping: its pages are zero, which an empty entry is, so the
+// cache's 64 KiB become resident only as inserts reach them, rather than
+// all of it for every registered thread (zero-filled by `new`), walking or
+// not. The entries' bytes are used as they are (Entry is an implicit-
+// lifetime aggregate, and the mapping is fresh storage, as malloc's is).
+constexpr std::size_t kStateHead =
+    (sizeof(ThreadState) + alignof(RuleCache::Entry) - 1) / alignof(RuleCache::Entry) * alignof(RuleCache::Entry);
+constexpr std::size_t kStateBytes = kStateHead + kCacheEntries * sizeof(RuleCache::Entry);
+
+ThreadState* new_state() noexcept {
+  void* p = mmap(nullptr, kStateBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* entries = reinterpret_cast<RuleCache::Entry*>(static_cast<std::byte*>(p) + kStateHead);
+  return new (p) ThreadState(std::span<RuleCache::Entry>(entries, kCacheEntries));
+}
+
 void free_state(void* p) {
   t_state = nullptr;
   auto* st = static_cast<ThreadState*>(p);
@@ -678,7 +696,8 @@ void free_state(void* p) {
     std::lock_guard lock(g_threads_mutex);
     std::erase(g_threads, st);
   }
-  delete st;
+  st->~ThreadState();
+  munmap(st, kStateBytes);
 }
 
 // The main thread's stack as the kernel maps it: the mapping holding `addr`
@@ -843,7 +862,10 @@ std::string BacktraceInitReport::message() const {
 void backtrace_register_thread() {
   if (bt::t_state) return;
   std::call_once(bt::g_key_once, [] { pthread_key_create(&bt::g_key, bt::free_state); });
-  auto* st = new bt::ThreadState();
+  bt::ThreadState* st = bt::new_state();
+  // No memory for it: the thread walks without a cache or memo, as one
+  // that never registered.
+  if (!st) return;
   const auto here = reinterpret_cast<std::uint64_t>(&st);
   pthread_attr_t attr;
   if (getpid() == gettid()) {

@@ -73,7 +73,7 @@ const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
   return m.range.contains(pc) ? &m : nullptr;
 }
 
-RuleCache::RuleCache(std::span<Entry> storage) noexcept {
+void RuleCache::set_storage(std::span<Entry> storage) noexcept {
   // At most 2^31 entries, so that set indices fit the clear() log.
   const std::size_t usable = std::min<std::size_t>(storage.size(), std::size_t{1} << 31);
   const std::size_t n = usable < 2 ? 0 : std::bit_floor(usable);
@@ -82,8 +82,18 @@ RuleCache::RuleCache(std::span<Entry> storage) noexcept {
   const std::size_t sets = n / 2;
   shift_ = sets > 1 ? static_cast<unsigned>(std::countr_zero(sets)) : 1u;
   mask_ = sets > 1 ? sets - 1 : 0;
+}
+
+RuleCache::RuleCache(std::span<Entry> storage) noexcept {
+  set_storage(storage);
   written_ = kLogged + 1;  // the caller's storage: every entry cleared
   clear();
+}
+
+RuleCache::RuleCache(std::span<Entry> storage, ZeroedStorage) noexcept {
+  // No clear(): an all-zero Entry is empty (pc 0, no kValid in its flags).
+  set_storage(storage);
+  written_ = 0;
 }
 
 void RuleCache::reset(std::uint64_t generation) noexcept {
