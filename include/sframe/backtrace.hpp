@@ -102,6 +102,13 @@ struct BacktraceOptions {
   /// when no module is left. False: generate everything in
   /// backtrace_init(). backtrace_refresh() always generates at once.
   bool background_generation = true;
+  /// With background_generation: backtrace_init() starts no thread; the
+  /// modules it leaves wait (walked by the frame-pointer fallback, as while
+  /// the thread works) until the program calls backtrace_start_background(),
+  /// e.g. once its own start-up is done, so that init costs only itself.
+  /// backtrace_wait_ready() before that builds them on the calling thread.
+  /// A forked child starts a thread only if its parent had.
+  bool defer_background_start = false;
   /// With background_generation: of a shared library on the calling
   /// thread's stack (libc under main, this library), generate at once only
   /// the functions of those frames, each from its FDE (.eh_frame_hdr's
@@ -214,6 +221,12 @@ Expected<void> backtrace_refresh(BacktraceInitReport* report);
 /// async-signal-safe; does nothing (false) before backtrace_init(). Errors
 /// as backtrace_refresh().
 Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report = nullptr);
+
+/// Starts the background generator left unstarted by
+/// BacktraceOptions::defer_background_start, when modules wait for it and
+/// it is not running; no effect otherwise (and before backtrace_init()).
+/// Not async-signal-safe.
+void backtrace_start_background();
 
 /// Waits until no module of the table waits for background generation
 /// (BacktraceOptions::background_generation), at most `timeout_ms`

@@ -456,6 +456,9 @@ bool any_deferred(const Table* t) { return t && t->deferred != 0; }
 // With g_refresh_mutex: a deferred module got built.
 std::condition_variable& g_ready_cv = *new std::condition_variable();
 bool g_worker_running = false;       // guarded by g_refresh_mutex
+// Whether a worker may start (BacktraceOptions::defer_background_start
+// clears it until backtrace_start_background()); guarded by g_refresh_mutex.
+bool g_worker_allowed = true;
 std::once_flag g_atfork_once;
 // Held by the worker for each whole step (taken before g_refresh_mutex),
 // and by fork() around the copy: a child never copies the worker halfway
@@ -543,7 +546,7 @@ void start_worker_locked() {
         },
         [] {
           g_worker_running = false;
-          if (any_deferred(g_table.load())) start_worker_locked();
+          if (g_worker_allowed && any_deferred(g_table.load())) start_worker_locked();
           g_refresh_mutex.unlock();
           g_worker_step_mutex.unlock();
         });
@@ -643,8 +646,9 @@ Expected<void> rebuild(const BacktraceOptions* new_options, BacktraceInitReport*
     t->data.push_back(std::move(d));
   }
   assemble(*t);
+  if (new_options) g_worker_allowed = !(lazy && new_options->defer_background_start);
   const Table* published = publish(std::move(t));
-  if (any_deferred(published)) start_worker_locked();
+  if (g_worker_allowed && any_deferred(published)) start_worker_locked();
   return result_of(*published, report);
 }
 
@@ -785,6 +789,12 @@ Expected<bool> backtrace_refresh_if_needed(BacktraceInitReport* report) {
   Expected<void> r = bt::rebuild(nullptr, report);
   if (!r) return Unexpected{r.error()};
   return true;
+}
+
+void backtrace_start_background() {
+  std::lock_guard lock(bt::g_refresh_mutex);
+  bt::g_worker_allowed = true;
+  if (bt::any_deferred(bt::g_table.load())) bt::start_worker_locked();
 }
 
 bool backtrace_wait_ready(int timeout_ms) {

@@ -12,6 +12,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <thread>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -420,6 +422,49 @@ TEST(BacktraceModules, BackgroundGenerationFinishesWithSignalsBlocked) {
   EXPECT_TRUE(sframe::backtrace_modules_ready());
   for (const auto& r : report.modules) EXPECT_EQ(r.reason.find("pending"), std::string::npos) << r.name;
   EXPECT_TRUE(pending) << "libm was built during init";
+}
+
+TEST(BacktraceModules, DeferredBackgroundStartWaitsForTheCall) {
+  // BacktraceOptions::defer_background_start: init starts no generator
+  // thread (none in /proc/self/task), libm stays pending however long the
+  // program waits, also in a forked child, until backtrace_start_background().
+  const std::string libm = real("/lib/x86_64-linux-gnu/libm.so.6");
+  sframe::BacktraceOptions o;
+  o.background_generation = false;
+  o.generated_version = sframe::Version::kV2;
+  ASSERT_TRUE(sframe::backtrace_init(o));  // other options: the next init builds anew
+  ASSERT_EQ(generator_task(), "");
+  sframe::BacktraceOptions deferred;
+  deferred.defer_background_start = true;
+  ASSERT_TRUE(sframe::backtrace_init(deferred));
+  const auto libm_pending = [&] {
+    const auto report = sframe::backtrace_report();
+    const sframe::BacktraceModuleReport* m = find_module(report, libm);
+    return m && m->reason.find("pending") != std::string::npos;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(generator_task(), "");
+  EXPECT_TRUE(libm_pending());
+  EXPECT_FALSE(sframe::backtrace_modules_ready());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    _exit(generator_task().empty() && libm_pending() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child started a generator";
+  sframe::backtrace_start_background();
+  ASSERT_TRUE(sframe::backtrace_wait_ready(120000));
+  EXPECT_FALSE(libm_pending());
+  EXPECT_TRUE(sframe::backtrace_modules_ready());
+  // A later init without the option starts the thread as before.
+  ASSERT_TRUE(sframe::backtrace_init(o));
+  sframe::BacktraceInitReport report;
+  ASSERT_TRUE(sframe::backtrace_init({}, &report));
+  ASSERT_TRUE(sframe::backtrace_wait_ready(120000));
+  EXPECT_TRUE(sframe::backtrace_modules_ready());
 }
 
 TEST(BacktraceModules, LibraryOnStackAtInitIsWalkedFromItsFdesBeforeReady) {
