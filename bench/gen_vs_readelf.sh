@@ -22,6 +22,8 @@ runs=${3:-7}
 readelf=${READELF:-readelf}
 time_bin=/usr/bin/time
 [ -x "$time_bin" ] || { echo "needs GNU time ($time_bin)" >&2; exit 2; }
+python=${PYTHON:-python3}
+command -v "$python" > /dev/null || { echo "needs python3 (to time the runs)" >&2; exit 2; }
 [ -r "$file" ] || { echo "$file: not readable" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
@@ -29,12 +31,27 @@ eh=$("$readelf" -SW "$file" | awk '{ for (i = 1; i < NF; i++) if ($i == ".eh_fra
 [ -n "$eh" ] || { echo "$file: no .eh_frame" >&2; exit 2; }
 eh=$((16#$eh))
 
-# One measured run: appends "wall cpu maxrss_kb" to $tmp/$1.
+# One measured run: appends "wall cpu maxrss_kb" to $tmp/$1. Wall and CPU
+# time (user + sys) from wait4() in microseconds: GNU time prints CPU time
+# in hundredths of a second, where gen's 0.05-0.08 s made the ratio jump by
+# 15-20% a step. It counts GNU time's own start-up too (about a
+# millisecond, alike for both programs). The peak RSS is GNU time's (%M) of
+# the program alone: a child forked from Python would inherit Python's
+# high-water mark.
 run() {
   local name=$1; shift
-  "$time_bin" -o "$tmp/t" -f "%e %U %S %M" "$@" > /dev/null 2> "$tmp/err" ||
+  "$python" - "$tmp/t" "$time_bin" -o "$tmp/m" -f "%M" "$@" > /dev/null 2> "$tmp/err" <<'PY' ||
+import os, subprocess, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+t0 = time.perf_counter()
+p = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+_, status, ru = os.wait4(p.pid, 0)
+wall = time.perf_counter() - t0
+open(out, "w").write("%.4f %.4f" % (wall, ru.ru_utime + ru.ru_stime))
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
     { echo "$name failed:" >&2; cat "$tmp/err" >&2; exit 1; }
-  awk '{ printf "%s %.3f %s\n", $1, $2 + $3, $4 }' "$tmp/t" >> "$tmp/$name"
+  echo "$(cat "$tmp/t") $(tail -n 1 "$tmp/m")" >> "$tmp/$name"
 }
 gen() { run gen "$bin" gen "$file" -o "$tmp/out.sframe"; }
 base_file=${BASELINE_FILE:-/usr/bin/true}
@@ -62,8 +79,8 @@ awk -v f="$file" -v eh="$eh" -v out="$out" -v n="$runs" -v gw="$gw" -v gc="$gc" 
   rsw = rw > 0 ? rw : 0.001; rsc = rc > 0 ? rc : 0.001
   printf "file: %s\n.eh_frame: %d bytes (%.2f MB); .sframe written: %d bytes; %d runs each, medians\n", f, eh, mb, out, n
   printf "%-8s %9s %9s %10s %12s %12s\n", "", "wall s", "cpu s", "MB/s wall", "MB/s cpu", "max RSS KB"
-  printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "gen", gw, gc, mb / sw, mb / sc, gm
-  printf "%-8s %9.3f %9.3f %10.1f %12.1f %12d\n", "readelf", rw, rc, mb / rsw, mb / rsc, rm
+  printf "%-8s %9.4f %9.4f %10.1f %12.1f %12d\n", "gen", gw, gc, mb / sw, mb / sc, gm
+  printf "%-8s %9.4f %9.4f %10.1f %12.1f %12d\n", "readelf", rw, rc, mb / rsw, mb / rsc, rm
   printf "ratio (readelf time / gen time): wall %.2fx, cpu %.2fx (goal: 10x)\n", rw / sw, rc / sc
   d = gm - bm; sz = (eh + out) / 1024
   printf "gen RSS: %d KB over its baseline (%d KB on a file without CFI) = %.2fx (.eh_frame + .sframe = %d KB; goal: at most 2x)\n", d, bm, d / sz, sz

@@ -14,6 +14,7 @@
 
 #include "sframe/consumers.hpp"
 #include "sframe/detail/row_shape.hpp"
+#include "sframe/detail/scratch.hpp"
 #include "sframe/section.hpp"
 
 namespace sframe {
@@ -274,8 +275,10 @@ class SectionEncoder {
   SectionSpec header_;
   Layout layout_;
   SizeOptions size_;
-  std::vector<FdeRecord> fdes_;
-  std::vector<std::byte> fres_;
+  // Built here, copied into the section by finish(): transient, so from
+  // ScratchAllocator (own mappings, huge pages when large).
+  std::vector<FdeRecord, detail::ScratchAllocator<FdeRecord>> fdes_;
+  std::vector<std::byte, detail::ScratchAllocator<std::byte>> fres_;
   // FREs stored (a shared block once): sfh_num_fres.
   std::uint64_t stored_fres_ = 0;
   // The last FDE, kept apart until the next function shows whether it
