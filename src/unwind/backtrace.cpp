@@ -182,6 +182,14 @@ struct WalkState {
 constexpr std::uint16_t kSlowRule =
     CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
 
+/// The flags of the commonest rule of compiled code without a frame
+/// pointer: CFA = SP + offset, the RA on the stack, the FP unchanged.
+constexpr std::uint16_t kSpRaRule = CompactRule::kValid | CompactRule::kRaOnStack;
+/// ... and of code with one: CFA = FP + offset, the RA and the caller's FP
+/// on the stack.
+constexpr std::uint16_t kFpRaRule =
+    CompactRule::kValid | CompactRule::kCfaBaseFp | CompactRule::kRaOnStack | CompactRule::kFpOnStack;
+
 /// cold_run()'s lookup where the PC is not in the hint's current module's
 /// rows: lookup_compact()'s order (the native map's module, else the
 /// generated map's), through the prebuilt slots, with the two last native
@@ -285,12 +293,25 @@ constexpr std::uint16_t kSlowRule =
     // needs each, and copied whole into the memo with its step code (every
     // prebuilt slot with compiled rows has their codes: build_slots()).
     const CompactRule& rule = s->compact[id];
-    if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
-    // An FP-based rule without a known FP: the executor's kBadRule, which
-    // leaves the frame to the general loop below.
+    const std::uint16_t flags = rule.flags;
+    const detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_ok, true, sp);
     detail::CompactStep st;
-    const detail::CompactStatus status =
-        detail::apply_rule(rule, detail::CompactFrame::of(sp, fp, fp_ok, true, sp), stack, Arch::kAmd64, nullptr, st);
+    detail::CompactStatus status;
+    if (flags == kSpRaRule) [[likely]] {
+      // The commonest rule (CFA = SP + offset, the RA on the stack, the FP
+      // unchanged) with its flags known here: the executor's tests of them
+      // fold away.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    } else if (flags == kFpRaRule) {
+      // The commonest with a frame pointer (CFA = FP + offset, the RA and
+      // the caller's FP on the stack): the same, with the test of the FP.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    } else {
+      if ((flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
+      // An FP-based rule without a known FP: the executor's kBadRule, which
+      // leaves the frame to the general loop below.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    }
     if (status != detail::CompactStatus::kStepped) [[unlikely]] {
       if (status != detail::CompactStatus::kOutermost) break;
       out[n] = reinterpret_cast<void*>(pcv);
