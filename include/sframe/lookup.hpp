@@ -140,9 +140,14 @@ class RowIndex {
    public:
     View() = default;
     /// RowIndex::row_id() of the index viewed (kNotCovered for an empty view).
-    std::uint32_t row_id(std::uint64_t pc) const noexcept {
+    std::uint32_t row_id(std::uint64_t pc) const noexcept { return row_id_at(pc - lo_); }
+    /// The lowest PC the view covers (row_id_at()'s offsets start there).
+    std::uint64_t base() const noexcept { return lo_; }
+    /// row_id() of the PC at offset `off` from base() (modulo 2^64): for a
+    /// walk that computes the offset its own way (see the in-process cold
+    /// walk, which takes it from a return address in one step).
+    std::uint32_t row_id_at(std::uint64_t off) const noexcept {
       // A PC below lo_ wraps to an offset above span_ (< 2^32).
-      const std::uint64_t off = pc - lo_;
       if (off >= span_) return kNotCovered;
       const std::uint32_t row = row_at_offset(static_cast<std::uint32_t>(off));
       if (row < num_rows_) return row;

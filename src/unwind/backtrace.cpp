@@ -267,24 +267,35 @@ constexpr std::uint16_t kFpRaRule =
   // this run takes; a state with another previous CFA is not this run's.
   if (hi - lo < 8 || (ws.have_prev && !ws.unchecked && ws.prev_cfa != ws.sp)) return n;
   const RangeReader stack{lo, hi - lo - 8};
-  std::uint64_t pcv = ws.pc.value();
-  std::uint64_t lpc = ws.pc.lookup_pc();
+  // One value carried from frame to frame, the frame's memo key (its
+  // lookup PC + 1, which is the return address itself), rather than the PC
+  // and the lookup PC: a register fewer in the loop, and the lookup takes
+  // the 1 off the view's base rather than off the key. `exact` is 1 while
+  // the frame is an exact first PC (whose value is then key - 1), else 0.
+  std::uint64_t key = Memo::key_of(ws.pc.lookup_pc());
+  std::uint64_t exact = key - ws.pc.value();
   std::uint64_t sp = ws.sp, fp = ws.fp;
   bool fp_ok = ws.fp_ok;
   const detail::ModuleHint::Slot* cur = hint.cur;
   bool cur_tramps = hint.cur_tramps;
   const std::size_t start = n;
   while (n < cap) {
-    if (memo.key[n] == Memo::key_of(lpc)) break;
+    if (memo.key[n] == key) break;
     const detail::ModuleHint::Slot* s = cur;
     // compact_row() without its test for a slot without compiled rows:
     // such a slot's view is empty (slot_of()), so its kNotCovered takes
     // this PC to cold_lookup(), which tells kUseFind.
-    std::uint32_t id = lpc - s->begin < s->size ? s->rows.row_id(lpc) : RowIndex::kNotCovered;
-    if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
+    // The offset into the view as key - (base + 1): one step from the RA on
+    // the chain of dependent steps from one frame's RA to the next. The asm
+    // keeps base + 1 one value, which GCC otherwise turns back into
+    // (key - 1) - base.
+    std::uint64_t base1 = s->rows.base() + 1;
+    asm("" : "+r"(base1));
+    std::uint32_t id = key - (s->begin + 1) < s->size ? s->rows.row_id_at(key - base1) : RowIndex::kNotCovered;
+    if (id >= RowIndex::kNotCovered || (cur_tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
-      s = cold_lookup(table, hint, pcv, lpc, id);
+      s = cold_lookup(table, hint, key - exact, key - 1, id);
       cur = hint.cur;
       cur_tramps = hint.cur_tramps;
       if (!s) break;
@@ -314,27 +325,27 @@ constexpr std::uint16_t kFpRaRule =
     }
     if (status != detail::CompactStatus::kStepped) [[unlikely]] {
       if (status != detail::CompactStatus::kOutermost) break;
-      out[n] = reinterpret_cast<void*>(pcv);
-      memo.put(n, lpc, rule, s->codes[id]);
+      out[n] = reinterpret_cast<void*>(key - exact);
+      memo.put(n, key - 1, rule, s->codes[id]);
       ++n;
       outermost = true;
       break;
     }
     if (st.ra == 0) break;
-    out[n] = reinterpret_cast<void*>(pcv);
-    memo.put(n, lpc, rule, s->codes[id]);
+    out[n] = reinterpret_cast<void*>(key - exact);
+    memo.put(n, key - 1, rule, s->codes[id]);
     ++n;
     fp_ok = st.fp_known;
     fp = st.fp;
     sp = st.cfa;
-    pcv = st.ra;
-    lpc = st.ra - 1;
+    key = st.ra;  // the caller's lookup PC is its RA - 1
+    exact = 0;
   }
   hint.cur = cur;
   if (n != start) {
     memo.cover(n);
     if (!outermost) {
-      ws.pc = CodeAddress::return_address(pcv);
+      ws.pc = CodeAddress::return_address(key);
       ws.sp = sp;
       ws.fp = fp;
       ws.fp_ok = fp_ok;
