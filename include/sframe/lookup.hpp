@@ -143,6 +143,8 @@ class RowIndex {
     std::uint32_t row_id(std::uint64_t pc) const noexcept { return row_id_at(pc - lo_); }
     /// The lowest PC the view covers (row_id_at()'s offsets start there).
     std::uint64_t base() const noexcept { return lo_; }
+    /// Bytes from base() that the view covers (0: none).
+    std::uint64_t span() const noexcept { return span_; }
     /// row_id() of the PC at offset `off` from base() (modulo 2^64): for a
     /// walk that computes the offset its own way (see the in-process cold
     /// walk, which takes it from a return address in one step).

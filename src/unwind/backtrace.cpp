@@ -215,6 +215,11 @@ constexpr std::uint16_t kFpRaRule =
   const bool in_cur = lpc - s->begin < s->size;
   if (!in_cur) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
+    // The hint's current module is one whose rows lie inside its range
+    // (cold_run() asks its rows without testing the range): a module
+    // without that (an FDE past its range) is the general loop's.
+    if (s && !s->rows_inside) [[unlikely]]
+      return nullptr;
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
@@ -284,14 +289,17 @@ constexpr std::uint16_t kFpRaRule =
     const detail::ModuleHint::Slot* s = cur;
     // compact_row() without its test for a slot without compiled rows:
     // such a slot's view is empty (slot_of()), so its kNotCovered takes
-    // this PC to cold_lookup(), which tells kUseFind.
+    // this PC to cold_lookup(), which tells kUseFind. Nor a test of the
+    // slot's range: its rows lie inside it (cold_lookup() makes no other
+    // slot the current one, and kNoSlot's view is empty), so a PC outside
+    // it is outside them too.
     // The offset into the view as key - (base + 1): one step from the RA on
     // the chain of dependent steps from one frame's RA to the next. The asm
     // keeps base + 1 one value, which GCC otherwise turns back into
     // (key - 1) - base.
     std::uint64_t base1 = s->rows.base() + 1;
     asm("" : "+r"(base1));
-    std::uint32_t id = key - (s->begin + 1) < s->size ? s->rows.row_id_at(key - base1) : RowIndex::kNotCovered;
+    std::uint32_t id = s->rows.row_id_at(key - base1);
     if (id >= RowIndex::kNotCovered || (cur_tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
