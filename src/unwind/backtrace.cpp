@@ -667,27 +667,29 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
 /// with 16-byte loads, which cannot take their data from the stores in
 /// flight (a store-forwarding stall on every walk through the C++ entry:
 /// most of sframepp_backtrace_walk_on's samples in a cold-walk profile).
-[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
+[[gnu::noinline]] std::size_t walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
                             std::uint64_t fp) noexcept {
   WalkState ws = resume_state(n, pc, sp, fp);
   int probe = 0;
   const auto here = reinterpret_cast<std::uint64_t>(&probe);
   asm volatile("" : : "r"(&probe) : "memory");
-  const auto set_general = [&r](const BacktraceResult& g) { set_result(r, g.size, g.reason, g.address); };
+  const auto set_general = [&r](const BacktraceResult& g) {
+    set_result(r, g.size, g.reason, g.address);
+    return g.size;
+  };
   ThreadState* st = thread_state();
   TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
     set_result(r, 0, BacktraceStop::kNotInitialized);
-    return;
+    return 0;
   }
   BacktraceResult from;
   from.size = n;
   // A walk that interrupted another on this thread leaves the cache and
   // the memo alone; a thread that never registered has neither.
   if (!st || st->busy) {
-    set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
-    return;
+    return set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
   }
   st->busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -738,20 +740,21 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
       set_result(r, k, outermost ? BacktraceStop::kOutermost : BacktraceStop::kBufferFull);
       std::atomic_signal_fence(std::memory_order_seq_cst);
       st->busy = 0;
-      return;
+      return k;
     }
     from.size = k;
   }
-  set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
+  const std::size_t size = set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
+  return size;
 }
 
 /// A whole walk from frame `pc` (exact or return address) with SP/FP (the
 /// ucontext_t and register entries). Warm frames go through the memo's run
 /// (memo_run, the one rule executor), not the assembly's straight run.
 inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  walk(r, out, 0, pc, sp, fp);
+  (void)walk(r, out, 0, pc, sp, fp);
 }
 
 // Lazy setup for the plain entry points before backtrace_init (documented
@@ -808,11 +811,16 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
                                                   std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
   const std::size_t n = result->size;
-  walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
-  // The walk itself tells whether setup is missing: set up, then walk again.
-  if (n == 0 && result->reason == sframe::BacktraceStop::kNotInitialized) [[unlikely]]
+  // Setup missing (no table yet; a table is never taken away): set up,
+  // then walk. Tested before the walk rather than from its result, so
+  // that the walk is a tail call: after it, this frame kept every
+  // argument for the second walk in saved registers (12 pushes and pops
+  // on every walk).
+  if (n == 0 && !g_table.load(std::memory_order_relaxed)) [[unlikely]] {
     setup_and_walk(out, size, result, pc, sp, fp);
-  return result->size;
+    return result->size;
+  }
+  return walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
 }
 
 #else  // not x86-64 Linux
