@@ -282,7 +282,6 @@ constexpr std::uint16_t kFpRaRule =
   std::uint64_t sp = ws.sp, fp = ws.fp;
   bool fp_ok = ws.fp_ok;
   const detail::ModuleHint::Slot* cur = hint.cur;
-  bool cur_tramps = hint.cur_tramps;
   const std::size_t start = n;
   while (n < cap) {
     if (memo.key[n] == key) break;
@@ -300,12 +299,13 @@ constexpr std::uint16_t kFpRaRule =
     std::uint64_t base1 = s->rows.base() + 1;
     asm("" : "+r"(base1));
     std::uint32_t id = s->rows.row_id_at(key - base1);
-    if (id >= RowIndex::kNotCovered || (cur_tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
+    // The slot's own flag (hint.cur_tramps is the same): read where needed
+    // rather than held in a register through the loop.
+    if (id >= RowIndex::kNotCovered || (s->tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
       s = cold_lookup(table, hint, key - exact, key - 1, id);
       cur = hint.cur;
-      cur_tramps = hint.cur_tramps;
       if (!s) break;
     }
     // In place: the 8-byte rule is read field by field where the executor
