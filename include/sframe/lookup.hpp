@@ -4,6 +4,7 @@
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -140,12 +141,25 @@ class RowIndex {
    public:
     View() = default;
     /// RowIndex::row_id() of the index viewed (kNotCovered for an empty view).
-    std::uint32_t row_id(std::uint64_t pc) const noexcept {
+    std::uint32_t row_id(std::uint64_t pc) const noexcept { return row_id_at(pc - lo_); }
+    /// The lowest PC the view covers (row_id_at()'s offsets start there).
+    std::uint64_t base() const noexcept { return lo_; }
+    /// Bytes from base() that the view covers (0: none).
+    std::uint64_t span() const noexcept { return span_; }
+    /// row_id() of the PC at offset `off` from base() (modulo 2^64): for a
+    /// walk that computes the offset its own way (see the in-process cold
+    /// walk, which takes it from a return address in one step).
+    std::uint32_t row_id_at(std::uint64_t off) const noexcept {
       // A PC below lo_ wraps to an offset above span_ (< 2^32).
-      const std::uint64_t off = pc - lo_;
       if (off >= span_) return kNotCovered;
       const std::uint32_t row = row_at_offset(static_cast<std::uint32_t>(off));
-      if (row < num_rows_) return row;
+      if (row < num_rows_) {
+        // num_rows_ <= kMaskFde (view()), so the row lies below the
+        // markers: said here so that a caller's test of the answer for
+        // kNotCovered and kUseFind folds away (a compare a walk's frame).
+        if (row >= kMaskFde) __builtin_unreachable();
+        return row;
+      }
       return row == kGap ? kNotCovered : kUseFind;
     }
 
@@ -247,7 +261,9 @@ class RowIndex {
     v.entries_ = entries_.data();
     v.bucket_ = bucket_.data();
     v.index_ = this;
-    v.num_rows_ = static_cast<std::uint32_t>(rows_.size());
+    // At most kMaskFde (row_id_at() relies on it): no index has that many
+    // rows, and a row id past it would be answered kUseFind.
+    v.num_rows_ = static_cast<std::uint32_t>(std::min<std::size_t>(rows_.size(), kMaskFde));
     v.shift_ = shift_;
     v.emask_ = emask_;
     v.ebits_ = ebits_;

@@ -182,6 +182,14 @@ struct WalkState {
 constexpr std::uint16_t kSlowRule =
     CompactRule::kSignal | CompactRule::kRaInRegister | CompactRule::kRaMangled | CompactRule::kNoSFrame;
 
+/// The flags of the commonest rule of compiled code without a frame
+/// pointer: CFA = SP + offset, the RA on the stack, the FP unchanged.
+constexpr std::uint16_t kSpRaRule = CompactRule::kValid | CompactRule::kRaOnStack;
+/// ... and of code with one: CFA = FP + offset, the RA and the caller's FP
+/// on the stack.
+constexpr std::uint16_t kFpRaRule =
+    CompactRule::kValid | CompactRule::kCfaBaseFp | CompactRule::kRaOnStack | CompactRule::kFpOnStack;
+
 /// cold_run()'s lookup where the PC is not in the hint's current module's
 /// rows: lookup_compact()'s order (the native map's module, else the
 /// generated map's), through the prebuilt slots, with the two last native
@@ -207,6 +215,11 @@ constexpr std::uint16_t kSlowRule =
   const bool in_cur = lpc - s->begin < s->size;
   if (!in_cur) {
     s = lpc - hint.prev->begin < hint.prev->size ? hint.prev : detail::find_slot(table.map_slots.view, lpc);
+    // The hint's current module is one whose rows lie inside its range
+    // (cold_run() asks its rows without testing the range): a module
+    // without that (an FDE past its range) is the general loop's.
+    if (s && !s->rows_inside) [[unlikely]]
+      return nullptr;
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
@@ -259,61 +272,88 @@ constexpr std::uint16_t kSlowRule =
   // this run takes; a state with another previous CFA is not this run's.
   if (hi - lo < 8 || (ws.have_prev && !ws.unchecked && ws.prev_cfa != ws.sp)) return n;
   const RangeReader stack{lo, hi - lo - 8};
-  std::uint64_t pcv = ws.pc.value();
-  std::uint64_t lpc = ws.pc.lookup_pc();
+  // One value carried from frame to frame, the frame's memo key (its
+  // lookup PC + 1, which is the return address itself), rather than the PC
+  // and the lookup PC: a register fewer in the loop, and the lookup takes
+  // the 1 off the view's base rather than off the key. `exact` is 1 while
+  // the frame is an exact first PC (whose value is then key - 1), else 0.
+  std::uint64_t key = Memo::key_of(ws.pc.lookup_pc());
+  std::uint64_t exact = key - ws.pc.value();
   std::uint64_t sp = ws.sp, fp = ws.fp;
   bool fp_ok = ws.fp_ok;
   const detail::ModuleHint::Slot* cur = hint.cur;
-  bool cur_tramps = hint.cur_tramps;
   const std::size_t start = n;
   while (n < cap) {
-    if (memo.key[n] == Memo::key_of(lpc)) break;
+    if (memo.key[n] == key) break;
     const detail::ModuleHint::Slot* s = cur;
     // compact_row() without its test for a slot without compiled rows:
     // such a slot's view is empty (slot_of()), so its kNotCovered takes
-    // this PC to cold_lookup(), which tells kUseFind.
-    std::uint32_t id = lpc - s->begin < s->size ? s->rows.row_id(lpc) : RowIndex::kNotCovered;
-    if (id >= RowIndex::kNotCovered || (cur_tramps && pcv - table.tramp_lo < table.tramp_span)) [[unlikely]] {
+    // this PC to cold_lookup(), which tells kUseFind. Nor a test of the
+    // slot's range: its rows lie inside it (cold_lookup() makes no other
+    // slot the current one, and kNoSlot's view is empty), so a PC outside
+    // it is outside them too.
+    // The offset into the view as key - (base + 1): one step from the RA on
+    // the chain of dependent steps from one frame's RA to the next. The asm
+    // keeps base + 1 one value, which GCC otherwise turns back into
+    // (key - 1) - base.
+    std::uint64_t base1 = s->rows.base() + 1;
+    asm("" : "+r"(base1));
+    std::uint32_t id = s->rows.row_id_at(key - base1);
+    // The slot's own flag (hint.cur_tramps is the same): read where needed
+    // rather than held in a register through the loop.
+    if (id >= RowIndex::kNotCovered || (s->tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'
       // hull (checked only in a module the hull meets): cold_lookup().
-      s = cold_lookup(table, hint, pcv, lpc, id);
+      s = cold_lookup(table, hint, key - exact, key - 1, id);
       cur = hint.cur;
-      cur_tramps = hint.cur_tramps;
       if (!s) break;
     }
     // In place: the 8-byte rule is read field by field where the executor
     // needs each, and copied whole into the memo with its step code (every
     // prebuilt slot with compiled rows has their codes: build_slots()).
     const CompactRule& rule = s->compact[id];
-    if ((rule.flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
-    // An FP-based rule without a known FP: the executor's kBadRule, which
-    // leaves the frame to the general loop below.
+    const std::uint16_t flags = rule.flags;
+    const detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_ok, true, sp);
     detail::CompactStep st;
-    const detail::CompactStatus status =
-        detail::apply_rule(rule, detail::CompactFrame::of(sp, fp, fp_ok, true, sp), stack, Arch::kAmd64, nullptr, st);
+    detail::CompactStatus status;
+    if (flags == kSpRaRule) [[likely]] {
+      // The commonest rule (CFA = SP + offset, the RA on the stack, the FP
+      // unchanged) with its flags known here: the executor's tests of them
+      // fold away.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    } else if (flags == kFpRaRule) {
+      // The commonest with a frame pointer (CFA = FP + offset, the RA and
+      // the caller's FP on the stack): the same, with the test of the FP.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    } else {
+      if ((flags & (CompactRule::kValid | kSlowRule)) != CompactRule::kValid) break;
+      // An FP-based rule without a known FP: the executor's kBadRule, which
+      // leaves the frame to the general loop below.
+      status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
+    }
     if (status != detail::CompactStatus::kStepped) [[unlikely]] {
       if (status != detail::CompactStatus::kOutermost) break;
-      out[n] = reinterpret_cast<void*>(pcv);
-      memo.put(n, lpc, rule, s->codes[id]);
+      out[n] = reinterpret_cast<void*>(key - exact);
+      memo.put(n, key - 1, rule, s->codes[id]);
       ++n;
       outermost = true;
       break;
     }
     if (st.ra == 0) break;
-    out[n] = reinterpret_cast<void*>(pcv);
-    memo.put(n, lpc, rule, s->codes[id]);
+    out[n] = reinterpret_cast<void*>(key - exact);
+    memo.put(n, key - 1, rule, s->codes[id]);
     ++n;
     fp_ok = st.fp_known;
     fp = st.fp;
     sp = st.cfa;
-    pcv = st.ra;
-    lpc = st.ra - 1;
+    key = st.ra;  // the caller's lookup PC is its RA - 1
+    exact = 0;
   }
   hint.cur = cur;
   if (n != start) {
     memo.cover(n);
     if (!outermost) {
-      ws.pc = CodeAddress::return_address(pcv);
+      ws.pc = CodeAddress::return_address(key);
       ws.sp = sp;
       ws.fp = fp;
       ws.fp_ok = fp_ok;
@@ -627,27 +667,29 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
 /// with 16-byte loads, which cannot take their data from the stores in
 /// flight (a store-forwarding stall on every walk through the C++ entry:
 /// most of sframepp_backtrace_walk_on's samples in a cold-walk profile).
-[[gnu::noinline]] void walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
+[[gnu::noinline]] std::size_t walk(BacktraceResult& r, std::span<void*> out, std::size_t n, CodeAddress pc, std::uint64_t sp,
                             std::uint64_t fp) noexcept {
   WalkState ws = resume_state(n, pc, sp, fp);
   int probe = 0;
   const auto here = reinterpret_cast<std::uint64_t>(&probe);
   asm volatile("" : : "r"(&probe) : "memory");
-  const auto set_general = [&r](const BacktraceResult& g) { set_result(r, g.size, g.reason, g.address); };
+  const auto set_general = [&r](const BacktraceResult& g) {
+    set_result(r, g.size, g.reason, g.address);
+    return g.size;
+  };
   ThreadState* st = thread_state();
   TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
     set_result(r, 0, BacktraceStop::kNotInitialized);
-    return;
+    return 0;
   }
   BacktraceResult from;
   from.size = n;
   // A walk that interrupted another on this thread leaves the cache and
   // the memo alone; a thread that never registered has neither.
   if (!st || st->busy) {
-    set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
-    return;
+    return set_general(walk_general(out, from, ws, here, st, table, nullptr, nullptr));
   }
   st->busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -698,20 +740,21 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
       set_result(r, k, outermost ? BacktraceStop::kOutermost : BacktraceStop::kBufferFull);
       std::atomic_signal_fence(std::memory_order_seq_cst);
       st->busy = 0;
-      return;
+      return k;
     }
     from.size = k;
   }
-  set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
+  const std::size_t size = set_general(walk_general(out, from, ws, here, st, table, &st->cache, &st->memo));
   std::atomic_signal_fence(std::memory_order_seq_cst);
   st->busy = 0;
+  return size;
 }
 
 /// A whole walk from frame `pc` (exact or return address) with SP/FP (the
 /// ucontext_t and register entries). Warm frames go through the memo's run
 /// (memo_run, the one rule executor), not the assembly's straight run.
 inline void walk(BacktraceResult& r, std::span<void*> out, CodeAddress pc, std::uint64_t sp, std::uint64_t fp) noexcept {
-  walk(r, out, 0, pc, sp, fp);
+  (void)walk(r, out, 0, pc, sp, fp);
 }
 
 // Lazy setup for the plain entry points before backtrace_init (documented
@@ -768,11 +811,16 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
                                                   std::uint64_t pc, std::uint64_t sp, std::uint64_t fp) noexcept {
   using namespace sframe::bt;
   const std::size_t n = result->size;
-  walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
-  // The walk itself tells whether setup is missing: set up, then walk again.
-  if (n == 0 && result->reason == sframe::BacktraceStop::kNotInitialized) [[unlikely]]
+  // Setup missing (no table yet; a table is never taken away): set up,
+  // then walk. Tested before the walk rather than from its result, so
+  // that the walk is a tail call: after it, this frame kept every
+  // argument for the second walk in saved registers (12 pushes and pops
+  // on every walk).
+  if (n == 0 && !g_table.load(std::memory_order_relaxed)) [[unlikely]] {
     setup_and_walk(out, size, result, pc, sp, fp);
-  return result->size;
+    return result->size;
+  }
+  return walk(*result, std::span<void*>(out, size), n, sframe::CodeAddress::return_address(pc), sp, fp);
 }
 
 #else  // not x86-64 Linux

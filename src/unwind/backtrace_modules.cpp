@@ -348,8 +348,8 @@ bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange
 }
 
 // The prebuilt lookup slots of `map` (in its order), each with the memo's
-// step codes of its compiled rows, kept in `codes`, and whether a range of
-// `tramps` meets it.
+// step codes of its compiled rows, kept in `codes`, whether a range of
+// `tramps` meets it, and whether its rows lie inside its range.
 void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vector<std::int64_t>>& codes,
                  std::span<const AddressRange> tramps) {
   out.begins.clear();
@@ -364,6 +364,9 @@ void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vecto
       codes.push_back(std::move(c));
     }
     slot.tramps = tramps_meet(slot, tramps);
+    // User-space addresses: no end wraps.
+    slot.rows_inside = slot.rows.span() == 0 || (slot.rows.base() >= slot.begin &&
+                                                 slot.rows.base() + slot.rows.span() <= slot.begin + slot.size);
     out.begins.push_back(m.range.begin);
     out.slots.push_back(slot);
   }

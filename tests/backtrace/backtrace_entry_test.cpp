@@ -160,6 +160,57 @@ TEST_P(BacktraceEntryTest, RegisterEntryRepeatedOverBothCfaKinds) {
   }
 }
 
+// The register entry (exact PC) on a cold walk, right after a flush (the
+// cold run, whose first frame is then exact: its value is not its memo
+// key), against the same walk through the general loop alone: the same
+// frames, stop and address, frame 0 the exact PC given, and the memo the
+// cold run filled warm for a third walk.
+[[gnu::noinline]] void cold_walks_from_registers(Traces& t) {
+  std::uint64_t regs[3];
+  sfpp_test_caller_regs(regs);
+  sframe::bt::ThreadState* st = sframe::bt::t_state;
+  static void* outs[3][kMax];
+  sframe::BacktraceResult results[3] = {};
+  bool cold_only = false;
+  int walks = 3;
+  asm volatile("" : "+r"(walks));
+  for (int i = 0; i < walks; ++i) {
+    if (i < 2) {
+      sframe::backtrace_flush_cache();
+      st->cache_empty = i == 0;  // 1: the general loop alone
+    }
+    asm volatile("" ::: "memory");
+    results[i] = sframe::backtrace_from(std::span<void*>(outs[i], kMax), regs[0] - 1, regs[1], regs[2]);
+    if (i == 0) cold_only = st->cache_empty;
+  }
+  EXPECT_TRUE(cold_only) << "the cold run handed the walk to the general loop";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_GT(results[i].size, 0u) << i;
+    EXPECT_EQ(outs[i][0], reinterpret_cast<void*>(regs[0] - 1)) << i;
+  }
+  for (int i : {0, 2}) {
+    EXPECT_EQ(results[i].size, results[1].size) << i;
+    EXPECT_EQ(results[i].reason, results[1].reason) << i;
+    EXPECT_EQ(results[i].address, results[1].address) << i;
+    EXPECT_TRUE(std::equal(outs[i], outs[i] + results[i].size, outs[1], outs[1] + results[1].size)) << i;
+  }
+  t.ours.assign(outs[0], outs[0] + results[0].size);
+  t.result = results[0];
+  void* ref[kMax];
+  t.glibc.assign(ref, ref + glibc_backtrace_fn()(ref, kMax));
+  t.libunwind.assign(ref, ref + unw_backtrace(ref, kMax));
+  asm volatile("" ::: "memory");
+}
+
+TEST_P(BacktraceEntryTest, ColdRunFromAnExactPc) {
+  for (const std::size_t pad : {std::size_t{0}, std::size_t{4096}}) {
+    Traces t;
+    t.bottom = cold_walks_from_registers;
+    mixed_at(pad, 24, t);
+    expect_all_agree(t, 24);
+  }
+}
+
 TEST_P(BacktraceEntryTest, UnregisteredThreadWalksWhole) {
   // A thread that never registered (as libraries' threads are): no rule
   // cache and no known stack bounds, so every page read is checked by the

@@ -92,6 +92,10 @@ struct ModuleHint {
     /// computed). The in-process walk reads it on a module switch rather
     /// than scanning every trampoline range there.
     bool tramps = false;
+    /// Optional, owner-computed like `codes`: whether every PC `rows`
+    /// covers lies in [begin, begin + size) (false: not computed, or not
+    /// so). A walk that stays in such a slot may then ask `rows` alone.
+    bool rows_inside = false;
   };
   /// Prebuilt slots for every module of one map, in the map's order (by
   /// runtime start): a lookup that leaves its hint's module then costs a
