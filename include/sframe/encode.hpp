@@ -275,10 +275,11 @@ class SectionEncoder {
   SectionSpec header_;
   Layout layout_;
   SizeOptions size_;
-  // Built here, copied into the section by finish(): transient, so from
-  // ScratchAllocator (own mappings, huge pages when large).
+  // FDE records, transient: ScratchAllocator (own mappings, huge pages
+  // when large). The FRE bytes become the section itself: finish() moves
+  // them up to make room for the header and FDEs in front, in place.
   std::vector<FdeRecord, detail::ScratchAllocator<FdeRecord>> fdes_;
-  std::vector<std::byte, detail::ScratchAllocator<std::byte>> fres_;
+  std::vector<std::byte> fres_;
   // FREs stored (a shared block once): sfh_num_fres.
   std::uint64_t stored_fres_ = 0;
   // The last FDE, kept apart until the next function shows whether it

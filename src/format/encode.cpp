@@ -232,6 +232,7 @@ SectionEncoder::SectionEncoder(const SectionSpec& header, Layout layout) : layou
 void SectionEncoder::reserve(std::size_t functions, std::size_t fre_bytes) {
   fdes_.reserve(functions);
   fres_.reserve(fre_bytes);
+  detail::advise_huge_pages(fres_.data(), fres_.capacity());
   if (alt_) alt_->reserve(functions, fre_bytes);
 }
 
@@ -553,18 +554,15 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   const std::uint8_t flags = preserve ? header_.flags
                                       : static_cast<std::uint8_t>((disjoint ? flags::kFdeSorted : 0) |
                                                                   flags::kFdeFuncStartPcrel);
-  // The section is written once into a buffer of its exact size: inserting
-  // the head in front of the FREs would reallocate them into a buffer grown
-  // by doubling, up to half of it never used (the section is kept for the
-  // life of a module in the in-process backtrace).
+  // The FRE bytes become the section: moved up in their own buffer to make
+  // room for the head, rather than copied into a new one (for libLLVM-14 a
+  // fresh 5.5 MB buffer, each page zeroed and faulted in, then the copy).
+  // The buffer has room when reserve() guessed right; past its capacity it
+  // grows as a vector does, its untouched tail costing address space only.
   const std::size_t head_size = kHeaderSize + n * fde_size;
   const std::size_t fres_size = fres.size();
-  std::vector<std::byte> out;
-  out.reserve(head_size + fres_size);
-  detail::advise_huge_pages(out.data(), head_size + fres_size);
-  out.resize(head_size + fres_size);
-  if (fres_size != 0) std::memcpy(out.data() + head_size, fres.data(), fres_size);
-  fres = decltype(fres)();
+  std::vector<std::byte> out = std::move(fres);
+  out.insert(out.begin(), head_size, std::byte{0});
   const ByteOrder order = endian::order(header_.big_endian);
   {
     namespace h = wire::header;
