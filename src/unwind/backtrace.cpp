@@ -223,7 +223,6 @@ constexpr std::uint16_t kFpRaRule =
     if (s) {
       hint.prev = hint.cur;
       hint.cur = s;
-      hint.cur_tramps = s->tramps;  // build_slots() computed it
     }
   }
   // A PC in a trampoline is the general loop's (the same test as its).
@@ -299,7 +298,7 @@ constexpr std::uint16_t kFpRaRule =
     std::uint64_t base1 = s->rows.base() + 1;
     asm("" : "+r"(base1));
     std::uint32_t id = s->rows.row_id_at(key - base1);
-    // The slot's own flag (hint.cur_tramps is the same): read where needed
+    // The slot's own trampoline flag (build_slots()): read where needed
     // rather than held in a register through the loop.
     if (id >= RowIndex::kNotCovered || (s->tramps && key - exact - table.tramp_lo < table.tramp_span)) [[unlikely]] {
       // A module switch, the generated map, or a PC in the trampolines'

@@ -268,12 +268,7 @@ struct ColdHint {
   const detail::ModuleHint::Slot* cur = &kNoSlot;
   const detail::ModuleHint::Slot* prev = &kNoSlot;
   const detail::ModuleHint::Slot* fallback = &kNoSlot;
-  /// Whether a trampoline range meets [cur->begin, cur->end]: a PC in
-  /// `cur` (or one past, for a return address) needs the trampoline check
-  /// only then (glibc's __restore_rt is in libc alone; a sanitizer's
-  /// runtime may have one more, and the hull of both spans the modules
-  /// between, which then need no check).
-  bool cur_tramps = false;
+  // Whether a trampoline meets `cur` is cur->tramps (build_slots()).
 };
 
 /// Per-thread state, created by backtrace_register_thread() (new_state()):

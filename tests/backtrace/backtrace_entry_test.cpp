@@ -151,13 +151,20 @@ class BacktraceEntryTest : public BacktraceTest {};
   asm volatile("" ::: "memory");
 }
 
-TEST_P(BacktraceEntryTest, RegisterEntryRepeatedOverBothCfaKinds) {
+// `bottom` run 24 frames deep in a chain of both CFA kinds (mixed_at), the
+// chain where it is and moved 4 KiB down the stack: its walk must equal
+// glibc's and libunwind's.
+void expect_agree_over_both_cfa_kinds(void (*bottom)(Traces&)) {
   for (const std::size_t pad : {std::size_t{0}, std::size_t{4096}}) {
     Traces t;
-    t.bottom = walks_from_registers;
+    t.bottom = bottom;
     mixed_at(pad, 24, t);
     expect_all_agree(t, 24);
   }
+}
+
+TEST_P(BacktraceEntryTest, RegisterEntryRepeatedOverBothCfaKinds) {
+  expect_agree_over_both_cfa_kinds(walks_from_registers);
 }
 
 // The register entry (exact PC) on a cold walk, right after a flush (the
@@ -203,12 +210,7 @@ TEST_P(BacktraceEntryTest, RegisterEntryRepeatedOverBothCfaKinds) {
 }
 
 TEST_P(BacktraceEntryTest, ColdRunFromAnExactPc) {
-  for (const std::size_t pad : {std::size_t{0}, std::size_t{4096}}) {
-    Traces t;
-    t.bottom = cold_walks_from_registers;
-    mixed_at(pad, 24, t);
-    expect_all_agree(t, 24);
-  }
+  expect_agree_over_both_cfa_kinds(cold_walks_from_registers);
 }
 
 TEST_P(BacktraceEntryTest, UnregisteredThreadWalksWhole) {
