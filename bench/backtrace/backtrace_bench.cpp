@@ -190,6 +190,9 @@ class Recorder : public benchmark::ConsoleReporter {
 //         median batch, and the spread);
 //  cold:  before each walk our rule cache and libunwind's caches are
 //         flushed and another chain is on the stack (median of 301 walks);
+//  coldB: the same walks timed in batches of 63 less the batch without
+//         them (cold_batched()): the clock here moves in 10 ns steps, which
+//         a single walk's median snaps to; the batched figure does not;
 //  cold*: informational, not a goal: each walk on a new thread after one
 //         walk of that thread's own frames, so that the chain's return
 //         addresses are new to both libraries' caches (libunwind's
@@ -224,6 +227,8 @@ double thread_cpu_ns() {
 struct FullJob {
   Method method;
   int reps = 0;
+  /// Frames a batched cold walk may write (full_batch_bottom()).
+  int cap = 256;
   double ns = 0;
   std::size_t frames = 0;
   std::uint64_t misses = 0;
@@ -261,6 +266,50 @@ void full_single_bottom(void* arg) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The bottom of a chain in a batch of cold walks: walks when job->reps is
+// 1, else returns at once (the batch's baseline).
+void full_batch_bottom(void* arg) {
+  auto* job = static_cast<FullJob*>(arg);
+  if (job->reps != 1) return benchmark::DoNotOptimize(job->buf);
+  if (job->cap == 256)
+    job->frames = full_walk(job->method, job->buf);
+  else if (job->method == kOurs)
+    job->frames = sframe::backtrace(std::span<void*>(job->buf, static_cast<std::size_t>(job->cap)));
+  else
+    job->frames = static_cast<std::size_t>(unw_backtrace(job->buf, job->cap));
+  benchmark::DoNotOptimize(job->buf);
+}
+
+// Cold walks timed in batches, for a figure finer than the clock: both
+// clocks here move in 10 ns steps, so a single walk's 130-150 ns is read to
+// within a step and the median of such readings snaps to one. A batch is
+// kChains cold walks, each as the cold row takes it (both libraries'
+// caches flushed, then a walk at the bottom of another chain); the same
+// batch with the walks left out (flushes and chains alike) is timed right
+// after it, and the walk's cost is the difference of the two batches'
+// medians over kChains. The flush after a walk has that walk's entries to
+// clear, the baseline's flush none: that work counts against the method.
+// Returns ns per walk. `cap`: the walk's buffer (256: full walks; less:
+// the walk stops with a full buffer, ours and libunwind's only).
+double cold_batched(Method m, int extra, int cap = 256) {
+  constexpr int kChains = 63, kBatches = 41;
+  std::vector<double> with, without;
+  for (int b = 0; b < kBatches; ++b) {
+    for (const int walk : {1, 0}) {
+      FullJob job{m, walk, cap};
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 1; c <= kChains; ++c) {
+        sframe::backtrace_flush_cache();
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        call_chain(m, c, extra, full_batch_bottom, &job);
+      }
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      (walk ? with : without).push_back(ns);
+    }
+  }
+  return (median(with) - median(without)) / kChains;
 }
 
 // The first walk of each method, each in a child forked before this
@@ -341,6 +390,12 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
     std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx%s\n", "cold", extra, cframes, cold[0], cold[1],
                 cold[2], cold[3], cold[kLibunwind] / cold[kOurs],
                 cold[kLibunwind] / cold[kOurs] >= 1 ? "  goal met (ns/frame <= libunwind's)" : "  goal NOT met");
+    // The same walks timed in batches (cold_batched()): below the clock's step.
+    double batched[4] = {};
+    for (int m = 0; m < 4; ++m) batched[m] = cold_batched(static_cast<Method>(m), extra);
+    std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx%s\n", "coldB", extra, cframes, batched[0],
+                batched[1], batched[2], batched[3], batched[kLibunwind] / batched[kOurs],
+                batched[kLibunwind] / batched[kOurs] >= 1 ? "  goal met (ns/frame <= libunwind's)" : "  goal NOT met");
     // Informational: cold for both caches. Each walk on a new thread (ours
     // registered), after one walk of the thread's own frames there: the
     // chain's return addresses are new to our rule cache and to
@@ -370,6 +425,31 @@ void first_walks(int extra, double first[4], std::size_t frames[4]) {
     const double* f = first_by_extra[e];
     std::printf("%-5s %4d %6zu | %16.1f %16.1f %16.1f %16.1f | %9.2fx\n", "first", extra, first_frames[e][kOurs], f[0],
                 f[1], f[2], f[3], f[kLibunwind] / f[kOurs]);
+  }
+}
+
+// --cold-frames [N]: where a cold walk's time goes, frame by frame: the
+// batched cold walk (cold_batched()) of main + N (default 2) with its
+// buffer capped at 1, 2, ... frames, ours beside libunwind's; each row's
+// increase over the one before is the cost of the lookup and step that
+// found that frame. Informational.
+[[gnu::noinline]] void cold_frames(int extra) {
+  std::printf("== batched cold walks of main + %d capped at K frames, ns (3 runs)\n", extra);
+  std::printf("%3s %6s | %20s | %20s\n", "K", "frames", "sframe", "libunwind");
+  std::size_t frames = 0;
+  {
+    FullJob job{kOurs, 1};
+    call_chain(kOurs, 1, extra, full_batch_bottom, &job);
+    frames = job.frames;
+  }
+  for (int cap = 1; cap <= static_cast<int>(frames) + 1; ++cap) {
+    double ours[3], lu[3];
+    for (int r = 0; r < 3; ++r) {
+      ours[r] = cold_batched(kOurs, extra, cap);
+      lu[r] = cold_batched(kLibunwind, extra, cap);
+    }
+    std::printf("%3d %6zu | %6.1f %6.1f %6.1f | %6.1f %6.1f %6.1f\n", cap, std::min<std::size_t>(cap, frames), ours[0],
+                ours[1], ours[2], lu[0], lu[1], lu[2]);
   }
 }
 
@@ -404,7 +484,8 @@ int main(int argc, char** argv) {
   std::size_t first_frames[3][4] = {};
   // --full-only: only the full walks; a --benchmark_filter: only those.
   const bool full_only = argc > 1 && std::string(argv[1]) == "--full-only";
-  const bool cold_only_run = argc > 1 && std::string(argv[1]) == "--cold-only";
+  const bool cold_only_run =
+      argc > 1 && (std::string(argv[1]) == "--cold-only" || std::string(argv[1]) == "--cold-frames");
   const bool full = !cold_only_run && (full_only || !(argc > 1 && std::string(argv[1]).rfind("--benchmark_filter", 0) == 0));
   if (full) {
     const int extras[3] = {2, 10, 40};
@@ -425,6 +506,10 @@ int main(int argc, char** argv) {
   sframe::backtrace_wait_ready();
   void* warmup[4];
   (void)glibc_backtrace_fn()(warmup, 4);  // glibc loads libgcc_s on first use
+  if (argc > 1 && std::string(argv[1]) == "--cold-frames") {
+    cold_frames(argc > 2 ? std::max(1, std::atoi(argv[2])) : 2);
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "--cold-only") {
     cold_only(argc > 2 ? std::atoi(argv[2]) : 0, argc > 3 ? std::max(1, std::atoi(argv[3])) : 301);
     return 0;
