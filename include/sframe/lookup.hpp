@@ -163,6 +163,18 @@ class RowIndex {
       return row == kGap ? kNotCovered : kUseFind;
     }
 
+    /// The bucket holding offset `off` (< span()): for a walk that keeps
+    /// data of its own per bucket beside the view (bucket_count() of them).
+    std::size_t bucket_of(std::uint64_t off) const noexcept { return static_cast<std::size_t>(off >> shift_); }
+    /// Number of buckets (0 for an empty view).
+    std::size_t bucket_count() const noexcept { return span_ == 0 ? 0 : static_cast<std::size_t>(span_ >> shift_) + 1; }
+    /// The row (or a marker: >= RowIndex::kUseFind - 2) of every offset in
+    /// bucket `b` before bucket_second(b).
+    std::uint32_t bucket_row(std::size_t b) const noexcept { return entries_[bucket_[b] & emask_].row; }
+    /// Where the second boundary of bucket `b` starts (an offset; it may lie
+    /// past the bucket).
+    std::uint32_t bucket_second(std::size_t b) const noexcept { return entries_[(bucket_[b] & emask_) + 1].start; }
+
     /// This view for addresses `by` above the index's (a module's runtime
     /// PCs, `by` its load bias): row_id(pc + by) of the copy is row_id(pc)
     /// of this one (modulo 2^64, as the offset computation is).

@@ -101,6 +101,9 @@ struct Table {
   /// (straight_code() of its compiled rule), which the slots' `codes`
   /// point at: a cold frame's memo fill loads it rather than deriving it.
   std::vector<std::vector<std::int64_t>> row_codes;
+  /// Per module with compiled rows, its slot's bucket rules (empty until
+  /// every module is built: assemble()).
+  std::vector<std::vector<detail::BucketRule>> bucket_rules;
   /// The hull of `trampolines` as [lo, lo + span) (span 0: none): a cold
   /// frame outside it (nearly all) skips the scan of every range.
   std::uint64_t tramp_lo = 0;

@@ -350,8 +350,9 @@ bool tramps_meet(const detail::ModuleHint::Slot& s, std::span<const AddressRange
 // The prebuilt lookup slots of `map` (in its order), each with the memo's
 // step codes of its compiled rows, kept in `codes`, whether a range of
 // `tramps` meets it, and whether its rows lie inside its range.
+// `brules` null: no bucket rules (see assemble()).
 void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vector<std::int64_t>>& codes,
-                 std::span<const AddressRange> tramps) {
+                 std::vector<std::vector<detail::BucketRule>>* brules, std::span<const AddressRange> tramps) {
   out.begins.clear();
   out.slots.clear();
   for (const Module& m : map.modules()) {
@@ -362,6 +363,15 @@ void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vecto
       // Moving the vector into `codes` keeps its buffer.
       slot.codes = c.data();
       codes.push_back(std::move(c));
+      if (brules) {
+        std::vector<detail::BucketRule> b(slot.rows.bucket_count());
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          const std::uint32_t row = slot.rows.bucket_row(i);
+          if (row < m.rows->num_rows()) b[i] = detail::bucket_rule_of(slot.compact[row]);
+        }
+        slot.brules = b.data();
+        brules->push_back(std::move(b));
+      }
     }
     slot.tramps = tramps_meet(slot, tramps);
     // User-space addresses: no end wraps.
@@ -375,6 +385,10 @@ void build_slots(const ModuleMap& map, Table::Slots& out, std::vector<std::vecto
 
 // Fills the table's module maps, trampolines and code ranges from its
 // `data`. The map's Modules view the shared data, which outlives the table.
+// A table whose every module is built (none deferred) also gets its slots'
+// bucket rules (2 bytes per RowIndex bucket), which init leaves to the
+// background generator's last table: nothing at init waits for them, and a
+// walk without them takes the rows.
 void assemble(Table& t) {
   t.trampolines.clear();
   t.code.clear();
@@ -424,8 +438,10 @@ void assemble(Table& t) {
     }
   }
   t.row_codes.clear();
-  build_slots(t.map, t.map_slots, t.row_codes, t.trampolines);
-  build_slots(t.extra_map, t.extra_slots, t.row_codes, t.trampolines);
+  t.bucket_rules.clear();
+  auto* brules = t.deferred == 0 ? &t.bucket_rules : nullptr;
+  build_slots(t.map, t.map_slots, t.row_codes, brules, t.trampolines);
+  build_slots(t.extra_map, t.extra_slots, t.row_codes, brules, t.trampolines);
   std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
   for (const AddressRange& r : t.trampolines) {
     lo = std::min(lo, r.begin);
@@ -494,7 +510,10 @@ void worker_main() {
     {
       std::lock_guard lock(g_refresh_mutex);
       const Table* t = g_table.load();
-      if (t)
+      // A worker still finishing when a new backtrace_init() defers its
+      // start (defer_background_start) leaves the new table's modules to
+      // backtrace_start_background().
+      if (t && g_worker_allowed)
         for (const auto& d : t->data)
           if (d->deferred) {
             todo = d;

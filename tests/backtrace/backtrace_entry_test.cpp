@@ -547,6 +547,12 @@ TEST_P(BacktraceEntryTest, AssemblyRunEqualsExecutor) {
 // stack range, the CFA check, the FP-based rule's known FP) makes it walk
 // on where the general loop stops.
 TEST_P(BacktraceEntryTest, ColdRunEqualsGeneralLoop) {
+  // The ready table's slots have bucket rules (BucketRulesAgreeWithTheRows),
+  // which the cold run steps where they answer: these walks cover them.
+  const sframe::bt::Table* t = sframe::bt::g_table.load();
+  ASSERT_TRUE(t && !t->map_slots.slots.empty());
+  ASSERT_TRUE(std::any_of(t->map_slots.slots.begin(), t->map_slots.slots.end(),
+                          [](const sframe::detail::ModuleHint::Slot& s) { return s.brules != nullptr; }));
   Differential d;
   d.cold = true;
   callee_recurse(24, differential_walks, &d);
@@ -556,6 +562,144 @@ TEST_P(BacktraceEntryTest, ColdRunEqualsGeneralLoop) {
   // Walks the cold run took whole (the unchanged stack's, at least).
   EXPECT_GE(d.cold_only, 3);
   for (const std::string& s : d.diffs) ADD_FAILURE() << s;
+}
+
+// Before every module is built (defer_background_start keeps some
+// waiting), the table has no bucket rules (assemble()): the cold run then
+// takes every frame's rule from the rows, and must still give the general
+// loop's frames, stop and address over ColdRunEqualsGeneralLoop's cases.
+struct UnreadyDifferential {
+  sframe::BacktraceOptions options;
+  Differential d;
+  bool inited = false;
+  std::size_t deferred = 0;
+  bool any_bucket_rules = true;
+};
+
+// Inits from within the chain (its module on the initialising stack, so
+// built; modules off it deferred) and notes the table it made.
+[[gnu::noinline]] void init_in_chain(void* arg) {
+  auto& u = *static_cast<UnreadyDifferential*>(arg);
+  u.inited = static_cast<bool>(sframe::backtrace_init(u.options));
+  const sframe::bt::Table* t = sframe::bt::g_table.load();
+  if (!u.inited || !t) return;
+  u.deferred = t->deferred;
+  u.any_bucket_rules = std::any_of(t->map_slots.slots.begin(), t->map_slots.slots.end(),
+                                   [](const sframe::detail::ModuleHint::Slot& s) { return s.brules != nullptr; });
+}
+
+TEST_P(BacktraceEntryTest, ColdRunWithoutBucketRulesEqualsGeneralLoop) {
+  UnreadyDifferential u;
+  u.options = GetParam().options;
+  u.options.defer_background_start = true;
+  // Other options than SetUp's: init builds the modules afresh rather than
+  // keep the ready ones.
+  u.options.release_cfi_pages = !u.options.release_cfi_pages;
+  u.d.cold = true;
+  callee_recurse(2, init_in_chain, &u);
+  ASSERT_TRUE(u.inited);
+  ASSERT_GT(u.deferred, 0u) << "libraries off the initialising stack wait for the background thread";
+  ASSERT_FALSE(u.any_bucket_rules) << "a table with modules waiting has no bucket rules";
+  callee_recurse(24, differential_walks, &u.d);
+  ASSERT_EQ(sframe::bt::g_table.load()->deferred, u.deferred) << "nothing was built meanwhile";
+  ASSERT_TRUE(u.d.ran) << "libunwind walked too few frames";
+  EXPECT_GT(u.d.compared, 3000);
+  EXPECT_GT(u.d.stopped_early, 1000);
+  EXPECT_GE(u.d.cold_only, 3);
+  for (const std::string& s : u.d.diffs) ADD_FAILURE() << s;
+  sframe::backtrace_start_background();
+  ASSERT_TRUE(sframe::backtrace_wait_ready(120000));
+  const sframe::bt::Table* ready = sframe::bt::g_table.load();
+  EXPECT_TRUE(std::any_of(ready->map_slots.slots.begin(), ready->map_slots.slots.end(),
+                          [](const sframe::detail::ModuleHint::Slot& s) { return s.brules != nullptr; }))
+      << "the ready table has bucket rules";
+}
+
+// The ready table's bucket rules (build_slots(): per RowIndex bucket, the
+// compiled rule of the bucket's first row where it has one of the
+// commonest shapes), at every offset each slot's rows cover, against the
+// rows themselves: where bucket_rule_at() answers, its row is the one
+// RowIndex::View::row_id_at() finds for the offset, rule_of_bucket() of
+// its bits is that row's compiled rule and gives the same memo step code.
+// An answer past the bucket's second boundary (the test dropped), or a
+// wrong shape's bits, gives another row or rule at some offset.
+TEST_P(BacktraceEntryTest, BucketRulesAgreeWithTheRows) {
+  const sframe::bt::Table* t = sframe::bt::g_table.load();
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->deferred, 0u) << "the table is ready (SetUp waited)";
+  std::size_t slots = 0, offsets = 0, shaped = 0, hits = 0, bad = 0;
+  std::string first_bad;
+  for (const auto* table_slots : {&t->map_slots, &t->extra_slots}) {
+    for (const sframe::detail::ModuleHint::Slot& slot : table_slots->slots) {
+      if (!slot.compact) continue;
+      ASSERT_NE(slot.brules, nullptr) << "a ready table's slot with compiled rows has bucket rules";
+      ++slots;
+      for (std::uint64_t off = 0; off < slot.rows.span(); ++off) {
+        ++offsets;
+        const std::uint32_t row = slot.rows.row_id_at(off);
+        const bool valid = row < sframe::RowIndex::kNotCovered;
+        if (valid && sframe::detail::bucket_rule_of(slot.compact[row]) != 0) ++shaped;
+        const sframe::detail::BucketHit hit = sframe::detail::bucket_rule_at(slot, off);
+        if (hit.rule == 0) continue;
+        ++hits;
+        const sframe::CompactRule rule = sframe::detail::rule_of_bucket(hit.rule);
+        if (!valid || hit.row != row || !(rule == slot.compact[row]) ||
+            sframe::bt::straight_code(rule) != slot.codes[row]) {
+          if (bad++ == 0)
+            first_bad = "offset 0x" + std::to_string(off) + " of the slot at " + std::to_string(slot.begin) +
+                        ": bucket row " + std::to_string(hit.row) + ", rows' " + std::to_string(row);
+        }
+      }
+    }
+  }
+  EXPECT_GE(slots, 4u);
+  EXPECT_EQ(bad, 0u) << first_bad;
+  // Most offsets whose row has a shape are answered (a bucket's first row
+  // covers most of it), or the walk's fast path is rarely taken.
+  EXPECT_GT(hits, shaped / 2) << offsets << " offsets, " << shaped << " with a shaped row";
+}
+
+// bucket_rule_of() gives bits exactly for the three shapes (the RA at
+// CFA - 8; CFA = SP + 8k with the FP unchanged or saved at CFA - 8j, or
+// CFA = FP + 8k with the FP saved), and rule_of_bucket() gives the rule back
+// unchanged; every other rule (flags, offsets out of range or not a
+// multiple of 8) gets 0, which a walk reads as "take the rows".
+TEST(BucketRule, NamesItsShapesOnly) {
+  using sframe::CompactRule;
+  const std::uint16_t sp = CompactRule::kValid | CompactRule::kRaOnStack;
+  const std::uint16_t extra[] = {0, CompactRule::kFpOnStack, CompactRule::kCfaBaseFp | CompactRule::kFpOnStack,
+                                 CompactRule::kCfaBaseFp, CompactRule::kRaMangled, CompactRule::kSignal,
+                                 CompactRule::kRaInRegister, CompactRule::kNoSFrame};
+  int named = 0;
+  for (const std::uint16_t more : extra) {
+    for (const std::uint16_t base : {sp, std::uint16_t(sp & ~CompactRule::kValid)}) {
+      for (const std::int32_t cfa : {-8, 0, 4, 8, 16, 24, 4088, 4096, 131064, 131072}) {
+        for (const int ra : {-1, -2, 0}) {
+          for (const int fp : {0, -1, -2, -7, -31, -32, 1}) {
+            CompactRule r;
+            r.flags = static_cast<std::uint16_t>(base | more);
+            r.cfa_offset = cfa;
+            r.ra_offset_by_8 = static_cast<std::int8_t>(ra);
+            r.fp_offset_by_8 = static_cast<std::int8_t>(fp);
+            const bool fp_saved = (more & CompactRule::kFpOnStack) != 0;
+            const bool fp_based = (more & CompactRule::kCfaBaseFp) != 0;
+            const bool shape = base == sp && ra == -1 && cfa % 8 == 0 &&
+                               (more == 0 ? fp == 0 && cfa >= 8 && cfa < 8 * 16384
+                                : fp_saved && (more & ~(CompactRule::kFpOnStack | CompactRule::kCfaBaseFp)) == 0
+                                    ? fp <= -1 && fp >= -31 && cfa >= (fp_based ? 0 : 8) && cfa < 8 * 512
+                                    : false);
+            const sframe::detail::BucketRule b = sframe::detail::bucket_rule_of(r);
+            EXPECT_EQ(b != 0, shape) << r.flags << " " << cfa << " " << ra << " " << fp;
+            if (b != 0) {
+              ++named;
+              EXPECT_TRUE(sframe::detail::rule_of_bucket(b) == r) << r.flags << " " << cfa << " " << fp;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(named, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sections, BacktraceEntryTest, section_params(), param_name);

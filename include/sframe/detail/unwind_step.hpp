@@ -63,6 +63,53 @@ enum class CompactLookup : std::uint8_t {
   kFull,
 };
 
+/// Per RowIndex bucket, 16 bits naming the compiled rule of the bucket's
+/// first row where it has one of the commonest shapes on x86-64 (the RA at
+/// CFA - 8 in each): the in-process cold walk reads it beside the bucket
+/// word rather than the rule table the word's row id points into (a load
+/// that waited for the word, on the chain from one frame's RA to the
+/// next). 2 bytes per bucket, built once every module is ready. Bits
+/// 15-14 the shape, the rest its offsets in units of 8 bytes:
+///   0  none of these (read the rows);
+///   1  CFA = SP + 8 k (k: bits 13-0, >= 1), FP unchanged;
+///   2  CFA = SP + 8 k (k: bits 13-5), FP at CFA - 8 j (j: bits 4-0, >= 1);
+///   3  CFA = FP + 8 k (k: bits 13-5), FP at CFA - 8 j (j: bits 4-0, >= 1).
+using BucketRule = std::uint16_t;
+
+namespace bucket_rule_detail {
+inline constexpr std::uint16_t kSp = CompactRule::kValid | CompactRule::kRaOnStack;
+inline constexpr std::uint16_t kSpFp = kSp | CompactRule::kFpOnStack;
+inline constexpr std::uint16_t kFp = kSpFp | CompactRule::kCfaBaseFp;
+}  // namespace bucket_rule_detail
+
+/// The bucket rule for compiled rule `r` (0: not one of the shapes).
+constexpr BucketRule bucket_rule_of(const CompactRule& r) noexcept {
+  using namespace bucket_rule_detail;
+  if (r.ra_offset_by_8 != -1 || r.cfa_offset % 8 != 0) return 0;
+  const std::int32_t k = r.cfa_offset / 8, j = -std::int32_t{r.fp_offset_by_8};
+  if (r.flags == kSp && r.fp_offset_by_8 == 0 && k >= 1 && k < (1 << 14))
+    return static_cast<BucketRule>(1u << 14 | static_cast<unsigned>(k));
+  if ((r.flags == kSpFp || r.flags == kFp) && k >= (r.flags == kSpFp ? 1 : 0) && k < (1 << 9) && j >= 1 && j < 32)
+    return static_cast<BucketRule>((r.flags == kSpFp ? 2u : 3u) << 14 | static_cast<unsigned>(k) << 5 |
+                                   static_cast<unsigned>(j));
+  return 0;
+}
+
+/// The compiled rule bucket rule `b` (nonzero) names: bucket_rule_of()
+/// inverted. Without a branch on the shape (a walk meets them mixed).
+constexpr CompactRule rule_of_bucket(BucketRule b) noexcept {
+  using namespace bucket_rule_detail;
+  const unsigned shape = b >> 14;
+  const bool fp_unchanged = shape == 1;
+  CompactRule r;
+  r.cfa_offset = static_cast<std::int32_t>(fp_unchanged ? b & 0x3fffu : b >> 5 & 0x1ffu) * 8;
+  r.ra_offset_by_8 = -1;
+  r.fp_offset_by_8 = static_cast<std::int8_t>(fp_unchanged ? 0 : -static_cast<int>(b & 0x1fu));
+  r.flags = static_cast<std::uint16_t>(kSp | (fp_unchanged ? 0 : CompactRule::kFpOnStack) |
+                                       (shape == 3 ? CompactRule::kCfaBaseFp : 0));
+  return r;
+}
+
 /// The modules a walk's last lookups found, one per map: consecutive
 /// frames are mostly in one module, so the next lookup checks it before
 /// searching its map. Each slot keeps what the lookup reads of its module
@@ -96,6 +143,10 @@ struct ModuleHint {
     /// covers lies in [begin, begin + size) (false: not computed, or not
     /// so). A walk that stays in such a slot may then ask `rows` alone.
     bool rows_inside = false;
+    /// Optional, owner-computed: per bucket of `rows`
+    /// (rows.bucket_count()), bucket_rule_of() the compiled rule of the
+    /// bucket's first row (0 where it is a marker); null: none.
+    const BucketRule* brules = nullptr;
   };
   /// Prebuilt slots for every module of one map, in the map's order (by
   /// runtime start): a lookup that leaves its hint's module then costs a
@@ -114,6 +165,27 @@ struct ModuleHint {
   const Slots* primary_slots = nullptr;
   const Slots* fallback_slots = nullptr;
 };
+
+/// What bucket_rule_at() finds: a bucket rule (0: none) and the row id it
+/// stands for (slot.rows.row_id_at() of the offset, where `rule` is set).
+struct BucketHit {
+  BucketRule rule = 0;
+  std::uint32_t row = 0;
+};
+
+/// The bucket rule covering offset `off` from slot.rows.base(): that of the
+/// bucket's first row where `off` lies before the bucket's second boundary
+/// (that row then covers it), else none (also for an offset outside the
+/// rows and a slot without bucket rules). A walk that gets one steps
+/// rule_of_bucket() of it: the same rule as slot.compact[hit.row], read
+/// without the rule table (whose load would wait for the row id).
+[[gnu::always_inline]] inline BucketHit bucket_rule_at(const ModuleHint::Slot& slot, std::uint64_t off) noexcept {
+  if (!slot.brules || off >= slot.rows.span()) return {};
+  const std::size_t b = slot.rows.bucket_of(off);
+  const BucketRule r = slot.brules[b];
+  if (r == 0 || static_cast<std::uint32_t>(off) >= slot.rows.bucket_second(b)) return {};
+  return {r, slot.rows.bucket_row(b)};
+}
 
 /// The slot of module `m` for lookups of `arch` (rows and compiled rules
 /// only where `m` has both and its section is of `arch`; `codes` null).
