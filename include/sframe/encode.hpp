@@ -250,8 +250,14 @@ class SectionEncoder {
       prev = start;
     }
     begin_rows(rows_);
-    for (std::size_t k = 0; k < count; ++k)
-      if (auto ok = put_row(shape, static_cast<std::uint32_t>(k), start_of(k), row_of(k), tag_of(k)); !ok) return ok;
+    for (std::size_t k = 0; k < count; ++k) {
+      const FrameRow& row = row_of(k);
+      const std::uint32_t tag = tag_of(k);
+      // Most rows end here (a row equal to the one before, or a tagged
+      // row's FRE kept), inline; put_row() encodes the others.
+      if (put_known_row(shape, start_of(k), row, tag)) continue;
+      if (auto ok = put_row(shape, static_cast<std::uint32_t>(k), start_of(k), row, tag, true); !ok) return ok;
+    }
     if (auto ok = end_rows(shape); !ok) return ok;
     return add_encoded(shape);
   }
@@ -308,11 +314,35 @@ class SectionEncoder {
   // smallest data-word size per FRE or the recorded one, kPreserve; a row
   // equal to the one before dropped, kOptimize). Errors as add()'s for a
   // row, in the order add() gives them (a rule before a size). `tag`: as
-  // add()'s tag_of, 0 for none.
+  // add()'s tag_of, 0 for none; `checked`: put_known_row() ran for this
+  // row and returned false.
   void begin_rows(std::vector<Row>& out);
   Expected<void> put_row(const FunctionSpec& f, std::uint32_t k, std::uint32_t start, const FrameRow& row,
-                         std::uint32_t tag = 0);
+                         std::uint32_t tag = 0, bool checked = false);
   Expected<void> end_rows(const FunctionSpec& f);
+  // put_row()'s first steps: true when `row` needs no encoding, being
+  // equal to the row before (dropped) or tagged with a kept FRE (appended
+  // at `start`); else (always for kPreserve) put_row() must encode it,
+  // told by its `checked` that this ran. Either way `row` becomes the row
+  // before.
+  bool put_known_row(const FunctionSpec& f, std::uint32_t start, const FrameRow& row, std::uint32_t tag) {
+    const FrameRow* prev = prev_row_;
+    const std::uint32_t prev_tag = prev_tag_;
+    prev_row_ = &row;
+    prev_tag_ = tag;
+    if (layout_ == Layout::kPreserve) return false;
+    if (prev && ((tag != 0 && tag == prev_tag) || row == *prev)) return true;
+    if (tag == 0 || tag_slots_.empty()) return false;
+    const TagSlot& slot = tag_slots_[tag & (kTagSlots - 1)];
+    if (slot.tag != tag || slot.fde_type != f.fde_type) return false;
+    // Rows past out_count_ stay from earlier functions and are overwritten.
+    std::vector<Row>& out = *out_rows_;
+    if (out_count_ == out.size()) out.emplace_back();
+    Row& r = out[out_count_++];
+    r = slot.fre;
+    r.start = start;
+    return true;
+  }
   // begin_rows() .. end_rows() over `spec` into `out`.
   Expected<void> encode_rows(const FunctionSpec& f, const std::vector<RowSpec>& spec, std::vector<Row>& out);
   // The end of add() without a size technique: the pending FDE flushed,

@@ -290,29 +290,18 @@ void SectionEncoder::begin_rows(std::vector<Row>& out) {
 }
 
 Expected<void> SectionEncoder::put_row(const FunctionSpec& f, std::uint32_t k, std::uint32_t start,
-                                       const FrameRow& row, std::uint32_t tag) {
+                                       const FrameRow& row, std::uint32_t tag, bool checked) {
   const bool preserve = layout_ == Layout::kPreserve;
-  // Same rules as the row before: nothing to say (kPreserve keeps every row).
-  // One tag is one row; different tags may still be equal rows.
-  const FrameRow* prev = prev_row_;
-  const std::uint32_t prev_tag = prev_tag_;
-  prev_row_ = &row;
-  prev_tag_ = tag;
-  if (!preserve && prev && ((tag != 0 && tag == prev_tag) || row == *prev)) return {};
+  // Same rules as the row before, or a tagged row encoded before:
+  // put_known_row(), unless the caller ran it already (kPreserve keeps
+  // every row and sizes each FRE as recorded: neither applies).
+  if (!checked && put_known_row(f, start, row, tag)) return {};
   std::vector<Row>& out = *out_rows_;
-  // A tagged row encoded before: its FRE again, at this start. (kPreserve
-  // sizes each FRE as recorded: no reuse.)
+  // Where a tagged row's FRE is kept for its next rows.
   TagSlot* slot = nullptr;
   if (tag != 0 && !preserve) {
     if (tag_slots_.empty()) tag_slots_.resize(kTagSlots);
     slot = &tag_slots_[tag & (kTagSlots - 1)];
-    if (slot->tag == tag && slot->fde_type == f.fde_type) {
-      if (out_count_ == out.size()) out.emplace_back();
-      Row& r = out[out_count_++];
-      r = slot->fre;
-      r.start = start;
-      return {};
-    }
   }
   Encoder encoder(header_, added_);
   encoder.at_row(k);
