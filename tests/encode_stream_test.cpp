@@ -199,3 +199,129 @@ TEST(ForEachGenerated, SortedAndSameAsGenerate) {
 }
 
 }  // namespace
+
+namespace {
+
+// Streaming gen as `sframe gen` runs it: cfi::for_each_translated() into
+// SectionEncoder's accessor add(), the reader's rows in place and tagged
+// with its translation numbers, against for_each_generated()'s FunctionSpecs
+// into add(FunctionSpec): the same bytes, for v3 and v2, with and without
+// the size techniques (which copy the rows), on files with FLEX functions
+// (libc: a tag's row is encoded per FDE type) and PLTs.
+TEST(SectionEncoder, AccessorAddOfTaggedRowsIsAddOfSpecs) {
+  std::vector<std::string> files;
+  for (const auto& c : sframe_test::golden_cases())
+    if (c.dir.filename().string() == "x86_64-v3-linked") files.push_back((c.dir / c.file).string());
+  files.push_back("/usr/lib/x86_64-linux-gnu/libc.so.6");
+  files.push_back("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
+  int compared = 0;
+  for (const auto& path : files) {
+    auto file = elf::ElfFile::open(path);
+    if (!file) continue;  // the system file may be missing
+    for (Version v : {Version::kV3, Version::kV2})
+      for (const SizeOptions size : {SizeOptions{}, SizeOptions::all()}) {
+        auto header = cfi::section_header(*file, v, 0x1000);
+        ASSERT_TRUE(header);
+        SectionEncoder specs(*header, Layout::kOptimize, size), in_place(*header, Layout::kOptimize, size);
+        auto g = cfi::for_each_generated(*file, v, 0x1000,
+                                         [&](const FunctionSpec& f) { EXPECT_TRUE(specs.add(f)) << path; });
+        ASSERT_TRUE(g) << path;
+        std::size_t tagged = 0;
+        auto t = cfi::for_each_translated(*file, v, 0x1000, [&](const FunctionSpec& f, const cfi::Function* fn) {
+          if (!fn) {
+            EXPECT_TRUE(in_place.add(f)) << path;
+            return;
+          }
+          const auto start_of = [&](std::size_t k) { return static_cast<std::uint32_t>(fn->rows[k].start - fn->start); };
+          const auto row_of = [&](std::size_t k) -> const FrameRow& { return fn->rows[k].row; };
+          const auto tag_of = [&](std::size_t k) { return fn->rows[k].translation; };
+          EXPECT_TRUE(in_place.add(f, fn->rows.size(), start_of, row_of, tag_of)) << path;
+          for (const cfi::Row& r : fn->rows) tagged += r.translation != 0;
+        });
+        ASSERT_TRUE(t) << path;
+        EXPECT_GT(tagged, 0u) << path;
+        EXPECT_EQ(g->functions_in, t->functions_in) << path;
+        auto a = specs.finish(), b = in_place.finish();
+        ASSERT_TRUE(a && b) << path;
+        EXPECT_EQ(*a, *b) << path << " v" << static_cast<int>(v) << (size == SizeOptions{} ? "" : " optimized");
+        EXPECT_EQ(specs.finished_fdes(), in_place.finished_fdes()) << path;
+        ++compared;
+      }
+  }
+  EXPECT_GE(compared, 8);
+}
+
+// The accessor add() checks as add(FunctionSpec) does, with the same
+// errors: a row out of order names its index, a rule SFrame cannot say its
+// row; a refused function leaves nothing behind, also for a tagged row
+// seen before (its FRE is reused only where it was encoded).
+TEST(SectionEncoder, AccessorAddRefusesAsAddOfSpec) {
+  SectionSpec h;
+  h.version = Version::kV3;
+  h.abi = Abi::kAmd64Little;
+  h.cfa_fixed_ra_offset = -8;
+  RowSpec sp8, sp16, bad;
+  sp8.row.cfa = {Rule::Kind::kExpr, Rule::Base::kRegister, false, 7, 8};
+  sp8.row.ra = {Rule::Kind::kExpr, Rule::Base::kCfa, true, 0, -8};
+  sp16 = sp8;
+  sp16.start_offset = 1;
+  sp16.row.cfa.offset = 16;
+  bad = sp16;
+  bad.start_offset = 4;
+  bad.row.cfa.regnum = 3;  // CFA from a register other than SP and FP: not in a default FDE
+  FunctionSpec f;
+  f.start_pc = 0x1000;
+  f.size = 16;
+  const auto add_both = [&](const std::vector<RowSpec>& rows, const std::vector<std::uint32_t>& tags) {
+    f.rows = rows;
+    SectionEncoder a(h), b(h);
+    auto x = a.add(f);
+    auto y = b.add(
+        f, rows.size(), [&](std::size_t k) { return rows[k].start_offset; },
+        [&](std::size_t k) -> const FrameRow& { return rows[k].row; }, [&](std::size_t k) { return tags[k]; });
+    EXPECT_EQ(static_cast<bool>(x), static_cast<bool>(y));
+    if (!x && !y) {
+      EXPECT_EQ(x.error().code(), y.error().code());
+      EXPECT_EQ(x.error().fde, y.error().fde);
+      EXPECT_EQ(x.error().fre, y.error().fre);
+      EXPECT_EQ(x.error().value, y.error().value);
+    }
+    return y;
+  };
+  EXPECT_TRUE(add_both({sp8, sp16}, {1, 2}));
+  RowSpec late = sp8;
+  late.start_offset = 1;  // not after row 1's start
+  auto order = add_both({sp8, sp16, late}, {1, 2, 1});
+  ASSERT_FALSE(order);
+  EXPECT_EQ(order.error().fre, 2u);
+  auto rule = add_both({sp8, bad}, {1, 3});
+  ASSERT_FALSE(rule);
+  EXPECT_EQ(rule.error().fre, 1u);
+  // In one encoder: a tagged row refused in a function added nothing, and
+  // the tag's FRE, encoded in the function before, comes out as that one's.
+  SectionEncoder enc(h);
+  const std::vector<RowSpec> rows = {sp8, sp16};
+  const auto start_of = [&](std::size_t k) { return rows[k].start_offset; };
+  const auto row_of = [&](std::size_t k) -> const FrameRow& { return rows[k].row; };
+  ASSERT_TRUE(enc.add(f, 2, start_of, row_of, [](std::size_t k) { return static_cast<std::uint32_t>(k + 1); }));
+  f.start_pc = 0x2000;
+  const std::vector<RowSpec> refused = {sp8, bad};
+  EXPECT_FALSE(enc.add(
+      f, 2, [&](std::size_t k) { return refused[k].start_offset; },
+      [&](std::size_t k) -> const FrameRow& { return refused[k].row; },
+      [](std::size_t k) { return static_cast<std::uint32_t>(k == 0 ? 1 : 3); }));
+  ASSERT_TRUE(enc.add(f, 2, start_of, row_of, [](std::size_t k) { return static_cast<std::uint32_t>(k + 1); }));
+  auto bytes = enc.finish();
+  ASSERT_TRUE(bytes);
+  SectionSpec whole = h;
+  f.rows = rows;
+  f.start_pc = 0x1000;
+  whole.functions.push_back(f);
+  f.start_pc = 0x2000;
+  whole.functions.push_back(f);
+  auto want = encode(whole);
+  ASSERT_TRUE(want);
+  EXPECT_EQ(*bytes, *want);
+}
+
+}  // namespace

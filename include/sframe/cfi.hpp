@@ -82,6 +82,14 @@ Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, 
 Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                        const std::function<void(const FunctionSpec&)>& fn);
 
+/// for_each_generated() without copying each function's rows into
+/// RowSpecs: `fn` gets each function's shape and the reader's rows, as
+/// for_each_translated() over the file's CFI sections gives them (see
+/// TranslatedSink); SectionEncoder's accessor add() takes them in place.
+/// Errors as for_each_generated().
+Expected<Generated> for_each_translated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
+                                        const TranslatedSink& fn);
+
 /// A PC where SFrame and DWARF recover the CFA, RA or FP differently.
 struct Mismatch {
   std::uint64_t pc = 0;

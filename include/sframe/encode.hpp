@@ -208,8 +208,59 @@ class SectionEncoder {
   void reserve(std::size_t functions, std::size_t fre_bytes);
 
   /// Encodes `f`'s FREs. Errors as encode(), with `fde` the number of
-  /// functions added before `f` and `fre` the row index in `f`.
-  Expected<void> add(const FunctionSpec& f);
+  /// functions added before `f` and `fre` the row index in `f`. The
+  /// accessor add() below over `f.rows`.
+  Expected<void> add(const FunctionSpec& f) {
+    return add(
+        f, f.rows.size(), [&](std::size_t k) { return f.rows[k].start_offset; },
+        [&](std::size_t k) -> const FrameRow& { return f.rows[k].row; });
+  }
+  /// add() of `shape` with its rows held elsewhere (shape.rows is not
+  /// read): `count` rows, row k starting `start_of(k)` bytes into the
+  /// function (std::uint32_t) with the rules `row_of(k)` (const FrameRow&,
+  /// which must stay valid until add() returns). Same checks, errors and
+  /// result as add() of a copy with those rows: the CFI translator's rows
+  /// go in without being copied into RowSpecs (as RowIndex::Builder's
+  /// accessor add(), lookup.hpp). Only merge_adjacent, pc_mask and
+  /// coalesce_adjacent, which look at a function's rows as a whole, copy
+  /// them (into a buffer reused between calls).
+  template <class StartOf, class RowOf>
+  Expected<void> add(const FunctionSpec& shape, std::size_t count, StartOf start_of, RowOf row_of) {
+    return add(shape, count, start_of, row_of, [](std::size_t) { return std::uint32_t{0}; });
+  }
+  /// The same with `tag_of(k)` (std::uint32_t) for row k: rows with the
+  /// same nonzero tag, in any add() to this encoder, must be equal (as
+  /// cfi::Row::translation promises within one read, so one read may feed
+  /// an encoder, not two). The encoder then reuses a tagged row's FRE
+  /// (kOptimize) and knows two rows in a row with one tag equal without
+  /// comparing their rules; 0: no tag. Same result as without tags.
+  template <class StartOf, class RowOf, class TagOf>
+  Expected<void> add(const FunctionSpec& shape, std::size_t count, StartOf start_of, RowOf row_of, TagOf tag_of) {
+    if (auto ok = open_function(shape, count); !ok) return ok;
+    if (whole_rows()) {
+      whole_.rows.clear();
+      for (std::size_t k = 0; k < count; ++k) whole_.rows.push_back(RowSpec{start_of(k), row_of(k)});
+      return add_whole(shape);
+    }
+    const std::uint64_t limit = detail::row_limit(shape.pc_type, shape.size, shape.rep_size);
+    std::uint32_t prev = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::uint32_t start = start_of(k);
+      if (!detail::row_start_fits(limit, k, start, prev)) return row_error(k, start);
+      prev = start;
+    }
+    begin_rows(rows_);
+    for (std::size_t k = 0; k < count; ++k) {
+      const FrameRow& row = row_of(k);
+      const std::uint32_t tag = tag_of(k);
+      // Most rows end here (a row equal to the one before, or a tagged
+      // row's FRE kept), inline; put_row() encodes the others.
+      if (put_known_row(shape, start_of(k), row, tag)) continue;
+      if (auto ok = put_row(shape, static_cast<std::uint32_t>(k), start_of(k), row, tag, true); !ok) return ok;
+    }
+    if (auto ok = end_rows(shape); !ok) return ok;
+    return add_encoded(shape);
+  }
 
   /// FDEs so far (functions added, less those merge_adjacent or
   /// coalesce_adjacent joined to the FDE before them).
@@ -247,6 +298,56 @@ class SectionEncoder {
     bool signal;
     std::uint32_t fre_bytes;  // length of the FRE block (v3: with the attribute)
   };
+  // add()'s checks of `shape`, all but its rows' start offsets, in the
+  // order add() has always made them (header, function count, FLEX in v2,
+  // enum fields, outline); `count`: its rows.
+  Expected<void> open_function(const FunctionSpec& shape, std::size_t count);
+  // check_row_start()'s error for row `k` of the function being added.
+  Expected<void> row_error(std::size_t k, std::uint32_t start) const;
+  // A size technique that looks at a function's rows as a whole is on.
+  bool whole_rows() const { return size_.merge_adjacent || size_.pc_mask || size_.coalesce_adjacent; }
+  // add() of `shape` with the rows in whole_.rows (start offsets not yet
+  // checked), for the size techniques.
+  Expected<void> add_whole(const FunctionSpec& shape);
+  // Row encoding, one row at a time: begin_rows(out), put_row() for each
+  // row k of `f` in order, end_rows(f) leaves `out` holding the FREs (the
+  // smallest data-word size per FRE or the recorded one, kPreserve; a row
+  // equal to the one before dropped, kOptimize). Errors as add()'s for a
+  // row, in the order add() gives them (a rule before a size). `tag`: as
+  // add()'s tag_of, 0 for none; `checked`: put_known_row() ran for this
+  // row and returned false.
+  void begin_rows(std::vector<Row>& out);
+  Expected<void> put_row(const FunctionSpec& f, std::uint32_t k, std::uint32_t start, const FrameRow& row,
+                         std::uint32_t tag = 0, bool checked = false);
+  Expected<void> end_rows(const FunctionSpec& f);
+  // put_row()'s first steps: true when `row` needs no encoding, being
+  // equal to the row before (dropped) or tagged with a kept FRE (appended
+  // at `start`); else (always for kPreserve) put_row() must encode it,
+  // told by its `checked` that this ran. Either way `row` becomes the row
+  // before.
+  bool put_known_row(const FunctionSpec& f, std::uint32_t start, const FrameRow& row, std::uint32_t tag) {
+    const FrameRow* prev = prev_row_;
+    const std::uint32_t prev_tag = prev_tag_;
+    prev_row_ = &row;
+    prev_tag_ = tag;
+    if (layout_ == Layout::kPreserve) return false;
+    if (prev && ((tag != 0 && tag == prev_tag) || row == *prev)) return true;
+    if (tag == 0 || tag_slots_.empty()) return false;
+    const TagSlot& slot = tag_slots_[tag & (kTagSlots - 1)];
+    if (slot.tag != tag || slot.fde_type != f.fde_type) return false;
+    // Rows past out_count_ stay from earlier functions and are overwritten.
+    std::vector<Row>& out = *out_rows_;
+    if (out_count_ == out.size()) out.emplace_back();
+    Row& r = out[out_count_++];
+    r = slot.fre;
+    r.start = start;
+    return true;
+  }
+  // begin_rows() .. end_rows() over `spec` into `out`.
+  Expected<void> encode_rows(const FunctionSpec& f, const std::vector<RowSpec>& spec, std::vector<Row>& out);
+  // The end of add() without a size technique: the pending FDE flushed,
+  // `f` (its FREs in rows_) pending in its place.
+  Expected<void> add_encoded(const FunctionSpec& f);
   // merge_adjacent: true if `f` (whose rows passed add()'s checks) only
   // extends the pending FDE.
   bool extends_last(const FunctionSpec& f) const;
@@ -303,6 +404,33 @@ class SectionEncoder {
   bool last_mergeable_ = false;
   // share_fre_blocks: hash of each stored block -> index in fdes_ of its first user.
   std::unordered_multimap<std::size_t, std::uint32_t> blocks_;
+  // Scratch reused by every add() (no allocation per function once warm):
+  // the function's FREs, those of a PC-mask function unrolled, and its
+  // rows as a whole for the size techniques.
+  std::vector<Row> rows_, inc_rows_;
+  FunctionSpec whole_;
+  std::vector<RowSpec> distinct_, period_rows_, unrolled_;
+  // The row encoding begin_rows() started: its output, FREs so far, the
+  // last row put, and the first data-word size error (reported by
+  // end_rows(), after the errors of later rows' rules).
+  std::vector<Row>* out_rows_ = nullptr;
+  std::size_t out_count_ = 0;
+  const FrameRow* prev_row_ = nullptr;
+  std::uint32_t prev_tag_ = 0;
+  // Tagged rows' FREs (start aside) by tag, direct-mapped: the CFI
+  // reader's tags count up, and a function's rows are mostly recent ones.
+  // Keyed by the FDE type too (a FLEX FDE's FRE says the same rules in
+  // other words). Allocated at the first tagged row, once.
+  struct TagSlot {
+    std::uint32_t tag = 0;
+    FdeType fde_type = FdeType::kDefault;
+    Row fre{};
+  };
+  static constexpr std::size_t kTagSlots = 1024;
+  std::vector<TagSlot> tag_slots_;
+  bool size_error_ = false;
+  std::uint32_t size_error_fre_ = 0;
+  std::uint64_t size_error_value_ = 0;
 };
 
 /// Encodes `spec` as an SFrame v2 or v3 section in its byte order, applying

@@ -529,6 +529,16 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
   return for_each_generated(*srcs, *abi, version, section_address, plts, out);
 }
 
+Expected<Generated> for_each_translated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
+                                        const TranslatedSink& out) {
+  const auto abi = abi_of(file.info());
+  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
+  auto srcs = cfi_sources(file);
+  if (!srcs) return Unexpected{srcs.error()};
+  const std::vector<PltSection> plts = plt_sections(file);
+  return for_each_translated(*srcs, *abi, version, section_address, plts, out);
+}
+
 Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
   std::vector<FunctionSpec> functions;
   auto g = for_each_generated(file, version, section_address, [&](const FunctionSpec& f) { functions.push_back(f); });

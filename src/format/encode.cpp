@@ -173,19 +173,21 @@ class Encoder {
     return {};
   }
 
-  // Row `k` of `f`; `preserve`: with the data-word count f recorded.
-  Expected<void> row(const FunctionSpec& f, std::uint32_t k, const RowSpec& r, bool preserve, EncodedRow& out) const {
-    out.start = r.start_offset;
+  // Row `k` of `f`, `row` from `start` on; `preserve`: with the data-word
+  // count f recorded.
+  Expected<void> row(const FunctionSpec& f, std::uint32_t k, std::uint32_t start, const FrameRow& row, bool preserve,
+                     EncodedRow& out) const {
+    out.start = start;
     out.words.n = 0;
     std::uint8_t base_bit = 0;
     // The outermost row (errata 2) is an FRE without data words.
-    if (!r.row.outermost()) {
+    if (!row.outermost()) {
       const unsigned want = preserve && k < f.dataword_counts.size() ? f.dataword_counts[k] : 0;
-      auto ok = f.fde_type == FdeType::kFlex ? flex_words(r.row, want, base_bit, out.words)
-                                             : default_words(r.row, want, base_bit, out.words);
+      auto ok = f.fde_type == FdeType::kFlex ? flex_words(row, want, base_bit, out.words)
+                                             : default_words(row, want, base_bit, out.words);
       if (!ok) return ok;
     }
-    out.info_base_mangled = static_cast<std::uint8_t>(base_bit | (r.row.ra_mangled ? 0x80 : 0));
+    out.info_base_mangled = static_cast<std::uint8_t>(base_bit | (row.ra_mangled ? 0x80 : 0));
     return {};
   }
 
@@ -258,11 +260,9 @@ Expected<void> check_function_shape(const FunctionSpec& f, std::uint32_t index) 
   return {};
 }
 
-Expected<void> SectionEncoder::add(const FunctionSpec& f) {
+Expected<void> SectionEncoder::open_function(const FunctionSpec& f, std::size_t count) {
+  (void)count;  // the row count has no limit of its own before encoding (v3's 0xffff counts FREs)
   if (auto ok = check_header(header_); !ok) return ok;
-  // The same checks fail the same way in both.
-  if (alt_)
-    if (auto ok = alt_->add(f); !ok) return ok;
   const bool preserve = layout_ == Layout::kPreserve;
   if (added_ >= 0xffffffffu)
     return make_error(EncodeErrc::kNotRepresentable, wire::header::kNumFdes.offset, std::uint64_t{added_} + 1);
@@ -274,6 +274,129 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   if (static_cast<unsigned>(f.pc_type) > 1 || static_cast<unsigned>(f.fde_type) > 1 ||
       static_cast<unsigned>(f.pauth_key) > 1 || (preserve && static_cast<unsigned>(f.fre_type) > 2))
     return make_error(EncodeErrc::kNotRepresentable, 0, 2, index);
+  return check_function_outline(f, index);
+}
+
+Expected<void> SectionEncoder::row_error(std::size_t k, std::uint32_t start) const {
+  return make_error(EncodeErrc::kNotRepresentable, 0, start, added_, static_cast<std::uint32_t>(k));
+}
+
+void SectionEncoder::begin_rows(std::vector<Row>& out) {
+  out_rows_ = &out;
+  out_count_ = 0;
+  prev_row_ = nullptr;
+  prev_tag_ = 0;
+  size_error_ = false;
+}
+
+Expected<void> SectionEncoder::put_row(const FunctionSpec& f, std::uint32_t k, std::uint32_t start,
+                                       const FrameRow& row, std::uint32_t tag, bool checked) {
+  const bool preserve = layout_ == Layout::kPreserve;
+  // Same rules as the row before, or a tagged row encoded before:
+  // put_known_row(), unless the caller ran it already (kPreserve keeps
+  // every row and sizes each FRE as recorded: neither applies).
+  if (!checked && put_known_row(f, start, row, tag)) return {};
+  std::vector<Row>& out = *out_rows_;
+  // Where a tagged row's FRE is kept for its next rows.
+  TagSlot* slot = nullptr;
+  if (tag != 0 && !preserve) {
+    if (tag_slots_.empty()) tag_slots_.resize(kTagSlots);
+    slot = &tag_slots_[tag & (kTagSlots - 1)];
+  }
+  Encoder encoder(header_, added_);
+  encoder.at_row(k);
+  EncodedRow e;
+  if (auto ok = encoder.row(f, k, start, row, preserve, e); !ok) return ok;
+  // The data-word size: the smallest, or the recorded one (kPreserve). A
+  // size error waits for end_rows(): the rules of every row are checked
+  // first, as they always were.
+  const auto fre = static_cast<std::uint32_t>(out_count_);
+  unsigned size = smallest_size(e.words);
+  if (preserve && fre < f.dataword_sizes.size() && f.dataword_sizes[fre] >= size) {
+    size = f.dataword_sizes[fre];
+    if (size != 1 && size != 2 && size != 4 && !size_error_) {
+      size_error_ = true;
+      size_error_fre_ = fre;
+      size_error_value_ = size;
+    }
+  }
+  if (size == 0 && !size_error_) {
+    size_error_ = true;
+    size_error_fre_ = fre;
+    size_error_value_ = 0;
+  }
+  // Rows past out_count_ stay from earlier functions and are overwritten in
+  // place: no zero-fill of each row before it is written.
+  if (out_count_ == out.size()) out.emplace_back();
+  Row& r = out[out_count_++];
+  r.start = e.start;
+  r.info_base_mangled = e.info_base_mangled;
+  r.word_size = static_cast<std::uint8_t>(size);
+  r.num_words = e.words.n;
+  for (std::uint8_t j = 0; j < e.words.n; ++j) r.words[j] = e.words.w[j].value;
+  // Kept for the tag's next rows (only an FRE without a size error).
+  if (slot && size != 0) *slot = TagSlot{tag, f.fde_type, r};
+  return {};
+}
+
+Expected<void> SectionEncoder::end_rows(const FunctionSpec& f) {
+  std::vector<Row>& out = *out_rows_;
+  const std::size_t count = out_count_;
+  const std::uint32_t index = added_;
+  const std::uint32_t max_start = count == 0 ? 0 : out[count - 1].start;
+  if (layout_ == Layout::kPreserve) {
+    const unsigned asz = start_address_size(f.fre_type);
+    if (asz < 4 && max_start >> (8 * asz)) return make_error(EncodeErrc::kNotRepresentable, 0, max_start, index);
+  }
+  if (header_.version == Version::kV3 && count > 0xffff)
+    return make_error(EncodeErrc::kNotRepresentable, 0, count, index);
+  if (size_error_) return make_error(EncodeErrc::kNotRepresentable, 0, size_error_value_, index, size_error_fre_);
+  out.resize(count);  // shrinks only: the rows past count were written
+  return {};
+}
+
+Expected<void> SectionEncoder::encode_rows(const FunctionSpec& f, const std::vector<RowSpec>& spec,
+                                           std::vector<Row>& out) {
+  begin_rows(out);
+  for (std::uint32_t k = 0; k < spec.size(); ++k)
+    if (auto ok = put_row(f, k, spec[k].start_offset, spec[k].row); !ok) return ok;
+  return end_rows(f);
+}
+
+Expected<void> SectionEncoder::add_encoded(const FunctionSpec& f) {
+  const std::uint8_t info = static_cast<std::uint8_t>((static_cast<unsigned>(f.pc_type) << 4) |
+                                                      (static_cast<unsigned>(f.pauth_key) << 5));
+  if (pending_)
+    if (auto ok = flush(); !ok) return ok;
+  pending_ = true;
+  pending_rec_ = {f.start_pc, f.size, 0, 0, f.fre_offset, info, f.fde_type, f.rep_size, f.signal, 0};
+  pending_pc_type_ = f.pc_type;
+  pending_fre_type_ = f.fre_type;
+  // The FREs change places with the flushed ones': no copy, and both keep
+  // their capacity.
+  std::swap(pending_rows_, rows_);
+  last_mergeable_ = false;  // no size technique on
+  ++added_;
+  return {};
+}
+
+Expected<void> SectionEncoder::add_whole(const FunctionSpec& shape) {
+  FunctionSpec& f = whole_;
+  f.start_pc = shape.start_pc;
+  f.size = shape.size;
+  f.pc_type = shape.pc_type;
+  f.fde_type = shape.fde_type;
+  f.rep_size = shape.rep_size;
+  f.signal = shape.signal;
+  f.pauth_key = shape.pauth_key;
+  f.fre_type = shape.fre_type;
+  f.fre_offset = shape.fre_offset;
+  // (The size techniques are kOptimize only: the recorded data-word sizes
+  // and counts are never read here.)
+  // The same checks fail the same way in both.
+  if (alt_)
+    if (auto ok = alt_->add(f); !ok) return ok;
+  const std::uint32_t index = added_;
   if (auto ok = check_function_shape(f, index); !ok) return ok;
   if (size_.merge_adjacent && extends_last(f)) {
     pending_rec_.size += f.size;
@@ -284,67 +407,23 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
   const std::vector<RowSpec>* spec_rows = &f.rows;
   PcType pc_type = f.pc_type;
   std::uint8_t rep_size = f.rep_size;
-  thread_local std::vector<RowSpec> distinct, period_rows;
   if (size_.pc_mask && f.pc_type == PcType::kInc && f.rows.size() >= 2) {
-    distinct.clear();
+    distinct_.clear();
     for (const RowSpec& r : f.rows)
-      if (distinct.empty() || !(distinct.back().row == r.row)) distinct.push_back(r);
+      if (distinct_.empty() || !(distinct_.back().row == r.row)) distinct_.push_back(r);
     std::uint8_t period = 0;
-    period_rows = one_period(distinct, f.size, period);
-    if (!period_rows.empty()) {
-      spec_rows = &period_rows;
+    period_rows_ = one_period(distinct_, f.size, period);
+    if (!period_rows_.empty()) {
+      spec_rows = &period_rows_;
       pc_type = PcType::kMask;
       rep_size = period;
     }
   }
   const std::vector<RowSpec>& in_rows = *spec_rows;
-  // Scratch reused by every call: no allocation per function once warm.
-  thread_local std::vector<EncodedRow> encoded;
-  thread_local std::vector<Row> rows, inc_rows;
-  thread_local std::vector<RowSpec> unrolled;
-  Encoder encoder(header_, index);
-  // `spec` rows -> `out` FREs: the smallest data-word size per FRE (or the
-  // recorded one, kPreserve), rows equal to the one before dropped.
-  const auto encode_rows = [&](const std::vector<RowSpec>& spec, std::vector<Row>& out) -> Expected<void> {
-    // Rows [0, count) of `encoded` are this call's; those past it stay from
-    // earlier calls and are overwritten in place (row() sets every field it
-    // reads later): emplace_back() zero-filled each 112-byte row, a fifth
-    // of this function's time on libLLVM-14's rows.
-    std::size_t count = 0;
-    for (std::uint32_t k = 0; k < spec.size(); ++k) {
-      if (!preserve && k > 0 && spec[k].row == spec[k - 1].row) continue;  // same rules: nothing to say
-      if (count == encoded.size()) encoded.emplace_back();
-      EncodedRow& r = encoded[count++];
-      encoder.at_row(k);
-      if (auto ok = encoder.row(f, k, spec[k], preserve, r); !ok) return ok;
-    }
-    const std::uint32_t max_start = count == 0 ? 0 : encoded[count - 1].start;
-    if (preserve) {
-      const unsigned asz = start_address_size(f.fre_type);
-      if (asz < 4 && max_start >> (8 * asz)) return make_error(EncodeErrc::kNotRepresentable, 0, max_start, index);
-    }
-    if (header_.version == Version::kV3 && count > 0xffff)
-      return make_error(EncodeErrc::kNotRepresentable, 0, count, index);
-    // Data-word sizes.
-    out.resize(count);
-    for (std::uint32_t k = 0; k < count; ++k) {
-      const EncodedRow& e = encoded[k];
-      unsigned size = smallest_size(e.words);
-      if (preserve && k < f.dataword_sizes.size() && f.dataword_sizes[k] >= size) {
-        size = f.dataword_sizes[k];
-        if (size != 1 && size != 2 && size != 4) return make_error(EncodeErrc::kNotRepresentable, 0, size, index, k);
-      }
-      if (size == 0) return make_error(EncodeErrc::kNotRepresentable, 0, 0, index, k);
-      Row& r = out[k];
-      r.start = e.start;
-      r.info_base_mangled = e.info_base_mangled;
-      r.word_size = static_cast<std::uint8_t>(size);
-      r.num_words = e.words.n;
-      for (std::uint8_t j = 0; j < e.words.n; ++j) r.words[j] = e.words.w[j].value;
-    }
-    return {};
-  };
-  if (auto ok = encode_rows(in_rows, rows); !ok) return ok;
+  std::vector<Row>& rows = rows_;
+  std::vector<Row>& inc_rows = inc_rows_;
+  std::vector<RowSpec>& unrolled = unrolled_;
+  if (auto ok = encode_rows(f, in_rows, rows); !ok) return ok;
   const std::uint8_t info = static_cast<std::uint8_t>((static_cast<unsigned>(pc_type) << 4) |
                                                       (static_cast<unsigned>(f.pauth_key) << 5));
   // coalesce_adjacent: `f`'s rows appended to the pending FDE's, its first
@@ -376,7 +455,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
     const std::vector<Row>* f_rows = &rows;
     bool ok = pc_type == PcType::kInc;
     if (!ok && unroll_period(in_rows, rep_size, f.size, kContinueRowLimit, unrolled)) {
-      if (auto e = encode_rows(unrolled, inc_rows); !e) return e;
+      if (auto e = encode_rows(f, unrolled, inc_rows); !e) return e;
       f_rows = &inc_rows;
       ok = true;
     }
@@ -394,7 +473,7 @@ Expected<void> SectionEncoder::add(const FunctionSpec& f) {
         return {};
       }
     } else if (unroll_period(in_rows, rep_size, f.size, coalesce_limit(), unrolled)) {
-      if (auto ok = encode_rows(unrolled, inc_rows); !ok) return ok;
+      if (auto ok = encode_rows(f, unrolled, inc_rows); !ok) return ok;
       const bool first_repeats = unrolled.front().row == last_row_;
       if (coalesces(f, inc_rows, first_repeats, rows, pc_type, rep_size)) {
         join(inc_rows, unrolled, first_repeats);
@@ -507,6 +586,9 @@ Expected<std::vector<std::byte>> SectionEncoder::finish() {
   fdes_.clear();
   fres_.clear();
   blocks_.clear();
+  // The next section may come from another read, whose tags mean other
+  // rows: no FRE kept by tag outlives its section.
+  tag_slots_.clear();
   stored_fres_ = 0;
   last_mergeable_ = false;
   added_ = 0;

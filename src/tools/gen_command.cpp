@@ -255,9 +255,19 @@ int GenCommand::generate() {
     enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
     std::optional<Error> enc_error;
     functions_out = 0;
-    g_at.emplace(cfi::for_each_generated(*file, version, at, [&](const FunctionSpec& f) {
+    // The reader's rows go into the encoder in place (a PLT function's are
+    // in its FunctionSpec): no copy into RowSpecs per function. One read
+    // feeds this encoder: the reader's translation numbers tag its rows
+    // (cfi::Row::translation), so a repeated row is encoded once.
+    g_at.emplace(cfi::for_each_translated(*file, version, at, [&](const FunctionSpec& f, const cfi::Function* fn) {
       if (enc_error) return;
-      if (auto ok = enc.add(f); !ok) enc_error = ok.error();
+      auto ok = fn ? enc.add(
+                         f, fn->rows.size(),
+                         [&](std::size_t k) { return static_cast<std::uint32_t>(fn->rows[k].start - fn->start); },
+                         [&](std::size_t k) -> const FrameRow& { return fn->rows[k].row; },
+                         [&](std::size_t k) { return fn->rows[k].translation; })
+                   : enc.add(f);
+      if (!ok) enc_error = ok.error();
       ++functions_out;
     }));
     if (!*g_at) {
