@@ -207,7 +207,9 @@ constexpr std::uint16_t kFpRaRule =
 /// PC in the generated map of a module with its own SFrame then costs one
 /// lookup in each map, not two in the native one). The range is tested
 /// again here rather than passed: a flag live through the caller's frame
-/// loop cost its frames more than the test costs here.
+/// loop cost its frames more than the test costs here. Where the returned
+/// slot's bucket rule answers (bucket_rule_at()), `bits` is set to it and
+/// `id` to its row: the caller steps the rule from the bits.
 [[gnu::always_inline]] inline const detail::ModuleHint::Slot* cold_lookup(const Table& table, ColdHint& hint,
                                                                           std::uint64_t pcv, std::uint64_t lpc,
                                                                           std::uint32_t& id,
