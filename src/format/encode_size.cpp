@@ -92,7 +92,9 @@ bool unroll_period(const std::vector<RowSpec>& period, std::uint32_t rep, std::u
     // later one adds none either (a period of one repeated row).
     if (out.size() == before) break;
   }
-  return true;
+  // A function of size 0 unrolls to no row: nothing a caller can join
+  // (it reads the first unrolled row).
+  return !out.empty();
 }
 
 }  // namespace detail
