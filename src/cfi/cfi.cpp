@@ -519,24 +519,37 @@ Expected<SectionSpec> section_header(const elf::ElfFile& file, Version version, 
   return section_header(*abi, version, section_address);
 }
 
-Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
-                                       const std::function<void(const FunctionSpec&)>& out) {
+namespace {
+
+// What generation reads of a linked file: its ABI, CFI sections and PLTs.
+struct FileCfi {
+  Abi abi;
+  std::vector<CfiSource> sources;
+  std::vector<PltSection> plts;
+};
+
+Expected<FileCfi> file_cfi(const elf::ElfFile& file) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
   if (!srcs) return Unexpected{srcs.error()};
-  const std::vector<PltSection> plts = plt_sections(file);
-  return for_each_generated(*srcs, *abi, version, section_address, plts, out);
+  return FileCfi{*abi, std::move(*srcs), plt_sections(file)};
+}
+
+}  // namespace
+
+Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
+                                       const std::function<void(const FunctionSpec&)>& out) {
+  auto in = file_cfi(file);
+  if (!in) return Unexpected{in.error()};
+  return for_each_generated(in->sources, in->abi, version, section_address, in->plts, out);
 }
 
 Expected<Generated> for_each_translated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                         const TranslatedSink& out) {
-  const auto abi = abi_of(file.info());
-  if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
-  auto srcs = cfi_sources(file);
-  if (!srcs) return Unexpected{srcs.error()};
-  const std::vector<PltSection> plts = plt_sections(file);
-  return for_each_translated(*srcs, *abi, version, section_address, plts, out);
+  auto in = file_cfi(file);
+  if (!in) return Unexpected{in.error()};
+  return for_each_translated(in->sources, in->abi, version, section_address, in->plts, out);
 }
 
 Expected<Generated> generate(const elf::ElfFile& file, Version version, std::uint64_t section_address) {
