@@ -15,6 +15,7 @@
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
+#include "sframe/process.hpp"
 
 namespace {
 
@@ -131,6 +132,88 @@ TEST(CfiRowsInPlace, TaggedRowsIndexAsUntagged) {
     }
     EXPECT_EQ(bad, 0u) << lib;
     std::printf("%s: %zu rows, %zu PCs found alike tagged and untagged\n", lib, rows, pcs.size());
+  }
+}
+
+
+// ModuleUnwindOptions::merge_own, as backtrace_init() asks it: an own
+// section lacking functions (crt1's _start, gas leaving out the functions
+// whose CFI it cannot express, e.g. stack realignment) and the generated
+// ones in one RowIndex as primary(). Truth for the own section's functions:
+// its decoded FREs (which the golden tests hold to objdump --sframe), at the
+// first and last byte of each; for the others: libdw's rows, as above. Both
+// GNU section versions of the corpus, linked by ld.
+TEST(CfiRowsInPlace, MergedOwnIndexAnswersAsOwnSectionAndLibdw) {
+  for (const char* name : {"x86_64-v3-linked/cxx", "x86_64-v3-linked/realign", "x86_64-v2-linked/cxx",
+                           "x86_64-v2-linked/realign"}) {
+    const std::string file = std::string(SFRAMEPP_SHARED_DIR) + "/corpus/" + name;
+    auto f = elf::ElfFile::open(file);
+    ASSERT_TRUE(f) << file;
+    const Expected<elf::SFrameSectionData> own = f->sframe_section();
+    ASSERT_TRUE(own) << file;
+    const Expected<Section> sec = Section::parse(own->bytes, own->address);
+    ASSERT_TRUE(sec) << file;
+    const cfi::ModuleImage img = process::module_image(*f, own);
+    cfi::ModuleUnwindOptions opt;
+    opt.fde_index_with_rows = false;
+    opt.merge_own = true;
+    cfi::ModuleUnwind merged = cfi::ModuleUnwind::build(img, opt);
+    opt.merge_own = false;
+    cfi::ModuleUnwind apart = cfi::ModuleUnwind::build(img, opt);
+    ASSERT_EQ(merged.source(), cfi::ModuleSource::kNative) << file << ": " << merged.reason();
+    ASSERT_TRUE(merged.generate(*f)) << file << ": " << merged.reason();
+    ASSERT_TRUE(apart.generate(*f)) << file << ": " << apart.reason();
+    // Without the option, the lacking functions go to extra(), as before.
+    ASSERT_TRUE(apart.extra().usable()) << file << ": " << apart.reason();
+    EXPECT_GT(merged.extra_functions(), 0u) << file;
+    EXPECT_EQ(merged.extra_functions(), apart.extra_functions()) << file;
+    EXPECT_FALSE(merged.extra().usable()) << file << ": " << merged.reason();
+    const cfi::UnwindSection& m = merged.primary();
+    ASSERT_TRUE(m.rows) << file << ": " << merged.reason();
+    std::size_t checked = 0, bad = 0;
+    std::string first;
+    const auto check = [&](std::uint64_t pc, const FrameRow& want, bool signal, const char* from) {
+      ++checked;
+      const Expected<RowMatch> got = m.rows->find(pc);
+      if ((!got || got->row != want || got->signal != signal) && bad++ == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "0x%llx (%s): %s", static_cast<unsigned long long>(pc), from,
+                      got ? "row differs" : "not covered");
+        first = buf;
+      }
+    };
+    for (std::uint32_t i = 0; i < sec->header().num_fdes; ++i) {
+      const Expected<Fde> fde = sec->fde(i);
+      ASSERT_TRUE(fde) << file;
+      std::vector<std::pair<std::uint64_t, FrameRow>> rows;
+      for (const auto& fre : sec->fres(*fde)) {
+        ASSERT_TRUE(fre) << file;
+        const Expected<FrameRow> row = sec->row(*fde, *fre);
+        ASSERT_TRUE(row) << file;
+        rows.push_back({fde->start_pc + fre->start_offset, *row});
+      }
+      for (std::size_t k = 0; k < rows.size(); ++k) {
+        const std::uint64_t end = k + 1 < rows.size() ? rows[k + 1].first : fde->start_pc + fde->size;
+        check(rows[k].first, rows[k].second, fde->signal, "own FRE, first byte");
+        check(end - 1, rows[k].second, fde->signal, "own FRE, last byte");
+      }
+    }
+    const std::size_t own_checked = checked;
+    auto ok = cfi::libdw_functions(*f, [&](const cfi::Function& fn) {
+      if (fn.rows.empty() || apart.primary().covers(fn.start)) return;
+      for (const auto& r : fn.rows)
+        if (r.reason != cfi::Reason::kNone) return;  // no SFrame form: not generated
+      for (const cfi::Row& want : fn.rows) {
+        check(want.start, want.row, want.signal, "libdw row, first byte");
+        check(want.end - 1, want.row, want.signal, "libdw row, last byte");
+      }
+    });
+    ASSERT_TRUE(ok) << file;
+    EXPECT_GT(own_checked, 20u) << file;
+    EXPECT_GE(checked - own_checked, 2u) << file << ": no generated function compared (crt1's _start)";
+    EXPECT_EQ(bad, 0u) << file << ": first at " << first;
+    std::printf("%s: %zu own and %zu generated row ends found in the one index\n", name, own_checked,
+                checked - own_checked);
   }
 }
 

@@ -464,6 +464,11 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
 /// every FDE with every row, and the layout details kPreserve needs.
 Expected<SectionSpec> to_spec(const Section& s);
 
+/// to_spec()'s model of one FDE `f` of `s` (every row, and the layout
+/// details kPreserve needs) into `out`, whose vectors are reused (cleared
+/// first). Errors: the decoding error of an FRE or its row (FormatErrc).
+Expected<void> to_function_spec(const Section& s, const Fde& f, FunctionSpec& out);
+
 }  // namespace sframe
 
 #pragma GCC visibility pop

@@ -134,6 +134,18 @@ struct ModuleUnwindOptions {
   /// section). For callers that look generated FDEs up only through the
   /// unwinder's Module (`sframe perf script`).
   bool per_fde_rows = false;
+  /// With fde_index_with_rows off (rows straight into a RowIndex) and a
+  /// usable own section that lacks functions: generate() puts the own
+  /// section's functions and the generated ones into one RowIndex, which
+  /// becomes primary() (extra() stays empty, source() kNative), so that a
+  /// lookup reads one index whichever of the two a function comes from.
+  /// The rules are those of primary() + extra(): generated functions are
+  /// only those the own section lacks. Where the two overlap (a RowIndex
+  /// cannot hold that) or the own section's functions do not go into a
+  /// RowIndex, they stay apart as without this option. For the in-process
+  /// backtrace, whose walk otherwise looks a function the own section
+  /// lacks (e.g. a `main` with CFI gas gives no SFrame FDE) up twice.
+  bool merge_own = false;
 };
 
 /// Where a module's primary unwind information comes from.
@@ -259,9 +271,11 @@ class ModuleUnwind {
   /// one (kGenerated); not usable for kNone.
   const UnwindSection& primary() const noexcept { return primary_; }
   /// For kNative: SFrame generated for the .eh_frame functions the own
-  /// section lacks (empty when there are none).
+  /// section lacks (empty when there are none, and when
+  /// ModuleUnwindOptions::merge_own put them into primary()).
   const UnwindSection& extra() const noexcept { return extra_; }
-  /// Functions in extra().
+  /// Functions generated beside the own section: in extra(), or merged
+  /// into primary() (ModuleUnwindOptions::merge_own).
   std::size_t extra_functions() const noexcept { return extra_functions_; }
   /// Link-time ranges of the signal trampolines found in the code bytes.
   std::span<const AddressRange> trampolines() const noexcept { return trampolines_; }
@@ -285,6 +299,7 @@ class ModuleUnwind {
   Version version_ = Version::kV3;
   bool fde_index_with_rows_ = true;
   bool per_fde_rows_ = false;
+  bool merge_own_ = false;
   std::vector<AddressRange> trampolines_;
   std::string reason_;
 

@@ -181,6 +181,21 @@ std::uint64_t datarel(std::uint64_t address, const std::byte* p) {
   return address + static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(load_u32(p))));
 }
 
+// Every function of section `s` into `b` (ModuleUnwindOptions::merge_own),
+// as to_spec() models them: false at the first FDE or FRE that does not
+// decode or function the builder refuses (e.g. an FRE past its function's
+// end, which RowIndex::build() ignores): the caller then starts again
+// without them. One FunctionSpec reused, its vectors keeping their
+// capacity.
+bool add_section_functions(const Section& s, RowIndex::Builder& b) {
+  FunctionSpec fn;
+  for (std::uint32_t i = 0; i < s.header().num_fdes; ++i) {
+    Expected<Fde> f = s.fde(i);
+    if (!f || !to_function_spec(s, *f, fn) || !b.add(fn)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address,
@@ -255,6 +270,7 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   m.version_ = opt.version;
   m.fde_index_with_rows_ = opt.fde_index_with_rows;
   m.per_fde_rows_ = opt.per_fde_rows;
+  m.merge_own_ = opt.merge_own;
   m.trampolines_ = find_sigreturn_code(image.code);
   std::string own_note;
   if (!image.sframe.empty() && !opt.ignore_own) {
@@ -367,6 +383,11 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
         [&](std::size_t k) -> const FrameRow& { return rows[k].row; },
         [&](std::size_t k) { return rows[k].translation; });
   };
+  // ModuleUnwindOptions::merge_own: the own section's functions go in
+  // first; the translator's then keeps only those it lacks, as for extra().
+  bool merged = direct && has_native && merge_own_ && primary_.section->abi() == abi &&
+                add_section_functions(*primary_.section, built);
+  if (direct && has_native && merge_own_ && !merged) built = RowIndex::Builder();
   Expected<Generated> gen = direct ? translate(build_direct) : encode_all();
   if (!gen) return fail(gen.error(), "no usable CFI");
   if (add_error) return fail(*add_error, "generated SFrame does not encode");
@@ -384,6 +405,21 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
     // unwind, not an error.
     reason_ = before + "; its CFI has no FDEs";
     return {};
+  }
+  if (merged) {
+    UnwindSection one;
+    if (one.assign_rows(built, abi, version_, section_address)) {
+      primary_ = std::move(one);
+      reason_ = "own SFrame section; " + std::to_string(extra_functions_) +
+                " .eh_frame functions it lacks generated (one index with it)";
+      return {};
+    }
+    // Functions of the two that overlap: the generated ones apart, in
+    // extra(), as without merge_own.
+    built = RowIndex::Builder();
+    gen = translate(build_direct);
+    if (!gen) return fail(gen.error(), "no usable CFI");
+    if (add_error) return fail(*add_error, "generated SFrame does not encode");
   }
   UnwindSection& target = has_native ? extra_ : primary_;
   if (direct && !target.assign_rows(built, abi, version_, section_address)) {

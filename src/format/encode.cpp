@@ -748,6 +748,31 @@ Expected<SectionSpec> merge(const std::vector<SectionSpec>& inputs, std::uint64_
   return out;
 }
 
+Expected<void> to_function_spec(const Section& s, const Fde& f, FunctionSpec& fn) {
+  fn.start_pc = f.start_pc;
+  fn.size = f.size;
+  fn.pc_type = f.pc_type;
+  fn.fde_type = f.fde_type;
+  // v1 has no block size; its PC-mask FDEs are x86-64 PLTs of 16 bytes.
+  fn.rep_size = (s.header().version == Version::kV1 && f.pc_type == PcType::kMask) ? 16 : f.rep_size;
+  fn.signal = f.signal;
+  fn.pauth_key = f.pauth_key;
+  fn.fre_type = f.fre_type;
+  fn.fre_offset = f.fre_offset;
+  fn.rows.clear();
+  fn.dataword_sizes.clear();
+  fn.dataword_counts.clear();
+  for (const auto& fre : s.fres(f)) {
+    if (!fre) return Unexpected{fre.error()};
+    auto row = s.row(f, *fre);
+    if (!row) return Unexpected{row.error()};
+    fn.rows.push_back({fre->start_offset, *row});
+    fn.dataword_sizes.push_back(fre->dataword_size);
+    fn.dataword_counts.push_back(fre->dataword_count);
+  }
+  return {};
+}
+
 Expected<SectionSpec> to_spec(const Section& s) {
   SectionSpec spec;
   const Header& h = s.header();
@@ -763,24 +788,7 @@ Expected<SectionSpec> to_spec(const Section& s) {
     auto f = s.fde(i);
     if (!f) return Unexpected{f.error()};
     FunctionSpec fn;
-    fn.start_pc = f->start_pc;
-    fn.size = f->size;
-    fn.pc_type = f->pc_type;
-    fn.fde_type = f->fde_type;
-    // v1 has no block size; its PC-mask FDEs are x86-64 PLTs of 16 bytes.
-    fn.rep_size = (h.version == Version::kV1 && f->pc_type == PcType::kMask) ? 16 : f->rep_size;
-    fn.signal = f->signal;
-    fn.pauth_key = f->pauth_key;
-    fn.fre_type = f->fre_type;
-    fn.fre_offset = f->fre_offset;
-    for (const auto& fre : s.fres(*f)) {
-      if (!fre) return Unexpected{fre.error()};
-      auto row = s.row(*f, *fre);
-      if (!row) return Unexpected{row.error()};
-      fn.rows.push_back({fre->start_offset, *row});
-      fn.dataword_sizes.push_back(fre->dataword_size);
-      fn.dataword_counts.push_back(fre->dataword_count);
-    }
+    if (auto ok = to_function_spec(s, *f, fn); !ok) return Unexpected{ok.error()};
     spec.functions.push_back(std::move(fn));
   }
   return spec;

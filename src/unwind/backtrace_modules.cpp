@@ -144,6 +144,10 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
   // The walk looks up through the RowIndex where there is one (rules.cpp):
   // an FdeIndex beside it would be 12 bytes per FDE never read.
   uo.fde_index_with_rows = false;
+  // A function the own section lacks (a `main` whose CFI gas gives no SFrame
+  // FDE, crt1's _start) is then found in the module's one index, not looked
+  // up there and then in the extra map's.
+  uo.merge_own = true;
   if (defer) {
     // Left to the background generator with no byte of the module read.
     // Even the .eh_frame_hdr header (does it list any FDE?) would fault its
