@@ -182,4 +182,71 @@ TEST(CfiReader, HostileInputIsBounded) {
   }
 }
 
+
+// ModuleUnwindOptions::merge_own where an own function and a generated one
+// overlap (a RowIndex cannot hold both): the two stay apart, primary() the
+// own section and extra() the generated functions, as without the option;
+// without the overlap the same own section and CFI give one index. The own
+// section: [0x1000, 0x1040) CFA = SP + 8. The CFI: [0x1020, 0x1080) (its
+// last byte outside the own function, so generation keeps it) and
+// [0x2000, 0x2010), both CFA = SP + 8 with a push at +1 (CFA = SP + 16).
+TEST(CfiReader, MergeOwnKeepsOverlappingFunctionsApart) {
+  SectionSpec own = cfi::section_header(Abi::kAmd64Little, Version::kV3, 0x9000);
+  FunctionSpec f;
+  f.start_pc = 0x1000;
+  f.size = 0x40;
+  FrameRow sp8;
+  sp8.cfa.kind = Rule::Kind::kExpr;
+  sp8.cfa.base = Rule::Base::kRegister;
+  sp8.cfa.regnum = 7;
+  sp8.cfa.offset = 8;
+  sp8.ra.kind = Rule::Kind::kExpr;
+  sp8.ra.base = Rule::Base::kCfa;
+  sp8.ra.deref = true;
+  sp8.ra.offset = -8;
+  f.rows = {{0, sp8}};
+  own.functions = {f};
+  Expected<std::vector<std::byte>> own_bytes = encode(own);
+  ASSERT_TRUE(own_bytes);
+  const auto cfi_with = [](std::uint64_t first) {
+    Bytes e;
+    x86_cie(e);
+    x86_fde(e, 0x4000, first, 0x60, {0x41, 0x0e, 16});  // +1: CFA rsp+16
+    x86_fde(e, 0x4000, 0x2000, 0x10, {0x41, 0x0e, 16});
+    e.word(0, 4);
+    return e;
+  };
+  for (const bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapping" : "apart");
+    const Bytes e = cfi_with(overlap ? 0x1020 : 0x1800);
+    cfi::ModuleImage img;
+    img.sframe = *own_bytes;
+    img.sframe_address = 0x9000;
+    cfi::ModuleUnwindOptions opt;
+    opt.fde_index_with_rows = false;
+    opt.merge_own = true;
+    cfi::ModuleUnwind m = cfi::ModuleUnwind::build(img, opt);
+    ASSERT_EQ(m.source(), cfi::ModuleSource::kNative) << m.reason();
+    cfi::CfiSource src{e.b, 0x4000};
+    ASSERT_TRUE(m.generate(src, Abi::kAmd64Little, 0)) << m.reason();
+    EXPECT_EQ(m.extra_functions(), 2u) << m.reason();
+    ASSERT_TRUE(m.primary().rows) << m.reason();
+    const RowIndex& p = *m.primary().rows;
+    // The own function's row, from the own section either way.
+    const Expected<RowMatch> own_row = p.find(0x1010);
+    ASSERT_TRUE(own_row);
+    EXPECT_EQ(own_row->row.cfa.offset, 8);
+    const RowIndex* gen = overlap ? (m.extra().rows ? &*m.extra().rows : nullptr) : &p;
+    ASSERT_NE(gen, nullptr) << m.reason();
+    EXPECT_EQ(m.extra().usable(), overlap) << m.reason();
+    // The generated function after its push, in extra() or in the one index.
+    const Expected<RowMatch> pushed = gen->find(0x2005);
+    ASSERT_TRUE(pushed) << m.reason();
+    EXPECT_EQ(pushed->row.cfa.offset, 16);
+    if (overlap) {
+      EXPECT_FALSE(p.find(0x2005)) << "the own section's index holds a generated function";
+    }
+  }
+}
+
 }  // namespace
