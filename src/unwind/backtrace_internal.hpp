@@ -149,7 +149,7 @@ inline constexpr std::size_t kCacheEntries = 4096;
 /// Depths the memo covers; deeper frames go through the cache alone.
 inline constexpr std::size_t kMemoDepth = 256;
 
-/// A rule as the straight run (see backtrace.cpp) takes it, coded in one
+/// A rule as the straight run (backtrace_entry.cpp) takes it, coded in one
 /// int64 so that the common frame costs one load and one sign test:
 ///  - > 0: a plain frame: CFA = SP + code (16 .. 2^31 - 1 bytes), RA at
 ///    CFA - 8, FP unchanged;
@@ -259,7 +259,7 @@ struct Memo {
 /// A slot holding no PC (size 0): where a ColdHint starts.
 inline constexpr detail::ModuleHint::Slot kNoSlot{};
 
-/// The modules the cold run's last lookups found (backtrace.cpp,
+/// The modules the cold run's last lookups found (fast_runs.hpp,
 /// cold_run() and cold_lookup()): pointers into the table's prebuilt slots
 /// (a module switch costs a pointer, not a Slot copy), the last two of the
 /// native map (a walk alternates between a program and libc) and the last

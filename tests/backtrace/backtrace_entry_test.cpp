@@ -538,7 +538,7 @@ TEST_P(BacktraceEntryTest, AssemblyRunEqualsExecutor) {
   for (const std::string& s : d.diffs) ADD_FAILURE() << s;
 }
 
-// The cold run (cold_run in backtrace.cpp: the first walk after a flush)
+// The cold run (cold_run in fast_runs.hpp: the first walk after a flush)
 // against the general loop, over the same cases as AssemblyRunEqualsExecutor
 // (the real stack, its end lowered into the chain, hostile frame pointers,
 // random words in the callers' frames): the same frames, stop reason and
