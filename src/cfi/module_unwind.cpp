@@ -385,9 +385,9 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   };
   // ModuleUnwindOptions::merge_own: the own section's functions go in
   // first; the translator's then keeps only those it lacks, as for extra().
-  bool merged = direct && has_native && merge_own_ && primary_.section->abi() == abi &&
-                add_section_functions(*primary_.section, built);
-  if (direct && has_native && merge_own_ && !merged) built = RowIndex::Builder();
+  const bool merge = direct && has_native && merge_own_;
+  const bool merged = merge && primary_.section->abi() == abi && add_section_functions(*primary_.section, built);
+  if (merge && !merged) built = RowIndex::Builder();
   Expected<Generated> gen = direct ? translate(build_direct) : encode_all();
   if (!gen) return fail(gen.error(), "no usable CFI");
   if (add_error) return fail(*add_error, "generated SFrame does not encode");
