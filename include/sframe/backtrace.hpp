@@ -29,7 +29,7 @@
 // wanting the call instruction should look up RA-1 for return addresses.
 //
 // x86-64 Linux only (the SFrame ABI the machine runs); elsewhere every walk
-// returns 0 frames with BacktraceStop::kUnsupported.
+// returns 0 frames with StopReason::kUnsupported.
 #pragma once
 // Exported from libsframepp.so, which builds with hidden visibility.
 #pragma GCC visibility push(default)
@@ -43,40 +43,26 @@
 
 #include "sframe/error.hpp"
 #include "sframe/format.hpp"
+#include "sframe/stop_reason.hpp"
 
 struct ucontext_t;
 
 namespace sframe {
 
-/// Why a backtrace ended.
-#define SFRAME_BACKTRACE_STOPS(X)                                                                         \
-  X(kOutermost, "reached the outermost frame (RA undefined in _start or a thread's start routine)")     \
-  X(kBufferFull, "the output span is full")                                                              \
-  X(kNoSFrameForPc, "no module or no SFrame FDE covers the PC, and the frame-pointer fallback failed")   \
-  X(kCfaNotIncreasing, "the CFA did not move up the stack")                                              \
-  X(kUnreadableMemory, "a stack read hit memory that is not mapped (or, on a registered thread other than main, fell outside its stack)") \
-  X(kBadRule, "the SFrame rule could not be evaluated or failed to decode")                             \
-  X(kZeroPc, "the recovered return address is 0")                                                        \
-  X(kNotInitialized, "backtrace_init() has not run (the ucontext_t variant never initialises)")         \
-  X(kNoStackBounds, "no longer reported (unregistered threads walk with checked reads)")                 \
-  X(kUnsupported, "not x86-64 Linux")                                                                    \
-  X(kReadCheckRefused, "a read outside the known stack needed process_vm_readv, which the kernel refused (seccomp)")
-enum class BacktraceStop : std::uint8_t {
-#define SFRAME_X(name, msg) name,
-  SFRAME_BACKTRACE_STOPS(SFRAME_X)
-#undef SFRAME_X
-};
+/// Why a backtrace ended: the one stop vocabulary of every walk
+/// (sframe/stop_reason.hpp). The backtrace reports kDepthLimit when `out`
+/// is full, and beside the unwinder's reasons kNotInitialized,
+/// kUnsupported and kReadCheckRefused.
+using BacktraceStop = StopReason;
 
-/// Identifier of a stop reason, e.g. "kOutermost".
-std::string_view backtrace_stop_name(BacktraceStop r) noexcept;
-/// Short English description of a stop reason.
-std::string_view describe(BacktraceStop r) noexcept;
+/// Former name of stop_reason_name(), kept for source compatibility.
+inline std::string_view backtrace_stop_name(StopReason r) noexcept { return stop_reason_name(r); }
 
 /// Outcome of a walk.
 struct BacktraceResult {
   /// Addresses written to the output span.
   std::size_t size = 0;
-  BacktraceStop reason = BacktraceStop::kOutermost;
+  StopReason reason = StopReason::kOutermost;
   /// kUnreadableMemory: the address; kNoSFrameForPc/kBadRule: the lookup PC;
   /// kCfaNotIncreasing: the CFA; else 0.
   std::uint64_t address = 0;

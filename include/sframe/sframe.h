@@ -650,15 +650,34 @@ typedef struct sframe_frame {
   uint64_t reserved1;
 } sframe_frame;
 
-/* Why a walk ended (sframe_unwind_result.stop). */
+/*
+ * Why a walk ended: sframe_unwind_result.stop and sframe_backtrace_result.stop
+ * (libsframepp and libsframepp-backtrace share this one vocabulary, the C++
+ * sframe::StopReason of <sframe/stop_reason.hpp>, value for value).
+ */
 enum {
+  /** Reached the outermost frame (RA undefined: _start, a thread's start). */
   SFRAME_STOP_OUTERMOST = 0,
+  /** No module or no SFrame FDE covers the PC (and no frame-pointer step). */
   SFRAME_STOP_NO_SFRAME_FOR_PC = 1,
+  /** The CFA did not move up the stack (outside a signal frame). */
   SFRAME_STOP_CFA_NOT_INCREASING = 2,
+  /** A stack read failed. */
   SFRAME_STOP_UNREADABLE_MEMORY = 3,
+  /** The caller's frame buffer is full (the stack goes on). */
   SFRAME_STOP_DEPTH_LIMIT = 4,
+  /** A rule needs an unknown register, or the SFrame data failed to decode. */
   SFRAME_STOP_BAD_RULE = 5,
-  SFRAME_STOP_ZERO_PC = 6
+  /** The PC of frame 0 or a recovered return address is 0. */
+  SFRAME_STOP_ZERO_PC = 6,
+  /** Backtrace only: sframe_backtrace_init() has not run. */
+  SFRAME_STOP_NOT_INITIALIZED = 7,
+  /** Backtrace only: not x86-64 Linux. */
+  SFRAME_STOP_UNSUPPORTED = 8,
+  /** Backtrace only: a checked read (process_vm_readv) was refused (seccomp). */
+  SFRAME_STOP_READ_CHECK_REFUSED = 9,
+  /** Same as SFRAME_STOP_DEPTH_LIMIT. */
+  SFRAME_STOP_BUFFER_FULL = SFRAME_STOP_DEPTH_LIMIT
 };
 
 /** Outcome of a walk. 24 bytes. */
@@ -735,25 +754,27 @@ SFRAME_API sframe_status sframe_unwind(const sframe_unwinder *unwinder, const sf
  * In-process backtrace (libsframepp-backtrace; x86-64 Linux)
  * ---------------------------------------------------------------------- */
 
-/* Why a backtrace ended (sframe_backtrace_result.stop). */
-enum {
-  SFRAME_BT_OUTERMOST = 0,
-  SFRAME_BT_BUFFER_FULL = 1,
-  SFRAME_BT_NO_SFRAME_FOR_PC = 2,
-  SFRAME_BT_CFA_NOT_INCREASING = 3,
-  SFRAME_BT_UNREADABLE_MEMORY = 4,
-  SFRAME_BT_BAD_RULE = 5,
-  SFRAME_BT_ZERO_PC = 6,
-  SFRAME_BT_NOT_INITIALIZED = 7,
-  SFRAME_BT_UNSUPPORTED = 9,
-  SFRAME_BT_READ_CHECK_REFUSED = 10
-};
+/*
+ * Former names of the SFRAME_STOP_* values a backtrace reports, kept for
+ * source compatibility. Since 0.2.0 they equal the SFRAME_STOP_* values of
+ * the same name (0.1.0 numbered them apart: rebuild against this header).
+ */
+#define SFRAME_BT_OUTERMOST SFRAME_STOP_OUTERMOST
+#define SFRAME_BT_BUFFER_FULL SFRAME_STOP_DEPTH_LIMIT
+#define SFRAME_BT_NO_SFRAME_FOR_PC SFRAME_STOP_NO_SFRAME_FOR_PC
+#define SFRAME_BT_CFA_NOT_INCREASING SFRAME_STOP_CFA_NOT_INCREASING
+#define SFRAME_BT_UNREADABLE_MEMORY SFRAME_STOP_UNREADABLE_MEMORY
+#define SFRAME_BT_BAD_RULE SFRAME_STOP_BAD_RULE
+#define SFRAME_BT_ZERO_PC SFRAME_STOP_ZERO_PC
+#define SFRAME_BT_NOT_INITIALIZED SFRAME_STOP_NOT_INITIALIZED
+#define SFRAME_BT_UNSUPPORTED SFRAME_STOP_UNSUPPORTED
+#define SFRAME_BT_READ_CHECK_REFUSED SFRAME_STOP_READ_CHECK_REFUSED
 
 /** Outcome of a backtrace. 24 bytes. */
 typedef struct sframe_backtrace_result {
   /** Addresses written. */
   uint64_t count;
-  /** SFRAME_BT_*. */
+  /** SFRAME_STOP_*. */
   uint32_t stop;
   uint32_t reserved;
   /** Unreadable memory: the address; no SFrame / bad rule: the lookup PC;
@@ -796,7 +817,7 @@ SFRAME_API sframe_status sframe_backtrace_register_thread(void);
  * a signal trampoline (the exact interrupted PC), as glibc's backtrace()
  * reports. At most capacity - 1 entries when the stack is deeper (the
  * walk's slot for this function's own frame is used, then dropped);
- * result->stop is then SFRAME_BT_BUFFER_FULL. *result (may be NULL) gets
+ * result->stop is then SFRAME_STOP_DEPTH_LIMIT. *result (may be NULL) gets
  * the count and why the walk ended.
  * Before sframe_backtrace_init() has run, it runs it first (that first
  * call is not async-signal-safe).

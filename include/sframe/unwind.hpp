@@ -38,6 +38,7 @@
 #include "sframe/format.hpp"
 #include "sframe/lookup.hpp"
 #include "sframe/section.hpp"
+#include "sframe/stop_reason.hpp"  // IWYU pragma: export
 
 // The pieces, by concept (this header stays the one to include).
 #include "sframe/memory.hpp"     // IWYU pragma: export
@@ -230,45 +231,6 @@ struct Frame {
   std::uint64_t cfa = 0;
   std::uint8_t flags = 0;
 };
-
-/// Why a walk ended. The frame that could not be stepped over is the last
-/// frame written.
-#define SFRAME_STOP_REASONS(X)                                                                   \
-  X(kOutermost, "reached the outermost frame (RA undefined, errata 2)")                          \
-  X(kNoSFrameForPc, "no module or no SFrame FDE covers the PC")                                   \
-  X(kCfaNotIncreasing, "the CFA did not move up the stack")                                       \
-  X(kUnreadableMemory, "a stack read failed")                                                     \
-  X(kDepthLimit, "the frame buffer is full")                                                      \
-  X(kBadRule, "a rule needs an unknown register, or the SFrame data failed to decode")           \
-  X(kZeroPc, "the PC of frame 0 or a recovered return address is 0")
-enum class StopReason : std::uint8_t {
-#define SFRAME_X(name, msg) name,
-  SFRAME_STOP_REASONS(SFRAME_X)
-#undef SFRAME_X
-};
-
-/// Identifier of a stop reason, e.g. "kOutermost"; never null.
-constexpr std::string_view stop_reason_name(StopReason r) noexcept {
-  switch (r) {
-#define SFRAME_X(name, msg) \
-  case StopReason::name:    \
-    return #name;
-    SFRAME_STOP_REASONS(SFRAME_X)
-#undef SFRAME_X
-  }
-  return "unknown";
-}
-/// Short English description of a stop reason.
-constexpr std::string_view describe(StopReason r) noexcept {
-  switch (r) {
-#define SFRAME_X(name, msg) \
-  case StopReason::name:    \
-    return msg;
-    SFRAME_STOP_REASONS(SFRAME_X)
-#undef SFRAME_X
-  }
-  return "unknown";
-}
 
 /// Outcome of unwind().
 struct UnwindResult {

@@ -61,7 +61,10 @@ static_assert(static_cast<int>(StopReason::kOutermost) == SFRAME_STOP_OUTERMOST 
               static_cast<int>(StopReason::kUnreadableMemory) == SFRAME_STOP_UNREADABLE_MEMORY &&
               static_cast<int>(StopReason::kDepthLimit) == SFRAME_STOP_DEPTH_LIMIT &&
               static_cast<int>(StopReason::kBadRule) == SFRAME_STOP_BAD_RULE &&
-              static_cast<int>(StopReason::kZeroPc) == SFRAME_STOP_ZERO_PC);
+              static_cast<int>(StopReason::kZeroPc) == SFRAME_STOP_ZERO_PC &&
+              static_cast<int>(StopReason::kNotInitialized) == SFRAME_STOP_NOT_INITIALIZED &&
+              static_cast<int>(StopReason::kUnsupported) == SFRAME_STOP_UNSUPPORTED &&
+              static_cast<int>(StopReason::kReadCheckRefused) == SFRAME_STOP_READ_CHECK_REFUSED);
 static_assert(int{kFrameSignal} == int{SFRAME_FRAME_SIGNAL} && int{kFrameFpFallback} == int{SFRAME_FRAME_FP_FALLBACK} &&
               int{kFramePauthStripped} == int{SFRAME_FRAME_PAUTH_STRIPPED} &&
               int{kFrameFpValid} == int{SFRAME_FRAME_FP_VALID});

@@ -13,21 +13,14 @@ using sframe::capi::guarded;
 
 namespace {
 
-static_assert(static_cast<int>(BacktraceStop::kOutermost) == SFRAME_BT_OUTERMOST &&
-              static_cast<int>(BacktraceStop::kBufferFull) == SFRAME_BT_BUFFER_FULL &&
-              static_cast<int>(BacktraceStop::kNoSFrameForPc) == SFRAME_BT_NO_SFRAME_FOR_PC &&
-              static_cast<int>(BacktraceStop::kCfaNotIncreasing) == SFRAME_BT_CFA_NOT_INCREASING &&
-              static_cast<int>(BacktraceStop::kUnreadableMemory) == SFRAME_BT_UNREADABLE_MEMORY &&
-              static_cast<int>(BacktraceStop::kBadRule) == SFRAME_BT_BAD_RULE &&
-              static_cast<int>(BacktraceStop::kZeroPc) == SFRAME_BT_ZERO_PC &&
-              static_cast<int>(BacktraceStop::kNotInitialized) == SFRAME_BT_NOT_INITIALIZED &&
-              static_cast<int>(BacktraceStop::kUnsupported) == SFRAME_BT_UNSUPPORTED &&
-              static_cast<int>(BacktraceStop::kReadCheckRefused) == SFRAME_BT_READ_CHECK_REFUSED);
+// The stop reasons pass through unchanged: one vocabulary (sframe.h's
+// SFRAME_STOP_*, checked against StopReason in capi.cpp).
+static_assert(sizeof(StopReason) == 1);
 
 sframe_status finish(const BacktraceResult& r, sframe_backtrace_result* result) noexcept {
   if (result) *result = sframe_backtrace_result{r.size, static_cast<std::uint32_t>(r.reason), 0, r.address};
-  if (r.reason == BacktraceStop::kNotInitialized) return SFRAME_E_NOT_INITIALIZED;
-  if (r.reason == BacktraceStop::kUnsupported) return SFRAME_E_UNSUPPORTED;
+  if (r.reason == StopReason::kNotInitialized) return SFRAME_E_NOT_INITIALIZED;
+  if (r.reason == StopReason::kUnsupported) return SFRAME_E_UNSUPPORTED;
   return SFRAME_OK;
 }
 

@@ -708,6 +708,10 @@ struct Session::Impl {
       case StopReason::kUnreadableMemory: return "stack copy ends";
       case StopReason::kCfaNotIncreasing: return "CFA not increasing";
       case StopReason::kBadRule: return "rule needs an unknown register";
+      // The in-process backtrace's own reasons; no remote walk ends so.
+      case StopReason::kNotInitialized:
+      case StopReason::kUnsupported:
+      case StopReason::kReadCheckRefused: return describe(w.reason);
       case StopReason::kNoSFrameForPc: {
         const MapEntry* m = s.find(w.address);
         if (!m) return "no module (JIT or anonymous code)";

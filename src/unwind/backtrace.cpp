@@ -16,50 +16,10 @@
 #include "fast_runs.hpp"
 #include "stack_reader.hpp"
 
-namespace sframe {
-
-std::string_view backtrace_stop_name(BacktraceStop r) noexcept {
-  switch (r) {
-#define SFRAME_X(name, msg) \
-  case BacktraceStop::name: \
-    return #name;
-    SFRAME_BACKTRACE_STOPS(SFRAME_X)
-#undef SFRAME_X
-  }
-  return "unknown";
-}
-
-std::string_view describe(BacktraceStop r) noexcept {
-  switch (r) {
-#define SFRAME_X(name, msg) \
-  case BacktraceStop::name: \
-    return msg;
-    SFRAME_BACKTRACE_STOPS(SFRAME_X)
-#undef SFRAME_X
-  }
-  return "unknown";
-}
-
-}  // namespace sframe
-
 #if defined(__x86_64__) && defined(__linux__)
 
 namespace sframe::bt {
 namespace {
-
-
-BacktraceStop stop_of(StopReason r) noexcept {
-  switch (r) {
-    case StopReason::kOutermost: return BacktraceStop::kOutermost;
-    case StopReason::kNoSFrameForPc: return BacktraceStop::kNoSFrameForPc;
-    case StopReason::kCfaNotIncreasing: return BacktraceStop::kCfaNotIncreasing;
-    case StopReason::kUnreadableMemory: return BacktraceStop::kUnreadableMemory;
-    case StopReason::kDepthLimit: return BacktraceStop::kBufferFull;
-    case StopReason::kBadRule: return BacktraceStop::kBadRule;
-    case StopReason::kZeroPc: return BacktraceStop::kZeroPc;
-  }
-  return BacktraceStop::kBadRule;
-}
 
 // Announces a walk while a table is in use (see rebuild()): in the
 // thread's own counter when rebuild() uses membarrier(), else in the shared
@@ -203,7 +163,7 @@ class TableGuard {
       }
     }
     if (res.size == out.size()) {
-      res.reason = BacktraceStop::kBufferFull;
+      res.reason = StopReason::kDepthLimit;
       break;
     }
     const std::size_t depth = res.size;
@@ -294,7 +254,7 @@ class TableGuard {
         detail::CompactStep step;
         const detail::CompactStatus status = detail::apply_rule(rule, f, mem, Arch::kAmd64, nullptr, step);
         if (status != detail::CompactStatus::kStepped) [[unlikely]] {
-          res.reason = stop_of(detail::stop_reason(status));
+          res.reason = detail::stop_reason(status);
           res.address = status == detail::CompactStatus::kOutermost ? 0 : step.address;
           break;
         }
@@ -307,7 +267,7 @@ class TableGuard {
         regs_stale = true;
         pc = CodeAddress::return_address(step.ra);
         if (step.ra == 0) {
-          res.reason = BacktraceStop::kZeroPc;
+          res.reason = StopReason::kZeroPc;
           break;
         }
         continue;
@@ -325,7 +285,7 @@ class TableGuard {
     }
     detail::StepOutcome s = stepper.step(regs, pc);
     if (!s.stepped) {
-      res.reason = stop_of(s.reason);
+      res.reason = s.reason;
       res.address = s.address;
       break;
     }
@@ -333,7 +293,7 @@ class TableGuard {
     // CFA equals its handler's; the interrupted code may be on another stack).
     const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
     if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
-      res.reason = BacktraceStop::kCfaNotIncreasing;
+      res.reason = StopReason::kCfaNotIncreasing;
       res.address = s.cfa;
       break;
     }
@@ -344,23 +304,23 @@ class TableGuard {
     cur_fp = regs.dwarf[kFp];
     fp_ok = regs.has(kFp);
     if (!regs.has(kSp)) {
-      res.reason = BacktraceStop::kBadRule;
+      res.reason = StopReason::kBadRule;
       res.address = pc.value();
       break;
     }
     if (pc.value() == 0) {
-      res.reason = BacktraceStop::kZeroPc;
+      res.reason = StopReason::kZeroPc;
       break;
     }
   }
-  if (res.reason == BacktraceStop::kNoSFrameForPc) note_unknown_pc(*table, res.address);
+  if (res.reason == StopReason::kNoSFrameForPc) note_unknown_pc(*table, res.address);
   if (cache) {
     cache->hits += hits;
     // Whatever this walk inserted (here or through the Stepper) is there
     // for the next one.
     st->cache_empty = false;
   }
-  if (res.reason == BacktraceStop::kUnreadableMemory && mem.refused) res.reason = BacktraceStop::kReadCheckRefused;
+  if (res.reason == StopReason::kUnreadableMemory && mem.refused) res.reason = StopReason::kReadCheckRefused;
   // The main thread's stack, found mapped below its registered bottom by the
   // kernel (after an overflow, say): later walks read it directly. Only
   // pages joined to the registered range, and above the RLIMIT_STACK floor.
@@ -370,7 +330,7 @@ class TableGuard {
   return res;
 }
 
-inline void set_result(BacktraceResult& r, std::size_t size, BacktraceStop reason, std::uint64_t address = 0) noexcept {
+inline void set_result(BacktraceResult& r, std::size_t size, StopReason reason, std::uint64_t address = 0) noexcept {
   // Field by field: a whole-struct copy put together from separate stores
   // stalls store forwarding, which cost a fifth of a short walk.
   r.size = size;
@@ -408,7 +368,7 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
   TableGuard guard(st);
   const Table* table = guard.get();
   if (!table) {
-    set_result(r, 0, BacktraceStop::kNotInitialized);
+    set_result(r, 0, StopReason::kNotInitialized);
     return 0;
   }
   BacktraceResult from;
@@ -464,7 +424,7 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
     st->cache.hits += taken;
     st->cache.misses += looked_up;
     if (outermost || k == out.size()) {
-      set_result(r, k, outermost ? BacktraceStop::kOutermost : BacktraceStop::kBufferFull);
+      set_result(r, k, outermost ? StopReason::kOutermost : StopReason::kDepthLimit);
       std::atomic_signal_fence(std::memory_order_seq_cst);
       st->busy = 0;
       return k;
@@ -553,10 +513,10 @@ extern "C" std::size_t sframepp_backtrace_walk_on(void** out, std::size_t size, 
 #else  // not x86-64 Linux
 
 namespace sframe {
-BacktraceResult backtrace_ex(std::span<void*>, const ucontext_t*) noexcept { return {0, BacktraceStop::kUnsupported, 0}; }
+BacktraceResult backtrace_ex(std::span<void*>, const ucontext_t*) noexcept { return {0, StopReason::kUnsupported, 0}; }
 std::size_t backtrace(std::span<void*>, const ucontext_t*) noexcept { return 0; }
 BacktraceResult backtrace_from(std::span<void*>, std::uint64_t, std::uint64_t, std::uint64_t) noexcept {
-  return {0, BacktraceStop::kUnsupported, 0};
+  return {0, StopReason::kUnsupported, 0};
 }
 }  // namespace sframe
 

@@ -21,7 +21,7 @@
 #define SFPP_TS_STEP 0xc78
 #define SFPP_MEMO_DEPTH 256
 #define SFPP_STOP_OUTERMOST 0
-#define SFPP_STOP_BUFFER_FULL 1
+#define SFPP_STOP_DEPTH_LIMIT 4
 #define SFPP_STOP_ZERO_PC 6
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
@@ -34,12 +34,12 @@ static_assert(offsetof(sframe::bt::ThreadState, memo.key) == SFPP_TS_KEY);
 static_assert(offsetof(sframe::bt::ThreadState, memo.step) == SFPP_TS_STEP);
 #pragma GCC diagnostic pop
 static_assert(sframe::bt::kMemoDepth == SFPP_MEMO_DEPTH);
-static_assert(static_cast<int>(sframe::BacktraceStop::kBufferFull) == SFPP_STOP_BUFFER_FULL);
-static_assert(static_cast<int>(sframe::BacktraceStop::kOutermost) == SFPP_STOP_OUTERMOST);
+static_assert(static_cast<int>(sframe::StopReason::kDepthLimit) == SFPP_STOP_DEPTH_LIMIT);
+static_assert(static_cast<int>(sframe::StopReason::kOutermost) == SFPP_STOP_OUTERMOST);
 static_assert(sframe::bt::StraightCode::kOutermostBit == (std::int64_t{1} << 49));
-static_assert(static_cast<int>(sframe::BacktraceStop::kZeroPc) == SFPP_STOP_ZERO_PC);
+static_assert(static_cast<int>(sframe::StopReason::kZeroPc) == SFPP_STOP_ZERO_PC);
 static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::BacktraceResult, reason) == 8 &&
-              offsetof(sframe::BacktraceResult, address) == 16 && sizeof(sframe::BacktraceStop) == 1);
+              offsetof(sframe::BacktraceResult, address) == 16 && sizeof(sframe::StopReason) == 1);
 #define SFPP_STR2(x) #x
 #define SFPP_STR(x) SFPP_STR2(x)
 
@@ -174,7 +174,7 @@ sframepp_backtrace_here:
   jz .Lsfpp_zero_pc
   jmp sframepp_backtrace_walk_on
 .Lsfpp_full:
-  movb $)" SFPP_STR(SFPP_STOP_BUFFER_FULL) R"(, 8(%rdx)
+  movb $)" SFPP_STR(SFPP_STOP_DEPTH_LIMIT) R"(, 8(%rdx)
   movq $0, 16(%rdx)
   movq %r10, %rax
   ret
@@ -211,7 +211,7 @@ sframepp_backtrace_here:
 #else  // not x86-64 Linux
 
 extern "C" std::size_t sframepp_backtrace_here(void**, std::size_t, sframe::BacktraceResult* result) noexcept {
-  *result = {0, sframe::BacktraceStop::kUnsupported, 0};
+  *result = {0, sframe::StopReason::kUnsupported, 0};
   return 0;
 }
 

@@ -265,8 +265,8 @@ TEST_P(BacktraceEntryTest, CorruptedStackNeverCrashes) {
     ++reasons[static_cast<int>(r.reason)];
   }
   // Bad reads, not-increasing CFAs and unknown PCs must all have happened.
-  EXPECT_GT(reasons[static_cast<int>(sframe::BacktraceStop::kUnreadableMemory)], 0);
-  EXPECT_GT(reasons[static_cast<int>(sframe::BacktraceStop::kNoSFrameForPc)], 0);
+  EXPECT_GT(reasons[static_cast<int>(sframe::StopReason::kUnreadableMemory)], 0);
+  EXPECT_GT(reasons[static_cast<int>(sframe::StopReason::kNoSFrameForPc)], 0);
 }
 
 // Frame 0 with CFA = RBP + 16 and a hostile RBP, once walks with the real
@@ -282,7 +282,7 @@ TEST_P(BacktraceEntryTest, HostileFramePointerAtFrameZero) {
   for (int i = 0; i < 3; ++i) {
     good = sfpp_test_walk_with_fp(out, 64, &r, 0);
     EXPECT_EQ(r.size, good);
-    EXPECT_EQ(r.reason, sframe::BacktraceStop::kOutermost) << sframe::describe(r.reason);
+    EXPECT_EQ(r.reason, sframe::StopReason::kOutermost) << sframe::describe(r.reason);
   }
   ASSERT_GT(good, 3u);
   int probe = 0;
@@ -293,7 +293,7 @@ TEST_P(BacktraceEntryTest, HostileFramePointerAtFrameZero) {
     const std::size_t n = sfpp_test_walk_with_fp(out, 64, &r, fp);
     EXPECT_EQ(n, 1u) << std::hex << fp;
     EXPECT_EQ(r.size, 1u);
-    EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory) << sframe::describe(r.reason);
+    EXPECT_EQ(r.reason, sframe::StopReason::kUnreadableMemory) << sframe::describe(r.reason);
   }
   // And the memo still serves the real frame pointer.
   EXPECT_EQ(sfpp_test_walk_with_fp(out, 64, &r, 0), good);
@@ -312,7 +312,7 @@ struct BoundedRun {
   bool walked = false;
   std::size_t full = 0;
   std::size_t sizes[kBounded] = {};
-  sframe::BacktraceStop reasons[kBounded] = {};
+  sframe::StopReason reasons[kBounded] = {};
   bool prefix[kBounded] = {};
 };
 
@@ -373,7 +373,7 @@ TEST_P(BacktraceEntryTest, StackEndBoundsTheStraightRun) {
   for (int j = 0; j < BoundedRun::kBounded; ++j) {
     SCOPED_TRACE(BoundedRun::kFrames[j]);
     EXPECT_EQ(b.sizes[j], static_cast<std::size_t>(BoundedRun::kFrames[j] + 1));
-    EXPECT_EQ(b.reasons[j], sframe::BacktraceStop::kUnreadableMemory) << sframe::describe(b.reasons[j]);
+    EXPECT_EQ(b.reasons[j], sframe::StopReason::kUnreadableMemory) << sframe::describe(b.reasons[j]);
     EXPECT_TRUE(b.prefix[j]);
   }
 }
@@ -382,14 +382,14 @@ TEST_P(BacktraceEntryTest, ReasonsAreReported) {
   void* one[1];
   const sframe::BacktraceResult full = sframe::backtrace_ex(one);
   EXPECT_EQ(full.size, 1u);
-  EXPECT_EQ(full.reason, sframe::BacktraceStop::kBufferFull);
+  EXPECT_EQ(full.reason, sframe::StopReason::kDepthLimit);
   // A heap "stack" is never read.
   std::vector<std::uint64_t> heap(16, 0);
   void* out[8];
   const auto r = sframe::backtrace_from(out, reinterpret_cast<std::uint64_t>(&capture) + 8,
                                         reinterpret_cast<std::uint64_t>(heap.data()), 0);
   EXPECT_EQ(r.size, 1u);
-  EXPECT_EQ(r.reason, sframe::BacktraceStop::kUnreadableMemory);
+  EXPECT_EQ(r.reason, sframe::StopReason::kUnreadableMemory);
 }
 
 // --- the assembly's straight run against the C++ rule executor ---
@@ -452,7 +452,7 @@ void compare_both(Differential& d, const char* what, std::uint64_t detail, std::
     sfpp_test_both(a, kMax, &ra, fp, b, &rb);
   }
   ++d.compared;
-  if (ra.reason != sframe::BacktraceStop::kOutermost) ++d.stopped_early;
+  if (ra.reason != sframe::StopReason::kOutermost) ++d.stopped_early;
   const bool same = ra.size == rb.size && ra.reason == rb.reason && ra.address == rb.address &&
                     std::equal(a, a + ra.size, b);
   if (!same && d.diffs.size() < 8) {
@@ -461,9 +461,9 @@ void compare_both(Differential& d, const char* what, std::uint64_t detail, std::
                                           : "%s (0x%llx): asm %zu frames %s @0x%llx, C++ %zu frames %s @0x%llx",
                   what,
                   static_cast<unsigned long long>(detail), ra.size,
-                  std::string(sframe::backtrace_stop_name(ra.reason)).c_str(),
+                  std::string(sframe::stop_reason_name(ra.reason)).c_str(),
                   static_cast<unsigned long long>(ra.address), rb.size,
-                  std::string(sframe::backtrace_stop_name(rb.reason)).c_str(),
+                  std::string(sframe::stop_reason_name(rb.reason)).c_str(),
                   static_cast<unsigned long long>(rb.address));
     d.diffs.push_back(std::string(buf) + (d.cold ? "\ncold:\n" : "\nasm:\n") + dump(std::vector<void*>(a, a + ra.size)) +
                       (d.cold ? "general:\n" : "C++:\n") + dump(std::vector<void*>(b, b + rb.size)));

@@ -349,7 +349,7 @@ TEST(BacktraceModules, DebugFrameOnlyLibraryIsWalked) {
   Dl_info info{};
   ASSERT_TRUE(dladdr(static_cast<char*>(df::g_frames[k + 3]) - 1, &info));
   EXPECT_EQ(real(info.dli_fname), real("/proc/self/exe")) << all;
-  EXPECT_EQ(df::g_result.reason, sframe::BacktraceStop::kOutermost) << all;
+  EXPECT_EQ(df::g_result.reason, sframe::StopReason::kOutermost) << all;
   dlclose(h);
   EXPECT_TRUE(sframe::backtrace_refresh());
 }

@@ -75,7 +75,7 @@ struct RawTraces {
   void* libunwind[kMax];
   void* from_uc[kMax];
   int n_ours, n_glibc, n_libunwind, n_uc;
-  sframe::BacktraceStop reason, uc_reason;
+  sframe::StopReason reason, uc_reason;
   std::uint64_t uc_pc;
 };
 
@@ -156,7 +156,7 @@ void expect_all_agree(const Traces& t, std::size_t min_frames) {
   expect_same(t.libunwind, t.glibc, 1, "glibc (libunwind vs glibc)");
   expect_same(t.ours, t.glibc, 1, "glibc backtrace()");
   expect_same(t.ours, t.libunwind, 1, "unw_backtrace");
-  EXPECT_EQ(t.result.reason, sframe::BacktraceStop::kOutermost) << sframe::describe(t.result.reason);
+  EXPECT_EQ(t.result.reason, sframe::StopReason::kOutermost) << sframe::describe(t.result.reason);
 }
 
 // ----- call chains ---------------------------------------------------------

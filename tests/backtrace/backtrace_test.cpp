@@ -174,7 +174,7 @@ void check_signal_traces(const RawTraces& raw, std::size_t min_frames) {
   ASSERT_NE(at, t.glibc.end()) << "interrupted PC not in glibc's trace\n" << dump(t.glibc);
   const std::vector<void*> suffix(at, t.glibc.end());
   expect_same(uc, suffix, 0, "glibc's trace from the interrupted PC");
-  EXPECT_EQ(raw.uc_reason, sframe::BacktraceStop::kOutermost) << sframe::describe(raw.uc_reason);
+  EXPECT_EQ(raw.uc_reason, sframe::StopReason::kOutermost) << sframe::describe(raw.uc_reason);
 }
 
 void install(int sig, void (*fn)(int, siginfo_t*, void*), bool altstack) {
@@ -266,7 +266,7 @@ TEST_P(BacktraceTest, DlopenNeedsRefresh) {
   fn(5, store_capture, &stale);
   // Before the refresh the library is unknown: the walk must end there (or
   // be carried on, wrongly, by the frame-pointer fallback), never crash.
-  EXPECT_TRUE(stale.result.reason != sframe::BacktraceStop::kOutermost || stale.ours.size() != stale.glibc.size())
+  EXPECT_TRUE(stale.result.reason != sframe::StopReason::kOutermost || stale.ours.size() != stale.glibc.size())
       << dump(stale.ours);
   ASSERT_TRUE(sframe::backtrace_refresh());
   EXPECT_EQ(sframe::backtrace_stats().modules, modules + 1);
@@ -314,9 +314,9 @@ void on_prof(int, siginfo_t*, void*) {
   void* ours[kMax];
   const sframe::BacktraceResult r = sframe::backtrace_ex(std::span<void*>(ours, kMax));
   const int n = static_cast<int>(r.size);
-  bool same = r.reason == sframe::BacktraceStop::kOutermost && n > ref->n;
+  bool same = r.reason == sframe::StopReason::kOutermost && n > ref->n;
   for (int i = 0; same && i < ref->n; ++i) same = ours[n - ref->n + i] == ref->frames[i];
-  if (!same && g_prof_v2.load() && r.reason == sframe::BacktraceStop::kNoSFrameForPc) {
+  if (!same && g_prof_v2.load() && r.reason == sframe::StopReason::kNoSFrameForPc) {
     const int k = g_prof_gaps.fetch_add(1);
     if (k < 16) g_prof_gap_pcs[k] = r.address;
     return;
@@ -361,7 +361,7 @@ TEST_P(BacktraceTest, SignalsDuringRefresh) {
       void* out[kMax];
       const sframe::BacktraceResult r = sframe::backtrace_ex(std::span<void*>(out, kMax));
       const int n = static_cast<int>(r.size);
-      bool same = r.reason == sframe::BacktraceStop::kOutermost && n > ref->n;
+      bool same = r.reason == sframe::StopReason::kOutermost && n > ref->n;
       for (int i = 0; same && i < ref->n; ++i) same = out[n - ref->n + i] == ref->frames[i];
       if (!same) g_walk_bad.fetch_add(1);
     }
@@ -395,7 +395,7 @@ TEST_P(BacktraceTest, SignalsDuringRefresh) {
   signal(SIGPROF, SIG_DFL);
   EXPECT_GT(g_prof_ok.load(), 10) << rebuilds << " rebuilds";
   EXPECT_EQ(g_prof_bad.load(), 0) << "of " << g_prof_ok.load() + g_prof_bad.load() << "; a bad walk stopped with "
-                                  << sframe::describe(static_cast<sframe::BacktraceStop>(g_prof_bad_reason.load()))
+                                  << sframe::describe(static_cast<sframe::StopReason>(g_prof_bad_reason.load()))
                                   << " at 0x" << std::hex << g_prof_bad_address.load() << std::dec << " after:\n"
                                   << dump(std::vector<void*>(g_prof_bad_frames, g_prof_bad_frames + std::max(0, g_prof_bad_n.load())));
   EXPECT_EQ(g_walk_bad.load(), 0);

@@ -141,11 +141,11 @@ int compare(const char* what, void* const* theirs, int n_theirs) {
 int check() {
   const sframe::BacktraceResult& r = g_shot.result;
   std::fprintf(stderr, "ours: %d frames, %s; libunwind %d, glibc %d\n", g_shot.n_ours,
-               std::string(sframe::backtrace_stop_name(r.reason)).c_str(), g_shot.n_libunwind, g_shot.n_glibc);
+               std::string(sframe::stop_reason_name(r.reason)).c_str(), g_shot.n_libunwind, g_shot.n_glibc);
   const int a = compare("unw_backtrace", g_shot.libunwind, g_shot.n_libunwind);
   const int b = compare("glibc backtrace", g_shot.glibc, g_shot.n_glibc);
   if (a < 0 || b < 0) return 1;
-  if (a != kOurs || b != kOurs || g_shot.n_ours != kOurs || r.reason != sframe::BacktraceStop::kBufferFull) {
+  if (a != kOurs || b != kOurs || g_shot.n_ours != kOurs || r.reason != sframe::StopReason::kDepthLimit) {
     std::fprintf(stderr, "compared %d and %d of our %d frames (want %d)\n", a, b, g_shot.n_ours, kOurs);
     return 1;
   }
@@ -171,8 +171,8 @@ void* refused_thread(void*) {
   if (sigsetjmp(g_jump, 1) == 0) overflow(0);
   // Unregistered: the first read, at the interrupted SP, needs the check.
   const sframe::BacktraceResult& r = g_shot.result;
-  std::fprintf(stderr, "ours: %zu frames, %s\n", r.size, std::string(sframe::backtrace_stop_name(r.reason)).c_str());
-  return reinterpret_cast<void*>(r.size == 1 && r.reason == sframe::BacktraceStop::kReadCheckRefused ? 0 : 1);
+  std::fprintf(stderr, "ours: %zu frames, %s\n", r.size, std::string(sframe::stop_reason_name(r.reason)).c_str());
+  return reinterpret_cast<void*>(r.size == 1 && r.reason == sframe::StopReason::kReadCheckRefused ? 0 : 1);
 }
 
 void* overflow_thread(void* arg) {

@@ -58,7 +58,7 @@ int main(void) {
   /* Before init the ucontext variant refuses (it never initialises). */
   getcontext(&uc);
   CHECK(sframe_backtrace_ucontext(ours, kMax, &uc, &result) == SFRAME_E_NOT_INITIALIZED);
-  CHECK(result.stop == SFRAME_BT_NOT_INITIALIZED && result.count == 0);
+  CHECK(result.stop == SFRAME_STOP_NOT_INITIALIZED && result.count == 0);
   CHECK(sframe_backtrace_ucontext(ours, kMax, NULL, &result) == SFRAME_E_INVALID_ARGUMENT);
   CHECK(sframe_backtrace(NULL, 4, &result) == SFRAME_E_INVALID_ARGUMENT);
   CHECK(sframe_backtrace_init(1, &e) == SFRAME_E_INVALID_ARGUMENT);
@@ -66,7 +66,7 @@ int main(void) {
   CHECK(sframe_backtrace_init(0, &e) == SFRAME_OK);
   CHECK(sframe_backtrace_register_thread() == SFRAME_OK);
   outer();
-  CHECK(status == SFRAME_OK && result.stop == SFRAME_BT_OUTERMOST && result.count >= 4);
+  CHECK(status == SFRAME_OK && result.stop == SFRAME_STOP_OUTERMOST && result.count >= 4);
   /* Entry 0 is each walker's own call site in leaf(); from entry 1 (the
    * return address into middle()) on, the lists must agree to the end.
    * glibc's list may hold one more entry first (a sanitizer's backtrace
@@ -84,7 +84,10 @@ int main(void) {
   }
   /* A buffer of 3: two entries, the rest cut. */
   CHECK(sframe_backtrace(ours, 3, &result) == SFRAME_OK);
-  CHECK(result.count == 2 && result.stop == SFRAME_BT_BUFFER_FULL);
+  CHECK(result.count == 2 && result.stop == SFRAME_STOP_DEPTH_LIMIT);
+  /* The former SFRAME_BT_* names still compile, as the same values. */
+  CHECK(SFRAME_BT_BUFFER_FULL == SFRAME_STOP_DEPTH_LIMIT && SFRAME_BT_OUTERMOST == SFRAME_STOP_OUTERMOST &&
+        SFRAME_BT_READ_CHECK_REFUSED == SFRAME_STOP_READ_CHECK_REFUSED);
 
   /* From a signal handler: frame 0 is the interrupted PC in raise(); glibc
    * lists the handler, the trampoline, then the same PC and callers. */

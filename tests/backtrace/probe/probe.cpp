@@ -26,12 +26,18 @@ extern "C" {
 
 namespace {
 int (*volatile g_next)(int) = nullptr;
+
+// Out of line: stop_reason_name() is inline, and inlined right after the
+// walk's call it would own probe_f3's return address for addr2line.
+[[gnu::noinline]] void print_reason(sframe::StopReason r, std::size_t n) {
+  std::printf("sframepp: %s %zu", std::string(sframe::stop_reason_name(r)).c_str(), n);
 }
+}  // namespace
 
 extern "C" [[gnu::noinline]] int probe_f3(int x) {
   void* out[64];
   const sframe::BacktraceResult r = sframe::backtrace_ex(out);
-  std::printf("sframepp: %s %zu", std::string(sframe::backtrace_stop_name(r.reason)).c_str(), r.size);
+  print_reason(r.reason, r.size);
   for (std::size_t i = 0; i < r.size; ++i) std::printf(" %p", out[i]);
   std::printf("\n");
   void* theirs[64];
