@@ -33,9 +33,9 @@ eh=$((16#$eh))
 
 # One measured run: appends "wall cpu maxrss_kb" to $tmp/$1. Wall and CPU
 # time (user + sys) from wait4() in microseconds: GNU time prints CPU time
-# in hundredths of a second, where gen's 0.05-0.08 s made the ratio jump by
-# 15-20% a step. It counts GNU time's own start-up too (about a
-# millisecond, alike for both programs). The peak RSS is GNU time's (%M) of
+# in hundredths of a second, too coarse for gen's short run: the ratio
+# jumped a whole tick at a time. It counts GNU time's own start-up too
+# (small, alike for both programs). The peak RSS is GNU time's (%M) of
 # the program alone: a child forked from Python would inherit Python's
 # high-water mark.
 run() {

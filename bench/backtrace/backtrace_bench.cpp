@@ -10,8 +10,8 @@
 //        are flushed and a different chain of distinct functions is put on
 //        the stack (64 chains x 64 functions: 4096 distinct return addresses), so code, stack and unwind
 //        data are touched afresh. Each walk is timed with steady_clock
-//        (about 20 ns of clock overhead is included for every method
-//        alike); the summary uses the median walk.
+//        (the clock's own overhead is included for every method alike);
+//        the summary uses the median walk.
 //
 // The summary uses CPU time for warm runs: the machine is shared, and wall
 // time there counts other processes' time slices.
@@ -191,8 +191,9 @@ class Recorder : public benchmark::ConsoleReporter {
 //  cold:  before each walk our rule cache and libunwind's caches are
 //         flushed and another chain is on the stack (median of 301 walks);
 //  coldB: the same walks timed in batches of 63 less the batch without
-//         them (cold_batched()): the clock here moves in 10 ns steps, which
-//         a single walk's median snaps to; the batched figure does not;
+//         them (cold_batched()): the clock moves in steps that are a
+//         sizeable part of a cold walk, which a single walk's median snaps
+//         to; the batched figure does not;
 //  cold*: informational, not a goal: each walk on a new thread after one
 //         walk of that thread's own frames, so that the chain's return
 //         addresses are new to both libraries' caches (libunwind's
@@ -283,8 +284,9 @@ void full_batch_bottom(void* arg) {
 }
 
 // Cold walks timed in batches, for a figure finer than the clock: both
-// clocks here move in 10 ns steps, so a single walk's 130-150 ns is read to
-// within a step and the median of such readings snaps to one. A batch is
+// clocks move in steps that are a sizeable part of a cold walk, so a single
+// walk is read only to within a step and the median of such readings snaps
+// to one. A batch is
 // kChains cold walks, each as the cold row takes it (both libraries'
 // caches flushed, then a walk at the bottom of another chain); the same
 // batch with the walks left out (flushes and chains alike) is timed right

@@ -61,7 +61,7 @@ double now_ns(clockid_t c) {
 // calls run). Not VmRSS/RssAnon of /proc/self/status: since Linux 6.2 those
 // read per-CPU counters without summing them (proc(5): "inaccurate ... use
 // /proc/pid/smaps_rollup"), off by up to 32 pages per CPU per counter,
-// here about a quarter of the figure measured. smaps_rollup walks the page
+// large against the figure measured. smaps_rollup walks the page
 // tables: exact at the time of reading.
 struct Rss {
   long kib = -1;

@@ -161,9 +161,11 @@ struct SizeOptions {
   /// Every optimization on.
   static constexpr SizeOptions all() { return {true, true, true, true, kDefaultCoalesceMaxFres}; }
   /// The FRE limit of coalesce_adjacent that --optimize-size uses: without
-  /// one, python3.11's FDEs joined into runs that read 17.7 FREs per lookup
-  /// instead of 9.8; with 16, 11.0, for 71% of the bytes saved unlimited
-  /// (bench/size_bench.sh, docs/consumers.md).
+  /// one, the FDEs of a file with many touching functions (python3.11) join
+  /// into long runs that a consumer's linear FRE search reads through on
+  /// every lookup; this limit keeps most of the bytes the unlimited joining
+  /// saves at a lookup cost near the plain section's (figures:
+  /// docs/benchmarks.md, bench/size_bench.sh; docs/consumers.md).
   static constexpr std::uint16_t kDefaultCoalesceMaxFres = 16;
   friend bool operator==(const SizeOptions&, const SizeOptions&) = default;
 };

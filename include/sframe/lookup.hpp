@@ -208,7 +208,7 @@ class RowIndex {
     /// and a branchy upper_bound): the small functions of a dense code
     /// region (a push, a sub, a pop: three rows each) put them there on
     /// most cold walks. Four candidates for every bucket cost the common
-    /// case more than they saved (callgrind: +8 instructions a frame).
+    /// case (one or two boundaries) more instructions than they saved.
     /// Where `o` lies before the bucket's second boundary, the row comes
     /// from the bucket word itself (see bucket_): the CPU, predicting that
     /// branch, reads the rule without waiting for the entries.

@@ -46,7 +46,7 @@ inline constexpr std::uint16_t kNoRegister = 0xffff;
 /// AMD64: rsp 7, rbp 6. AArch64: sp 31, x29 29, x30 30. s390x: r15, r11, r14.
 constexpr ArchRegs arch_regs(Arch a) noexcept {
   // Indexed by Arch: one load where a switch cost a chain of compares and
-  // branches on every step (a sixth of a cached step's instructions). A
+  // branches on every step, a cost the short cached step feels. A
   // local table, not a namespace-scope one: that would be a symbol every
   // library exports.
   constexpr ArchRegs kByArch[] = {{7, 6, kNoRegister}, {31, 29, 30}, {15, 11, 14}};

@@ -55,7 +55,7 @@ class ExecSections {
 // The names of a string table section, as elf_strptr() gives them: null
 // for an offset outside the section or a string the section does not end.
 // Read from the section's data directly (elf_strptr() checks the section
-// and the offset on each call, a sixth of reading a table).
+// and the offset again on each call, for every symbol of a table).
 class StringTable {
  public:
   StringTable(Elf* e, std::size_t ndx) {

@@ -239,8 +239,9 @@ void RowIndex::finalize() {
   };
   // Bucket b: the last entry starting at or before b << shift (entry 0 for
   // those before it). Filled entry by entry, each entry's run of buckets at
-  // once: those starting before the next entry (a search per bucket cost
-  // 12 instructions per bucket and entry, 4% of libLLVM-14's generation).
+  // once: those starting before the next entry (a search per bucket redoes
+  // what the entries' order already gives, for every bucket of a large
+  // library's generation).
   std::size_t b = 0;
   for (std::size_t e = 0; e + 1 < m && b < buckets; ++e) {
     const std::uint64_t next = entries_[e + 1].start;

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto commands = all_commands();
   // Only the command named first, when one is: building every other
-  // command's options costs some 0.8 M instructions, a fifth of a bare
-  // start. Else all, for `sframe --help` and the messages of bad usage.
+  // command's options is a sizeable part of a bare start. Else all, for
+  // `sframe --help` and the messages of bad usage.
   Command* first = nullptr;
   for (auto& c : commands)
     if (argc > 1 && c->name() == argv[1]) first = c.get();

@@ -115,7 +115,7 @@ class PerfCommand final : public Command {
     for (const auto& a : info.attrs) name_width = std::max(name_width, a.name.size());
 
     // Never destroyed: freeing the session's tables (every module's symbols
-    // and unwind rows) costs some 4 M instructions on a Python profile, for
+    // and unwind rows, many small blocks on a large profile) is work for
     // memory the exit returns anyway. Held by a static pointer, it stays
     // reachable, so LeakSanitizer does not report it ([[gnu::used]]: else
     // the optimizer drops the never-read pointer and LSan sees a leak).
@@ -219,8 +219,8 @@ class PerfCommand final : public Command {
   static void print_sample(fmt::memory_buffer& b, const perf::Record& rec, const perf::UnwoundSample& u,
                            std::string_view comm, unsigned f, std::size_t name_width) {
     // Compiled format strings and plain appends: this runs for every frame
-    // of every sample, and fmt's runtime parsing of the format string was
-    // a fifth of the command's instructions.
+    // of every sample, where fmt's runtime parsing of the format string
+    // would be repeated each time.
     auto o = fmt::appender(b);
     const auto put = [&b](std::string_view v) { b.append(v.data(), v.data() + v.size()); };
     if (f & kComm) {
@@ -252,7 +252,8 @@ class PerfCommand final : public Command {
     };
     // Lowercase hex of v right-aligned in `width` columns (printf "%*lx"):
     // its digit count from its bit length, then two digits per table load
-    // from the last (a loop per digit was a third of printing a frame).
+    // from the last (a loop per digit costs a branch per digit, on every
+    // frame printed).
     static constexpr auto kHexPairs = [] {
       std::array<char, 512> t{};
       for (unsigned i = 0; i < 256; ++i) {

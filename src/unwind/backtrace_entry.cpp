@@ -54,8 +54,8 @@ static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::B
 // through the executor; the differential test (backtrace_entry_test.cpp,
 // AssemblyRunEqualsExecutor) pins the two together - is written here
 // rather than compiled: its speed turned on code layout the compiler does
-// not control (the same C++ ran 7 to 9 ns at depth 8 depending on where
-// the loop fell), and here it needs only scratch registers and the red
+// not control (the same C++ ran faster or slower depending on where the
+// loop fell), and here it needs only scratch registers and the red
 // zone (it calls nothing). Any other case jumps to the C++ rest of the walk
 // with the registers intact.
 //

@@ -132,7 +132,7 @@ constexpr std::uint16_t kFpRaRule =
 /// map, or a PC within the trampolines' hull in a module with a trampoline
 /// only. Inline, not out of line: a call in cold_run()'s loop made GCC keep
 /// the values live across it (the SP, the CFA, the RA) in memory for every
-/// frame, and the call itself cost ~40 instructions a switch.
+/// frame, on top of the call itself on every module switch.
 /// For a PC in hint.cur's range, `id` holds that slot's
 /// RowIndex::View::row_id() of it, which the caller looked up already (a
 /// PC in the generated map of a module with its own SFrame then costs one
@@ -210,7 +210,7 @@ constexpr std::uint16_t kFpRaRule =
 /// covers. Instrumented under ASan, as memo_run() (see there).
 /// Inline in walk(), unlike memo_run(): a cold walk's first frame waited
 /// for the call (ten arguments, four on the stack, `ws` through memory),
-/// 10 ns of a 10-frame walk; the frame loop kept its registers.
+/// a cost a short walk feels; the frame loop kept its registers.
 [[gnu::always_inline]] inline std::size_t cold_run(Memo& memo, void** out, std::size_t n, std::size_t cap,
                                                    WalkState& ws, std::uint64_t lo, std::uint64_t hi,
                                                    const Table& table, ColdHint& hint, bool& outermost) noexcept {
@@ -248,8 +248,8 @@ constexpr std::uint16_t kFpRaRule =
     // The bucket's own rule where it has one of the commonest shapes
     // (build_slots()): read beside the bucket word rather than through the
     // row id the word holds, which took a load (the rule table's) onto the
-    // chain. Batched cold walks, main + 2 / 10 / 40: 119 -> 105 ns, 184 ->
-    // 156, 447 -> 373. A PC in the trampolines' hull takes the rows.
+    // chain (figures: docs/benchmarks.md, "The cold walk"). A PC in the
+    // trampolines' hull takes the rows.
     std::uint32_t id;
     CompactRule rule;
     const detail::BucketHit hit = detail::bucket_rule_at(*s, off);

@@ -39,8 +39,8 @@ inline constexpr std::size_t kHugePage = 2 * 1024 * 1024;
 
 /// Asks for transparent huge pages over the 2 MiB-aligned part of
 /// [p, p + bytes), a block not yet written (THP "madvise" mode): each 4 KiB
-/// page of a fresh mapping costs a fault when first written, about 2.5 us
-/// here, a 2 MiB page one fault. A hint only; nothing for a block of less
+/// page of a fresh mapping costs a fault when first written, a 2 MiB page
+/// one fault for all 512. A hint only; nothing for a block of less
 /// than 4 MiB, which may hold no aligned 2 MiB.
 inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
   if (!kScratchMmap || bytes < 2 * kHugePage) return;
