@@ -815,9 +815,9 @@ SFRAME_API sframe_status sframe_backtrace_register_thread(void);
  * the return address into the caller of sframe_backtrace(), the outermost
  * frame last; every entry is a return address except the one right after
  * a signal trampoline (the exact interrupted PC), as glibc's backtrace()
- * reports. At most capacity - 1 entries when the stack is deeper (the
- * walk's slot for this function's own frame is used, then dropped);
- * result->stop is then SFRAME_STOP_DEPTH_LIMIT. *result (may be NULL) gets
+ * reports. When the stack is deeper than `capacity`, all `capacity` entries
+ * are written and result->stop is SFRAME_STOP_DEPTH_LIMIT (before 0.2.0: at
+ * most capacity - 1). *result (may be NULL) gets
  * the count and why the walk ended.
  * Before sframe_backtrace_init() has run, it runs it first (that first
  * call is not async-signal-safe).

@@ -57,8 +57,7 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
   sources[0] = RuleSource::kNone;
   std::size_t n = 1;
   if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
-  std::uint64_t prev_cfa = 0;
-  bool have_prev = false, unchecked = false;
+  detail::CfaChain chain;
 
   for (;;) {
     const std::uint64_t lpc = pc.lookup_pc();
@@ -121,16 +120,8 @@ WalkResult walk_chain(Space& space, const M& mem, const Regs& start, std::span<F
     res.fp_rejected_ra = 0;
     res.fp_rejected_cfa = false;
     frames[n - 1].flags |= s.this_flags;
-    // Strictly up the stack, as sframe::unwind(): the trampoline's CFA may
-    // equal its handler's, and the frame after a signal frame may be on
-    // another stack (sigaltstack).
-    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
-    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal)
-      return finish(n, StopReason::kCfaNotIncreasing, s.cfa);
+    if (const std::optional<StopReason> why = chain.accept(s)) return finish(n, *why, s.cfa);
     frames[n - 1].cfa = s.cfa;
-    prev_cfa = s.cfa;
-    have_prev = true;
-    unchecked = s.cfa_unchecked;
     if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
     if (n == cap) return finish(n, StopReason::kDepthLimit);
     frames[n] = detail::frame_of(regs, pc, s.caller_flags);

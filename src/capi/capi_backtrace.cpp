@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The C API of libsframepp-backtrace (include/sframe/sframe.h): the
 // in-process, async-signal-safe backtrace of include/sframe/backtrace.hpp.
-#include <cstring>
+#include <cstdint>
 #include <span>
 
+#include "../unwind/backtrace_internal.hpp"
 #include "capi_internal.hpp"
 #include "sframe/backtrace.hpp"
 
@@ -53,18 +54,23 @@ sframe_status sframe_backtrace_register_thread(void) {
   });
 }
 
-// Never inlined, and its call to the walk is no tail call: the walk's frame
-// 0 is then always the return address into this function, dropped below so
-// that out[0] is the return address into our caller (as glibc's backtrace()).
+// Frame 0 is the caller's: the walk starts from the registers the caller
+// has once this function returns - PC the return address, SP just above
+// it, RBP as the caller left it - taken from this function's own frame
+// record (__builtin_frame_address makes GCC and Clang build one), so the
+// whole of `out` holds the caller's stack, as glibc's backtrace() fills it.
+// Never inlined: the frame record must be this function's.
 [[gnu::noinline]] sframe_status sframe_backtrace(void** out, size_t capacity, sframe_backtrace_result* result) {
   if (!out && capacity > 0) return SFRAME_E_INVALID_ARGUMENT;
-  BacktraceResult r = backtrace_ex(std::span<void*>(out, capacity));
-  if (r.size > 0) {
-    std::memmove(out, out + 1, (r.size - 1) * sizeof(void*));
-    --r.size;
-  }
-  // A walk that filled the buffer lost its first entry here: one slot free,
-  // but the stack went on.
+#if defined(__x86_64__) && defined(__linux__)
+  void* const* const frame = static_cast<void* const*>(__builtin_frame_address(0));
+  BacktraceResult r;
+  r.size = 0;  // a whole walk: `pc` is frame 0's return address
+  sframepp_backtrace_walk_on(out, capacity, &r, reinterpret_cast<std::uint64_t>(frame[1]),
+                             reinterpret_cast<std::uint64_t>(frame + 2), reinterpret_cast<std::uint64_t>(frame[0]));
+#else
+  const BacktraceResult r = backtrace_ex(std::span<void*>(out, capacity), nullptr);
+#endif
   return finish(r, result);
 }
 

@@ -289,17 +289,15 @@ class TableGuard {
       res.address = s.address;
       break;
     }
-    // Strictly up the stack, except across a signal frame (the trampoline's
-    // CFA equals its handler's; the interrupted code may be on another stack).
-    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
-    if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal) {
-      res.reason = StopReason::kCfaNotIncreasing;
+    detail::CfaChain chain{prev_cfa, have_prev, unchecked};
+    if (const std::optional<StopReason> why = chain.accept(s)) {
+      res.reason = *why;
       res.address = s.cfa;
       break;
     }
-    prev_cfa = s.cfa;
-    have_prev = true;
-    unchecked = s.cfa_unchecked;
+    prev_cfa = chain.prev_cfa;
+    have_prev = chain.have_prev;
+    unchecked = chain.unchecked;
     cur_sp = regs.dwarf[kSp];
     cur_fp = regs.dwarf[kFp];
     fp_ok = regs.has(kFp);

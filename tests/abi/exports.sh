@@ -1,38 +1,58 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# `nm -D --defined-only libsframepp.so` shows only the API: the C functions
-# declared in include/sframe/sframe.h (no more, no fewer), each at version
-# SFRAMEPP_0, and C++ symbols of namespace sframe from the public headers;
-# no std:: instantiation, no internal namespace, no anonymous namespace.
+# `nm -D --defined-only LIB` shows only the API of one of sframepp's shared
+# libraries: the C functions of include/sframe/sframe.h that the library
+# implements (no more, no fewer), and C++ symbols of namespace sframe from
+# the public headers; every export at version SFRAMEPP_0; no std::
+# instantiation, no internal namespace, no anonymous namespace.
+# Which sframe.h functions each library implements:
+#   libsframepp          every one but sframe_cfi_* and sframe_backtrace*
+#   libsframepp-cfi      sframe_cfi_*
+#   libsframepp-backtrace sframe_backtrace*, and the assembly entry of
+#                        backtrace.hpp's inline backtrace() (sframepp_backtrace_here)
+#   -format, -unwind, -process: none
 # Usage: exports.sh LIB SRC
 set -uo pipefail
 lib=$1 src=$2
 fail=0
 bad() { fail=1; echo "FAIL $*"; }
 syms=$(nm -D --defined-only "$lib" | awk '{print $3}') || { echo "FAIL nm $lib"; exit 1; }
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 # The truth for the C part: the header's declarations.
-want=$(grep -o 'SFRAME_API [^(]*(' "$src/include/sframe/sframe.h" | grep -o 'sframe_[a-z_0-9]*($' | tr -d '(' | sort)
+decl=$(grep -o 'SFRAME_API [^(]*(' "$src/include/sframe/sframe.h" | grep -o 'sframe_[a-z_0-9]*($' | tr -d '(' | sort)
+[ -n "$decl" ] || bad "no SFRAME_API declarations found in sframe.h"
+extra_c=""
+case $soname in
+  libsframepp.so.0) want=$(echo "$decl" | grep -v '^sframe_cfi_\|^sframe_backtrace') ;;
+  libsframepp-cfi.so.0) want=$(echo "$decl" | grep '^sframe_cfi_') ;;
+  libsframepp-backtrace.so.0) want=$(echo "$decl" | grep '^sframe_backtrace'); extra_c=sframepp_backtrace_here ;;
+  libsframepp-format.so.0 | libsframepp-unwind.so.0 | libsframepp-process.so.0) want="" ;;
+  *) echo "FAIL: unknown library soname '$soname'"; exit 1 ;;
+esac
 got=$(echo "$syms" | sed -n 's/^\(sframe_[a-z_0-9]*\)@@SFRAMEPP_0$/\1/p' | sort)
-# libsframepp exports the codec, ELF, encoder and unwinder functions; the
-# generation and backtrace ones live in libsframepp-cfi / -backtrace.
-want=$(echo "$want" | grep -v '^sframe_cfi_\|^sframe_backtrace')
-[ -n "$want" ] || bad "no SFRAME_API declarations found in sframe.h"
-[ "$got" = "$want" ] || bad "C exports differ from sframe.h: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
+[ "$got" = "$want" ] || bad "$soname: C exports differ from sframe.h: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
+# Every sframe_* export versioned (an unversioned one would not show in $got).
+for s in $(echo "$syms" | grep '^sframe_' | grep -v '@@SFRAMEPP_0$'); do bad "$soname: unversioned C export: $s"; done
 others=$(echo "$syms" | grep -v '^sframe_' | c++filt)
 while IFS= read -r s; do
   [ -z "$s" ] && continue
   [ "$s" = SFRAMEPP_0 ] && continue  # the version definition itself
   case "$s" in
     *@@SFRAMEPP_0) ;;
-    *) bad "unversioned export: $s"; continue ;;
+    *) bad "$soname: unversioned export: $s"; continue ;;
   esac
   n=${s%@@SFRAMEPP_0}
+  [ -n "$extra_c" ] && [ "$n" = "$extra_c" ] && continue
   case "$n" in
-    sframe::bt::* | sframe::capi::* | sframe::tools::* | *"(anonymous namespace)"* | sframe::detail::*)
-      bad "internal symbol exported: $n" ;;
-    sframe::* | "typeinfo for sframe::"* | "typeinfo name for sframe::"* | "vtable for sframe::"*) ;;
-    *) bad "non-API symbol exported: $n" ;;
+    sframe::bt::* | sframe::capi::* | sframe::tools::* | *"(anonymous namespace)"*)
+      bad "$soname: internal symbol exported: $n" ;;
+    sframe::detail::*)
+      # Called by the public headers' templates; only the unwind core has them.
+      [ "$soname" = libsframepp-unwind.so.0 ] || bad "$soname: internal symbol exported: $n" ;;
+    sframe::* | "typeinfo for sframe::"* | "typeinfo name for sframe::"* | "vtable for sframe::"* | \
+      "TLS init function for sframe::"* | "TLS wrapper function for sframe::"*) ;;
+    *) bad "$soname: non-API symbol exported: $n" ;;
   esac
 done <<<"$others"
-echo "exports: $(echo "$got" | wc -l) C functions, $(echo "$others" | grep -c .) C++ symbols"
+echo "exports: $soname: $(echo "$got" | grep -c .) C functions, $(echo "$others" | grep -c .) other symbols"
 exit $fail

@@ -38,6 +38,21 @@ __attribute__((noinline)) static void outer(void) {
   __asm__ volatile("" ::: "memory");
 }
 
+/* A buffer of 3, beside glibc's with 3 and a full walk, from one function. */
+static void *ours3[3], *theirs3[3], *ours_full[kMax];
+static int n_theirs3;
+static sframe_backtrace_result result3, result_full;
+__attribute__((noinline)) static void short_leaf(void) {
+  n_theirs3 = backtrace(theirs3, 3);
+  status = sframe_backtrace(ours3, 3, &result3);
+  sframe_backtrace(ours_full, kMax, &result_full);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) static void short_middle(void) {
+  short_leaf();
+  __asm__ volatile("" ::: "memory");
+}
+
 static void on_signal(int sig, siginfo_t *info, void *uc) {
   (void)sig;
   (void)info;
@@ -82,9 +97,24 @@ int main(void) {
       if (ours[i] != theirs[at + i - 1]) fprintf(stderr, "  frame %d: %p, glibc %p\n", i, ours[i], theirs[at + i - 1]);
     }
   }
-  /* A buffer of 3: two entries, the rest cut. */
-  CHECK(sframe_backtrace(ours, 3, &result) == SFRAME_OK);
-  CHECK(result.count == 2 && result.stop == SFRAME_STOP_DEPTH_LIMIT);
+  /* A buffer of 3 on a deeper stack: filled whole, as glibc fills its 3;
+   * entries 1 and 2 (short_middle's and its caller's return addresses) are
+   * glibc's and the full walk's; entry 0 is short_leaf's own call site. */
+  short_middle();
+  CHECK(status == SFRAME_OK && result3.count == 3 && result3.stop == SFRAME_STOP_DEPTH_LIMIT);
+  CHECK(n_theirs3 == 3 && result_full.count > 3 && result_full.stop == SFRAME_STOP_OUTERMOST);
+  CHECK(ours3[1] == theirs3[1] && ours3[2] == theirs3[2]);
+  CHECK(ours3[1] == ours_full[1] && ours3[2] == ours_full[2]);
+  CHECK(ours3[0] != ours_full[0] && (char *)ours3[0] < (char *)ours_full[0] &&
+        (char *)ours_full[0] - (char *)ours3[0] < 64);
+  if (ours3[1] != theirs3[1] || ours3[2] != theirs3[2])
+    fprintf(stderr, "  buffer of 3: %p %p %p, glibc %p %p %p\n", ours3[0], ours3[1], ours3[2], theirs3[0], theirs3[1],
+            theirs3[2]);
+  /* A buffer of 1: the caller's return address alone. */
+  CHECK(sframe_backtrace(ours3, 1, &result3) == SFRAME_OK && result3.count == 1 &&
+        result3.stop == SFRAME_STOP_DEPTH_LIMIT);
+  CHECK(sframe_backtrace(NULL, 0, &result3) == SFRAME_OK && result3.count == 0 &&
+        result3.stop == SFRAME_STOP_DEPTH_LIMIT);
   /* The former SFRAME_BT_* names still compile, as the same values. */
   CHECK(SFRAME_BT_BUFFER_FULL == SFRAME_STOP_DEPTH_LIMIT && SFRAME_BT_OUTERMOST == SFRAME_STOP_OUTERMOST &&
         SFRAME_BT_READ_CHECK_REFUSED == SFRAME_STOP_READ_CHECK_REFUSED);

@@ -320,6 +320,47 @@ struct StepOutcome {
   bool cfa_unchecked = false;
 };
 
+/// The rule between two frames that every frame loop (unwind(),
+/// process::walk_chain(), the in-process backtrace's general walk) applies
+/// to a step the Stepper took, kept in one place (spec v3 Appendix A: a
+/// tracer stops when the CFA does not move up the stack):
+///  - the CFA must lie strictly above the callee's (kCfaNotIncreasing,
+///    address: the CFA);
+///  - except that a signal frame's CFA may equal its handler's (both are
+///    the address of the ucontext), and the step after one whose CFA went
+///    unchecked (crossing a signal frame: the interrupted code may run on
+///    another stack, sigaltstack) is not compared.
+/// The rule executor (apply_rule) applies the same rule to cached rules
+/// from CompactFrame::check_cfa, which check_cfa() feeds.
+struct CfaChain {
+  /// The last accepted frame's CFA (valid when have_prev).
+  std::uint64_t prev_cfa = 0;
+  bool have_prev = false;
+  /// The last step crossed a signal frame: the next CFA is not compared.
+  bool unchecked = false;
+
+  /// Whether the next CFA must lie above prev_cfa.
+  [[nodiscard]] bool check_cfa() const noexcept { return have_prev && !unchecked; }
+  /// Judges `s` (a step taken: s.stepped): std::nullopt and the CFA
+  /// recorded when it may be taken, else why the walk ends at it.
+  [[nodiscard]] std::optional<StopReason> accept(const StepOutcome& s) noexcept;
+  /// Records a step apply_rule took (it checked the CFA itself).
+  void took(std::uint64_t cfa) noexcept {
+    prev_cfa = cfa;
+    have_prev = true;
+    unchecked = false;
+  }
+};
+
+inline std::optional<StopReason> CfaChain::accept(const StepOutcome& s) noexcept {
+  const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+  if (check_cfa() && s.cfa <= prev_cfa && !signal_equal) return StopReason::kCfaNotIncreasing;
+  prev_cfa = s.cfa;
+  have_prev = true;
+  unchecked = s.cfa_unchecked;
+  return std::nullopt;
+}
+
 inline StepOutcome stop(StopReason r, std::uint64_t addr, std::optional<ErrorCode> e = std::nullopt) noexcept {
   StepOutcome s;
   s.reason = r;
@@ -720,9 +761,7 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
   std::size_t n = 1;
   if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
   detail::Stepper<M> stepper(modules, memory, options, cache);
-  std::uint64_t prev_cfa = 0;
-  bool have_prev = false;
-  bool unchecked = false;
+  detail::CfaChain chain;
   for (;;) {
     std::uint64_t cfa;
     std::uint8_t caller_flags = 0;
@@ -733,7 +772,7 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
       // The hot path: a cached DEFAULT rule needing only SP/FP, through
       // the one executor (detail::apply_rule).
       ++cache->hits;
-      detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_known, have_prev && !unchecked, prev_cfa);
+      detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_known, chain.check_cfa(), chain.prev_cfa);
       f.sp_known = sp_known;
       detail::CompactStep st;
       const detail::CompactStatus status = detail::apply_rule(*c, f, memory, regs_in.arch, &options, st);
@@ -750,7 +789,7 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
       sp_known = true;
       pc = CodeAddress::return_address(st.ra);
       regs_stale = true;
-      unchecked = false;
+      chain.took(cfa);
     } else {
       if (regs_stale) {
         regs.valid = 0;
@@ -765,23 +804,15 @@ UnwindResult unwind(const ModuleMap& modules, const M& memory, const Regs& regs_
       if (!s.stepped) return finish(n, s.reason, s.address, s.error);
       pc = step_pc;
       out[n - 1].flags |= s.this_flags;
-      // Strictly up the stack; the trampoline's CFA may equal its handler's
-      // (both are the address of the ucontext), and the frame after a signal
-      // frame may be on another stack (sigaltstack).
-      const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
-      if (have_prev && !unchecked && s.cfa <= prev_cfa && !signal_equal)
-        return finish(n, StopReason::kCfaNotIncreasing, s.cfa);
+      if (const std::optional<StopReason> why = chain.accept(s)) return finish(n, *why, s.cfa);
       cfa = s.cfa;
       caller_flags = s.caller_flags;
-      unchecked = s.cfa_unchecked;
       sp_known = regs.has(ar.sp);
       fp_known = regs.has(ar.fp);
       sp = sp_known ? regs.dwarf[ar.sp] : 0;
       fp = fp_known ? regs.dwarf[ar.fp] : 0;
     }
     out[n - 1].cfa = cfa;
-    prev_cfa = cfa;
-    have_prev = true;
     if (pc.value() == 0) return finish(n, StopReason::kZeroPc);
     if (n == out.size()) return finish(n, StopReason::kDepthLimit);
     put(out[n++], caller_flags);
