@@ -11,6 +11,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -451,6 +452,22 @@ TEST(CfiReader, RecordsAndEhFrameHdrAgreeWithReadelf) {
       if (fde.end > fde.start) {
         EXPECT_TRUE(in_table.count(off)) << std::hex << "FDE at 0x" << off << " not in the table";
       }
+    }
+    // The same section in the other byte order (every 4-byte field of the
+    // header and the table reversed, as a big-endian linker writes them)
+    // reads the same, against the same truth.
+    ASSERT_EQ(hdr->bytes[1], std::byte{0x1b});  // eh_frame_ptr pcrel|sdata4, as ld writes it
+    std::vector<std::byte> swapped(hdr_bytes->bytes.begin(), hdr_bytes->bytes.end());
+    for (std::size_t at = 4; at + 4 <= hdr->table + std::size_t{8} * hdr->count; at += 4)
+      std::reverse(swapped.begin() + static_cast<std::ptrdiff_t>(at), swapped.begin() + static_cast<std::ptrdiff_t>(at + 4));
+    auto other = cfi::read_eh_frame_hdr(swapped, hdr_bytes->header.address, !f->info().big_endian);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->eh_frame, want.eh_frame_address);
+    ASSERT_EQ(other->count, hdr->count);
+    for (std::uint32_t i = 0; i < other->count; ++i) {
+      const auto it = want.fdes.find(other->fde(i) - want.eh_frame_address);
+      ASSERT_NE(it, want.fdes.end()) << "entry " << i;
+      EXPECT_EQ(other->start(i), it->second.start) << "entry " << i;
     }
     // The loaded-module form (host byte order) finds the same .eh_frame.
     auto at = cfi::eh_frame_hdr_eh_frame(hdr_bytes->bytes, hdr_bytes->header.address);
