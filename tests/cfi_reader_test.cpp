@@ -11,12 +11,14 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <map>
 #include <set>
 #include <string>
 
@@ -348,6 +350,130 @@ TEST(CfiReader, LoadedImagePltBecomesPcMaskFdes) {
   EXPECT_TRUE(plt0);
   EXPECT_TRUE(entries);
   EXPECT_EQ(g->plt_functions, 2u);
+}
+
+// The CIE and FDE records of a file's .eh_frame as binutils' readelf lists
+// them (readelf --debug-dump=frames): offset -> (record bytes, CIE offset,
+// pc range) for FDEs, offset -> record bytes for CIEs.
+struct ReadelfFrames {
+  struct Fde {
+    std::uint64_t size = 0, cie = 0, start = 0, end = 0;
+  };
+  std::map<std::uint64_t, Fde> fdes;
+  std::map<std::uint64_t, std::uint64_t> cies;
+  std::uint64_t eh_frame_address = 0;
+};
+
+ReadelfFrames readelf_frames(const std::string& path) {
+  ReadelfFrames out;
+  FILE* p = popen(("readelf -wf '" + path + "' 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char line[512];
+  bool in_eh = false;
+  while (std::fgets(line, sizeof line, p)) {
+    const std::string_view l(line);
+    if (l.starts_with("Contents of")) in_eh = l.find(" .eh_frame section") != std::string_view::npos;
+    if (!in_eh) continue;
+    unsigned long long off = 0, len = 0, id = 0, cie = 0, lo = 0, hi = 0;
+    char kind = 0;
+    if (std::sscanf(line, "%llx %llx %llx FDE cie=%llx pc=%llx..%llx", &off, &len, &id, &cie, &lo, &hi) == 6)
+      out.fdes[off] = {len + 4, cie, lo, hi};
+    else if (std::sscanf(line, "%llx %llx %llx CI%c", &off, &len, &id, &kind) == 4)
+      out.cies[off] = len + 4;
+  }
+  pclose(p);
+  FILE* q = popen(("readelf -SW '" + path + "' | awk '{ for (i = 1; i < NF; i++) if ($i == \".eh_frame\") print $(i + 2) }'").c_str(), "r");
+  if (q) {
+    unsigned long long a = 0;
+    if (std::fscanf(q, "%llx", &a) == 1) out.eh_frame_address = a;
+    pclose(q);
+  }
+  return out;
+}
+
+// The reader's record listing (for_each_fde_record(), which libdw_functions
+// lists FDEs with) and .eh_frame_hdr decoding (read_eh_frame_hdr(), which
+// the in-process backtrace finds functions and .eh_frame with) against
+// binutils: every FDE record readelf lists, at the same offset with the
+// same size, CIE and PC range, and nothing else; eh_frame_ptr is the
+// .eh_frame section's address; every table entry names an FDE record
+// readelf lists with that start, and the table lists every FDE with a range.
+TEST(CfiReader, RecordsAndEhFrameHdrAgreeWithReadelf) {
+  std::vector<std::string> files = {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"};
+  for (const auto& c : sframe_test::golden_cases())
+    if (c.dir.filename() == "x86_64-v2-linked") files.push_back((c.dir / c.file).string());
+  for (const std::string& path : files) {
+    SCOPED_TRACE(path);
+    const ReadelfFrames want = readelf_frames(path);
+    ASSERT_GT(want.fdes.size(), 0u) << "readelf (binutils) listed no FDE: the oracle is missing or failed";
+    ASSERT_NE(want.eh_frame_address, 0u);
+    auto f = elf::ElfFile::open(path);
+    ASSERT_TRUE(f);
+    auto srcs = cfi::cfi_sources(*f);
+    ASSERT_TRUE(srcs);
+    const cfi::CfiSource& eh = srcs->front();
+    ASSERT_EQ(eh.kind, cfi::CfiKind::kEhFrame);
+    std::size_t seen = 0;
+    auto listed = cfi::for_each_fde_record(eh, *cfi::abi_of(f->info()), [&](const cfi::FdeRecord& r) {
+      ++seen;
+      const auto it = want.fdes.find(r.offset);
+      ASSERT_NE(it, want.fdes.end()) << std::hex << r.offset;
+      EXPECT_TRUE(r.readable) << std::hex << r.offset;
+      EXPECT_EQ(r.size, it->second.size) << std::hex << r.offset;
+      EXPECT_EQ(r.cie_offset, it->second.cie) << std::hex << r.offset;
+      const auto cie = want.cies.find(r.cie_offset);
+      ASSERT_NE(cie, want.cies.end()) << std::hex << r.offset;
+      EXPECT_EQ(r.cie_size, cie->second) << std::hex << r.offset;
+      EXPECT_EQ(r.start, it->second.start) << std::hex << r.offset;
+      EXPECT_EQ(r.end, it->second.end) << std::hex << r.offset;
+    });
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(seen, want.fdes.size());
+
+    auto hdr_bytes = f->section_bytes(".eh_frame_hdr");
+    ASSERT_TRUE(hdr_bytes);
+    auto hdr = cfi::read_eh_frame_hdr(hdr_bytes->bytes, hdr_bytes->header.address, f->info().big_endian);
+    ASSERT_TRUE(hdr) << describe(hdr.error().code()) << " at " << hdr.error().offset;
+    EXPECT_EQ(hdr->eh_frame, want.eh_frame_address);
+    ASSERT_TRUE(hdr->has_table);
+    std::set<std::uint64_t> in_table;
+    for (std::uint32_t i = 0; i < hdr->count; ++i) {
+      const std::uint64_t off = hdr->fde(i) - want.eh_frame_address;
+      const auto it = want.fdes.find(off);
+      ASSERT_NE(it, want.fdes.end()) << "entry " << i << std::hex << " FDE at 0x" << off;
+      EXPECT_EQ(hdr->start(i), it->second.start) << "entry " << i;
+      in_table.insert(off);
+      // The lookup by PC finds this entry's FDE (starts are distinct).
+      auto e = cfi::eh_frame_hdr_lookup(hdr_bytes->bytes, hdr_bytes->header.address, hdr->start(i));
+      ASSERT_TRUE(e);
+      EXPECT_EQ(e->fde, hdr->fde(i)) << "entry " << i;
+    }
+    for (const auto& [off, fde] : want.fdes) {
+      if (fde.end > fde.start) {
+        EXPECT_TRUE(in_table.count(off)) << std::hex << "FDE at 0x" << off << " not in the table";
+      }
+    }
+    // The same section in the other byte order (every 4-byte field of the
+    // header and the table reversed, as a big-endian linker writes them)
+    // reads the same, against the same truth.
+    ASSERT_EQ(hdr->bytes[1], std::byte{0x1b});  // eh_frame_ptr pcrel|sdata4, as ld writes it
+    std::vector<std::byte> swapped(hdr_bytes->bytes.begin(), hdr_bytes->bytes.end());
+    for (std::size_t at = 4; at + 4 <= hdr->table + std::size_t{8} * hdr->count; at += 4)
+      std::reverse(swapped.begin() + static_cast<std::ptrdiff_t>(at), swapped.begin() + static_cast<std::ptrdiff_t>(at + 4));
+    auto other = cfi::read_eh_frame_hdr(swapped, hdr_bytes->header.address, !f->info().big_endian);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->eh_frame, want.eh_frame_address);
+    ASSERT_EQ(other->count, hdr->count);
+    for (std::uint32_t i = 0; i < other->count; ++i) {
+      const auto it = want.fdes.find(other->fde(i) - want.eh_frame_address);
+      ASSERT_NE(it, want.fdes.end()) << "entry " << i;
+      EXPECT_EQ(other->start(i), it->second.start) << "entry " << i;
+    }
+    // The loaded-module form (host byte order) finds the same .eh_frame.
+    auto at = cfi::eh_frame_hdr_eh_frame(hdr_bytes->bytes, hdr_bytes->header.address);
+    ASSERT_TRUE(at);
+    EXPECT_EQ(*at, want.eh_frame_address);
+  }
 }
 
 }  // namespace

@@ -248,6 +248,80 @@ class FdeReader {
   std::unique_ptr<Impl> impl_;
 };
 
+/// One FDE record of a CFI section as its header and fields say it (DWARF 5
+/// §6.4.1, §7.4; LSB 5.0 §10.6.1), decoded as read_cfi() decodes it but
+/// without running its program.
+struct FdeRecord {
+  /// Byte offset of the record in the section, and its bytes (the length
+  /// field included).
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  /// The same for the CIE its CIE pointer leads to (size 0 when the
+  /// pointer leads outside the section or to no readable length).
+  std::uint64_t cie_offset = 0;
+  std::uint64_t cie_size = 0;
+  /// Its CIE and its initial location and address range read (read_cfi()
+  /// leaves the FDE out otherwise, counted in CfiStats::unreadable).
+  bool readable = false;
+  /// With `readable`: its PCs [start, end) (end == start: no range).
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+};
+
+/// Calls `fn` for every FDE record of `src` in section order, as read_cfi()
+/// finds them (a .eh_frame ends at its zero terminator), and the records
+/// too short to hold a CIE pointer and one byte more, which are neither CIE
+/// nor FDE, as unreadable ones. `abi` is the one the CIEs' initial
+/// instructions are read for.
+/// Errors: those of read_cfi() (kBadCfi: a record's length runs past the
+/// end of `bytes`, at that record's offset; the address size is not 4 or
+/// 8); the records before it have been passed to `fn`.
+Expected<void> for_each_fde_record(const CfiSource& src, Abi abi, const std::function<void(const FdeRecord&)>& fn);
+
+/// A .eh_frame_hdr section (LSB 5.0 "Exception Frames", .eh_frame_hdr)
+/// decoded, its binary search table read in place: where .eh_frame lies
+/// and which FDE starts where. The fields' DW_EH_PE pointers are decoded by
+/// the reader's one pointer decoder (that of CIEs and FDEs).
+struct EhFrameHdr {
+  /// The section, its link-time address and byte order (as given to
+  /// read_eh_frame_hdr()); the view must outlive the object.
+  std::span<const std::byte> bytes;
+  std::uint64_t address = 0;
+  bool big_endian = false;
+  /// Link-time address of .eh_frame (the decoded eh_frame_ptr).
+  std::uint64_t eh_frame = 0;
+  /// False when the header omits the table (fde_count or table encoding
+  /// DW_EH_PE_omit, as ld writes it when it cannot read an input's
+  /// .eh_frame): readers search .eh_frame itself then. `count` is 0.
+  bool has_table = false;
+  /// Entries of the table.
+  std::uint32_t count = 0;
+  /// Byte offset of the table in `bytes`.
+  std::size_t table = 0;
+
+  /// Link-time initial location of entry `i` (< count), and the link-time
+  /// address of its FDE record. Entries are sorted by initial location in
+  /// what linkers write; nothing here relies on it.
+  std::uint64_t start(std::uint32_t i) const noexcept;
+  std::uint64_t fde(std::uint32_t i) const noexcept;
+};
+
+/// Decodes the .eh_frame_hdr `hdr` at link-time `address` in the byte order
+/// given: version 1; eh_frame_ptr absolute, pcrel or datarel (relative to
+/// the section's start), udata4/sdata4/udata8/sdata8/absptr (8 bytes), not
+/// indirect; fde_count udata4 or sdata4, absolute; the table datarel|sdata4
+/// (what ld, gold, lld and mold write, and the only table libgcc's and
+/// libunwind's unwinders search). `with_table` false: the header and
+/// eh_frame_ptr only (count 0, has_table false), for a reader that only
+/// wants .eh_frame. Errors: ElfErrc::kElfError with the byte offset at
+/// fault: 0 (shorter than 4 bytes, version not 1; value: the version), 1, 2
+/// or 3 (the eh_frame_ptr, fde_count or table encoding is not one of those;
+/// value: the encoding), 4 (eh_frame_ptr runs past the end), the count's
+/// offset (it runs past the end), the table's offset (count entries run
+/// past the end; value: the count).
+Expected<EhFrameHdr> read_eh_frame_hdr(std::span<const std::byte> hdr, std::uint64_t address, bool big_endian,
+                                       bool with_table = true);
+
 /// A function left out of the output, and why.
 struct Skipped {
   std::uint64_t start = 0;

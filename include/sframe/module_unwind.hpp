@@ -162,15 +162,17 @@ enum class ModuleSource : std::uint8_t {
 std::string_view to_string(ModuleSource s) noexcept;
 
 /// Start PCs (link-time) of the FDEs a .eh_frame_hdr lists, from its binary
-/// search table (encoding DW_EH_PE_datarel|sdata4, what linkers write).
-/// `address` is the link-time address of `hdr`. Errors: kElfError (too
-/// short, unknown version or encoding).
+/// search table (encoding DW_EH_PE_datarel|sdata4, what linkers write), in
+/// host byte order (read_eh_frame_hdr()). `address` is the link-time
+/// address of `hdr`. Errors: those of read_eh_frame_hdr() (kElfError: too
+/// short, unknown version or encoding, at the byte at fault).
 Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::byte> hdr, std::uint64_t address);
 
 /// The address of .eh_frame that a .eh_frame_hdr at link-time `address`
 /// points to (its eh_frame_ptr: pcrel, datarel or absolute, 4 or 8 bytes,
 /// in host byte order; LSB 5.0 "Exception Frames"), as libgcc and libunwind
-/// find a loaded module's .eh_frame. Errors: kElfError (too short, unknown
+/// find a loaded module's .eh_frame; the table is not read. Errors: those
+/// of read_eh_frame_hdr() for the header (kElfError: too short, unknown
 /// version or encoding; the offset of the field).
 Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, std::uint64_t address);
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // DWARF CFI -> SFrame rows. libdw interprets the CFA programs; this file
 // recognizes the location descriptions it returns and maps them to rules.
-#include "sframe/byte_order.hpp"
 #include "sframe/cfi.hpp"
 
 #include "sframe/lookup.hpp"
@@ -16,7 +15,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -122,60 +120,6 @@ Row translate(Dwarf_Frame* frame, Abi abi, std::int8_t fixed_ra) {
   return row;
 }
 
-// Decodes one .eh_frame_hdr pointer (DW_EH_PE_*) at `p`; nullopt if the
-// encoding is not one of those GNU ld uses.
-std::optional<std::uint64_t> read_encoded(std::span<const std::byte> b, std::size_t& at, std::uint8_t enc,
-                                          std::uint64_t section_addr, bool big) {
-  unsigned size = 0;
-  bool is_signed = false;
-  switch (enc & 0x0f) {
-    case 0x03: size = 4; break;
-    case 0x0b: size = 4; is_signed = true; break;
-    case 0x04: size = 8; break;
-    case 0x0c: size = 8; is_signed = true; break;
-    case 0x00: size = 8; break;
-    default: return std::nullopt;
-  }
-  const std::optional<std::uint64_t> word = endian::load_checked(b, at, size, endian::order(big));
-  if (!word) return std::nullopt;
-  std::uint64_t v = *word;
-  if (is_signed && size == 4) v = static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(v)));
-  const std::uint64_t field = section_addr + at;
-  at += size;
-  switch (enc & 0x70) {
-    case 0x00: return v;
-    case 0x10: return field + v;          // pcrel
-    case 0x30: return section_addr + v;   // datarel: relative to .eh_frame_hdr
-    default: return std::nullopt;
-  }
-}
-
-// Reads an n-byte unsigned word at `at`; nullopt past the end.
-std::optional<std::uint64_t> read_word(std::span<const std::byte> b, std::uint64_t at, unsigned n, bool big) {
-  return endian::load_checked(b, at, n, endian::order(big));
-}
-
-// A CIE or FDE record of .eh_frame: its size in bytes, length field
-// included, and the width of its length field (4, or 12 for 64-bit DWARF).
-struct Record {
-  std::uint64_t size = 0;
-  unsigned length_field = 4;
-};
-
-std::optional<Record> read_record(std::span<const std::byte> eh, std::uint64_t off, bool big) {
-  auto len = read_word(eh, off, 4, big);
-  if (!len) return std::nullopt;
-  Record r;
-  if (*len == 0xffffffff) {
-    len = read_word(eh, off + 4, 8, big);
-    r.length_field = 12;
-    if (!len) return std::nullopt;
-  }
-  if (*len > eh.size() - off - r.length_field) return std::nullopt;
-  r.size = r.length_field + *len;
-  return r;
-}
-
 // An FDE as .eh_frame_hdr's binary-search table lists it, with what one
 // dwarf_cfi_addrframe call on it may cost: libdw runs the CIE's initial
 // instructions and the FDE's program up to the PC asked for, so a call
@@ -185,177 +129,75 @@ struct FdeEntry {
   std::uint64_t cost = 0;
 };
 
-// Reads a ULEB128 at `at`; nullopt past the end or beyond 64 bits.
-std::optional<std::uint64_t> read_uleb(std::span<const std::byte> b, std::size_t& at) {
-  std::uint64_t v = 0;
-  for (unsigned shift = 0; at < b.size() && shift < 64; shift += 7) {
-    const auto byte = static_cast<std::uint8_t>(b[at++]);
-    v |= std::uint64_t{byte & 0x7fu} << shift;
-    if (!(byte & 0x80)) return v;
-  }
-  return std::nullopt;
-}
-
-// The pointer encoding of a CIE's FDEs (its 'R' augmentation; absolute when
-// absent), the CIE's record starting at `off`. nullopt for CIEs we cannot
-// read (the walk then stops: libdw would not read them either).
-std::optional<std::uint8_t> fde_encoding(std::span<const std::byte> eh, std::uint64_t off, unsigned length_field,
-                                         bool is64) {
-  std::size_t at = off + length_field + (length_field == 4 ? 4 : 8);  // past length and CIE id
-  if (at >= eh.size()) return std::nullopt;
-  const auto version = static_cast<std::uint8_t>(eh[at++]);
-  std::string aug;
-  while (at < eh.size() && eh[at] != std::byte{0}) aug += static_cast<char>(eh[at++]);
-  if (++at > eh.size() || aug.find("eh") != std::string::npos) return std::nullopt;
-  if (!read_uleb(eh, at) || !read_uleb(eh, at)) return std::nullopt;  // code and data alignment (sign unneeded)
-  if (version == 1) {
-    ++at;
-  } else if (!read_uleb(eh, at)) {
-    return std::nullopt;
-  }
-  if (aug.empty() || aug[0] != 'z') return std::uint8_t{0};
-  if (!read_uleb(eh, at)) return std::nullopt;  // augmentation data length
-  for (std::size_t i = 1; i < aug.size(); ++i) {
-    if (at >= eh.size()) return std::nullopt;
-    const auto enc = static_cast<std::uint8_t>(eh[at]);
-    switch (aug[i]) {
-      case 'R': return enc;
-      case 'L': ++at; break;
-      case 'P': {
-        // The personality pointer: skipped by its size.
-        ++at;
-        const unsigned sizes[16] = {0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8, 0, 0, 0};
-        const unsigned n = (enc & 0x0f) == 0 ? (is64 ? 8 : 4) : sizes[enc & 0x0f];
-        if (n == 0 || (enc & 0x70) == 0x50) return std::nullopt;
-        at += n;
-        break;
-      }
-      case 'S': case 'B': break;
-      default: return std::nullopt;
-    }
-  }
-  return std::uint8_t{0};
-}
-
-// The FDEs of .eh_frame itself, for files without .eh_frame_hdr (relocatable
-// objects, once relocated). nullopt if a record cannot be read.
-std::optional<std::vector<FdeEntry>> walk_eh_frame(std::span<const std::byte> eh, std::uint64_t eh_address, bool big,
-                                                   bool is64) {
-  std::vector<FdeEntry> out;
-  std::map<std::uint64_t, std::pair<std::uint8_t, std::uint64_t>> cies;  // offset -> encoding, size
-  for (std::uint64_t off = 0; off < eh.size();) {
-    const auto rec = read_record(eh, off, big);
-    if (!rec) return std::nullopt;
-    if (rec->size == 4) break;  // the zero terminator
-    const std::uint64_t id_at = off + rec->length_field;
-    // A record too short for its CIE pointer and one byte more is invalid to
-    // libdw (libdw/dwarf_next_cfi.c), whose linear FDE search ends there: so
-    // does this listing (its id would be read from the next record's bytes).
-    if (rec->size < rec->length_field + (rec->length_field == 4 ? 4 : 8) + 1) break;
-    const auto id = read_word(eh, id_at, rec->length_field == 4 ? 4 : 8, big);
-    if (!id) return std::nullopt;
-    if (*id != 0) {
-      // An FDE: the CIE pointer counts back from itself.
-      if (*id > id_at) return std::nullopt;
-      const std::uint64_t cie_off = id_at - *id;
-      auto it = cies.find(cie_off);
-      if (it == cies.end()) {
-        const auto cie = read_record(eh, cie_off, big);
-        const auto enc = cie ? fde_encoding(eh, cie_off, cie->length_field, is64) : std::nullopt;
-        if (!enc) return std::nullopt;
-        it = cies.emplace(cie_off, std::pair{*enc, cie->size}).first;
-      }
-      std::size_t at = id_at + (rec->length_field == 4 ? 4 : 8);
-      // DW_EH_PE_textrel and _datarel: libdw's bases for .eh_frame are 0
-      // (libdw/dwarf_getcfi_elf.c), not the section (read_encoded() knows
-      // the .eh_frame_hdr meaning of datarel only).
-      const std::uint8_t enc = it->second.first;
-      const bool zero_base = (enc & 0x70) == 0x20 || (enc & 0x70) == 0x30;
-      auto start = read_encoded(eh, at, zero_base ? enc & 0x8f : enc, eh_address, big);
-      if (!start) return std::nullopt;
-      if (enc & 0x80) {
-        // DW_EH_PE_indirect: the start is the pointer stored at that
-        // address, which libdw reads only inside .eh_frame
-        // (libdw/encoded-value.h); elsewhere it finds no such FDE.
-        const unsigned n = is64 ? 8 : 4;
-        start = *start >= eh_address ? read_word(eh, *start - eh_address, n, big) : std::nullopt;
-        if (!start) {
-          off += rec->size;
-          continue;
-        }
-      }
-      // An FDE whose address range is 0 describes no instruction (DWARF 5
-      // §6.4.1): it is no function, and its start no function boundary
-      // (read_cfi() leaves it out too).
-      const auto range = read_encoded(eh, at, it->second.first & 0x0f, eh_address, big);
-      if (!range || *range != 0) out.push_back({*start, rec->size + it->second.second});
-    }
-    off += rec->size;
-  }
-  return out;
+// By start address, duplicates dropped.
+void sort_unique(std::vector<FdeEntry>& v) {
+  std::sort(v.begin(), v.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
+  v.erase(std::unique(v.begin(), v.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
+          v.end());
 }
 
 // The FDEs of .eh_frame_hdr's table (else of .eh_frame itself), by start
-// address (duplicates dropped).
-std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, std::uint64_t& eh_frame_size) {
-  auto hdr = file.section_bytes(".eh_frame_hdr");
-  // LSB 5.0 §10.6.2: a header whose fde_count or table encoding is
-  // DW_EH_PE_omit has no search table (ld writes one so when it cannot
-  // read an input's .eh_frame); readers search .eh_frame then.
-  const auto byte_at = [&](std::size_t i) { return static_cast<std::uint8_t>(hdr->bytes[i]); };
-  if (!hdr || (hdr->bytes.size() >= 4 && byte_at(0) == 1 && (byte_at(2) == 0xff || byte_at(3) == 0xff))) {
-    // Static executables and relocated objects: walk .eh_frame (for an
-    // object only once relocated: its FDE addresses are relocations).
-    if (file.info().type == ET_REL && !file.relocated()) return std::nullopt;
-    const auto eh = file.section_bytes(".eh_frame");
-    if (!eh) return std::vector<FdeEntry>{};
-    eh_frame_size = eh->bytes.size();
-    auto out = walk_eh_frame(eh->bytes, eh->header.address, file.info().big_endian, file.info().bits == 64);
-    if (!out) return std::nullopt;
-    std::sort(out->begin(), out->end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
-    out->erase(std::unique(out->begin(), out->end(),
-                           [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
-               out->end());
+// address (duplicates dropped). Which FDEs exist and where their records
+// lie is decoded by our reader (read_eh_frame_hdr(), for_each_fde_record());
+// libdw reads their rows.
+std::optional<std::vector<FdeEntry>> fde_entries(const elf::ElfFile& file, Abi abi, std::uint64_t& eh_frame_size) {
+  const bool big = file.info().big_endian;
+  const auto hdr_bytes = file.section_bytes(".eh_frame_hdr");
+  std::optional<EhFrameHdr> hdr;
+  if (hdr_bytes) {
+    Expected<EhFrameHdr> h = read_eh_frame_hdr(hdr_bytes->bytes, hdr_bytes->header.address, big);
+    if (!h) return std::nullopt;
+    hdr = *h;
+  }
+  // Static executables and relocated objects have no .eh_frame_hdr (for an
+  // object only once relocated: its FDE addresses are relocations); LSB 5.0
+  // §10.6.2: a header whose table is omitted (ld writes one so when it
+  // cannot read an input's .eh_frame) has readers search .eh_frame too.
+  const bool walk = !hdr || !hdr->has_table;
+  if (walk && file.info().type == ET_REL && !file.relocated()) return std::nullopt;
+  const auto eh = file.section_bytes(".eh_frame");
+  if (walk && !eh) return std::vector<FdeEntry>{};
+  CfiSource src;
+  if (eh) {
+    src.bytes = eh->bytes;
+    src.address = eh->header.address;
+    src.big_endian = big;
+    src.address_size = file.info().bits == 64 ? 8 : 4;
+    // text_base and data_base 0, as libdw has them (libdw/dwarf_getcfi_elf.c).
+  }
+  eh_frame_size = src.bytes.size();
+  // Every FDE record of .eh_frame, with its and its CIE's size.
+  std::vector<FdeRecord> records;
+  bool all_read = true;
+  const bool listed = static_cast<bool>(for_each_fde_record(src, abi, [&](const FdeRecord& r) {
+    all_read &= r.readable;
+    records.push_back(r);
+  }));
+  std::vector<FdeEntry> out;
+  if (walk) {
+    // An FDE we cannot read, or a record past the end: no listing (libdw
+    // could not read it either).
+    if (!listed || !all_read) return std::nullopt;
+    // An FDE whose address range is 0 describes no instruction (DWARF 5
+    // §6.4.1): it is no function, and its start no function boundary
+    // (read_cfi() leaves it out too).
+    for (const FdeRecord& r : records)
+      if (r.end > r.start) out.push_back({r.start, r.size + r.cie_size});
+    sort_unique(out);
     return out;
   }
-  if (!hdr || hdr->bytes.size() < 4) return std::nullopt;
-  const auto eh = file.section_bytes(".eh_frame");
-  const std::span<const std::byte> eh_bytes = eh ? std::span<const std::byte>(eh->bytes) : std::span<const std::byte>{};
-  const std::uint64_t eh_address = eh ? eh->header.address : 0;
-  eh_frame_size = eh_bytes.size();
-  const auto& b = hdr->bytes;
-  const bool big = file.info().big_endian;
-  const auto u8 = [&](std::size_t i) { return static_cast<std::uint8_t>(b[i]); };
-  if (u8(0) != 1) return std::nullopt;
-  const std::uint8_t ptr_enc = u8(1), count_enc = u8(2), table_enc = u8(3);
-  std::size_t at = 4;
-  if (!read_encoded(b, at, ptr_enc, hdr->header.address, big)) return std::nullopt;
-  auto count = read_encoded(b, at, count_enc, hdr->header.address, big);
-  if (!count || *count > b.size()) return std::nullopt;
-  // A record we cannot size is charged as the whole .eh_frame.
+  // A record we cannot size (none there, or its CIE's) is charged as the
+  // whole .eh_frame.
   const auto cost_of = [&](std::uint64_t fde_address) {
-    const std::uint64_t whole = eh_bytes.size() + 1;
-    const std::uint64_t off = fde_address - eh_address;
-    const auto fde = read_record(eh_bytes, off, big);
-    if (!fde) return whole;
-    // The CIE pointer follows the length and counts back from itself.
-    const std::uint64_t ptr_at = off + fde->length_field;
-    const auto cie_ptr = read_word(eh_bytes, ptr_at, fde->length_field == 4 ? 4 : 8, big);
-    if (!cie_ptr || *cie_ptr > ptr_at) return whole;
-    const auto cie = read_record(eh_bytes, ptr_at - *cie_ptr, big);
-    return cie ? fde->size + cie->size : whole;
+    const std::uint64_t off = fde_address - src.address;
+    const auto it = std::lower_bound(records.begin(), records.end(), off,
+                                     [](const FdeRecord& r, std::uint64_t o) { return r.offset < o; });
+    if (it == records.end() || it->offset != off || it->cie_size == 0) return src.bytes.size() + 1;
+    return it->size + it->cie_size;
   };
-  std::vector<FdeEntry> out;
-  out.reserve(*count);
-  for (std::uint64_t i = 0; i < *count; ++i) {
-    auto loc = read_encoded(b, at, table_enc, hdr->header.address, big);
-    auto fde = loc ? read_encoded(b, at, table_enc, hdr->header.address, big) : std::nullopt;
-    if (!loc || !fde) return std::nullopt;
-    out.push_back({*loc, cost_of(*fde)});
-  }
-  std::sort(out.begin(), out.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start < y.start; });
-  out.erase(std::unique(out.begin(), out.end(), [](const FdeEntry& x, const FdeEntry& y) { return x.start == y.start; }),
-            out.end());
+  out.reserve(hdr->count);
+  for (std::uint32_t i = 0; i < hdr->count; ++i) out.push_back({hdr->start(i), cost_of(hdr->fde(i))});
+  sort_unique(out);
   return out;
 }
 
@@ -378,7 +220,7 @@ Expected<void> libdw_functions(const elf::ElfFile& file, const std::function<voi
   if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   const std::int8_t fixed_ra = *abi == Abi::kAmd64Little ? -8 : 0;
   std::uint64_t eh_frame_size = 0;
-  auto fdes = fde_entries(file, eh_frame_size);
+  auto fdes = fde_entries(file, *abi, eh_frame_size);
   if (!fdes) return make_error(ElfErrc::kElfError, 0);
   Elf* elf = static_cast<Elf*>(file.native_handle());
   std::unique_ptr<Dwarf_CFI, CfiDeleter> eh_cfi(dwarf_getcfi_elf(elf));

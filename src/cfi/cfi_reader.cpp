@@ -71,6 +71,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       // libdw's linear FDE search stops at it (libdw/dwarf_next_cfi.c
       // rejects it before it knows where the next record starts).
       if (stats_) ++stats_->unreadable;
+      if (listing_) (*listing_)(FdeRecord{off, next - off, 0, 0, false, 0, 0});
       off = next;
       continue;
     }
@@ -81,6 +82,21 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
     if (stats_) ++stats_->fdes;
     Fde f;
     const bool ok = fde_fields(x, c, id, id_at, rec_end, f);
+    if (listing_) {
+      FdeRecord r;
+      r.offset = off;
+      r.size = next - off;
+      if (f.cie != UINT32_MAX) {
+        r.cie_offset = cies_[f.cie].offset;
+        r.cie_size = cies_[f.cie].size;
+      }
+      r.readable = ok;
+      if (ok) {
+        r.start = f.start;
+        r.end = f.end;
+      }
+      (*listing_)(r);
+    }
     if (!ok) {
       if (stats_) ++stats_->unreadable;
     } else if (f.end > f.start) {
@@ -227,6 +243,14 @@ Expected<void> read_cfi(std::span<const CfiSource> srcs, Abi abi, const std::fun
     if (auto ok = r.scan(srcs[i], static_cast<std::uint32_t>(i)); !ok) return ok;
   r.run(fn);
   return {};
+}
+
+Expected<void> for_each_fde_record(const CfiSource& src, Abi abi, const std::function<void(const FdeRecord&)>& fn) {
+  // The scan read_cfi() makes, its records passed on (the FDEs it keeps
+  // are a few dozen bytes each, left unused).
+  Reader r(abi, nullptr);
+  r.list_records(&fn);
+  return r.scan(src, 0);
 }
 
 struct FdeReader::Impl {

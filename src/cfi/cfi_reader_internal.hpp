@@ -200,6 +200,7 @@ struct State {
 
 struct Cie {
   std::uint64_t offset = 0;
+  std::uint64_t size = 0;  // of the record, length field included (0: no readable length)
   bool ok = false;
   bool signal = false;
   std::uint8_t fde_enc = 0;  // 'R'; absptr without it
@@ -267,6 +268,8 @@ class Reader {
     fdes_.reserve(bytes / 32);
   }
   Expected<void> scan(const CfiSource& src, std::uint32_t source_index);
+  // Makes scan() pass every FDE record to `fn` (for_each_fde_record()).
+  void list_records(const std::function<void(const FdeRecord&)>* fn) { listing_ = fn; }
   void run(const std::function<void(const Function&)>& fn);
   // The FDE record at byte `off` of `src` alone (FdeReader), its rows cut
   // at `stop`. Errors: kBadCfi at `off`.
@@ -277,7 +280,8 @@ class Reader {
   std::uint32_t cie_at(const Ctx& x, std::uint64_t off);
   // The fields of the FDE record whose CIE pointer `id` is at `id_at`
   // (`c` just past it, bounded by `rec_end`); false when they or its CIE
-  // cannot be read.
+  // cannot be read. `f.cie` is its CIE's index (UINT32_MAX: the pointer
+  // leads outside the section) either way.
   bool fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t id_at, const std::uint8_t* rec_end, Fde& f);
   // Runs `fde`'s program into `f`, rows cut at `stop`; false when it gives
   // no row (counted unreadable).
@@ -341,6 +345,7 @@ class Reader {
   static constexpr std::size_t kMemoSize = 64;
   MemoEntry memo_[kMemoSize];
   const Row* last_row_ = nullptr;
+  const std::function<void(const FdeRecord&)>* listing_ = nullptr;
   std::uint32_t translations_ = 0;  // emit()'s translations so far (Row::translation)
   // The program execute() runs (its state tells why it stopped).
   Cursor cur_{nullptr, nullptr, false};

@@ -116,7 +116,9 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
   Cursor c{x.base + off, end, src.big_endian};
   RecordHeader h;
   std::uint64_t id = 0;
-  if (!record_header(c, h) || h.length < h.id_size || !c.word(h.id_size, id)) return index;
+  const bool sized = record_header(c, h);
+  if (sized) cie.size = (h.id_size == 4 ? 4 : 12) + h.length;
+  if (!sized || h.length < h.id_size || !c.word(h.id_size, id)) return index;
   if (id != cie_id_of(src.kind == CfiKind::kEhFrame, h.id_size)) return index;
   std::uint8_t version = 0;
   if (!c.u8(version) || !(version == 1 || version == 3 || version == 4)) return index;
@@ -206,6 +208,7 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
   const std::uint64_t cie_off = eh ? id_at - id : id;
   const bool cie_in_range = eh ? id <= id_at : id < size;
   const std::uint32_t ci = cie_in_range ? cie_at(x, cie_off) : UINT32_MAX;
+  f.cie = ci;
   bool ok = ci != UINT32_MAX && cies_[ci].ok;
   if (ok) {
     const Cie& cie = cies_[ci];
@@ -237,9 +240,102 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
     if (ok && f.end < f.start) ok = false;  // wraps the address space
     f.insns = c.p;
     f.insns_end = rec_end;
-    f.cie = ci;
   }
   return ok;
 }
 
 }  // namespace sframe::cfi::reader_impl
+
+namespace sframe::cfi {
+
+namespace {
+
+using reader_impl::Ctx;
+using reader_impl::Cursor;
+
+// DW_EH_PE_* (LSB 5.0 §10.5.1) .eh_frame_hdr's fields are checked against.
+constexpr std::uint8_t kPeAbsptr = 0x00, kPeUdata4 = 0x03, kPeUdata8 = 0x04, kPeSdata4 = 0x0b, kPeSdata8 = 0x0c,
+                       kPePcrel = 0x10, kPeDatarel = 0x30, kPeOmit = 0xff;
+
+// The section as a CfiSource for read_encoded(): pcrel counts from the
+// field, datarel from the section's start (LSB 5.0 §10.6.2; libgcc's
+// unwind-dw2-fde-dip.c: "DW_EH_PE_datarel here means using PT_GNU_EH_FRAME
+// start as base").
+CfiSource hdr_source(std::span<const std::byte> hdr, std::uint64_t address, bool big_endian) {
+  CfiSource s;
+  s.bytes = hdr;
+  s.address = address;
+  s.big_endian = big_endian;
+  s.address_size = 8;
+  s.data_base = address;
+  return s;
+}
+
+// The field at byte `at` of the section in encoding `enc` (checked by the
+// caller); false past the end.
+bool hdr_field(const EhFrameHdr& h, std::size_t at, std::uint8_t enc, std::uint64_t& out) {
+  const CfiSource src = hdr_source(h.bytes, h.address, h.big_endian);
+  const auto* base = reinterpret_cast<const std::uint8_t*>(h.bytes.data());
+  Cursor c{base + at, base + h.bytes.size(), h.big_endian};
+  return reader_impl::read_encoded(c, enc, Ctx{&src, base}, false, out);
+}
+
+// The bytes of a fixed-size encoding's field (0 for the others).
+unsigned fixed_size(std::uint8_t enc) {
+  switch (enc & 0x0f) {
+    case kPeUdata4: case kPeSdata4: return 4;
+    case kPeAbsptr: case kPeUdata8: case kPeSdata8: return 8;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+std::uint64_t EhFrameHdr::start(std::uint32_t i) const noexcept {
+  std::uint64_t v = 0;
+  (void)hdr_field(*this, table + std::size_t{8} * i, kPeDatarel | kPeSdata4, v);
+  return v;
+}
+
+std::uint64_t EhFrameHdr::fde(std::uint32_t i) const noexcept {
+  std::uint64_t v = 0;
+  (void)hdr_field(*this, table + std::size_t{8} * i + 4, kPeDatarel | kPeSdata4, v);
+  return v;
+}
+
+Expected<EhFrameHdr> read_eh_frame_hdr(std::span<const std::byte> hdr, std::uint64_t address, bool big_endian,
+                                       bool with_table) {
+  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
+  // eh_frame_ptr and fde_count, then the table (LSB 5.0 §10.6.2).
+  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1)
+    return make_error(ElfErrc::kElfError, 0, hdr.empty() ? 0 : std::to_integer<unsigned>(hdr[0]));
+  const auto ptr_enc = std::to_integer<std::uint8_t>(hdr[1]);
+  const auto count_enc = std::to_integer<std::uint8_t>(hdr[2]);
+  const auto table_enc = std::to_integer<std::uint8_t>(hdr[3]);
+  EhFrameHdr h;
+  h.bytes = hdr;
+  h.address = address;
+  h.big_endian = big_endian;
+  const unsigned rel = ptr_enc & 0x70;
+  const unsigned ptr_size = fixed_size(ptr_enc);
+  if (ptr_size == 0 || (ptr_enc & 0x80) || (rel != 0 && rel != kPePcrel && rel != kPeDatarel))
+    return make_error(ElfErrc::kElfError, 1, ptr_enc);
+  if (!hdr_field(h, 4, ptr_enc, h.eh_frame)) return make_error(ElfErrc::kElfError, 4);
+  if (!with_table || count_enc == kPeOmit || table_enc == kPeOmit) return h;
+  // A count is no address: relative forms have no meaning for it (the
+  // copies this reader replaced disagreed on udata4|pcrel, one adding the
+  // field's address, the other not).
+  if (count_enc != kPeUdata4 && count_enc != kPeSdata4) return make_error(ElfErrc::kElfError, 2, count_enc);
+  if (table_enc != (kPeDatarel | kPeSdata4)) return make_error(ElfErrc::kElfError, 3, table_enc);
+  const std::size_t count_at = 4 + ptr_size;
+  std::uint64_t count = 0;
+  if (!hdr_field(h, count_at, count_enc, count)) return make_error(ElfErrc::kElfError, count_at);
+  h.table = count_at + 4;
+  // 8 bytes an entry: the count is bounded by the bytes there are.
+  if ((hdr.size() - h.table) / 8 < count) return make_error(ElfErrc::kElfError, h.table, count);
+  h.has_table = true;
+  h.count = static_cast<std::uint32_t>(count);
+  return h;
+}
+
+}  // namespace sframe::cfi

@@ -3,11 +3,11 @@
 #include "sframe/module_unwind.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
-#include <cstring>
 #include <string.h>
 
 #include "sframe/cfi_reader.hpp"
@@ -108,45 +108,24 @@ std::string_view to_string(ModuleSource s) noexcept {
 
 namespace {
 
-std::uint32_t load_u32(const std::byte* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 std::string error_words(const Error& e) { return std::string(describe(e.code())); }
 
-// The number of FDEs a .eh_frame_hdr's table lists, checked as
-// eh_frame_hdr_starts() checks it; their start PCs into `out` when given
-// (the count alone reads only the header: the table of a module that
-// generates everything is never touched, nor copied).
+// A loaded module's .eh_frame_hdr is in the host's byte order.
+constexpr bool kHostBig = std::endian::native == std::endian::big;
+
+// The number of FDEs a .eh_frame_hdr's table lists (read_eh_frame_hdr());
+// their start PCs into `out` when given (the count alone reads only the
+// header: the table of a module that generates everything is never
+// touched, nor copied).
 Expected<std::size_t> hdr_table(std::span<const std::byte> hdr, std::uint64_t address,
                                 std::vector<std::uint64_t>* out) {
-  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, then the encoded
-  // eh_frame_ptr and fde_count, then the table.
-  constexpr unsigned kOmit = 0xff, kUdata4 = 0x03, kSdata4 = 0x0b, kPcrel = 0x10, kDatarel = 0x30;
-  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(ElfErrc::kElfError, 0);
-  const unsigned ptr_enc = std::to_integer<unsigned>(hdr[1]);
-  const unsigned count_enc = std::to_integer<unsigned>(hdr[2]);
-  const unsigned table_enc = std::to_integer<unsigned>(hdr[3]);
-  if (count_enc == kOmit || table_enc == kOmit) return std::size_t{0};  // no table: nothing listed
-  std::size_t at = 4;
-  const auto size4 = [](unsigned enc) { return (enc & 0x0f) == kUdata4 || (enc & 0x0f) == kSdata4; };
-  if (!size4(ptr_enc) || (count_enc != kUdata4 && count_enc != (kUdata4 | kPcrel) && count_enc != kSdata4) ||
-      table_enc != (kDatarel | kSdata4))
-    return make_error(ElfErrc::kElfError, 1);
-  at += 4;  // eh_frame_ptr
-  if (hdr.size() < at + 4) return make_error(ElfErrc::kElfError, at);
-  const std::uint32_t count = load_u32(hdr.data() + at);
-  at += 4;
-  if ((hdr.size() - at) / 8 < count) return make_error(ElfErrc::kElfError, at, count);
-  if (!out) return std::size_t{count};
-  out->reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i, at += 8) {
-    const auto rel = static_cast<std::int32_t>(load_u32(hdr.data() + at));
-    out->push_back(address + static_cast<std::uint64_t>(static_cast<std::int64_t>(rel)));
+  Expected<EhFrameHdr> h = read_eh_frame_hdr(hdr, address, kHostBig);
+  if (!h) return Unexpected{h.error()};
+  if (out) {
+    out->reserve(h->count);
+    for (std::uint32_t i = 0; i < h->count; ++i) out->push_back(h->start(i));
   }
-  return std::size_t{count};
+  return std::size_t{h->count};
 }
 
 }  // namespace
@@ -159,27 +138,6 @@ Expected<std::vector<std::uint64_t>> eh_frame_hdr_starts(std::span<const std::by
 }
 
 namespace {
-
-// The binary search table of a .eh_frame_hdr, checked as hdr_table()
-// checks it: `count` 8-byte entries at `table` (each a datarel sdata4
-// initial location, then the FDE's address); count 0 when omitted.
-struct HdrTable {
-  const std::byte* table = nullptr;
-  std::uint32_t count = 0;
-};
-
-Expected<HdrTable> hdr_table_view(std::span<const std::byte> hdr) {
-  Expected<std::size_t> n = hdr_table(hdr, 0, nullptr);
-  if (!n) return Unexpected{n.error()};
-  HdrTable t;
-  t.count = static_cast<std::uint32_t>(*n);
-  if (t.count != 0) t.table = hdr.data() + 12;  // after the 4 header bytes and two 4-byte fields
-  return t;
-}
-
-std::uint64_t datarel(std::uint64_t address, const std::byte* p) {
-  return address + static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(load_u32(p))));
-}
 
 // Every function of section `s` into `b` (ModuleUnwindOptions::merge_own),
 // as to_spec() models them: false at the first FDE or FRE that does not
@@ -200,14 +158,13 @@ bool add_section_functions(const Section& s, RowIndex::Builder& b) {
 
 Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, std::uint64_t address,
                                               std::uint64_t pc) {
-  Expected<HdrTable> t = hdr_table_view(hdr);
+  Expected<EhFrameHdr> t = read_eh_frame_hdr(hdr, address, kHostBig);
   if (!t) return Unexpected{t.error()};
-  const auto start = [&](std::uint32_t i) { return datarel(address, t->table + std::size_t{8} * i); };
   // First entry starting above pc; the one before it is the candidate.
   std::uint32_t lo = 0, hi = t->count;
   while (lo < hi) {
     const std::uint32_t mid = lo + (hi - lo) / 2;
-    if (start(mid) <= pc)
+    if (t->start(mid) <= pc)
       lo = mid + 1;
     else
       hi = mid;
@@ -215,33 +172,16 @@ Expected<EhFrameHdrEntry> eh_frame_hdr_lookup(std::span<const std::byte> hdr, st
   if (lo == 0) return make_error(LookupErrc::kPcNotCovered, 0, pc);
   EhFrameHdrEntry e;
   e.index = lo - 1;
-  e.start = start(e.index);
-  e.fde = datarel(address, t->table + std::size_t{8} * e.index + 4);
-  e.next_start = lo < t->count ? start(lo) : UINT64_MAX;
+  e.start = t->start(e.index);
+  e.fde = t->fde(e.index);
+  e.next_start = lo < t->count ? t->start(lo) : UINT64_MAX;
   return e;
 }
 
 Expected<std::uint64_t> eh_frame_hdr_eh_frame(std::span<const std::byte> hdr, std::uint64_t address) {
-  // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc, then eh_frame_ptr
-  // at offset 4 (LSB 5.0 "Exception Frames", .eh_frame_hdr).
-  constexpr unsigned kAbsptr = 0x00, kUdata4 = 0x03, kUdata8 = 0x04, kSdata4 = 0x0b, kSdata8 = 0x0c, kPcrel = 0x10,
-                     kDatarel = 0x30;
-  if (hdr.size() < 4 || std::to_integer<unsigned>(hdr[0]) != 1) return make_error(ElfErrc::kElfError, 0);
-  const unsigned enc = std::to_integer<unsigned>(hdr[1]);
-  const unsigned form = enc & 0x0f, rel = enc & 0x70;
-  const unsigned size = form == kUdata4 || form == kSdata4 ? 4 : form == kUdata8 || form == kSdata8 || form == kAbsptr ? 8 : 0;
-  if (size == 0 || (rel != 0 && rel != kPcrel && rel != kDatarel) || (enc & 0x80)) return make_error(ElfErrc::kElfError, 1, enc);
-  if (hdr.size() < 4 + size) return make_error(ElfErrc::kElfError, 4);
-  std::uint64_t v = 0;
-  if (size == 4) {
-    const std::uint32_t w = load_u32(hdr.data() + 4);
-    v = form == kSdata4 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(w))) : w;
-  } else {
-    std::memcpy(&v, hdr.data() + 4, 8);
-  }
-  if (rel == kPcrel) return address + 4 + v;
-  if (rel == kDatarel) return address + v;
-  return v;
+  Expected<EhFrameHdr> h = read_eh_frame_hdr(hdr, address, kHostBig, false);
+  if (!h) return Unexpected{h.error()};
+  return h->eh_frame;
 }
 
 std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, std::size_t limit) {
@@ -462,7 +402,7 @@ struct ModuleUnwind::OnDemand {
 };
 
 Expected<void> ModuleUnwind::enable_on_demand(OnDemandSource src) {
-  Expected<HdrTable> t = hdr_table_view(src.eh_frame_hdr);
+  Expected<EhFrameHdr> t = read_eh_frame_hdr(src.eh_frame_hdr, src.eh_frame_hdr_address, kHostBig);
   if (!t) return Unexpected{t.error()};
   if (t->count == 0) return make_error(ElfErrc::kElfError, 2);
   on_demand_ = std::make_shared<OnDemand>(std::move(src));
