@@ -31,7 +31,8 @@
 // x86-64 Linux only (the SFrame ABI the machine runs); elsewhere every walk
 // returns 0 frames with StopReason::kUnsupported.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-backtrace (sframepp::backtrace). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

@@ -5,7 +5,8 @@
 // is not the host's). Used by the SFrame decoder and encoder, the ELF and CFI
 // readers and writers, and the unwinder's memory readers.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format; header-only). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <bit>

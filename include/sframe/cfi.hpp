@@ -5,7 +5,8 @@
 // elfutils libdw, an independent reader. What SFrame cannot say is reported
 // with a reason rather than approximated.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-cfi (sframepp::cfi). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstdint>

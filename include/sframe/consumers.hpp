@@ -10,7 +10,8 @@
 // No I/O: facts about the ELF file the section came from (its PT_LOAD
 // segments) are passed in by the caller.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

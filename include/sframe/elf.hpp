@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: finding SFrame sections in ELF files (elfutils libelf).
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp (sframepp::sframepp). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: encoding SFrame sections (versions 2 and 3) from a model.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

@@ -31,7 +31,8 @@
 // There is no "no error" code: success is the value of an Expected, or an
 // empty std::optional<Error>.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format; header-only). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <array>

@@ -3,7 +3,8 @@
 //
 // Wire sizes, codes and bit layouts, declared once. No I/O, no allocation.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // sframepp: finding the FDE, FRE and rules that cover a PC.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <algorithm>

@@ -15,7 +15,8 @@
 // module's file), keeping only the functions the own section lacks. File-based extras (symbols, debug files) are layered on top by the
 // remote side.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-unwind (sframepp::unwind; the ElfFile overloads: libsframepp-cfi). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

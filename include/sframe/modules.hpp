@@ -3,7 +3,8 @@
 // PC -> module map the unwinder searches.
 // Part of the unwinder's API (layer `unwind`); sframe/unwind.hpp includes it.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-unwind (sframepp::unwind). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

@@ -3,7 +3,8 @@
 // there: the bytes go to a temporary file in the destination's directory,
 // which is renamed over the destination only once complete and on disk.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp (sframepp::sframepp). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>

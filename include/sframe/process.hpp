@@ -9,7 +9,8 @@
 // None of it is async-signal-safe (it allocates and opens files); it is the
 // setup around an unwind, not the unwind.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-process (sframepp::process). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <sys/types.h>

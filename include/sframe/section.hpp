@@ -7,7 +7,8 @@
 // can be walked safely. validate() checks every rule of the specification once.
 // Both byte orders are read in place: nothing is copied or flipped.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-format (sframepp::format). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <array>

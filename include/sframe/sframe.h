@@ -26,9 +26,12 @@
  *  - libsframepp (libsframepp.so.0 / libsframepp.a; needs libelf): status
  *    and errors, sections (bytes or ELF file), validation, FDE/FRE
  *    iteration, find(pc), the encoder, the unwinder.
- *  - libsframepp-cfi (libsframepp-cfi.a; needs libdw): sframe_cfi_generate.
- *  - libsframepp-backtrace (libsframepp-backtrace.a; needs libsframepp-cfi
- *    for its initialisation): sframe_backtrace_*.
+ *  - libsframepp-cfi (libsframepp-cfi.so.0 / .a; needs libsframepp and
+ *    libdw): sframe_cfi_generate.
+ *  - libsframepp-backtrace (libsframepp-backtrace.so.0 / .a; needs only
+ *    libsframepp-unwind and libsframepp-format: no libelf, no libdw):
+ *    sframe_backtrace_*. sframe_strerror() is libsframepp's.
+ * Every exported symbol carries the version node SFRAMEPP_0.
  * The static archives are C++: link them with the C++ runtime (-lstdc++).
  *
  * Thread safety is stated for every function. "Async-signal-safe" means it

@@ -2,7 +2,8 @@
 // sframepp: the one reader of ELF function symbols (.symtab, .dynsym, the
 // separate debug file), used by `sframe lookup`, `verify` and `stack`.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp (sframepp::sframepp). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstdint>

@@ -19,7 +19,8 @@
 // unwound process; SFrame sections hold "link-time" addresses (a Section is
 // parsed with the section's link-time sh_addr). runtime = link-time + bias.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-unwind (sframepp::unwind). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <array>

@@ -5,7 +5,7 @@
 
 #include "sframe/lookup.hpp"
 #include "sframe/module_unwind.hpp"
-#include "translate.hpp"
+#include "../unwind/translate.hpp"
 
 #include <dwarf.h>
 #include <elf.h>

@@ -8,7 +8,7 @@
 #include "backtrace_support.hpp"
 
 // White-box (one test): the thread's registered stack bounds.
-#include "../../src/unwind/backtrace_internal.hpp"
+#include "../../src/backtrace/backtrace_internal.hpp"
 
 extern "C" {
 // Calls sframepp_backtrace_here (the entry behind sframe::backtrace) from a

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // BacktraceOptions::release_cfi_pages: once a module's SFrame is generated,
-// the .eh_frame pages reading it mapped go back (src/unwind/page_release.cpp),
+// the .eh_frame pages reading it mapped go back (src/backtrace/page_release.cpp),
 // except where a relocation may have written them. Truth from outside the
 // library: the kernel's /proc/self/pagemap (is a page mapped), GNU readelf
 // (where .eh_frame lies), libgcc's own unwinder and glibc's backtrace()
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/unwind/page_release.hpp"
+#include "../../src/backtrace/page_release.hpp"
 #include "glibc_backtrace.hpp"
 #include "sframe/backtrace.hpp"
 

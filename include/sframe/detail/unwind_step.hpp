@@ -5,7 +5,8 @@
 // frame_of are used by the in-process backtrace and the `sframe stack` tool
 // to build their own loops: keep their shape stable.
 #pragma once
-// Exported from libsframepp.so, which builds with hidden visibility.
+// Library: libsframepp-unwind (sframepp::unwind). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <vector>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "capi_internal.hpp"
+#include "../capi/capi_internal.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"
 #include "sframe/lookup.hpp"

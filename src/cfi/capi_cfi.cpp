@@ -6,7 +6,7 @@
 #include <cstring>
 #include <optional>
 
-#include "capi_internal.hpp"
+#include "../capi/capi_internal.hpp"
 #include "sframe/cfi.hpp"
 #include "sframe/elf.hpp"
 #include "sframe/encode.hpp"

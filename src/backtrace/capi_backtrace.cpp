@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "../unwind/backtrace_internal.hpp"
-#include "capi_internal.hpp"
+#include "backtrace_internal.hpp"
+#include "../capi/capi_internal.hpp"
 #include "sframe/backtrace.hpp"
 
 using namespace sframe;
