@@ -374,7 +374,7 @@ struct Session::Impl {
     const ModuleMap& extra_map() const { return s.table.extra(); }
     bool generated(std::uint64_t lpc) const {
       const MapEntry* m = s.find(lpc);
-      return m && m->dso && m->dso->unwind && m->dso->unwind->source() == cfi::ModuleSource::kGenerated;
+      return m && m->dso && m->dso->unwind && m->dso->unwind->source() == ModuleSource::kGenerated;
     }
     bool generate_for(std::uint64_t lpc) {
       const MapEntry* m = s.find(lpc);
@@ -398,7 +398,7 @@ struct Session::Impl {
       ++im.stats.generated_dsos;
       ++im.epoch;
       im.rebuild(s);
-      return d.unwind->extra().usable() || d.unwind->source() == cfi::ModuleSource::kGenerated;
+      return d.unwind->extra().usable() || d.unwind->source() == ModuleSource::kGenerated;
     }
     bool executable(std::uint64_t addr) const { return s.find(addr) != nullptr; }
     std::span<const AddressRange> signal_trampolines() const { return s.trampolines; }
