@@ -243,4 +243,54 @@ TEST(ModuleTable, EntryTakesTheAcceleratorsThereAre) {
   EXPECT_EQ(b->compact_rows, nullptr);
 }
 
+// extend(): modules added to the built maps keep the rule cache in step
+// (RuleCache::adopt: only the new range's rules go), as `sframe perf
+// script` takes a process's newly mapped libraries; an entry that overlaps
+// one present, or more than the room left, refuses (the caller assigns
+// afresh). assign() leaves out an entry overlapping an earlier one.
+TEST(ModuleTable, ExtendAdoptsIntoTheRuleCacheAndRefusesOverlaps) {
+  const std::string file = std::string(SFRAMEPP_SHARED_DIR) + "/corpus/x86_64-v3-linked/cxx";
+  auto f = elf::ElfFile::open(file);
+  ASSERT_TRUE(f) << file;
+  const auto own = f->sframe_section();
+  ASSERT_TRUE(own);
+  cfi::UnwindSection sec;
+  ASSERT_TRUE(sec.assign(std::vector<std::byte>(own->bytes.begin(), own->bytes.end()), own->address));
+  const auto at = [&](std::uint64_t lo, std::uint64_t hi) { return *ModuleTable::entry(sec, {lo, hi}, lo); };
+
+  ModuleTable table;
+  ModuleTable::Entries e;
+  e.primary = {at(0x3000, 0x4000), at(0x1000, 0x2000), at(0x1800, 0x2800)};  // the last overlaps
+  e.extra = {at(0x9000, 0xa000)};
+  table.assign(e);
+  ASSERT_EQ(table.primary().modules().size(), 2u);
+  EXPECT_EQ(table.primary().modules()[0].range, (AddressRange{0x1000, 0x2000}));
+  EXPECT_EQ(table.primary().modules()[1].range, (AddressRange{0x3000, 0x4000}));
+  EXPECT_EQ(table.extra().modules().size(), 1u);
+
+  StaticRuleCache<64> cache;
+  cache.sync(table.primary().generation());
+  const CompactRule rule{16, 0, 0, CompactRule::kValid};
+  cache.insert(0x1010, rule);
+  cache.insert(0x5010, rule);  // a PC the next module will cover: its rule must go
+  ModuleTable::Entries more;
+  more.primary = {at(0x5000, 0x6000)};
+  more.extra = {at(0xb000, 0xc000)};
+  ASSERT_TRUE(table.extend(more, &cache));
+  EXPECT_EQ(cache.generation(), table.primary().generation());
+  EXPECT_NE(cache.lookup(0x1010), nullptr);
+  EXPECT_EQ(cache.lookup(0x5010), nullptr);
+  EXPECT_NE(table.primary().find(0x5800), nullptr);
+  EXPECT_NE(table.extra().find(0xb800), nullptr);
+
+  ModuleTable::Entries overlapping;
+  overlapping.primary = {at(0x3800, 0x4800)};
+  EXPECT_FALSE(table.extend(overlapping, &cache));
+  ModuleTable::Entries too_many;
+  for (std::uint64_t i = 0; i < table.primary().capacity(); ++i)
+    too_many.primary.push_back(at(0x100000 + i * 0x1000, 0x100800 + i * 0x1000));
+  EXPECT_FALSE(table.extend(too_many, &cache));
+  EXPECT_EQ(table.primary().modules().size(), 3u) << "refused for want of room before any addition";
+}
+
 }  // namespace
