@@ -44,6 +44,7 @@
 
 #include "sframe/error.hpp"
 #include "sframe/format.hpp"
+#include "sframe/modules.hpp"
 #include "sframe/stop_reason.hpp"
 
 struct ucontext_t;
@@ -116,20 +117,13 @@ struct BacktraceOptions {
   bool release_cfi_pages = true;
 };
 
-/// Where a module's SFrame comes from in the backtrace's module table.
-enum class BacktraceModuleSource : std::uint8_t {
-  /// Its PT_GNU_SFRAME section (copied), with SFrame generated from
-  /// .eh_frame only for the functions that section lacks (if any).
-  kNative,
-  /// SFrame generated from its .eh_frame (sframe::cfi::generate).
-  kGenerated,
-  /// None: walked by the frame-pointer fallback (the vDSO, data-only
-  /// libraries without code to unwind, and modules that failed).
-  kNone,
-};
-
-/// "native", "generated", "none".
-std::string_view to_string(BacktraceModuleSource s) noexcept;
+/// Where a module's SFrame comes from in the backtrace's module table:
+/// deprecated name of sframe::ModuleSource (sframe/modules.hpp), the one
+/// enum (kNative: its PT_GNU_SFRAME section, copied, with SFrame generated
+/// from .eh_frame only for the functions that section lacks; kGenerated;
+/// kNone: the vDSO, data-only libraries without code to unwind, and modules
+/// that failed). sframe::to_string(ModuleSource) names it.
+using BacktraceModuleSource = ModuleSource;
 
 /// One module of the table, as backtrace_init()/backtrace_refresh() built it.
 struct BacktraceModuleReport {
@@ -138,7 +132,7 @@ struct BacktraceModuleReport {
   std::string name;
   /// Load bias (runtime address = link-time address + bias).
   std::uint64_t bias = 0;
-  BacktraceModuleSource source = BacktraceModuleSource::kNone;
+  ModuleSource source = ModuleSource::kNone;
   /// kNative: functions generated from .eh_frame because PT_GNU_SFRAME
   /// lacks them (0: it covers every FDE .eh_frame_hdr lists, nothing was
   /// generated).

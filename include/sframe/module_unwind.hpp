@@ -149,18 +149,11 @@ struct ModuleUnwindOptions {
   bool merge_own = false;
 };
 
-/// Where a module's primary unwind information comes from.
-enum class ModuleSource : std::uint8_t {
-  /// Its own SFrame section (perhaps with a generated `extra` beside it).
-  kNative,
-  /// SFrame generated from its .eh_frame.
-  kGenerated,
-  /// None (frame-pointer fallback only).
-  kNone,
-};
-
-/// "native", "generated", "none".
-std::string_view to_string(ModuleSource s) noexcept;
+/// Where a module's primary unwind information comes from: deprecated
+/// name of sframe::ModuleSource (sframe/modules.hpp), the one enum.
+using ModuleSource = sframe::ModuleSource;
+/// sframe::to_string(ModuleSource): "native", "generated", "none".
+using sframe::to_string;
 
 /// Start PCs (link-time) of the FDEs a .eh_frame_hdr lists, from its binary
 /// search table (encoding DW_EH_PE_datarel|sdata4, what linkers write), in

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "sframe/error.hpp"
 #include "sframe/lookup.hpp"
@@ -28,6 +29,28 @@ struct AddressRange {
   constexpr bool contains(std::uint64_t a) const noexcept { return a >= begin && a < end; }
   friend constexpr bool operator==(const AddressRange&, const AddressRange&) = default;
 };
+
+/// Where a module's SFrame comes from: the one name for it across the
+/// in-process backtrace (BacktraceModuleReport), `sframe stack`
+/// (process::LoadedModule) and the shared builder (cfi::ModuleUnwind).
+enum class ModuleSource : std::uint8_t {
+  /// Its own SFrame section (PT_GNU_SFRAME / .sframe), perhaps with SFrame
+  /// generated from .eh_frame beside it for the functions it lacks.
+  kNative,
+  /// SFrame generated from its .eh_frame (sframe::cfi::generate), in place
+  /// of an own section it lacks (or that was ignored or unusable).
+  kGenerated,
+  /// None: only the frame-pointer fallback walks its frames.
+  kNone,
+  /// Deprecated: process::UnwindSource's name for kNative.
+  kSFrameSection [[deprecated("use ModuleSource::kNative")]] = kNative,
+  /// Deprecated: process::UnwindSource's name for kNone.
+  kFramePointer [[deprecated("use ModuleSource::kNone")]] = kNone,
+};
+
+/// "native", "generated", "none" (printed by `sframe stack` and the
+/// backtrace's init report); "?" for a value outside the enum.
+std::string_view to_string(ModuleSource s) noexcept;
 
 /// One loaded object: its code range, its SFrame section and its load bias.
 /// The Section (and its FdeIndex or RowIndex, if any) must outlive every

@@ -29,6 +29,7 @@
 #include "sframe/elf.hpp"
 #include "sframe/error.hpp"
 #include "sframe/lookup.hpp"
+#include "sframe/module_table.hpp"
 #include "sframe/module_unwind.hpp"
 #include "sframe/section.hpp"
 #include "sframe/symbols.hpp"
@@ -217,18 +218,14 @@ std::string process_name(pid_t pid);
 // ---------------------------------------------------------------------------
 // Modules
 
-/// Where a module's unwind information comes from.
-enum class UnwindSource : std::uint8_t {
-  /// The module's own SFrame section (.sframe / PT_GNU_SFRAME).
-  kSFrameSection,
-  /// SFrame generated now from the module's .eh_frame (sframe::cfi::generate).
-  kGenerated,
-  /// None usable: only the frame-pointer fallback.
-  kFramePointer,
-};
-
-/// "sframe", "generated", "frame-pointer".
-std::string_view to_string(UnwindSource s) noexcept;
+/// Where a module's unwind information comes from: deprecated name of
+/// sframe::ModuleSource (sframe/modules.hpp), the one enum (its deprecated
+/// enumerators kSFrameSection and kFramePointer are kNative and kNone).
+using UnwindSource = sframe::ModuleSource;
+/// sframe::to_string(ModuleSource): "native", "generated", "none" (before
+/// the one enum, `sframe stack` printed this one's "sframe" and
+/// "frame-pointer").
+using sframe::to_string;
 
 /// An ELF file mapped in the process.
 struct LoadedModule {
@@ -244,7 +241,7 @@ struct LoadedModule {
   /// The executable mappings' ranges [first, second).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> exec_ranges;
 
-  UnwindSource source = UnwindSource::kFramePointer;
+  ModuleSource source = ModuleSource::kNone;
   /// Why the source is not the module's own SFrame section (or "").
   std::string why;
   /// How the file was reached when not by its path ("" normally), e.g.
@@ -254,12 +251,12 @@ struct LoadedModule {
   /// LoadedModules::generate_for(): one FDE at a time when its
   /// .eh_frame_hdr table leads to them (`unwind->on_demand()`; cleared once
   /// the first is generated), else its whole section when `source` is
-  /// kFramePointer, the `extra` section when it is kSFrameSection and its
+  /// kNone, the `extra` section when it is kNative and its
   /// .eh_frame_hdr lists FDEs its own section lacks (never for a module
   /// whose own section covers every FDE).
   bool generation_pending = false;
   /// The SFrame section, parsed at its link-time address, and an index over
-  /// it; set for kSFrameSection and kGenerated.
+  /// it; set for kNative and kGenerated.
   std::optional<Section> sframe;
   std::optional<FdeIndex> index;
   /// For a module with its own SFrame section: SFrame generated from the
@@ -373,11 +370,11 @@ class LoadedModules {
 
   /// The unwinder's view: modules with SFrame (own or generated). Replaced
   /// (with a new generation) by generate_for(): fetch it again after.
-  const sframe::ModuleMap& unwind_map() const noexcept { return *unwind_map_; }
+  const sframe::ModuleMap& unwind_map() const noexcept { return table_.primary(); }
 
   /// The second map consulted by walk(): the `extra` sections of modules
   /// that have their own SFrame section (see LoadedModule::extra).
-  const sframe::ModuleMap& extra_map() const noexcept { return *extra_map_; }
+  const sframe::ModuleMap& extra_map() const noexcept { return table_.extra(); }
 
   /// Generates SFrame for the module whose code contains runtime `pc` if
   /// its generation is pending: for the FDE covering `pc` alone where the
@@ -419,10 +416,8 @@ class LoadedModules {
   LoadedModules() = default;
   void rebuild_unwind_map();
   std::vector<LoadedModule> modules_;  // sorted by start
-  std::vector<sframe::Module> unwind_storage_;
-  std::unique_ptr<sframe::ModuleMap> unwind_map_;
-  std::vector<sframe::Module> extra_storage_;
-  std::unique_ptr<sframe::ModuleMap> extra_map_;
+  // The unwinder's maps (sframe/module_table.hpp).
+  sframe::ModuleTable table_;
   // Every executable mapping's [start, end), sorted.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> exec_ranges_;
   std::vector<AddressRange> trampolines_;

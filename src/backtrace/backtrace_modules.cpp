@@ -29,6 +29,7 @@
 #include "module_data.hpp"
 #include "sframe/cfi_reader.hpp"
 #include "sframe/elf.hpp"
+#include "sframe/module_table.hpp"
 #include "sframe/module_unwind.hpp"
 
 namespace sframe::bt {
@@ -112,18 +113,6 @@ std::string main_program_path() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("/proc/self/exe");
 }
 
-BacktraceModuleSource source_of(cfi::ModuleSource s) {
-  switch (s) {
-    case cfi::ModuleSource::kNative:
-      return BacktraceModuleSource::kNative;
-    case cfi::ModuleSource::kGenerated:
-      return BacktraceModuleSource::kGenerated;
-    case cfi::ModuleSource::kNone:
-      break;
-  }
-  return BacktraceModuleSource::kNone;
-}
-
 // The report on `t`'s modules; returns the first failure's error, if any.
 std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
   std::optional<Error> first;
@@ -134,7 +123,7 @@ std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
     BacktraceModuleReport r;
     r.name = d->name.empty() ? main_program_path() : d->name;
     r.bias = d->bias;
-    r.source = source_of(d->unwind.source());
+    r.source = d->unwind.source();
     r.extra_functions = d->unwind.extra_functions();
     r.reason = d->unwind.reason();
     if (d->deferred) {
@@ -145,7 +134,7 @@ std::optional<Error> report_on(const Table& t, BacktraceInitReport* report) {
     } else if (d->failed()) {
       r.error = d->error;
       if (!d->failure.empty()) r.reason += "; " + d->failure;
-    } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == BacktraceModuleSource::kNone) {
+    } else if (is_vdso(RawModule{d->name, d->bias, {}}) && r.source == ModuleSource::kNone) {
       r.reason = "vDSO: no usable CFI (frame-pointer fallback)";
     }
     report->modules.push_back(std::move(r));
@@ -220,44 +209,18 @@ void assemble(Table& t) {
     t.trampolines.insert(t.trampolines.end(), d->trampolines.begin(), d->trampolines.end());
     t.code.push_back(d->range);
   }
-  // Per-FDE sections (a deferred module's functions on the initialising
-  // thread's stack) take a map entry each.
-  std::size_t per_fde = 0;
-  for (const auto& d : t.data) per_fde += d->unwind.generated_fdes().size();
-  t.storage.assign(t.data.size() + per_fde, Module{});
-  t.extra_storage.assign(t.data.size(), Module{});
-  t.map = ModuleMap(t.storage);
-  t.extra_map = ModuleMap(t.extra_storage);
-  const auto add = [](ModuleMap& map, const ModuleData& d, const OwnedSection& o) {
-    if (!o.usable()) return false;
-    Module mod;
-    mod.range = d.range;
-    mod.bias = d.bias;
-    mod.section = *o.section;
-    mod.index = o.index ? &*o.index : nullptr;
-    mod.rows = o.rows ? &*o.rows : nullptr;
-    mod.compact_rows = o.rows && !o.compact_rows.empty() ? o.compact_rows.data() : nullptr;
-    return static_cast<bool>(map.add(mod));
-  };
+  // The shared placement (ModuleTable): each module's sections at its
+  // range, and its per-FDE sections (a deferred module's functions on the
+  // initialising thread's stack, generated only for modules without their
+  // own section) cut to it. Storage of the exact size: a table is never
+  // added to once published.
+  ModuleTable::Entries e;
   for (const auto& d : t.data) {
-    if (add(t.map, *d, d->unwind.primary()))
-      t.generated += d->unwind.source() == cfi::ModuleSource::kGenerated ? 1 : 0;
-    add(t.extra_map, *d, d->unwind.extra());
-    for (const cfi::GeneratedFde* g : d->unwind.generated_fdes()) {
-      // Only modules without a usable section of their own get these.
-      const std::uint64_t lo = std::max(g->start + d->bias, d->range.begin);
-      const std::uint64_t hi = std::min(g->end + d->bias, d->range.end);
-      if (lo >= hi || !g->section.usable()) continue;
-      Module mod;
-      mod.range = {lo, hi};
-      mod.bias = d->bias;
-      mod.section = *g->section.section;
-      mod.index = g->section.index ? &*g->section.index : nullptr;
-      mod.rows = g->section.rows ? &*g->section.rows : nullptr;
-      mod.compact_rows = g->section.rows && !g->section.compact_rows.empty() ? g->section.compact_rows.data() : nullptr;
-      (void)t.map.add(mod);
-    }
+    e.add(d->unwind, d->range, d->bias);
+    t.generated += d->unwind.primary().usable() && d->unwind.source() == ModuleSource::kGenerated ? 1 : 0;
   }
+  ModuleTable::fill(e.primary, t.storage, t.map, e.primary.size());
+  ModuleTable::fill(e.extra, t.extra_storage, t.extra_map, e.extra.size());
   t.row_codes.clear();
   t.bucket_rules.clear();
   auto* brules = t.deferred == 0 ? &t.bucket_rules : nullptr;
@@ -685,18 +648,6 @@ bool backtrace_modules_ready() noexcept {
 }
 
 std::uint64_t backtrace_unknown_pc() noexcept { return bt::g_unknown_pc.load(std::memory_order_relaxed); }
-
-std::string_view to_string(BacktraceModuleSource s) noexcept {
-  switch (s) {
-    case BacktraceModuleSource::kNative:
-      return "native";
-    case BacktraceModuleSource::kGenerated:
-      return "generated";
-    case BacktraceModuleSource::kNone:
-      return "none";
-  }
-  return "?";
-}
 
 std::size_t BacktraceInitReport::failures() const noexcept {
   return static_cast<std::size_t>(std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m.failed(); }));

@@ -111,7 +111,7 @@ std::shared_ptr<ModuleData> build_module(const RawModule& m, const AddressRange&
     for (const AddressRange& t : d->unwind.trampolines()) d->trampolines.push_back({t.begin + m.bias, t.end + m.bias});
   };
   note_trampolines();
-  const bool native = d->unwind.source() == cfi::ModuleSource::kNative;
+  const bool native = d->unwind.source() == ModuleSource::kNative;
   if (opt.stack_libraries_per_fde && !stack_pcs.empty() && !m.name.empty() && !native && !image.eh_frame_hdr.empty() && !is_vdso(m) &&
       d->unwind.needs_generation()) {
     // BacktraceOptions::stack_libraries_per_fde: a library on the

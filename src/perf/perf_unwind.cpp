@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "sframe/elf.hpp"
+#include "sframe/module_table.hpp"
 #include "sframe/module_unwind.hpp"
 #include "sframe/process.hpp"
 #include "sframe/symbols.hpp"
@@ -97,8 +98,9 @@ struct Space {
   std::vector<MapEntry> added;
   bool cut_since_build = true;
   std::uint64_t built_epoch = 0;
-  std::vector<Module> prim_storage, extra_storage;
-  std::unique_ptr<ModuleMap> prim, extra;
+  // The unwinder's maps; `built` once assigned.
+  ModuleTable table;
+  bool built = false;
   std::vector<AddressRange> trampolines;
   std::unique_ptr<StaticRuleCache<1024>> cache;
 
@@ -160,19 +162,6 @@ struct Space {
     added.clear();
   }
 };
-
-void fill(std::vector<Module>& mods, std::vector<Module>& storage, std::unique_ptr<ModuleMap>& map,
-          std::size_t capacity = 0) {
-  storage.assign(std::max(mods.size(), capacity), Module{});
-  map = std::make_unique<ModuleMap>(std::span<Module>(storage));
-  // In address order: each add() appends. Sorted as (start, index) keys:
-  // moving the modules themselves (a Section each) cost more than the rest
-  // of a rebuild. Equal starts keep their order, as a stable sort would.
-  std::vector<std::pair<std::uint64_t, std::size_t>> order(mods.size());
-  for (std::size_t i = 0; i < mods.size(); ++i) order[i] = {mods[i].range.begin, i};
-  std::sort(order.begin(), order.end());
-  for (const auto& [begin, i] : order) (void)map->add(mods[i]);
-}
 
 std::string home_debug() {
   const char* h = std::getenv("HOME");
@@ -321,25 +310,14 @@ struct Session::Impl {
     return *s;
   }
 
-  // The unwinder's modules of mapping `m` (its file's own or generated
-  // section, the FDEs generated so far) appended to `prim` and `extra`, its
-  // signal trampolines to `tramps`.
-  void modules_of(const MapEntry& m, std::vector<Module>& prim, std::vector<Module>& extra,
-                  std::vector<AddressRange>& tramps) {
+  // The unwinder's entries of mapping `m` (its file's own or generated
+  // section, the FDEs generated so far) appended to `e`, its signal
+  // trampolines to `tramps`.
+  void modules_of(const MapEntry& m, ModuleTable::Entries& e, std::vector<AddressRange>& tramps) {
     if (!m.dso) return;
     const cfi::ModuleUnwind* u = unwind_of(*m.dso);
     if (!u) return;
-    const auto module_of = [&](const cfi::UnwindSection& us) {
-      return Module{{m.start, m.end}, m.bias, *us.section, us.index ? &*us.index : nullptr, us.rows ? &*us.rows : nullptr,
-                    us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
-    };
-    if (u->primary().usable()) prim.push_back(module_of(u->primary()));
-    if (u->extra().usable()) extra.push_back(module_of(u->extra()));
-    // FDEs generated one at a time: beside the own section (extra map),
-    // or in its place (primary map, whose rules the walk caches).
-    auto& fdes = u->primary().usable() ? extra : prim;
-    for (const cfi::GeneratedFde* g : u->generated_fdes())
-      if (auto fm = fde_module(m, *g)) fdes.push_back(*fm);
+    e.add(*u, {m.start, m.end}, m.bias);
     for (const AddressRange& t : m.dso->trampolines)
       if (t.begin + m.bias >= m.start && t.begin + m.bias < m.end) tramps.push_back({t.begin + m.bias, t.end + m.bias});
   }
@@ -348,7 +326,7 @@ struct Session::Impl {
   // mappings added since the last build when that is all that changed
   // (extend()), else by a full rebuild.
   void update(Space& s) {
-    if (s.prim && !s.cut_since_build && s.built_epoch == epoch && extend(s)) return;
+    if (s.built && !s.cut_since_build && s.built_epoch == epoch && extend(s)) return;
     rebuild(s);
   }
 
@@ -359,25 +337,16 @@ struct Session::Impl {
   // that overlaps one present (a full rebuild orders such conflicts by
   // address).
   bool extend(Space& s) {
-    std::vector<Module> prim, extra;
+    ModuleTable::Entries e;
     std::vector<AddressRange> tramps;
-    for (const MapEntry& e : s.added) {
-      auto it = s.maps.find(e.start);
+    for (const MapEntry& a : s.added) {
+      auto it = s.maps.find(a.start);
       // Added, then replaced by a later mapping at the same start (no cut:
       // the same range) or gone: the map as it stands is what counts.
       if (it == s.maps.end()) continue;
-      modules_of(it->second, prim, extra, tramps);
+      modules_of(it->second, e, tramps);
     }
-    if (s.prim->modules().size() + prim.size() > s.prim->capacity() ||
-        s.extra->modules().size() + extra.size() > s.extra->capacity())
-      return false;
-    for (const Module& m : prim) {
-      const std::uint64_t gen = s.prim->generation();
-      if (!s.prim->add(m)) return false;
-      if (s.cache && s.cache->generation() == gen) s.cache->adopt(s.prim->generation(), m.range.begin, m.range.end);
-    }
-    for (const Module& m : extra)
-      if (!s.extra->add(m)) return false;
+    if (!s.table.extend(e, s.cache.get())) return false;
     s.trampolines.insert(s.trampolines.end(), tramps.begin(), tramps.end());
     s.added.clear();
     s.dirty = false;
@@ -385,69 +354,43 @@ struct Session::Impl {
   }
 
   void rebuild(Space& s) {
-    std::vector<Module> prim, extra;
+    ModuleTable::Entries e;
     s.trampolines.clear();
-    for (const auto& [start, m] : s.maps) modules_of(m, prim, extra, s.trampolines);
-    // Room for the FDEs generated from now on (View::generate_for), grown
-    // geometrically: a Python profile generates ~800 FDEs, and each full
-    // rebuild re-sorts and re-adds every module (and empties the rule
-    // cache), so a fixed step of 64 made generation quadratic.
-    fill(prim, s.prim_storage, s.prim, prim.size() + std::max<std::size_t>(64, prim.size()));
-    fill(extra, s.extra_storage, s.extra, extra.size() + std::max<std::size_t>(64, extra.size()));
+    for (const auto& [start, m] : s.maps) modules_of(m, e, s.trampolines);
+    // With room for the FDEs generated from now on (View::generate_for).
+    s.table.assign(e);
+    s.built = true;
     s.dirty = false;
     s.built_epoch = epoch;
     s.added.clear();
     s.cut_since_build = false;
   }
 
-  // The unwinder's module for one generated FDE of the file mapped at `m`
-  // (its range cut to the mapping); none when nothing of it is mapped there.
-  static std::optional<Module> fde_module(const MapEntry& m, const cfi::GeneratedFde& g) {
-    const std::uint64_t lo = std::max(g.start + m.bias, m.start), hi = std::min(g.end + m.bias, m.end);
-    if (lo >= hi || !g.section.usable()) return std::nullopt;
-    const cfi::UnwindSection& us = g.section;
-    return Module{{lo, hi}, m.bias, *us.section, us.index ? &*us.index : nullptr, us.rows ? &*us.rows : nullptr,
-                  us.rows && !us.compact_rows.empty() ? us.compact_rows.data() : nullptr};
-  }
-
   // walk_chain()'s view of one process.
   struct View {
     Impl& im;
     Space& s;
-    const ModuleMap& unwind_map() const { return *s.prim; }
-    const ModuleMap& extra_map() const { return *s.extra; }
+    const ModuleMap& unwind_map() const { return s.table.primary(); }
+    const ModuleMap& extra_map() const { return s.table.extra(); }
     bool generated(std::uint64_t lpc) const {
       const MapEntry* m = s.find(lpc);
-      return m && m->dso && m->dso->unwind && m->dso->unwind->source() == cfi::ModuleSource::kGenerated;
+      return m && m->dso && m->dso->unwind && m->dso->unwind->source() == ModuleSource::kGenerated;
     }
     bool generate_for(std::uint64_t lpc) {
       const MapEntry* m = s.find(lpc);
       if (!m || !m->dso || !m->dso->unwind) return false;
       Dso& d = *m->dso;
       if (d.unwind->on_demand()) {
-        // The FDE covering lpc alone; its module joins this process's
-        // extra map (others mapping the file pick it up when they need it,
-        // or at their next rebuild).
+        // The FDE covering lpc alone; its entry joins this process's maps
+        // (others mapping the file pick it up when they need it, or at
+        // their next rebuild).
         const std::size_t before = d.unwind->generated_fdes().size();
-        Expected<const cfi::GeneratedFde*> g = d.unwind->generate_for_pc(lpc - m->bias);
+        const ModuleTable::Generated g =
+            s.table.generate_for_pc(*d.unwind, {m->start, m->end}, m->bias, lpc, s.cache.get());
         const std::size_t after = d.unwind->generated_fdes().size();
         im.stats.generated_fdes += after - before;
         im.stats.generated_dsos += before == 0 && after > 0;
-        if (!g) return false;
-        ModuleMap& map = d.unwind->primary().usable() ? *s.extra : *s.prim;
-        if (map.find(lpc)) return false;  // already there: nothing new
-        std::optional<Module> fm = fde_module(*m, **g);
-        if (!fm || !fm->range.contains(lpc)) return false;
-        if (map.modules().size() == map.capacity()) {
-          im.rebuild(s);  // grows the storage; takes every generated FDE
-          return (d.unwind->primary().usable() ? *s.extra : *s.prim).find(lpc) != nullptr;
-        }
-        const std::uint64_t gen = map.generation();
-        if (!map.add(*fm)) return false;  // overlapping (hostile FDE ranges)
-        // The cached rules of other PCs stay true: only the new range's go.
-        if (&map == s.prim.get() && s.cache && s.cache->generation() == gen)
-          s.cache->adopt(map.generation(), fm->range.begin, fm->range.end);
-        return true;
+        return g == ModuleTable::Generated::kAdded;
       }
       if (!d.unwind->needs_generation()) return false;
       auto eh = d.file->section_bytes(".eh_frame");
@@ -455,7 +398,7 @@ struct Session::Impl {
       ++im.stats.generated_dsos;
       ++im.epoch;
       im.rebuild(s);
-      return d.unwind->extra().usable() || d.unwind->source() == cfi::ModuleSource::kGenerated;
+      return d.unwind->extra().usable() || d.unwind->source() == ModuleSource::kGenerated;
     }
     bool executable(std::uint64_t addr) const { return s.find(addr) != nullptr; }
     std::span<const AddressRange> signal_trampolines() const { return s.trampolines; }
@@ -664,7 +607,7 @@ struct Session::Impl {
       Space& s = space(r.id.pid);
       if (s.dirty || s.built_epoch != epoch) update(s);
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
-      s.cache->sync(s.prim->generation());
+      s.cache->sync(s.table.primary().generation());
       Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
       // The other sampled registers: frame 0's FLEX rules may name them.
       static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {

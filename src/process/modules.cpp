@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sframe/module_table.hpp"
 #include "sframe/module_unwind.hpp"
 #include "sframe/process.hpp"
 
@@ -159,19 +160,20 @@ namespace {
 // The views of LoadedModule from its builder's sections.
 void take_views(LoadedModule& mod) {
   const cfi::ModuleUnwind& u = *mod.unwind;
-  mod.source = u.source() == cfi::ModuleSource::kNative      ? UnwindSource::kSFrameSection
-               : u.source() == cfi::ModuleSource::kGenerated ? UnwindSource::kGenerated
-                                                             : UnwindSource::kFramePointer;
+  mod.source = u.source();
+  // A usable section has an FdeIndex, a RowIndex or both (here both: the
+  // builder runs with fde_index_with_rows and without merge_own); the
+  // views take what there is.
   if (u.primary().usable()) {
     mod.sframe = *u.primary().section;
-    mod.index = *u.primary().index;
+    mod.index = u.primary().index;
   }
   if (u.extra().usable()) {
     mod.extra = *u.extra().section;
-    mod.extra_index = *u.extra().index;
+    mod.extra_index = u.extra().index;
   }
   mod.extra_functions = u.extra_functions();
-  mod.why = mod.source == UnwindSource::kSFrameSection && u.extra_functions() == 0 && !u.needs_generation()
+  mod.why = mod.source == ModuleSource::kNative && u.extra_functions() == 0 && !u.needs_generation()
                 ? std::string(u.missing_fdes() == 0 ? "" : u.reason())
                 : u.reason();
 }
@@ -201,18 +203,6 @@ void generate_sframe(LoadedModule& mod) {
 }
 
 }  // namespace
-
-std::string_view to_string(UnwindSource s) noexcept {
-  switch (s) {
-    case UnwindSource::kSFrameSection:
-      return "sframe";
-    case UnwindSource::kGenerated:
-      return "generated";
-    case UnwindSource::kFramePointer:
-      return "frame-pointer";
-  }
-  return "?";
-}
 
 bool LoadedModule::contains_exec(std::uint64_t pc) const noexcept {
   return std::any_of(exec_ranges.begin(), exec_ranges.end(),
@@ -251,7 +241,7 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
       out.trampolines_.push_back({t.begin + mod.bias, t.end + mod.bias});
     if (!mod.unwind->needs_generation()) {
     } else if (!opt.generate) {
-      if (mod.source != UnwindSource::kSFrameSection) mod.why += "; generation disabled";
+      if (mod.source != ModuleSource::kNative) mod.why += "; generation disabled";
     } else if (opt.on_demand) {
       // One FDE at a time where .eh_frame_hdr leads to it; else the whole
       // module on first need.
@@ -285,79 +275,36 @@ bool LoadedModules::executable(std::uint64_t addr) const noexcept {
   return addr < it->second;
 }
 
-namespace {
-
-// A new map (new generation: rule caches refill) over storage sized once;
-// moving LoadedModules moves the vector's buffer, not the modules.
-void fill_map(std::vector<sframe::Module>& mods, std::vector<sframe::Module>& storage,
-              std::unique_ptr<sframe::ModuleMap>& map) {
-  storage.assign(mods.size(), sframe::Module{});
-  map = std::make_unique<sframe::ModuleMap>(std::span<sframe::Module>(storage));
-  // In address order: each add() appends.
-  std::sort(mods.begin(), mods.end(),
-            [](const sframe::Module& a, const sframe::Module& b) { return a.range.begin < b.range.begin; });
-  for (const auto& m : mods) (void)map->add(m);
-}
-
-}  // namespace
-
 void LoadedModules::rebuild_unwind_map() {
-  std::vector<sframe::Module> mods, extra;
-  for (const LoadedModule& m : modules_) {
-    for (const auto& r : m.exec_ranges) {
-      // The builder's accelerators: a RowIndex where validate(kStrict)
-      // passed, else the FdeIndex.
-      const cfi::UnwindSection* p = m.unwind && m.unwind->primary().usable() ? &m.unwind->primary() : nullptr;
-      const cfi::UnwindSection* x = m.unwind && m.unwind->extra().usable() ? &m.unwind->extra() : nullptr;
-      const auto module_of = [&](const cfi::UnwindSection& u) {
-        return sframe::Module{{r.first, r.second},
-                              m.bias,
-                              *u.section,
-                              &*u.index,
-                              u.rows ? &*u.rows : nullptr,
-                              u.rows && !u.compact_rows.empty() ? u.compact_rows.data() : nullptr};
-      };
-      if (p) mods.push_back(module_of(*p));
-      if (x) extra.push_back(module_of(*x));
-      // FDEs generated one at a time: beside the own section, or in its
-      // place.
-      if (!m.unwind) continue;
-      for (const cfi::GeneratedFde* g : m.unwind->generated_fdes()) {
-        const std::uint64_t lo = std::max(g->start + m.bias, r.first), hi = std::min(g->end + m.bias, r.second);
-        if (lo >= hi || !g->section.usable()) continue;
-        const cfi::UnwindSection& u = g->section;
-        (p ? extra : mods)
-            .push_back(sframe::Module{{lo, hi}, m.bias, *u.section, &*u.index, u.rows ? &*u.rows : nullptr,
-                                      u.rows && !u.compact_rows.empty() ? u.compact_rows.data() : nullptr});
-      }
-    }
-  }
-  fill_map(mods, unwind_storage_, unwind_map_);
-  fill_map(extra, extra_storage_, extra_map_);
+  // One placement per executable mapping: a module's sections (and FDEs
+  // generated one at a time, cut to the mapping) in each.
+  ModuleTable::Entries e;
+  for (const LoadedModule& m : modules_)
+    if (m.unwind)
+      for (const auto& r : m.exec_ranges) e.add(*m.unwind, {r.first, r.second}, m.bias);
+  table_.assign(e);
 }
 
 bool LoadedModules::generate_for(std::uint64_t pc) {
   auto it = std::find_if(modules_.begin(), modules_.end(), [pc](const LoadedModule& m) { return m.contains_exec(pc); });
   if (it != modules_.end() && it->unwind && it->unwind->on_demand()) {
-    // Only for what the own section lacks.
-    if (it->index) {
-      auto own = it->index->find(pc - it->bias);
-      if (own || own.error().code() != LookupErrc::kPcNotCovered) return false;
-    }
-    // The FDE covering pc alone; true only when it is new (a known one is
-    // in the maps already: the walk found no rule in it).
+    // The FDE covering pc alone, into the map the placement rule names;
+    // true only when that added it (a known one is in the maps already:
+    // the walk found no rule in it).
+    const auto r = std::find_if(it->exec_ranges.begin(), it->exec_ranges.end(),
+                                [pc](const auto& x) { return pc >= x.first && pc < x.second; });
     const std::size_t before = it->unwind->generated_fdes().size();
-    Expected<const cfi::GeneratedFde*> g = it->unwind->generate_for_pc(pc - it->bias);
-    if (!g || it->unwind->generated_fdes().size() == before) return false;
-    it->generation_pending = false;
-    take_views(*it);
-    rebuild_unwind_map();
-    return true;
+    const ModuleTable::Generated g = table_.generate_for_pc(*it->unwind, {r->first, r->second}, it->bias, pc);
+    if (it->unwind->generated_fdes().size() != before) {
+      it->generation_pending = false;
+      take_views(*it);  // the source becomes kGenerated with a first FDE
+    }
+    return g == ModuleTable::Generated::kAdded;
   }
   if (it == modules_.end() || !it->generation_pending) return false;
   it->generation_pending = false;
   generate_sframe(*it);
-  if (!it->unwind->extra().usable() && it->source != UnwindSource::kGenerated) return false;
+  if (!it->unwind->extra().usable() && it->source != ModuleSource::kGenerated) return false;
   rebuild_unwind_map();
   return true;
 }

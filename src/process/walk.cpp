@@ -46,7 +46,7 @@ struct LiveSpace {
   const sframe::ModuleMap& extra_map() const { return m.extra_map(); }
   bool generated(std::uint64_t lpc) const {
     const LoadedModule* mod = m.find(lpc);
-    return mod && mod->source == UnwindSource::kGenerated;
+    return mod && mod->source == ModuleSource::kGenerated;
   }
   bool generate_for(std::uint64_t lpc) { return m.generate_for(lpc); }
   bool executable(std::uint64_t addr) const { return m.executable(addr); }

@@ -134,7 +134,7 @@ ThreadTrace trace_thread(const process::Thread& t, process::LoadedModules& mods,
 std::string module_why(const LoadedModule& m) {
   std::string why = m.why;
   if (m.generation_pending)
-    why += m.source == process::UnwindSource::kSFrameSection
+    why += m.source == ModuleSource::kNative
                ? std::string(why.empty() ? "" : "; ") + ".eh_frame not read: no frame lacked SFrame"
                : "; not generated: no frame needed it";
   if (!m.how_opened.empty()) why = why.empty() ? m.how_opened : m.how_opened + "; " + why;

@@ -73,6 +73,18 @@ const Module* ModuleMap::find(std::uint64_t pc) const noexcept {
   return m.range.contains(pc) ? &m : nullptr;
 }
 
+std::string_view to_string(ModuleSource s) noexcept {
+  switch (s) {
+    case ModuleSource::kNative:
+      return "native";
+    case ModuleSource::kGenerated:
+      return "generated";
+    case ModuleSource::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 void RuleCache::set_storage(std::span<Entry> storage) noexcept {
   // At most 2^31 entries, so that set indices fit the clear() log.
   const std::size_t usable = std::min<std::size_t>(storage.size(), std::size_t{1} << 31);

@@ -94,18 +94,6 @@ bool UnwindSection::covers(std::uint64_t pc) const noexcept {
   return m || m.error().code() != LookupErrc::kPcNotCovered;
 }
 
-std::string_view to_string(ModuleSource s) noexcept {
-  switch (s) {
-    case ModuleSource::kNative:
-      return "native";
-    case ModuleSource::kGenerated:
-      return "generated";
-    case ModuleSource::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 namespace {
 
 std::string error_words(const Error& e) { return std::string(describe(e.code())); }

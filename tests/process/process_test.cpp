@@ -128,12 +128,12 @@ TEST(Modules, SymbolizeAgreesWithDladdr) {
     }
     // SFrame is generated on demand for modules without their own (libc
     // here); afterwards the unwinder's map covers the PC.
-    if (s.module->source == UnwindSource::kFramePointer) {
+    if (s.module->source == ModuleSource::kNone) {
       EXPECT_TRUE(s.module->generation_pending);
       EXPECT_TRUE(mods.generate_for(pc));
       EXPECT_FALSE(mods.generate_for(pc));  // once
     }
-    EXPECT_NE(s.module->source, UnwindSource::kFramePointer) << s.module->path << ": " << s.module->why;
+    EXPECT_NE(s.module->source, ModuleSource::kNone) << s.module->path << ": " << s.module->why;
     EXPECT_NE(mods.unwind_map().find(pc), nullptr);
   }
 }
@@ -185,7 +185,7 @@ TEST(Modules, GenerationOnlyForWhatTheOwnSectionLacks) {
   ASSERT_NE(m, nullptr);
   // Does not apply where this program has no SFrame section of its own: the
   // clang build (no -Wa,--gsframe, CMakeLists.txt), or SFRAMEPP_SELF_SFRAME=OFF.
-  if (m->source != UnwindSource::kSFrameSection) GTEST_SKIP() << "test program without SFrame";
+  if (m->source != ModuleSource::kNative) GTEST_SKIP() << "test program without SFrame";
   const std::string count_eh = "readelf -wf '" + m->path + "' 2>/dev/null | grep -c 'FDE cie='";
   const std::string count_sf = "objdump --sframe '" + m->path + "' 2>/dev/null | grep -c 'func idx'";
   const auto count = [](const std::string& cmd) {

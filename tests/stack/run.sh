@@ -76,8 +76,8 @@ if start "$work/A"; then
   python3 "$here/lookup_names.py" "$bin" "$work/A.json" A stacktest libstacklib.so "libc.so.6=$work/libc-copy.so" && ok ||
     bad "A: lookup and stack name PCs differently"
   # The program and library use their own (gas) SFrame; libc's is generated.
-  grep -Eq "stacktest: sframe( \(|,)" "$work/A.txt" && ok || bad "A: stacktest module not using its SFrame section"
-  grep -Eq "libstacklib.so: sframe( \(|,)" "$work/A.txt" && ok || bad "A: libstacklib.so not using its SFrame section"
+  grep -Eq "stacktest: native( \(|,)" "$work/A.txt" && ok || bad "A: stacktest module not using its SFrame section"
+  grep -Eq "libstacklib.so: native( \(|,)" "$work/A.txt" && ok || bad "A: libstacklib.so not using its SFrame section"
   grep -Eq "libc\.so\.6: generated" "$work/A.txt" && ok || bad "A: libc SFrame not generated"
   # A frame's tag names the source of the rule covering its own PC: libc's
   # frames are stepped with generated SFrame, the program's and the
@@ -99,7 +99,7 @@ fi
 # --- B ---------------------------------------------------------------------
 if start "$work/B"; then
   compare B "$work/B"
-  grep -Eq "stacktest: sframe( \(|,)" "$work/B.txt" && ok || bad "B: gen's section not used"
+  grep -Eq "stacktest: native( \(|,)" "$work/B.txt" && ok || bad "B: gen's section not used"
   stop_target
 fi
 
@@ -176,7 +176,7 @@ if start "$work/D"; then
   rm -f "$work/D/stacktest" "$work/D/libstacklib.so"
   "$bin" stack --json "$target" > "$work/D.json" 2>&1 && ok || bad "deleted: exit status"
   python3 "$here/compare.py" "$work/D.json" - - deleted-files --expect-chains && ok || bad "deleted files: chains"
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if any(m["deleted"] and m["source"]=="sframe" for m in d["modules"]) else 1)' \
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if any(m["deleted"] and m["source"]=="native" for m in d["modules"]) else 1)' \
     "$work/D.json" && ok || bad "deleted: module not marked deleted or its SFrame not read"
   stop_target
 fi
