@@ -16,7 +16,8 @@
 //     primary map, holds their rules). This is the placement rule.
 // A walk looks a PC up in the primary map first, then in the extra map.
 #pragma once
-// Exported from libsframepp-unwind.so, which builds with hidden visibility.
+// Library: libsframepp-unwind (sframepp::unwind). Exported from it, which builds with hidden
+// visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>
