@@ -115,7 +115,8 @@ class MergeCommand final : public Command {
   }
 
   // What merge() would refuse, said with the inputs' names and FDE indexes.
-  std::string check(const std::vector<SectionSpec>& specs, const std::vector<std::string>& names, Version version) const {
+  std::string check(const std::vector<SectionSpec>& specs, const std::vector<std::string>& names,
+                    Version version) const {
     struct Range {
       std::uint64_t start, end;
       std::size_t input, fde;
