@@ -118,6 +118,21 @@ struct Comparison {
   std::uint64_t functions_checked = 0;
   /// FDEs of the CFI's table that libdw could not read (not compared).
   std::uint64_t unreadable_fdes = 0;
+  /// DW_CFA_restore instructions in CIEs' initial instructions
+  /// (CfiStats::cie_restore): libdw refuses the FDEs of those CIEs, which
+  /// then count in unreadable_fdes.
+  std::uint64_t cie_restore = 0;
+  /// PC ranges where the SFrame FDE is a signal frame without FREs and the
+  /// DWARF CFI does not end the stack trace: SFrame gives no rules there, so
+  /// nothing is compared. Spec v3 §1.2 makes a DEFAULT FDE without FREs an
+  /// outermost frame; GNU as 2.47 writes one for a signal frame whose CFI
+  /// SFrame cannot hold (e.g. .cfi_signal_frame with a
+  /// DW_CFA_def_cfa_expression). `reason`: why SFrame could not hold the
+  /// DWARF row, when known. (Such an FDE that is no signal frame is compared
+  /// as an outermost frame.)
+  std::vector<Missing> no_rules;
+  /// PCs compared in no_rules (row boundaries of either side).
+  std::uint64_t no_rules_pcs = 0;
   /// False when libdw was not run, because our reader found CFI on which
   /// libdw could allocate without bound (then nothing was compared and the
   /// four counts below say why): rules for register numbers of 2^16 or
@@ -174,6 +189,9 @@ struct ReaderComparison {
   /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
   /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
   std::uint64_t abi_default_cfa = 0;
+  /// DW_CFA_restore in CIEs' initial instructions (CfiStats::cie_restore):
+  /// ours reads them as no change, libdw refuses the FDEs of those CIEs.
+  std::uint64_t cie_restore = 0;
   /// Zero length words in .debug_frame with records after them
   /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
   std::uint64_t debug_frame_zero_length = 0;
@@ -210,7 +228,7 @@ struct ReaderComparison {
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
 /// when our reader counts any of the input classes above that are not
 /// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// debug_frame_zero_length, empty_expression, wide_offset, deep_remember),
+/// cie_restore, debug_frame_zero_length, empty_expression, wide_offset, deep_remember),
 /// libdw is not run either (the
 /// fuzz target, where such hostile CFI can keep libdw busy for seconds).
 /// Errors: those of either reader.

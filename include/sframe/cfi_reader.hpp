@@ -151,6 +151,14 @@ struct CfiStats {
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's
   /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c).
   std::uint64_t abi_default_cfa = 0;
+  /// DW_CFA_restore and DW_CFA_restore_extended instructions in CIEs'
+  /// initial instructions (GNU as 2.47 moves a function's leading
+  /// .cfi_restore there). DWARF 5 §6.4.2.3 restores the rule the initial
+  /// instructions assign, which there is the rule so far: ours reads them as
+  /// no change; libdw refuses every FDE of such a CIE (elfutils
+  /// libdw/cfi.c: "This can't be used in the CIE's own initial
+  /// instructions").
+  std::uint64_t cie_restore = 0;
   /// Runs of zero length words in .debug_frame followed by a record. DWARF 5
   /// §6.4.1 gives a zero length no meaning there; we skip the word and read
   /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame

@@ -425,6 +425,17 @@ void screen(const CfiStats& stats, Out& out) {
   out.libdw_run = libdw_may_run(stats);
 }
 
+// The FDE `e` (a lookup's kPcBeforeFirstFre) names, when it is a DEFAULT FDE
+// without FREs: an outermost frame (spec v3 §1.2, "An SFrame FDE of type
+// SFRAME_FDE_TYPE_DEFAULT with no FREs is used to indicate an outermost
+// frame"), as the unwinder reads it too.
+std::optional<Fde> fde_without_fres(const Section& s, const Error& e) {
+  if (!e.is(LookupErrc::kPcBeforeFirstFre) || e.fde == kNoIndex) return std::nullopt;
+  Expected<Fde> f = s.fde(e.fde);
+  if (!f || f->num_fres != 0 || f->fde_type != FdeType::kDefault) return std::nullopt;
+  return *f;
+}
+
 // A rule without the fields its kind does not use.
 Rule normalized(const Rule& r) {
   if (r.kind != Rule::Kind::kExpr) return Rule{r.kind};
@@ -446,6 +457,7 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       CfiStats stats;
       if (read_cfi(*srcs, *abi, [](const Function&) {}, &stats)) {
         screen(stats, out);
+        out.cie_restore = stats.cie_restore;
         if (!out.libdw_run) return out;
       }
     }
@@ -472,8 +484,32 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       while (row + 1 < fn.rows.size() && fn.rows[row + 1].start <= pc) ++row;
       const Row& cfi_row = fn.rows[row];
       auto m = index->find(pc);
+      const std::uint64_t end = i + 1 < pcs.size() ? pcs[i + 1] : fn.end;
       if (!m) {
-        const std::uint64_t end = i + 1 < pcs.size() ? pcs[i + 1] : fn.end;
+        if (const auto bare = fde_without_fres(s, m.error())) {
+          // Both end the stack trace here: they agree.
+          if (cfi_row.reason == Reason::kNone && cfi_row.row.outermost()) {
+            ++out.pcs_checked;
+            continue;
+          }
+          if (bare->signal) {
+            // GNU as writes a signal frame whose CFI it cannot translate so
+            // (gas/gen-sframe.c, create_sframe_all): SFrame gives no rules.
+            if (!out.no_rules.empty() && out.no_rules.back().end == pc) {
+              out.no_rules.back().end = end;
+            } else {
+              out.no_rules.push_back({pc, end, cfi_row.reason});
+            }
+            out.no_rules_pcs += 1;
+            continue;
+          }
+          ++out.pcs_checked;
+          if (cfi_row.reason != Reason::kNone && !cfi_row.flex) continue;
+          FrameRow outermost;
+          outermost.ra.kind = Rule::Kind::kUndefined;
+          out.mismatches.push_back({pc, fn.start, "RA", outermost, cfi_row.row});
+          continue;
+        }
         if (!out.missing.empty() && out.missing.back().end == pc) {
           out.missing.back().end = end;
         } else {
@@ -533,12 +569,13 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   screen(stats, out);
   out.overlapping_fdes = stats.overlapping;
   out.abi_default_cfa = stats.abi_default_cfa;
+  out.cie_restore = stats.cie_restore;
   out.debug_frame_zero_length = stats.debug_frame_zero_length;
   out.empty_expression = stats.empty_expression;
   out.wide_offset = stats.wide_offset;
   out.deep_remember = stats.deep_remember;
   if (!out.libdw_run) return out;
-  if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 ||
+  if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 || out.cie_restore != 0 ||
                              out.debug_frame_zero_length != 0 || out.empty_expression != 0 ||
                              out.wide_offset != 0 || out.deep_remember != 0))
     return out;

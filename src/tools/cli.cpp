@@ -322,6 +322,15 @@ std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::
     }
     l.data = std::move(*data);
     if (in.address) l.data.address = *in.address;
+    if (l.data.bytes.empty()) {
+      // No SFrame header to read: a section without data, not a damaged one.
+      if (opt.allow_empty) {
+        l.empty = true;
+        return l;
+      }
+      why = fmt::format("section {} is empty (0 bytes): no SFrame data", opt.section);
+      return std::nullopt;
+    }
   }
   auto sec = Section::parse(l.data.bytes, l.data.address);
   if (!sec) {
@@ -334,6 +343,10 @@ std::optional<Loaded> load(const std::string& arg, const LoadOptions& opt, std::
   }
   l.section = *sec;
   return l;
+}
+
+std::string empty_section_text(const std::string& section) {
+  return fmt::format("\nSection '{}' has no debugging data.\n", section);
 }
 
 std::string raw_note(const Loaded& l) {

@@ -101,6 +101,11 @@ struct Loaded {
   Section section;
   bool raw = false;
   bool address_given = false;  // @ADDRESS given (a raw section is at 0 otherwise)
+  /// The ELF file's SFrame section has no bytes (size 0): a section without
+  /// data, as GNU as 2.45 writes when it leaves out every FDE of an input
+  /// (Ubuntu 25.10's Scrt1.o); objdump prints no SFrame for it and ld links
+  /// it. `section` is then not parsed (only with LoadOptions::allow_empty).
+  bool empty = false;
 };
 
 struct LoadOptions {
@@ -110,7 +115,15 @@ struct LoadOptions {
   bool for_cfi = false;
   /// Receives what objdump prints before the section (or before failing).
   std::string* text_prefix = nullptr;
+  /// An empty SFrame section (size 0) loads as Loaded::empty; otherwise it
+  /// is an error ("section NAME is empty (0 bytes): no SFrame data").
+  bool allow_empty = false;
 };
+
+/// What `dump` prints for an empty section, after the file's banner: the
+/// words of binutils' readelf --sframe (objdump 2.47 prints "Can't get
+/// contents for section ''." there, naming no section).
+std::string empty_section_text(const std::string& section);
 
 /// "section NAME: ERROR" ("raw section: ERROR") for an error found in `l`'s
 /// SFrame section (`section`: its name in an ELF file); for an ELF file the

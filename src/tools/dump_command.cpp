@@ -36,11 +36,15 @@ class DumpCommand final : public Command {
       LoadOptions lo;
       lo.section = opt_.section;
       lo.text_prefix = &out;
+      lo.allow_empty = true;
       auto l = load(path, lo, why);
       if (opt_.json) {
         Json f;
         f["file"] = path;
-        if (l) {
+        if (l && l->empty) {
+          f["elf_format"] = std::string(bfd_target_name(l->file->info()));
+          f["empty_section"] = l->data.name;
+        } else if (l) {
           if (l->raw) {
             f["raw"] = raw_json(*l);
           } else {
@@ -55,7 +59,9 @@ class DumpCommand final : public Command {
         doc["files"].push_back(std::move(f));
         continue;
       }
-      if (l) {
+      if (l && l->empty) {
+        out += empty_section_text(l->data.name);
+      } else if (l) {
         if (auto ok = append_section(out, l->section, l->raw ? std::string_view(".sframe") : l->data.name); !ok) {
           why = section_error_text(*l, opt_.section, ok.error());
           l.reset();

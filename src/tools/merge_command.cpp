@@ -61,11 +61,20 @@ class MergeCommand final : public Command {
     const Version version = opt_.version == 2 ? Version::kV2 : Version::kV3;
     std::vector<SectionSpec> specs;
     Json inputs = Json::array();
+    std::vector<std::string> names;  // of the inputs in `specs`
+    std::size_t empty = 0;
     for (const auto& in : opt_.inputs) {
       std::string why;
       LoadOptions lo;
       lo.section = opt_.section;
+      lo.allow_empty = true;
       auto l = load(in, lo, why);
+      if (l && l->empty) {
+        // No data, so no functions and no ABI to agree on: as ld does, skip it.
+        inputs.push_back({{"input", in}, {"address", hex(l->data.address)}, {"functions", 0}, {"empty", true}});
+        ++empty;
+        continue;
+      }
       if (!l || !rows_fit_model(*l, opt_.section, why)) return fail(in, why);
       auto spec = to_spec(l->section);
       if (!spec) return fail(in, error_text(spec.error()));
@@ -73,8 +82,12 @@ class MergeCommand final : public Command {
       if (l->raw) j["raw"] = raw_json(*l);
       inputs.push_back(std::move(j));
       specs.push_back(std::move(*spec));
+      names.push_back(in);
     }
-    if (auto why = check(specs, version); !why.empty()) return fail("merge", why);
+    if (specs.empty())
+      return fail("merge", fmt::format("every input's {} section is empty (0 bytes): no SFrame data to merge",
+                                       opt_.section));
+    if (auto why = check(specs, names, version); !why.empty()) return fail("merge", why);
     auto merged = merge(specs, address, version);
     if (!merged) return fail(opt_.output, error_text(merged.error()));
     auto bytes = encode(*merged, Layout::kOptimize, size_options(opt_.size, version, merged->big_endian));
@@ -95,13 +108,15 @@ class MergeCommand final : public Command {
       std::fwrite(text.data(), 1, text.size(), report);
       return 0;
     }
-    fmt::print(report, "{}: SFrame v{} section for address 0x{:x}: {} functions, {} bytes\n", opt_.output,
-               opt_.version, address, merged->functions.size(), bytes->size());
+    fmt::print(report, "{}: SFrame v{} section for address 0x{:x}: {} functions, {} bytes{}\n", opt_.output,
+               opt_.version, address, merged->functions.size(), bytes->size(),
+               empty ? fmt::format("; {} empty input sections skipped", empty) : "");
     return 0;
   }
 
   // What merge() would refuse, said with the inputs' names and FDE indexes.
-  std::string check(const std::vector<SectionSpec>& specs, Version version) const {
+  std::string check(const std::vector<SectionSpec>& specs, const std::vector<std::string>& names,
+                    Version version) const {
     struct Range {
       std::uint64_t start, end;
       std::size_t input, fde;
@@ -110,18 +125,18 @@ class MergeCommand final : public Command {
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const SectionSpec& s = specs[i];
       if (s.abi != specs[0].abi)
-        return fmt::format("{} is {}, {} is {}: one section holds one ABI", opt_.inputs[i], abi_name(s.abi),
-                           opt_.inputs[0], abi_name(specs[0].abi));
+        return fmt::format("{} is {}, {} is {}: one section holds one ABI", names[i], abi_name(s.abi),
+                           names[0], abi_name(specs[0].abi));
       if (s.cfa_fixed_fp_offset != specs[0].cfa_fixed_fp_offset ||
           s.cfa_fixed_ra_offset != specs[0].cfa_fixed_ra_offset)
-        return fmt::format("{} has fixed FP/RA offsets {}/{}, {} has {}/{}", opt_.inputs[i], s.cfa_fixed_fp_offset,
-                           s.cfa_fixed_ra_offset, opt_.inputs[0], specs[0].cfa_fixed_fp_offset,
+        return fmt::format("{} has fixed FP/RA offsets {}/{}, {} has {}/{}", names[i], s.cfa_fixed_fp_offset,
+                           s.cfa_fixed_ra_offset, names[0], specs[0].cfa_fixed_fp_offset,
                            specs[0].cfa_fixed_ra_offset);
       for (std::size_t f = 0; f < s.functions.size(); ++f) {
         const FunctionSpec& fn = s.functions[f];
         if (version == Version::kV2 && fn.fde_type == FdeType::kFlex)
           return fmt::format("{} FDE {} at 0x{:x} is FLEX, which SFrame v2 cannot encode (use --format-version 3)",
-                             opt_.inputs[i], f, fn.start_pc);
+                             names[i], f, fn.start_pc);
         ranges.push_back({fn.start_pc, fn.start_pc + fn.size, i, f});
       }
     }
@@ -129,8 +144,8 @@ class MergeCommand final : public Command {
     for (std::size_t k = 1, last = 0; k < ranges.size(); ++k) {
       const Range &a = ranges[last], &b = ranges[k];
       if (a.end > b.start)
-        return fmt::format("{} FDE {} overlaps {} FDE {} at 0x{:x}", opt_.inputs[a.input], a.fde,
-                           opt_.inputs[b.input], b.fde, b.start);
+        return fmt::format("{} FDE {} overlaps {} FDE {} at 0x{:x}", names[a.input], a.fde,
+                           names[b.input], b.fde, b.start);
       if (b.end > a.end) last = k;
     }
     return "";

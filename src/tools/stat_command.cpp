@@ -64,9 +64,24 @@ class StatCommand final : public Command {
       std::string why;
       LoadOptions lo;
       lo.section = opt_.section;
+      lo.allow_empty = true;
       auto l = load(path, lo, why);
       Json f;
       f["file"] = path;
+      if (l && l->empty) {
+        // A section without data: nothing to count, and nothing wrong.
+        if (opt_.json) {
+          f["section"] = l->data.name;
+          f["address"] = hex(l->data.address);
+          f["from_segment"] = l->data.from_segment;
+          f["empty"] = true;
+        } else {
+          fmt::print("{}: section {} at 0x{:x}{}: empty (0 bytes), no SFrame data\n", path, l->data.name,
+                     l->data.address, l->data.from_segment ? " (from PT_GNU_SFRAME)" : "");
+        }
+        doc["files"].push_back(std::move(f));
+        continue;
+      }
       std::optional<Stats> st;
       if (l) {
         auto r = compute_stats(l->section, l->file ? l->file->sections() : std::vector<elf::SectionHeader>(),

@@ -188,6 +188,7 @@ class VerifyCommand final : public Command {
         lo.section = opt_.section;
         lo.strictness = Strictness::kStrict;
         lo.for_cfi = true;
+        lo.allow_empty = true;
         l = load(path, lo, why);
       } else if (auto file = open_elf(path, true, why); file) {
         // The file need not have SFrame of its own (e.g. `gen` output for it).
@@ -205,6 +206,18 @@ class VerifyCommand final : public Command {
         rc = 1;
         f["error"] = why;
         if (!opt_.json) complain(path, why);
+        doc["files"].push_back(std::move(f));
+        continue;
+      }
+      if (l->empty) {
+        // No header, FDE or FRE to check, so no rule broken; and no SFrame
+        // rule to hold against the CFI: every function is simply not in it.
+        const std::string reason = fmt::format("section {} is empty (0 bytes): no SFrame data", l->data.name);
+        f["empty"] = true;
+        f["num_fdes"] = 0;
+        f["num_fres"] = 0;
+        f["dwarf"] = {{"compared", false}, {"reason", reason}};
+        if (!opt_.json) fmt::print("{}: format ok; DWARF: not compared: {}\n", path, reason);
         doc["files"].push_back(std::move(f));
         continue;
       }
@@ -304,11 +317,22 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
     v.details += fmt::format("  not in SFrame: 0x{:x}-0x{:x} <{}>{}\n", m.start, m.end, where(syms, m.start),
                              m.reason == cfi::Reason::kNone ? "" : fmt::format(": {}", cfi::describe(m.reason)));
   }
+  Json bare = Json::array();
+  for (const auto& m : cmp->no_rules) {
+    const std::string why = m.reason == cfi::Reason::kNone ? std::string() : std::string(cfi::describe(m.reason));
+    bare.push_back({{"start", hex(m.start)}, {"end", hex(m.end)}, {"function", where(syms, m.start)},
+                    {"reason", why}});
+    v.details += fmt::format(
+        "  no SFrame rules: 0x{:x}-0x{:x} <{}>: a signal-frame FDE without FREs (an outermost frame, SFrame v3 "
+        "§1.2), where DWARF CFI recovers the caller{}\n",
+        m.start, m.end, where(syms, m.start), why.empty() ? "" : " (" + why + ")");
+  }
   j["dwarf"] = {{"compared", true},
                 {"functions_checked", cmp->functions_checked},
                 {"pcs_checked", cmp->pcs_checked},
                 {"mismatches", mism},
-                {"missing", miss}};
+                {"missing", miss},
+                {"no_rules", bare}};
   v.summary = fmt::format("DWARF: {} functions, {} PCs, {} mismatches", cmp->functions_checked, cmp->pcs_checked,
                           cmp->mismatches.size());
   if (!cmp->mismatches.empty()) {
@@ -318,8 +342,12 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
     // Part of the CFI was never compared: not a verdict on the whole file.
     v.failed = true;
     v.error = fmt::format("libdw could not read {} FDEs of the DWARF CFI", cmp->unreadable_fdes);
+    if (cmp->cie_restore != 0)
+      v.error += fmt::format(" (the CFI has {} DW_CFA_restore in CIE initial instructions, which libdw refuses; DWARF "
+                             "5 §6.4.2.3 makes them no change)",
+                             cmp->cie_restore);
     v.details += "  " + v.error + "\n";
-  } else if (cmp->pcs_checked == 0 && cmp->functions_checked > 0 && s.num_fdes() > 0) {
+  } else if (cmp->pcs_checked == 0 && cmp->no_rules_pcs == 0 && cmp->functions_checked > 0 && s.num_fdes() > 0) {
     // Both sides describe code, yet at no common PC: the section was read
     // at the wrong address (e.g. a raw section given @ another address).
     v.failed = true;

@@ -398,9 +398,17 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
         return false;  // an opcode DWARF 5 does not define
     }
   restore:
-    // DW_CFA_restore: back to the CIE's initial rule (not in a CIE).
+    // DW_CFA_restore: back to "the rule assigned it by the initial_instructions
+    // in the CIE" (DWARF 5 §6.4.2.3). Inside those instructions that is the
+    // rule they have assigned so far: no change. GNU as 2.47 writes one there
+    // when a function's CFI starts with .cfi_restore (libdw refuses it:
+    // CfiStats::cie_restore).
     if (reg >= kLargeRegno && stats_) ++stats_->large_regno;
-    if (in_cie || reg >= kMaxRegno) return false;
+    if (reg >= kMaxRegno) return false;
+    if (in_cie) {
+      if (stats_) ++stats_->cie_restore;
+      continue;
+    }
     if (reg == ra_col_) {
       s.ra = cie.initial.ra;
       dirty = true;
