@@ -2,6 +2,7 @@
 // The C API of libsframepp-backtrace (include/sframe/sframe.h): the
 // in-process, async-signal-safe backtrace of include/sframe/backtrace.hpp.
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "backtrace_internal.hpp"
@@ -54,22 +55,43 @@ sframe_status sframe_backtrace_register_thread(void) {
   });
 }
 
-// Frame 0 is the caller's: the walk starts from the registers the caller
-// has once this function returns - PC the return address, SP just above
-// it, RBP as the caller left it - taken from this function's own frame
-// record (__builtin_frame_address makes GCC and Clang build one), so the
-// whole of `out` holds the caller's stack, as glibc's backtrace() fills it.
-// Never inlined: the frame record must be this function's.
+// out[0] is the caller's return address and `out` fills whole, as glibc's
+// backtrace() does. The inline entry (its assembly straight run) walks
+// from this function: its frame 0 is the return address into here, to be
+// dropped, so it needs capacity + 1 slots. Up to kLocal of them are taken
+// on this stack and copied out: one walk. A larger `out` takes the walk
+// directly, and when that filled it (the stack goes on, and the dropped
+// slot must hold the next frame) the walk runs again through the C++ entry
+// from the registers the caller has once this function returns - PC the
+// return address, SP just above it, RBP as the caller left it - read from
+// this function's frame record (__builtin_frame_address makes GCC and
+// Clang build one). Never inlined, and its call to the walk is no tail
+// call: the frame record and the walk's frame 0 are this function's.
 [[gnu::noinline]] sframe_status sframe_backtrace(void** out, size_t capacity, sframe_backtrace_result* result) {
   if (!out && capacity > 0) return SFRAME_E_INVALID_ARGUMENT;
-#if defined(__x86_64__) && defined(__linux__)
-  void* const* const frame = static_cast<void* const*>(__builtin_frame_address(0));
+  constexpr std::size_t kLocal = 64;
   BacktraceResult r;
-  r.size = 0;  // a whole walk: `pc` is frame 0's return address
-  sframepp_backtrace_walk_on(out, capacity, &r, reinterpret_cast<std::uint64_t>(frame[1]),
-                             reinterpret_cast<std::uint64_t>(frame + 2), reinterpret_cast<std::uint64_t>(frame[0]));
-#else
-  const BacktraceResult r = backtrace_ex(std::span<void*>(out, capacity), nullptr);
+  if (capacity < kLocal) {
+    void* local[kLocal];
+    r = backtrace_ex(std::span<void*>(local, capacity + 1));
+    if (r.size > 0) {
+      std::memcpy(out, local + 1, (r.size - 1) * sizeof(void*));
+      --r.size;
+    }
+    return finish(r, result);
+  }
+  r = backtrace_ex(std::span<void*>(out, capacity));
+  if (r.size > 0) {
+    std::memmove(out, out + 1, (r.size - 1) * sizeof(void*));
+    --r.size;
+  }
+#if defined(__x86_64__) && defined(__linux__)
+  if (r.reason == StopReason::kDepthLimit) {
+    void* const* const frame = static_cast<void* const*>(__builtin_frame_address(0));
+    r.size = 0;  // a whole walk: `pc` is frame 0's return address
+    sframepp_backtrace_walk_on(out, capacity, &r, reinterpret_cast<std::uint64_t>(frame[1]),
+                               reinterpret_cast<std::uint64_t>(frame + 2), reinterpret_cast<std::uint64_t>(frame[0]));
+  }
 #endif
   return finish(r, result);
 }
