@@ -147,15 +147,7 @@ class TableGuard {
     bool held = memo && res.size < kMemoDepth && memo->holds(res.size, pc.lookup_pc());
     if (held && res.size < memo_cap) {
       WalkState ws{pc, cur_sp, cur_fp, fp_ok, have_prev, unchecked, prev_cfa};
-      bool outermost = false;
-      const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end, outermost);
-      if (outermost) {
-        hits += n - res.size;
-        res.size = n;
-        res.reason = StopReason::kOutermost;
-        res.address = 0;
-        break;
-      }
+      const std::size_t n = memo_run(*memo, out.data(), res.size, memo_cap, ws, own.begin, own.end);
       if (n != res.size) {
         hits += n - res.size;
         res.size = n;
@@ -413,7 +405,7 @@ inline WalkState resume_state(std::size_t n, CodeAddress pc, std::uint64_t sp, s
     for (;;) {
       std::size_t m;
       if (memo.holds(k, ws.pc.lookup_pc())) {
-        m = memo_run(memo, out.data(), k, cap, ws, st->lo, st->hi, outermost);
+        m = memo_run(memo, out.data(), k, cap, ws, st->lo, st->hi);
       } else if (cold) {
         m = cold_run(memo, out.data(), k, cap, ws, st->lo, st->hi, *table, hint, outermost);
         looked_up += m - k;

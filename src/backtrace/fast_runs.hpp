@@ -52,13 +52,10 @@ struct WalkState {
 
 /// Takes frames `n`, `n + 1`, ... while each has the PC the memo holds for
 /// its depth, writing their PCs to out[n...] (up to `cap`); returns the new
-/// count. The outermost frame (RA undefined, spec errata 2) it takes itself:
-/// it writes its PC, sets `outermost` and ends the walk there, as
-/// cold_run() and the assembly run do. Stops short, changing nothing for
-/// that frame, at anything else the general loop must see (an FP-based
-/// rule without a known FP, a slot outside [lo, hi), a CFA not above the
-/// last, a zero RA): that frame is then taken again by the general loop,
-/// which also reports stops.
+/// count. Stops short, changing nothing for that frame, at anything the
+/// general loop must see (an outermost or FP-based rule without a known FP,
+/// a slot outside [lo, hi), a CFA not above the last, a zero RA): that
+/// frame is then taken again by the general loop, which also reports stops.
 /// A separate function so that its few live values stay in registers; the
 /// frame-to-frame chain is CFA = SP + offset, the offset being read from
 /// the memo at an address that depends only on the depth.
@@ -69,8 +66,7 @@ struct WalkState {
 /// one poisoned granule below the walk, reported later as
 /// stack-use-after-scope in whatever frame was placed there.
 [[gnu::noinline]] std::size_t memo_run(const Memo& memo, void** out, std::size_t n, std::size_t cap,
-                                                 WalkState& ws, std::uint64_t lo, std::uint64_t hi,
-                                                 bool& outermost) noexcept {
+                                                 WalkState& ws, std::uint64_t lo, std::uint64_t hi) noexcept {
   if (hi - lo < 8) return n;
   const std::uint64_t span = hi - lo - 8;  // a word at a is readable iff a - lo <= span
   std::uint64_t pcv = ws.pc.value();
@@ -90,14 +86,8 @@ struct WalkState {
     if (memo.key[n] != key || !(rule.flags & CompactRule::kValid) || (rule.flags & CompactRule::kNoSFrame)) break;
     const detail::CompactFrame f = detail::CompactFrame::of(sp, fp, fp_ok, true, prev_cfa);
     detail::CompactStep st;
-    const detail::CompactStatus status = detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st);
-    if (status == detail::CompactStatus::kOutermost &&
-        (rule.flags & (CompactRule::kSignal | CompactRule::kNoSFrame)) == 0) {
-      out[n++] = reinterpret_cast<void*>(pcv);
-      outermost = true;
-      return n;
-    }
-    if (status != detail::CompactStatus::kStepped || st.ra == 0) break;
+    if (detail::apply_rule(rule, f, stack, Arch::kAmd64, nullptr, st) != detail::CompactStatus::kStepped || st.ra == 0)
+      break;
     out[n++] = reinterpret_cast<void*>(pcv);
     fp_ok = st.fp_known;
     fp = st.fp;
