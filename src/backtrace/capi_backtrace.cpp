@@ -75,8 +75,8 @@ sframe_status sframe_backtrace_register_thread(void) {
     void* local[kLocal];
     r = backtrace_ex(std::span<void*>(local, capacity + 1));
     if (r.size > 0) {
-      std::memcpy(out, local + 1, (r.size - 1) * sizeof(void*));
       --r.size;
+      if (r.size > 0) std::memcpy(out, local + 1, r.size * sizeof(void*));  // `out` may be null when empty
     }
     return finish(r, result);
   }
