@@ -306,7 +306,9 @@ Expected<ElfFile> ElfFile::relocated_copy() const {
     const bool sframe_v1 = name != ".eh_frame" && bytes.size() > 2 && bytes[2] == std::byte{1};
     auto applied = apply_relocations(impl->elf, info, elf_ndxscn(scn), sh.sh_addr, bytes, sframe_v1);
     if (!applied) return Unexpected{applied.error()};
-    std::memcpy(impl->image.data() + sh.sh_offset, bytes.data(), bytes.size());
+    // An empty section (an empty .sframe, as some assemblers write) has
+    // nothing to copy, and no buffer to copy from.
+    if (!bytes.empty()) std::memcpy(impl->image.data() + sh.sh_offset, bytes.data(), bytes.size());
   }
   return ElfFile(std::move(impl));
 }

@@ -344,7 +344,14 @@ struct CfaChain {
   [[nodiscard]] bool check_cfa() const noexcept { return have_prev && !unchecked; }
   /// Judges `s` (a step taken: s.stepped): std::nullopt and the CFA
   /// recorded when it may be taken, else why the walk ends at it.
-  [[nodiscard]] std::optional<StopReason> accept(const StepOutcome& s) noexcept;
+  [[nodiscard]] std::optional<StopReason> accept(const StepOutcome& s) noexcept {
+    const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
+    if (check_cfa() && s.cfa <= prev_cfa && !signal_equal) return StopReason::kCfaNotIncreasing;
+    prev_cfa = s.cfa;
+    have_prev = true;
+    unchecked = s.cfa_unchecked;
+    return std::nullopt;
+  }
   /// Records a step apply_rule took (it checked the CFA itself).
   void took(std::uint64_t cfa) noexcept {
     prev_cfa = cfa;
@@ -352,15 +359,6 @@ struct CfaChain {
     unchecked = false;
   }
 };
-
-inline std::optional<StopReason> CfaChain::accept(const StepOutcome& s) noexcept {
-  const bool signal_equal = (s.this_flags & kFrameSignal) && s.cfa == prev_cfa;
-  if (check_cfa() && s.cfa <= prev_cfa && !signal_equal) return StopReason::kCfaNotIncreasing;
-  prev_cfa = s.cfa;
-  have_prev = true;
-  unchecked = s.cfa_unchecked;
-  return std::nullopt;
-}
 
 inline StepOutcome stop(StopReason r, std::uint64_t addr, std::optional<ErrorCode> e = std::nullopt) noexcept {
   StepOutcome s;
