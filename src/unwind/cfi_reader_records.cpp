@@ -54,10 +54,10 @@ bool read_encoded(Cursor& c, std::uint8_t enc, const Ctx& x, bool range, std::ui
     case 0x02: if (!c.word(2, v)) return false; break;
     case 0x03: if (!c.word(4, v)) return false; break;
     case 0x04: if (!c.word(8, v)) return false; break;
-    case 0x08:  // DW_EH_PE_signed: an address-sized signed value
-      if (!c.word(asize, v)) return false;
-      if (asize == 4) v = static_cast<std::uint64_t>(std::int64_t{static_cast<std::int32_t>(v)});
-      break;
+    // 0x08, DW_EH_PE_signed alone, is no value format of LSB 5.0 §10.5.1's
+    // table: libgcc aborts on it (unwind-pe.h), libdw refuses it
+    // (libdw/encoded-value.h), binutils' readelf reads an address-sized
+    // signed value. No agreed meaning: unreadable, as 0x05-0x07 and 0x0d-0x0f.
     case 0x09: {
       std::int64_t s = 0;
       if (!c.sleb(s)) return false;
