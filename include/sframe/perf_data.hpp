@@ -22,6 +22,7 @@
 // register ABI gives kPerfUnsupported.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -145,6 +146,11 @@ struct EventAttr {
   /// From the EVENT_DESC feature (or an EVENT_UPDATE record), else a name
   /// made from type and config ("cpu-clock", "cycles", "raw 0x...").
   std::string name;
+  /// The attribute's bytes as recorded, zero-extended to PERF_ATTR_SIZE_VER7
+  /// (128 bytes; larger attributes cut there): the fields above not
+  /// modelled (clockid, sample_max_stack, ...) as written, for a writer
+  /// that writes the attribute back.
+  std::array<std::byte, 128> raw{};
 };
 
 /// One entry of the BUILD_ID feature (or a HEADER_BUILD_ID record).
@@ -171,6 +177,14 @@ struct FileInfo {
   /// The data section (file mode; pipe mode: everything after the header).
   std::uint64_t data_offset = 0;
   std::uint64_t data_size = 0;
+  /// A feature section as recorded (file mode), or the data of a
+  /// HEADER_FEATURE record (pipe mode): `bit` is perf's HEADER_* number.
+  struct Feature {
+    unsigned bit = 0;
+    std::span<const std::byte> bytes;
+  };
+  /// Every feature section, in bit order (file mode) or record order.
+  std::vector<Feature> features;
 };
 
 /// The sample_id fields of a record (the trailer of non-sample records when
@@ -212,6 +226,13 @@ struct Sample {
   std::span<const std::byte> stack;
   /// The size the kernel reserved (sample_stack_user, rounded).
   std::uint64_t stack_size = 0;
+  /// Where fields start in the record (bytes from its header; 0: absent),
+  /// for a writer that rewrites a sample: the CALLCHAIN's nr word, the
+  /// REGS_USER ABI word, and the end of the STACK_USER block (after its
+  /// dyn_size word).
+  std::uint32_t callchain_at = 0;
+  std::uint32_t regs_user_at = 0;
+  std::uint32_t stack_user_end = 0;
 };
 
 /// A decoded PERF_RECORD_MMAP or MMAP2.
@@ -263,6 +284,8 @@ struct Record {
   std::uint64_t offset = 0;
   /// The record's event (null for records without one).
   const EventAttr* attr = nullptr;
+  /// The whole record as recorded, its header included.
+  std::span<const std::byte> bytes;
   SampleId id;
   Sample sample;
   Mmap mmap;
@@ -281,7 +304,8 @@ struct ReadStats {
   std::uint64_t compressed_records = 0;
   std::uint64_t decompressed_bytes = 0;
   std::uint64_t finished_rounds = 0;
-  /// Records of types the reader does not decode (passed on undecoded).
+  /// User records (type 64 and above) the reader does not consume: passed
+  /// on undecoded, with the records without a time (at the front).
   std::uint64_t other_records = 0;
 };
 
@@ -317,8 +341,10 @@ class PerfData {
   /// in place) and calls `fn` for each in time order: sorted by the record's
   /// time (sample TIME, or the sample_id trailer), records without a time
   /// and records of equal time in file order, as perf's ordered events
-  /// deliver them after each FINISHED_ROUND. User records (attributes,
-  /// features, build-ids, FINISHED_ROUND) are consumed, not passed on.
+  /// deliver them after each FINISHED_ROUND. The user records the reader
+  /// understands (attributes, features, build-ids, event updates,
+  /// FINISHED_ROUND, COMPRESSED) are consumed, not passed on; other user
+  /// records are passed on undecoded.
   /// Stops at the first malformed record with its error (records before it
   /// are not delivered: the whole data is decoded before the first call).
   /// Can be called more than once.

@@ -58,6 +58,11 @@ struct ResolvedFrame {
   /// Runtime address: the kernel callchain entry; the user PC (frame 0,
   /// after a signal frame) or the return address (callers).
   std::uint64_t address = 0;
+  /// The runtime address the frame is named at: `address`, or address - 1
+  /// for a caller (a return address, not a signal trampoline's), as perf's
+  /// unwinders record callers and `perf inject --convert-callchain` writes
+  /// them.
+  std::uint64_t lookup = 0;
   /// The address perf script prints: kernel frames as recorded; user
   /// frames map-relative (address - map start + map offset; absolute in an
   /// ET_EXEC file or without a map), callers at return address - 1 as

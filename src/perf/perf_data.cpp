@@ -5,6 +5,7 @@
 #include "sframe/perf_data.hpp"
 
 #include "file_bytes.hpp"
+#include "perf_layout.hpp"
 
 #include <zstd.h>
 
@@ -18,29 +19,8 @@
 namespace sframe::perf {
 namespace {
 
-// "PERFILE2" read as a little-endian u64; the byte-swapped value marks a
-// file written on a big-endian host.
-constexpr std::uint64_t kMagic = 0x32454c4946524550ull;
-constexpr std::uint64_t kMagicSwapped = 0x50455246494c4532ull;
-// perf_file_header: magic, size, attr_size, attrs, data, event_types
-// (perf_file_section = u64 offset, u64 size each), adds_features[256 bits].
-constexpr std::uint64_t kFileHeaderSize = 104;
-constexpr std::uint64_t kPipeHeaderSize = 16;
-constexpr std::uint64_t kAttrSizeVer0 = 64;
-constexpr unsigned kFeatureBits = 256;
-// Feature numbers (perf's HEADER_* of util/header.h).
-constexpr unsigned kFeatBuildId = 2;
-constexpr unsigned kFeatArch = 6;
-constexpr unsigned kFeatCmdline = 11;
-constexpr unsigned kFeatEventDesc = 12;
-// EVENT_UPDATE record subtype carrying the event's name.
-constexpr std::uint64_t kEventUpdateName = 2;
-// perf_event_header: u32 type, u16 misc, u16 size.
-constexpr std::uint64_t kHeaderSize = 8;
-// Build-id records: misc bit saying the size byte after the 20 id bytes is valid.
-constexpr std::uint16_t kMiscBuildIdSize = 1u << 15;
-// MMAP (not MMAP2): the mapping is not executable.
-constexpr std::uint16_t kMiscMmapData = 1u << 13;
+using namespace layout;
+constexpr std::uint64_t kAttrSizeVer0 = attr::kSizeVer0;
 
 Unexpected bad(ErrorCode c, std::uint64_t off, std::uint64_t value = 0) { return make_error(c, off, value); }
 
@@ -89,18 +69,18 @@ std::string_view cstr(std::span<const std::byte> b) {
 // by the caller; fields past `size` stay 0, as the kernel zero-extends).
 EventAttr decode_attr(const std::byte* p, std::uint64_t size) {
   EventAttr a;
-  const auto u64at = [&](std::uint64_t off) { return off + 8 <= size ? load_le<std::uint64_t>(p + off) : 0; };
-  const auto u32at = [&](std::uint64_t off) { return off + 4 <= size ? load_le<std::uint32_t>(p + off) : 0; };
-  a.type = u32at(0);
-  a.config = u64at(8);
-  a.sample_period = u64at(16);
-  a.sample_type = u64at(24);
-  a.read_format = u64at(32);
-  a.flags = u64at(40);
-  a.branch_sample_type = u64at(72);
-  a.sample_regs_user = u64at(80);
-  a.sample_stack_user = u32at(88);
-  a.sample_regs_intr = u64at(96);
+  std::memcpy(a.raw.data(), p, std::min<std::uint64_t>(size, a.raw.size()));
+  const std::byte* r = a.raw.data();
+  a.type = load_le<std::uint32_t>(r + attr::kType);
+  a.config = load_le<std::uint64_t>(r + attr::kConfig);
+  a.sample_period = load_le<std::uint64_t>(r + attr::kSamplePeriod);
+  a.sample_type = load_le<std::uint64_t>(r + attr::kSampleType);
+  a.read_format = load_le<std::uint64_t>(r + attr::kReadFormat);
+  a.flags = load_le<std::uint64_t>(r + attr::kFlags);
+  a.branch_sample_type = load_le<std::uint64_t>(r + attr::kBranchSampleType);
+  a.sample_regs_user = load_le<std::uint64_t>(r + attr::kSampleRegsUser);
+  a.sample_stack_user = load_le<std::uint32_t>(r + attr::kSampleStackUser);
+  a.sample_regs_intr = load_le<std::uint64_t>(r + attr::kSampleRegsIntr);
   return a;
 }
 
@@ -193,7 +173,7 @@ struct PerfData::Impl {
     if (magic == kMagicSwapped)
       return bad(PerfErrc::kPerfUnsupported, 0, magic);  // written on a big-endian host
     if (magic != kMagic) return bad(PerfErrc::kPerfBadHeader, 0, magic);
-    const auto hsize = load_le<std::uint64_t>(file.data() + 8);
+    const auto hsize = load_le<std::uint64_t>(file.data() + kHeaderSizeField);
     if (hsize == kPipeHeaderSize) {
       info.pipe = true;
       info.data_offset = kPipeHeaderSize;
@@ -203,12 +183,12 @@ struct PerfData::Impl {
     if (hsize < kFileHeaderSize) return bad(PerfErrc::kPerfBadHeader, 8, hsize);
     if (file.size() < kFileHeaderSize) return bad(PerfErrc::kPerfTruncated, 0, file.size());
     const auto u64 = [&](std::uint64_t off) { return load_le<std::uint64_t>(file.data() + off); };
-    std::uint64_t attr_size = u64(16);
-    const std::uint64_t attrs_off = u64(24), attrs_size = u64(32);
-    info.data_offset = u64(40);
-    info.data_size = u64(48);
-    if (!fits(attrs_off, attrs_size)) return bad(PerfErrc::kPerfTruncated, 24, attrs_off);
-    if (!fits(info.data_offset, info.data_size)) return bad(PerfErrc::kPerfTruncated, 40, info.data_offset);
+    std::uint64_t attr_size = u64(kHeaderAttrSize);
+    const std::uint64_t attrs_off = u64(kHeaderAttrs), attrs_size = u64(kHeaderAttrs + 8);
+    info.data_offset = u64(kHeaderData);
+    info.data_size = u64(kHeaderData + 8);
+    if (!fits(attrs_off, attrs_size)) return bad(PerfErrc::kPerfTruncated, kHeaderAttrs, attrs_off);
+    if (!fits(info.data_offset, info.data_size)) return bad(PerfErrc::kPerfTruncated, kHeaderData, info.data_offset);
     // Each entry (perf_file_attr, `attr_size` bytes in all): the
     // attribute, then a perf_file_section locating its IDs.
     if (attr_size < kAttrSizeVer0 + 16 || attr_size > 4096) return bad(PerfErrc::kPerfBadHeader, 16, attr_size);
@@ -235,11 +215,12 @@ struct PerfData::Impl {
     // in bit order, right after the data section.
     std::uint64_t at = info.data_offset + info.data_size;
     for (unsigned bit = 0; bit < kFeatureBits; ++bit) {
-      const std::uint64_t word = u64(72 + 8 * (bit / 64));
+      const std::uint64_t word = u64(kHeaderFeatures + 8 * (bit / 64));
       if (!((word >> (bit % 64)) & 1)) continue;
       if (!fits(at, 16)) return bad(PerfErrc::kPerfTruncated, at, bit);
       const std::uint64_t off = u64(at), size = u64(at + 8);
       if (!fits(off, size)) return bad(PerfErrc::kPerfTruncated, at, off);
+      info.features.push_back({bit, file.subspan(off, size)});
       if (auto r = feature(bit, file.subspan(off, size), off); !r) return r;
       at += 16;
     }
@@ -326,12 +307,12 @@ struct PerfData::Impl {
     if (r.size() < kHeaderSize + 4 + 24) return bad(PerfErrc::kPerfBadRecord, 0);
     const auto misc = load_le<std::uint16_t>(r.data() + 4);
     BuildIdEntry e;
-    e.pid = load_le<std::int32_t>(r.data() + 8);
+    e.pid = load_le<std::int32_t>(r.data() + kBuildIdPid);
     e.cpumode = misc & kMiscCpumodeMask;
     std::size_t n = 20;
-    if (misc & kMiscBuildIdSize) n = std::min<std::size_t>(20, std::to_integer<std::size_t>(r[12 + 20]));
-    e.build_id = hex(r.subspan(12, n));
-    e.filename = std::string(cstr(r.subspan(12 + 24)));
+    if (misc & kMiscBuildIdSize) n = std::min<std::size_t>(20, std::to_integer<std::size_t>(r[kBuildIdBytes + 20]));
+    e.build_id = hex(r.subspan(kBuildIdBytes, n));
+    e.filename = std::string(cstr(r.subspan(kBuildIdFilename)));
     info.build_ids.push_back(std::move(e));
     return {};
   }
@@ -369,8 +350,10 @@ struct PerfData::Impl {
       return {load_le<std::uint64_t>(body.data()), true};
     }
     if (!(st & kSampleId)) return {0, false};
-    for (std::uint64_t b : {kSampleIp, kSampleTid, kSampleTime, kSampleAddr})
+    for (std::uint64_t b : kSampleHead) {
+      if (b == kSampleId) break;
       if (st & b) off += 8;
+    }
     if (off + 8 > body.size()) return {0, false};
     return {load_le<std::uint64_t>(body.data() + off), true};
   }
@@ -381,22 +364,12 @@ struct PerfData::Impl {
     SampleId s;
     if (!attr || !attr->sample_id_all()) return s;
     const std::uint64_t st = attr->sample_type;
-    std::uint64_t words = 0;
-    for (std::uint64_t b : {kSampleTid, kSampleTime, kSampleId, kSampleStreamId, kSampleCpu, kSampleIdentifier})
-      if (st & b) ++words;
+    const std::uint64_t words = trailer_words(st);
     if (words * 8 > body.size() - std::min(body.size(), fixed)) return rec.fail(PerfErrc::kPerfBadRecord);
     const std::byte* p = body.data() + body.size() - words * 8;
-    if (st & kSampleTid) {
-      s.pid = load_le<std::uint32_t>(p);
-      s.tid = load_le<std::uint32_t>(p + 4);
-      p += 8;
-    }
-    if (st & kSampleTime) s.time = load_le<std::uint64_t>(p), p += 8;
-    if (st & kSampleId) s.id = load_le<std::uint64_t>(p), p += 8;
-    if (st & kSampleStreamId) s.stream_id = load_le<std::uint64_t>(p), p += 8;
-    if (st & kSampleCpu) s.cpu = load_le<std::uint32_t>(p), p += 8;
-    if (st & kSampleIdentifier) s.id = load_le<std::uint64_t>(p);
-    s.has = st & (kSampleTid | kSampleTime | kSampleId | kSampleStreamId | kSampleCpu | kSampleIdentifier);
+    for (std::uint64_t b : kSampleIdTrailer)
+      if (st & b) set_id_word(s, b, load_le<std::uint64_t>(p)), p += 8;
+    s.has = st & kSampleIdBits;
     return s;
   }
 
@@ -432,24 +405,16 @@ struct PerfData::Impl {
 #define SFRAME_NEED(n) \
   if (!need(n)) return c.fail(PerfErrc::kPerfBadRecord)
     SampleId& sid = r.id;
-    if (st & kSampleIdentifier) { SFRAME_NEED(8); sid.id = u64(); }
-    if (st & kSampleIp) { SFRAME_NEED(8); s.ip = u64(); }
-    if (st & kSampleTid) {
+    for (std::uint64_t b : kSampleHead) {
+      if (!(st & b)) continue;
       SFRAME_NEED(8);
-      sid.pid = c.get<std::uint32_t>();
-      sid.tid = c.get<std::uint32_t>();
+      const std::uint64_t w = u64();
+      if (b == kSampleIp) s.ip = w;
+      else if (b == kSampleAddr) s.addr = w;
+      else if (b == kSamplePeriod) s.period = w;
+      else set_id_word(sid, b, w);
     }
-    if (st & kSampleTime) { SFRAME_NEED(8); sid.time = u64(); }
-    if (st & kSampleAddr) { SFRAME_NEED(8); s.addr = u64(); }
-    if (st & kSampleId) { SFRAME_NEED(8); sid.id = u64(); }
-    if (st & kSampleStreamId) { SFRAME_NEED(8); sid.stream_id = u64(); }
-    if (st & kSampleCpu) {
-      SFRAME_NEED(8);
-      sid.cpu = c.get<std::uint32_t>();
-      c.pos += 4;
-    }
-    if (st & kSamplePeriod) { SFRAME_NEED(8); s.period = u64(); }
-    sid.has = st & (kSampleTid | kSampleTime | kSampleId | kSampleStreamId | kSampleCpu | kSampleIdentifier);
+    sid.has = st & kSampleIdBits;
     if (st & kSampleRead) {
       const ReadShape rs = read_shape(a->read_format);
       if (rs.group) {
@@ -465,6 +430,7 @@ struct PerfData::Impl {
     }
     if (st & kSampleCallchain) {
       SFRAME_NEED(8);
+      s.callchain_at = static_cast<std::uint32_t>(c.pos);
       const std::uint64_t nr = u64();
       if (nr > c.left() / 8) return c.fail(PerfErrc::kPerfBadRecord);
       s.callchain_nr = nr;
@@ -487,6 +453,7 @@ struct PerfData::Impl {
     }
     if (st & kSampleRegsUser) {
       SFRAME_NEED(8);
+      s.regs_user_at = static_cast<std::uint32_t>(c.pos);
       const std::uint64_t abi = u64();
       if (abi == 1) return c.fail(PerfErrc::kPerfUnsupported);  // PERF_SAMPLE_REGS_ABI_32
       if (abi > 2) return c.fail(PerfErrc::kPerfBadRecord);
@@ -511,6 +478,7 @@ struct PerfData::Impl {
         if (dyn > size) return c.fail(PerfErrc::kPerfBadRecord);
         s.stack = {data, static_cast<std::size_t>(dyn)};
       }
+      s.stack_user_end = static_cast<std::uint32_t>(c.pos);
     }
     // The fields after these (weight, data_src, ...) are not used.
 #undef SFRAME_NEED
@@ -520,6 +488,7 @@ struct PerfData::Impl {
   // Decodes one record at `rec` (its header included) into `r`.
   Expected<void> decode(const Cursor& rec, Record& r) const {
     const std::span<const std::byte> b = rec.bytes;
+    r.bytes = b;
     r.type = load_le<std::uint32_t>(b.data());
     r.misc = load_le<std::uint16_t>(b.data() + 4);
     Cursor c{b, rec.base, kHeaderSize, rec.outer};
@@ -537,7 +506,7 @@ struct PerfData::Impl {
       case kRecordMmap:
       case kRecordMmap2: {
         const bool two = r.type == kRecordMmap2;
-        const std::size_t fixed = two ? 8 + 24 + 24 + 8 : 8 + 24;
+        const std::size_t fixed = two ? kMmap2Fixed : kMmapFixed;
         if (body.size() < fixed + 1) return c.fail(PerfErrc::kPerfBadRecord);
         Mmap& m = r.mmap;
         m.mmap2 = two;
@@ -571,23 +540,23 @@ struct PerfData::Impl {
         r.comm.tid = c.get<std::uint32_t>();
         r.comm.comm = cstr(b.subspan(c.pos));
         r.comm.exec = r.misc & kMiscCommExec;
-        return with_trailer(8 + r.comm.comm.size() + 1);
+        return with_trailer(kCommFixed + r.comm.comm.size() + 1);
       }
       case kRecordFork:
       case kRecordExit: {
-        if (body.size() < 24) return c.fail(PerfErrc::kPerfBadRecord);
+        if (body.size() < kTaskFixed) return c.fail(PerfErrc::kPerfBadRecord);
         r.task.pid = c.get<std::uint32_t>();
         r.task.ppid = c.get<std::uint32_t>();
         r.task.tid = c.get<std::uint32_t>();
         r.task.ptid = c.get<std::uint32_t>();
         r.task.time = c.get<std::uint64_t>();
-        return with_trailer(24);
+        return with_trailer(kTaskFixed);
       }
       case kRecordLost: {
-        if (body.size() < 16) return c.fail(PerfErrc::kPerfBadRecord);
+        if (body.size() < kLostFixed) return c.fail(PerfErrc::kPerfBadRecord);
         r.lost.id = c.get<std::uint64_t>();
         r.lost.lost = c.get<std::uint64_t>();
-        return with_trailer(16);
+        return with_trailer(kLostFixed);
       }
       default:
         if (r.type < kRecordHeaderAttr) return with_trailer(0);
@@ -697,6 +666,7 @@ struct PerfData::Impl {
         if (body.size() < 8) return fail(PerfErrc::kPerfBadRecord);
         const auto feat = load_le<std::uint64_t>(body.data());
         if (feat >= kFeatureBits) return {};
+        info.features.push_back({static_cast<unsigned>(feat), body.subspan(8)});
         auto r = feature(static_cast<unsigned>(feat), body.subspan(8), off + kHeaderSize + 8);
         if (!r) return fail(r.error().code());
         // Names may come after the attributes they name.
@@ -740,6 +710,7 @@ struct PerfData::Impl {
       }
       default:
         ++stats.other_records;
+        out.push_back({0, out.size(), rec.data(), static_cast<std::uint32_t>(rec.size()), off, outer});
         return {};
     }
   }

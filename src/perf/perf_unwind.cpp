@@ -516,7 +516,7 @@ struct Session::Impl {
   void kernel_frame(std::uint64_t addr) {
     if (!kallsyms_read) read_kallsyms();
     ResolvedFrame f;
-    f.address = f.ip = addr;
+    f.address = f.lookup = f.ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
     // Per address: kernel callchains repeat a few hundred addresses.
@@ -546,6 +546,7 @@ struct Session::Impl {
     f.address = pc;
     f.origin = origin;
     const std::uint64_t at = caller ? pc - 1 : pc;
+    f.lookup = at;
     f.ip = at;
     if (const MapEntry* m = s.find(at); m && m->dso) {
       Dso& d = *m->dso;

@@ -17,6 +17,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "perf_inject.hpp"
 #include "sframe/perf_data.hpp"
 #include "sframe/perf_unwind.hpp"
 
@@ -84,7 +85,7 @@ class PerfCommand final : public Command {
   bool json() const override { return opt_.json; }
 
   void register_on(CLI::App& parent) override {
-    app_ = parent.add_subcommand("perf", "Unwind perf.data samples with SFrame (perf script)");
+    app_ = parent.add_subcommand("perf", "Unwind perf.data samples with SFrame (perf script, perf inject)");
     app_->require_subcommand(1);
     script_ = app_->add_subcommand(
         "script", "Print the samples of a perf record --call-graph=dwarf recording, unwound with SFrame");
@@ -94,9 +95,11 @@ class PerfCommand final : public Command {
                         "(default: perf's)");
     script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
     script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
+    inject_ = register_perf_inject(*app_, inject_opt_);
   }
 
   int run() override {
+    if (inject_->parsed()) return run_perf_inject(inject_opt_);
     if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
     auto data = perf::PerfData::open(opt_.input);
     if (!data) return fail(write_error_text(data.error()), &data.error());
@@ -342,6 +345,8 @@ class PerfCommand final : public Command {
 
   PerfScriptOptions opt_;
   CLI::App* script_ = nullptr;
+  PerfInjectOptions inject_opt_;
+  CLI::App* inject_ = nullptr;
 };
 
 }  // namespace
