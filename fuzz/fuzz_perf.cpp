@@ -6,7 +6,12 @@
 // also go through the kallsyms parser (`sframe perf script` names kernel
 // frames from /proc/kallsyms or perf's cached copy, text it does not
 // control): every symbol it gives lies inside the text, is a function, is
-// not 0, and they come sorted.
+// not 0, and they come sorted. What the reader decodes then goes through
+// the perf.data writer (perf_writer.hpp), in file and pipe mode: MMAP2,
+// COMM, FORK, EXIT and SAMPLE records re-encoded from their decoded
+// fields, other records copied, attributes and the cmdline, event
+// description and build-id features written anew; reading the output back
+// must give the same records and the same header information.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,9 +22,141 @@
 
 #include "fuzz_check.hpp"
 #include "../src/perf/kallsyms.hpp"
+#include "../src/perf/perf_layout.hpp"
+#include "../src/perf/perf_writer.hpp"
 #include "sframe/perf_data.hpp"
 
 namespace {
+
+using sframe::perf::Record;
+
+// A decoded record's fields, owned (a Record's views die with its PerfData).
+struct Kept {
+  std::uint32_t type = 0;
+  std::uint16_t misc = 0;
+  std::uint64_t id_has = 0;
+  sframe::perf::SampleId id;
+  std::uint64_t ip = 0, addr = 0, period = 0;
+  std::vector<std::uint64_t> chain;
+  std::uint64_t start = 0, len = 0, pgoff = 0, ino = 0;
+  std::uint32_t pid = 0, tid = 0, ppid = 0, ptid = 0, maj = 0, min = 0, prot = 0, flags = 0;
+  std::uint64_t time = 0;
+  std::string text;
+  std::vector<std::byte> build_id, bytes;
+  bool operator==(const Kept&) const = default;
+};
+
+Kept keep(const Record& r, bool raw) {
+  Kept k;
+  k.type = r.type;
+  k.misc = r.misc;
+  if (raw) {
+    k.bytes.assign(r.bytes.begin(), r.bytes.end());
+    return k;
+  }
+  // The encoders set misc themselves (the COMM exec flag, MMAP2's build-id
+  // flag); a sample's is passed through.
+  if (r.type != sframe::perf::kRecordSample) k.misc = r.type == sframe::perf::kRecordComm && r.comm.exec;
+  k.id_has = r.id.has;
+  for (std::uint64_t b : sframe::perf::layout::kSampleIdTrailer)
+    if (r.id.has & b) sframe::perf::layout::set_id_word(k.id, b, sframe::perf::layout::id_word(r.id, b));
+  switch (r.type) {
+    case sframe::perf::kRecordSample:
+      k.ip = r.sample.ip, k.addr = r.sample.addr, k.period = r.sample.period;
+      for (std::uint64_t i = 0; i < r.sample.callchain_nr; ++i) k.chain.push_back(r.sample.callchain(i));
+      break;
+    case sframe::perf::kRecordMmap2: {
+      const auto& m = r.mmap;
+      k.pid = m.pid, k.tid = m.tid, k.start = m.start, k.len = m.len, k.pgoff = m.pgoff;
+      k.maj = m.maj, k.min = m.min, k.ino = m.ino, k.prot = m.prot, k.flags = m.flags;
+      k.text = std::string(m.filename);
+      k.build_id.assign(m.build_id.begin(), m.build_id.end());
+      break;
+    }
+    case sframe::perf::kRecordComm:
+      k.pid = r.comm.pid, k.tid = r.comm.tid, k.text = std::string(r.comm.comm);
+      break;
+    default:  // FORK, EXIT
+      k.pid = r.task.pid, k.ppid = r.task.ppid, k.tid = r.task.tid, k.ptid = r.task.ptid, k.time = r.task.time;
+      break;
+  }
+  return k;
+}
+
+// Re-encodes what `d` decoded with the writer and reads it back.
+void round_trip(sframe::perf::PerfData& d, bool pipe, const sframe::perf::ReadLimits& limits) {
+  using namespace sframe::perf;
+  const FileInfo& info = d.info();
+  std::vector<std::byte> out;
+  PerfWriter w = PerfWriter::to_memory(out, pipe);
+  if (!w.set_attrs(info.attrs)) return;  // too many IDs for one pipe-mode record
+  if (!w.add_feature(layout::kFeatCmdline, feature_cmdline(info.cmdline))) return;
+  if (!w.add_feature(layout::kFeatEventDesc, feature_event_desc(info.attrs))) return;
+  auto ids = feature_build_ids(info.build_ids);
+  const bool with_ids = ids.has_value();
+  std::vector<Kept> want;
+  std::vector<std::byte> rec;
+  bool ok = true;
+  std::uint64_t encodable = kSampleCallchain;
+  for (std::uint64_t b : layout::kSampleHead) encodable |= b;
+  auto r = d.for_each([&](const Record& in) {
+    if (!ok) return;
+    rec.clear();
+    bool typed = in.attr != nullptr;
+    sframe::Expected<void> e;
+    if (typed && in.type == kRecordSample && !(in.attr->sample_type & ~encodable)) {
+      std::vector<std::uint64_t> chain;
+      for (std::uint64_t i = 0; i < in.sample.callchain_nr; ++i) chain.push_back(in.sample.callchain(i));
+      e = encode_sample(rec, in.misc, *in.attr, in.id, in.sample.ip, in.sample.addr, in.sample.period, chain);
+    } else if (typed && in.type == kRecordMmap2) {
+      e = encode_mmap2(rec, in.misc, in.mmap, in.id, *in.attr);
+    } else if (typed && in.type == kRecordComm) {
+      e = encode_comm(rec, in.comm, in.id, *in.attr);
+    } else if (typed && (in.type == kRecordFork || in.type == kRecordExit)) {
+      e = encode_task(rec, in.type, in.task, in.id, *in.attr);
+    } else {
+      typed = false;
+    }
+    if (!e) typed = false;  // too long as encoded: copied instead
+    if (!typed) rec.assign(in.bytes.begin(), in.bytes.end());
+    if (!w.write(rec)) {
+      ok = false;
+      return;
+    }
+    want.push_back(keep(in, !typed));
+  });
+  if (!r || !ok) return;
+  if (with_ids && !w.add_feature(layout::kFeatBuildId, std::move(*ids))) return;
+  SFRAME_FUZZ_CHECK(w.finish().has_value());
+  auto back = PerfData::from_bytes(out, limits);
+  SFRAME_FUZZ_CHECK(back.has_value());
+  const FileInfo& bi = back->info();
+  SFRAME_FUZZ_CHECK(bi.pipe == pipe && bi.attrs.size() == info.attrs.size());
+  for (std::size_t i = 0; i < info.attrs.size(); ++i) {
+    const EventAttr &a = info.attrs[i], &b = bi.attrs[i];
+    SFRAME_FUZZ_CHECK(a.type == b.type && a.config == b.config && a.sample_period == b.sample_period &&
+                      a.sample_type == b.sample_type && a.read_format == b.read_format && a.flags == b.flags &&
+                      a.branch_sample_type == b.branch_sample_type && a.sample_regs_user == b.sample_regs_user &&
+                      a.sample_stack_user == b.sample_stack_user && a.sample_regs_intr == b.sample_regs_intr);
+    SFRAME_FUZZ_CHECK(a.ids == b.ids && a.name == b.name);
+  }
+  SFRAME_FUZZ_CHECK(bi.cmdline == info.cmdline);
+  if (with_ids) {
+    SFRAME_FUZZ_CHECK(bi.build_ids.size() == info.build_ids.size());
+    for (std::size_t i = 0; i < bi.build_ids.size(); ++i)
+      SFRAME_FUZZ_CHECK(bi.build_ids[i].build_id == info.build_ids[i].build_id &&
+                        bi.build_ids[i].pid == info.build_ids[i].pid &&
+                        bi.build_ids[i].cpumode == info.build_ids[i].cpumode);
+  }
+  std::size_t at = 0;
+  auto again = back->for_each([&](const Record& in) {
+    SFRAME_FUZZ_CHECK(at < want.size());
+    const Kept got = keep(in, !want[at].bytes.empty());
+    SFRAME_FUZZ_CHECK(got == want[at]);
+    ++at;
+  });
+  SFRAME_FUZZ_CHECK(again.has_value() && at == want.size());
+}
 
 void check_kallsyms(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -98,5 +235,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!r) SFRAME_FUZZ_CHECK(r.error().offset <= size);
   for (const auto& a : d->info().attrs) sink += a.name.size() + a.ids.size();
   sframe::fuzz::g_sink = sink;
+  if (r) {
+    round_trip(*d, false, limits);
+    round_trip(*d, true, limits);
+  }
   return 0;
 }

@@ -198,6 +198,7 @@ struct SampleId {
   std::uint64_t id = 0;
   std::uint64_t stream_id = 0;
   std::uint32_t cpu = 0;
+  bool operator==(const SampleId&) const = default;
 };
 
 /// A decoded PERF_RECORD_SAMPLE. Views point into the PerfData.

@@ -4,10 +4,11 @@
 // shared per-module builder and the unwind source chain of `sframe stack`).
 //
 // A Session follows the recorded processes in time order: address spaces
-// per pid from MMAP/MMAP2 (executable mappings), FORK (a new process copies
-// its parent's mappings; a new thread shares them) and exec COMM records
-// (the old mappings are dropped). For each sample it gives the frames perf
-// script would print (with --no-inline):
+// per pid from MMAP/MMAP2 (executable mappings; a mapping replaces what it
+// overlaps, and an exec keeps the old ones until replaced, as perf does) and
+// FORK (a new process copies its parent's mappings; a new thread shares
+// them). For each sample it gives the frames perf script would print (with
+// --no-inline):
 //  - kernel frames: the sample's callchain up to the first non-kernel
 //    context marker, symbolized from kallsyms (perf's cached copy of the
 //    recorded kernel's, else /proc/kallsyms);

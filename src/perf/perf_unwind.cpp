@@ -435,12 +435,10 @@ struct Session::Impl {
         return;
       }
       case kRecordComm:
+        // An exec keeps the old mappings until new ones replace them, as
+        // perf's map state does: a sample taken inside execve, after the
+        // new image's MMAP records, still holds the old image's user PC.
         comms[r.comm.tid] = std::string(r.comm.comm);
-        if (r.comm.exec && r.comm.pid == r.comm.tid) {
-          Space& s = space(r.comm.pid);
-          s.maps.clear();
-          s.reset_maps();
-        }
         return;
       case kRecordFork: {
         const Task& t = r.task;

@@ -110,7 +110,9 @@ int run_perf_inject(const PerfInjectOptions& opt) {
   if (!writer) return out_error(writer.error());
   if (auto r = writer->set_attrs(attrs); !r) return out_error(r.error());
   for (const auto& f : info.features) {
-    if (!carried_over(f.bit)) continue;
+    // Empty: pipe mode's end-of-features marker (a HEADER_FEATURE record
+    // numbered HEADER_LAST_FEATURE, which a later perf gives a meaning).
+    if (!carried_over(f.bit) || f.bytes.empty()) continue;
     if (auto r = writer->add_feature(f.bit, std::vector<std::byte>(f.bytes.begin(), f.bytes.end())); !r)
       return out_error(r.error());
   }
