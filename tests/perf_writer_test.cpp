@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// The perf.data writer's records written from scratch (what `sframe record`
+// will write), read by perf itself: Debian's perf 6.1 and the current perf
+// (../shared/tools/get-current-perf) must print the task events, the
+// mapping, and the sample's callchain named from the mapped file (libc's
+// dynamic symbols, whose addresses come from `nm -D`, not from us). File
+// and pipe mode.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../src/perf/perf_layout.hpp"
+#include "../src/perf/perf_writer.hpp"
+
+namespace {
+
+using namespace sframe::perf;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  pclose(p);
+  return out;
+}
+
+// A dynamic symbol's address in `lib`, from binutils' nm.
+std::uint64_t nm_address(const std::string& lib, const std::string& name) {
+  const std::string line = run("nm -D --defined-only " + lib + " | grep -m1 ' " + name + "@'");
+  return line.empty() ? 0 : std::strtoull(line.c_str(), nullptr, 16);
+}
+
+std::vector<std::byte> write_file(bool pipe, const std::string& libc) {
+  EventAttr a;
+  a.type = 1;  // PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK
+  a.sample_period = 100000;
+  a.sample_type = kSampleIp | kSampleTid | kSampleTime | kSampleCpu | kSamplePeriod | kSampleCallchain;
+  // mmap, comm, task, sample_id_all, mmap2
+  a.flags = (1ull << 8) | (1ull << 9) | (1ull << 13) | layout::attr::kFlagSampleIdAll | (1ull << 23);
+  a.ids = {7};
+  a.name = "cpu-clock";
+  std::vector<std::byte> out;
+  PerfWriter w = PerfWriter::to_memory(out, pipe);
+  EXPECT_TRUE(w.set_attrs({&a, 1}).has_value());
+  EXPECT_TRUE(w.add_feature(layout::kFeatEventDesc, feature_event_desc({&a, 1})).has_value());
+  EXPECT_TRUE(w.add_feature(layout::kFeatArch, feature_string("x86_64")).has_value());
+  const std::string argv[] = {"sframe", "record"};
+  EXPECT_TRUE(w.add_feature(layout::kFeatCmdline, feature_cmdline(argv)).has_value());
+  std::vector<std::byte> rec;
+  SampleId id;
+  id.pid = id.tid = 4242;
+  id.time = 1'000'000'000;
+  Comm c;
+  c.pid = c.tid = 4242;
+  c.comm = "sfpp-writer";
+  c.exec = true;
+  EXPECT_TRUE(encode_comm(rec, c, id, a).has_value());
+  Mmap m;
+  m.pid = m.tid = 4242;
+  m.start = 0x7f0000000000;
+  struct stat st {};
+  stat(libc.c_str(), &st);
+  m.len = (static_cast<std::uint64_t>(st.st_size) + 0xfff) & ~std::uint64_t{0xfff};
+  m.prot = 5;   // PROT_READ | PROT_EXEC
+  m.flags = 2;  // MAP_PRIVATE
+  m.ino = st.st_ino;
+  m.filename = libc;
+  id.time += 1000;
+  EXPECT_TRUE(encode_mmap2(rec, kMiscUser, m, id, a).has_value());
+  Task t;
+  t.pid = t.tid = 4243;
+  t.ppid = t.ptid = 4242;
+  t.time = id.time += 1000;
+  EXPECT_TRUE(encode_task(rec, kRecordFork, t, id, a).has_value());
+  const std::uint64_t qsort = nm_address(libc, "qsort"), getpid = nm_address(libc, "getpid");
+  EXPECT_NE(qsort, 0u);
+  EXPECT_NE(getpid, 0u);
+  const std::uint64_t chain[] = {kContextUser, m.start + qsort + 4, m.start + getpid + 1};
+  id.time += 1000;
+  EXPECT_TRUE(encode_sample(rec, kMiscUser, a, id, m.start + qsort + 4, 0, 100000, chain).has_value());
+  t.time = id.time += 1000;
+  EXPECT_TRUE(encode_task(rec, kRecordExit, t, id, a).has_value());
+  // One record at a time, as a recorder writes them.
+  for (std::size_t at = 0; at < rec.size();) {
+    std::uint16_t size = 0;
+    std::memcpy(&size, rec.data() + at + 6, 2);
+    EXPECT_TRUE(w.write({rec.data() + at, size}).has_value());
+    at += size;
+  }
+  encode_finished_round(rec);
+  EXPECT_TRUE(w.write({rec.data() + rec.size() - 8, 8}).has_value());
+  EXPECT_TRUE(w.finish().has_value());
+  return out;
+}
+
+void expect_perf_reads(const std::string& perf, const std::string& file) {
+  SCOPED_TRACE(perf + " script -i " + file);
+  const std::string out =
+      run(perf + " script -i " + file + " -F comm,tid,ip,sym,symoff --show-task-events --show-mmap-events 2>&1");
+  EXPECT_NE(out.find("sfpp-writer"), std::string::npos) << out;
+  EXPECT_NE(out.find("PERF_RECORD_MMAP2 4242/4242"), std::string::npos) << out;
+  EXPECT_NE(out.find("PERF_RECORD_FORK(4243:4243):(4242:4242)"), std::string::npos) << out;
+  EXPECT_NE(out.find("PERF_RECORD_EXIT(4243:4243):(4242:4242)"), std::string::npos) << out;
+  EXPECT_NE(out.find("qsort+0x4"), std::string::npos) << out;
+  EXPECT_NE(out.find("getpid+0x1"), std::string::npos) << out;
+}
+
+TEST(PerfWriter, PerfReadsRecordsWrittenFromScratch) {
+  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  const std::string perf7 = [] {
+    std::string p = run(std::string(SFRAMEPP_SHARED_DIR) + "/tools/get-current-perf 2>/dev/null");
+    while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.pop_back();
+    return p;
+  }();
+  ASSERT_FALSE(perf7.empty()) << "../shared/tools/get-current-perf failed: the current perf is a required oracle";
+  ASSERT_FALSE(run("command -v perf").empty()) << "perf (Debian's linux-perf) is a required oracle";
+  for (const bool pipe : {false, true}) {
+    const std::vector<std::byte> bytes = write_file(pipe, libc);
+    const std::string path = ::testing::TempDir() + (pipe ? "writer-pipe.data" : "writer-file.data");
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                static_cast<std::streamsize>(bytes.size()));
+    expect_perf_reads("perf", path);
+    expect_perf_reads(perf7, path);
+    // Our reader, for the header information perf does not print.
+    auto d = PerfData::open(path);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->info().pipe, pipe);
+    EXPECT_EQ(d->info().arch, "x86_64");
+    ASSERT_EQ(d->info().cmdline.size(), 2u);
+    EXPECT_EQ(d->info().cmdline[1], "record");
+  }
+}
+
+}  // namespace
