@@ -127,9 +127,15 @@ int run_perf_inject(const PerfInjectOptions& opt) {
   std::vector<std::byte> rec;
   std::uint64_t converted = 0, kept_chain = 0, records = 0;
   Expected<void> werr;
+  // The records come in time order: a FINISHED_ROUND every so often lets
+  // perf's ordered-events queue flush as it reads instead of holding the
+  // whole file (perf record writes one per ring-buffer pass).
+  std::vector<std::byte> round;
+  perf::encode_finished_round(round);
   auto r = data->for_each([&](const perf::Record& in) {
     if (!werr) return;
-    ++records;
+    if (++records % 4096 == 0) werr = writer->write(round);
+    if (!werr) return;
     if (in.type != perf::kRecordSample) {
       if (in.type < perf::kRecordHeaderAttr) session.process(in);
       werr = writer->write(in.bytes);
