@@ -486,9 +486,13 @@ struct Session::Impl {
   }
 
   // The name of the kernel symbol starting at group.front().address (the
-  // group of aliases there), chosen by the shared symbol reader's perf
-  // policy over that group; each reaches the next symbol's start (`next`),
-  // as perf's symbols__fixup_end() makes kallsyms symbols.
+  // group of aliases there, in file order), chosen by the shared symbol
+  // reader's perf policy over that group. Sizes as perf's
+  // symbols__fixup_end() makes them: each alias ends where the next symbol
+  // in file order starts, so all but the last of the group are zero-sized
+  // and the last reaches `next` (perf 6.1 and 7.2 both name memcpy's
+  // address "__pi_memcpy", the last of "memcpy", "__memcpy",
+  // "__pi_memcpy").
   const std::optional<std::string>& kernel_name(const std::vector<KSym>& group, std::uint64_t next) {
     auto [it, fresh] = kgroups.try_emplace(group.front().address);
     if (!fresh) return it->second;
@@ -499,7 +503,7 @@ struct Session::Impl {
       elf::FunctionSymbol f;
       f.name.assign(ktext.substr(k.name_at, k.name_len));
       f.address = k.address;
-      f.size = size;
+      f.size = i + 1 == group.size() ? size : 0;
       f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
       f.type = STT_FUNC;
       f.order = static_cast<std::uint32_t>(i);
