@@ -120,7 +120,7 @@ struct SessionOptions {
   PerfVersion names = PerfVersion::k6_1;
   /// As perf 6.1's libunwind unwinder (util/unwind-libunwind-local.c,
   /// access_mem): the last 8 bytes of the stack copy read as outside it,
-  /// and a walk that ends reading outside the copy gets one more frame,
+  /// and a walk that ends reading above the copy gets one more frame,
   /// at address all ones, unnamed (libunwind reads the return address as
   /// 0, which perf records as 0 - 1).
   bool libunwind_stack_end = false;

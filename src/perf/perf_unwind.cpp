@@ -704,8 +704,11 @@ struct Session::Impl {
         // except where the frame is a signal trampoline.
         user_frame(s, f.pc.value(), i > 0 && !(f.flags & kFrameSignal), o);
       }
-      if (opt.libunwind_stack_end && w.reason == StopReason::kUnreadableMemory && w.count > 0 &&
-          out.frames.size() < opt.max_stack) {
+      // Only a walk that ran off the top of the copy: a read below it (a
+      // frame-pointer guess at a PC libunwind has no CFI for) is no step
+      // libunwind takes.
+      if (opt.libunwind_stack_end && w.reason == StopReason::kUnreadableMemory && w.address >= sp + stack.size() &&
+          w.count > 0 && out.frames.size() < opt.max_stack) {
         ResolvedFrame f;
         f.ip = f.runtime_ip = ~std::uint64_t{0};
         f.origin = out.frames.back().origin;
