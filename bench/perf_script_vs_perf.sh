@@ -29,7 +29,7 @@ shift $(($# >= 2 ? 2 : $#))
 workloads=("$@")
 [ ${#workloads[@]} -eq 0 ] && workloads=(c python cxx)
 here=$(cd "$(dirname "$0")/.." && pwd)
-perf7=$("$here/../shared/tools/get-current-perf" 2>/dev/null) || { echo "the current perf: get-current-perf failed" >&2; exit 1; }
+perf7=$(bash "$here/tests/perf/current_perf.sh") || exit 1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The perf.data writer's records written from scratch (what `sframe record`
 // will write), read by perf itself: Debian's perf 6.1 and the current perf
-// (../shared/tools/get-current-perf) must print the task events, the
+// (tests/perf/current_perf.sh) must print the task events, the
 // mapping, and the sample's callchain named from the mapped file (libc's
 // dynamic symbols, whose addresses come from `nm -D`, not from us). File
 // and pipe mode.
@@ -117,11 +117,11 @@ void expect_perf_reads(const std::string& perf, const std::string& file) {
 TEST(PerfWriter, PerfReadsRecordsWrittenFromScratch) {
   const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
   const std::string perf7 = [] {
-    std::string p = run(std::string(SFRAMEPP_SHARED_DIR) + "/tools/get-current-perf 2>/dev/null");
+    std::string p = run("bash " + std::string(SFRAMEPP_SOURCE_DIR) + "/tests/perf/current_perf.sh");
     while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.pop_back();
     return p;
   }();
-  ASSERT_FALSE(perf7.empty()) << "../shared/tools/get-current-perf failed: the current perf is a required oracle";
+  ASSERT_FALSE(perf7.empty()) << "tests/perf/current_perf.sh found no current perf: a required oracle";
   ASSERT_FALSE(run("command -v perf").empty()) << "perf (Debian's linux-perf) is a required oracle";
   for (const bool pipe : {false, true}) {
     const std::vector<std::byte> bytes = write_file(pipe, libc);

@@ -54,21 +54,30 @@ inline constexpr std::size_t kFrameOrigins = 6;
 /// "kernel", "registers", "sframe", "generated", "frame-pointer", "signal-frame".
 std::string_view to_string(FrameOrigin o) noexcept;
 
+/// The perf release whose output a Session (and `sframe perf script`)
+/// follows where releases differ.
+enum class PerfVersion : std::uint8_t {
+  /// Debian 12's perf 6.1 (user stacks unwound by libunwind).
+  k6_1,
+  /// perf 7.2 (user stacks unwound by libdw).
+  k7_2,
+};
+
 /// One printed frame.
 struct ResolvedFrame {
   /// Runtime address: the kernel callchain entry; the user PC (frame 0,
   /// after a signal frame) or the return address (callers).
   std::uint64_t address = 0;
-  /// The runtime address the frame is named at: `address`, or address - 1
-  /// for a caller (a return address, not a signal trampoline's), as perf's
-  /// unwinders record callers and `perf inject --convert-callchain` writes
-  /// them.
-  std::uint64_t lookup = 0;
-  /// The address perf script prints: kernel frames as recorded; user
-  /// frames map-relative (address - map start + map offset; absolute in an
-  /// ET_EXEC file or without a map), callers at return address - 1 as
-  /// perf's libunwind unwinder records them (not a signal trampoline).
+  /// The address perf 6.1's script prints: kernel frames as recorded; user
+  /// frames map-relative (address - map start + map offset, ET_EXEC files
+  /// included; absolute without a map), callers at return address - 1 as
+  /// perf's unwinders record them (not after a signal frame); all ones for
+  /// the frame SessionOptions::libunwind_stack_end adds.
   std::uint64_t ip = 0;
+  /// The address perf 7.2's script prints: `ip` before it is made
+  /// map-relative (the runtime address; return address - 1 for callers, as
+  /// `perf inject --convert-callchain` and `sframe perf inject` write them).
+  std::uint64_t runtime_ip = 0;
   /// The symbol (demangled), or null for perf's "[unknown]".
   const std::string* symbol = nullptr;
   std::uint64_t symoff = 0;
@@ -106,6 +115,17 @@ struct SessionOptions {
   std::size_t max_stack = 127;
   /// Step by checked frame pointers where no SFrame covers a PC.
   bool fp_fallback = true;
+  /// Symbol names as this perf prints them: k6_1 demangles C++ names short
+  /// (no parameters, return type or clone suffix) and names libc's
+  /// R_X86_64_IRELATIVE PLT slots "@plt"; k7_2 demangles them whole and
+  /// names such a slot after the IFUNC its addend points to ("strlen@plt").
+  PerfVersion names = PerfVersion::k6_1;
+  /// As perf 6.1's libunwind unwinder (util/unwind-libunwind-local.c,
+  /// access_mem): the last 8 bytes of the stack copy read as outside it,
+  /// and a walk that ends reading above the copy gets one more frame,
+  /// at address all ones, unnamed (libunwind reads the return address as
+  /// 0, which perf records as 0 - 1).
+  bool libunwind_stack_end = false;
 };
 
 /// Totals over the processed samples.

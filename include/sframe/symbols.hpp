@@ -30,9 +30,9 @@ enum class NamingPolicy {
   /// As perf (tools/perf/util/symbol.c, choose_best_symbol): a sized symbol
   /// over a zero-sized one, a non-WEAK one over a WEAK one, a GLOBAL one
   /// over a LOCAL one, fewer leading underscores, the longer name, then the
-  /// name's byte order. C++ names demangled (the part before any `@VERSION`)
-  /// as perf prints them by default (DMGL_NO_OPTS): without the parameter
-  /// list, the return type and "[clone .suffix]".
+  /// first in table order. C++ names demangled (the part before any
+  /// `@VERSION`) as perf 6.1 prints them by default (DMGL_NO_OPTS): without
+  /// the parameter list, the return type and "[clone .suffix]".
   /// Asm labels (named STT_NOTYPE symbols in code sections) are kept, as
   /// perf keeps them (util/symbol-elf.c, elf_sym__is_label).
   /// On x86-64, "NAME@plt" symbols for the PLT entries, as perf

@@ -205,7 +205,10 @@ bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy po
     };
     const auto ka = key(a), kb = key(b);
     if (ka != kb) return ka < kb;
-    if (a.name != b.name) return a.name < b.name;
+    // Then the first in table order: perf keeps aliases of one address in
+    // the order it read them, and its last rule (arch__choose_best_symbol)
+    // keeps the first (libc: "dlopen@GLIBC_2.2.5", before
+    // "dlopen@@GLIBC_2.34" in its .symtab, in perf 6.1 and 7.2 alike).
     return a.order < b.order;
   }
   // eu-stack: sized symbols are candidates, zero-sized ones only a fallback;

@@ -50,7 +50,6 @@ struct Dso {
   std::string name;
   std::string build_id;
   std::shared_ptr<const elf::ElfFile> file;
-  bool et_exec = false;
   struct Load {
     std::uint64_t vaddr, offset, filesz;
   };
@@ -251,8 +250,6 @@ struct Session::Impl {
     if (!d.file) return;
     ++stats.dsos;
     Elf* e = static_cast<Elf*>(d.file->native_handle());
-    GElf_Ehdr eh;
-    if (gelf_getehdr(e, &eh)) d.et_exec = eh.e_type == ET_EXEC;
     std::size_t phnum = 0;
     if (elf_getphdrnum(e, &phnum) == 0) {
       for (std::size_t i = 0; i < phnum; ++i) {
@@ -487,9 +484,13 @@ struct Session::Impl {
   }
 
   // The name of the kernel symbol starting at group.front().address (the
-  // group of aliases there), chosen by the shared symbol reader's perf
-  // policy over that group; each reaches the next symbol's start (`next`),
-  // as perf's symbols__fixup_end() makes kallsyms symbols.
+  // group of aliases there, in file order), chosen by the shared symbol
+  // reader's perf policy over that group. Sizes as perf's
+  // symbols__fixup_end() makes them: each alias ends where the next symbol
+  // in file order starts, so all but the last of the group are zero-sized
+  // and the last reaches `next` (perf 6.1 and 7.2 both name memcpy's
+  // address "__pi_memcpy", the last of "memcpy", "__memcpy",
+  // "__pi_memcpy").
   const std::optional<std::string>& kernel_name(const std::vector<KSym>& group, std::uint64_t next) {
     auto [it, fresh] = kgroups.try_emplace(group.front().address);
     if (!fresh) return it->second;
@@ -500,7 +501,7 @@ struct Session::Impl {
       elf::FunctionSymbol f;
       f.name.assign(ktext.substr(k.name_at, k.name_len));
       f.address = k.address;
-      f.size = size;
+      f.size = i + 1 == group.size() ? size : 0;
       f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
       f.type = STT_FUNC;
       f.order = static_cast<std::uint32_t>(i);
@@ -514,7 +515,7 @@ struct Session::Impl {
   void kernel_frame(std::uint64_t addr) {
     if (!kallsyms_read) read_kallsyms();
     ResolvedFrame f;
-    f.address = f.lookup = f.ip = addr;
+    f.address = f.ip = f.runtime_ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
     // Per address: kernel callchains repeat a few hundred addresses.
@@ -539,17 +540,84 @@ struct Session::Impl {
 
   // --- user frames ------------------------------------------------------------
 
+  // The name perf prints for `sym` of `d` (SessionOptions::names).
+  std::string name_of(Dso& d, const elf::SymbolTable& t, const elf::FunctionSymbol& sym) {
+    if (opt.names == PerfVersion::k6_1) return t.display_name(sym);
+    if (sym.name == "@plt") {
+      if (std::optional<std::string> n = irelative_plt_name(d, t, sym.address)) return *n;
+    }
+    // perf 7.2 demangles the part before any @VERSION whole (return type,
+    // parameters, "[clone .isra.0]").
+    const auto at = sym.name.find('@');
+    const bool versioned = at != std::string::npos && at > 0;
+    std::string n = elf::demangle(versioned ? std::string_view(sym.name).substr(0, at) : std::string_view(sym.name));
+    if (versioned) n += std::string_view(sym.name).substr(at);
+    return n;
+  }
+
+  // perf 7.2 (util/symbol-elf.c, get_ifunc_name) names a PLT slot whose
+  // .rela.plt entry is an R_X86_64_IRELATIVE (libc's calls of its own
+  // IFUNCs) after the function its addend points to: "strlen@plt". The
+  // entry is the one relocating the GOT slot the PLT slot jumps through
+  // (its `jmp *disp32(%rip)`, ff 25, after any endbr64 or bnd prefix): the
+  // linker puts IRELATIVE entries after the others, so the slot's index is
+  // not the entry's. nullopt: not such a slot, or no symbol starts there.
+  std::optional<std::string> irelative_plt_name(Dso& d, const elf::SymbolTable& t, std::uint64_t slot) {
+    Elf* e = static_cast<Elf*>(d.file->native_handle());
+    std::size_t shstrndx = 0;
+    if (elf_getshdrstrndx(e, &shstrndx) != 0) return std::nullopt;
+    Elf_Scn* rela = nullptr;
+    Elf_Scn* code = nullptr;
+    GElf_Shdr sh, rsh, csh;
+    for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
+      if (!gelf_getshdr(scn, &sh)) continue;
+      const char* n = elf_strptr(e, shstrndx, sh.sh_name);
+      if (!n) continue;
+      if (std::string_view(n) == ".rela.plt") rela = scn;
+      else if (sh.sh_type == SHT_PROGBITS && slot >= sh.sh_addr && slot - sh.sh_addr < sh.sh_size) code = scn;
+    }
+    if (!rela || !code || !gelf_getshdr(rela, &rsh) || !gelf_getshdr(code, &csh) || rsh.sh_type != SHT_RELA ||
+        rsh.sh_entsize == 0)
+      return std::nullopt;
+    Elf_Data* cdata = elf_getdata(code, nullptr);
+    Elf_Data* rdata = elf_getdata(rela, nullptr);
+    if (!cdata || !rdata || !cdata->d_buf) return std::nullopt;
+    const std::uint64_t off = slot - csh.sh_addr;
+    const auto* bytes = static_cast<const unsigned char*>(cdata->d_buf);
+    std::optional<std::uint64_t> got;
+    for (std::uint64_t k = 0; k + 6 <= 16 && off + k + 6 <= cdata->d_size; ++k) {
+      if (bytes[off + k] != 0xff || bytes[off + k + 1] != 0x25) continue;
+      std::int32_t disp = 0;
+      std::memcpy(&disp, bytes + off + k + 2, 4);
+      got = slot + k + 6 + static_cast<std::uint64_t>(static_cast<std::int64_t>(disp));
+      break;
+    }
+    if (!got) return std::nullopt;
+    const std::size_t n = rsh.sh_size / rsh.sh_entsize;
+    for (std::size_t i = 0; i < n; ++i) {
+      GElf_Rela r;
+      if (!gelf_getrela(rdata, static_cast<int>(i), &r)) break;
+      if (r.r_offset != *got) continue;
+      if (GELF_R_TYPE(r.r_info) != R_X86_64_IRELATIVE) return std::nullopt;
+      const auto hit = t.find(static_cast<std::uint64_t>(r.r_addend));
+      if (!hit || hit->offset != 0) return std::nullopt;
+      return hit->symbol->name + "@plt";
+    }
+    return std::nullopt;
+  }
+
   void user_frame(Space& s, std::uint64_t pc, bool caller, FrameOrigin origin) {
     ResolvedFrame f;
     f.address = pc;
     f.origin = origin;
     const std::uint64_t at = caller ? pc - 1 : pc;
-    f.lookup = at;
-    f.ip = at;
+    f.ip = f.runtime_ip = at;
     if (const MapEntry* m = s.find(at); m && m->dso) {
       Dso& d = *m->dso;
       f.dso = &d.name;
-      if (!d.et_exec) f.ip = at - m->start + m->pgoff;
+      // perf 6.1 prints the map-relative address for every file, an
+      // ET_EXEC one included (python3.11: 0x22dc2a for 0x62dc2a).
+      f.ip = at - m->start + m->pgoff;
       // Per link-time address: a profile repeats a few thousand PCs, and a
       // hash lookup costs a fraction of the symbol table's search.
       auto [c, fresh] = d.pcs.try_emplace(at - m->bias);
@@ -557,7 +625,7 @@ struct Session::Impl {
         const elf::SymbolTable& t = symbols_of(d);
         if (auto hit = t.find(at - m->bias)) {
           auto [it, added] = d.names.try_emplace(hit->symbol);
-          if (added) it->second = t.display_name(*hit->symbol);
+          if (added) it->second = name_of(d, t, *hit->symbol);
           c->second = {&it->second, hit->offset};
         }
       }
@@ -615,7 +683,11 @@ struct Session::Impl {
         if (have(p)) regs.set(d, reg[p]);
       for (unsigned k = 0; k < 8; ++k)
         if (have(kX86R8 + k)) regs.set(8 + k, reg[kX86R8 + k]);
-      const BufferMemory mem(smp.stack, sp);
+      // libunwind's perf accessor takes a word as outside the copy when it
+      // ends at or after the copy's end - 8 (`addr + 8 >= end`).
+      std::span<const std::byte> stack = smp.stack;
+      if (opt.libunwind_stack_end) stack = stack.first(stack.size() >= 8 ? stack.size() - 8 : 0);
+      const BufferMemory mem(stack, sp);
       const std::size_t cap = opt.max_stack - out.frames.size();
       View view{*this, s};
       process::WalkOptions wo;
@@ -629,6 +701,16 @@ struct Session::Impl {
         // perf's libunwind unwinder records a caller's return address - 1,
         // except where the frame is a signal trampoline.
         user_frame(s, f.pc.value(), i > 0 && !(f.flags & kFrameSignal), o);
+      }
+      // Only a walk that ran off the top of the copy: a read below it (a
+      // frame-pointer guess at a PC libunwind has no CFI for) is no step
+      // libunwind takes.
+      if (opt.libunwind_stack_end && w.reason == StopReason::kUnreadableMemory && w.address >= sp + stack.size() &&
+          w.count > 0 && out.frames.size() < opt.max_stack) {
+        ResolvedFrame f;
+        f.ip = f.runtime_ip = ~std::uint64_t{0};
+        f.origin = out.frames.back().origin;
+        out.frames.push_back(f);
       }
       out.stop = w.reason;
       out.why = why(s, w);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // `sframe perf script`: the samples of a `perf record --call-graph=dwarf`
 // recording unwound with SFrame, printed as `perf script --no-inline`
-// prints them (perf 6.1's builtin-script.c layout), as collapsed stacks
-// (`perf script report stackcollapse`), or as JSON; a summary on stderr.
+// prints them (perf 7.2's builtin-script.c layout, or perf 6.1's with
+// --perf-compat 6.1), as collapsed stacks (`perf script report
+// stackcollapse`), or as JSON; a summary on stderr.
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
@@ -59,9 +60,40 @@ unsigned parse_fields(const std::string& text) {
   return f;
 }
 
+// What the perf releases print differently in the text layout (the rest,
+// names and the end of a walk, is the Session's: SessionOptions).
+struct Layout {
+  // perf_sample__fprintf_start: pid and tid as "%5d" (6.1), "%7d" (7.2).
+  int pid_width = 7;
+  // The frame address: ResolvedFrame::runtime_ip (7.2, absolute) or ::ip
+  // (6.1, map-relative).
+  bool runtime_ip = true;
+};
+
+// --perf-compat VERSION: the layout and the session options of that perf.
+struct Compat {
+  Layout layout;
+  perf::SessionOptions session;
+};
+
+Compat compat_for(const std::string& version) {
+  Compat c;
+  if (version == "7.2") {
+    c.session.names = perf::PerfVersion::k7_2;
+  } else if (version == "6.1") {
+    c.layout = {5, false};
+    c.session.names = perf::PerfVersion::k6_1;
+    c.session.libunwind_stack_end = true;
+  } else {
+    throw UsageError(fmt::format("--perf-compat {}: unknown perf version (known: 7.2, 6.1)", version));
+  }
+  return c;
+}
+
 struct PerfScriptOptions {
   std::string input = "perf.data";
   std::string fields;
+  std::string perf_compat = "7.2";
   bool folded = false;
   bool json = false;
 };
@@ -93,6 +125,10 @@ class PerfCommand final : public Command {
     script_->add_option("-F,--fields", opt_.fields,
                         "Fields, as perf script -F: comm,tid,pid,cpu,time,event,period,ip,sym,symoff,dso "
                         "(default: perf's)");
+    script_->add_option("--perf-compat", opt_.perf_compat,
+                        "The perf release whose text layout to print: 7.2 (absolute addresses, full C++ names) or "
+                        "6.1 (Debian 12's: map-relative addresses, short C++ names)")
+        ->capture_default_str();
     script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
     script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
     inject_ = register_perf_inject(*app_, inject_opt_);
@@ -101,6 +137,10 @@ class PerfCommand final : public Command {
   int run() override {
     if (inject_->parsed()) return run_perf_inject(inject_opt_);
     if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
+    // --folded and --json are no perf layout: their frames and names stay
+    // those of the default session options, whatever --perf-compat says.
+    const Compat compat = compat_for(opt_.perf_compat);
+    const bool text = !opt_.folded && !opt_.json;
     auto data = perf::PerfData::open(opt_.input);
     if (!data) return fail(write_error_text(data.error()), &data.error());
     const perf::FileInfo& info = data->info();
@@ -123,7 +163,7 @@ class PerfCommand final : public Command {
     // reachable, so LeakSanitizer does not report it ([[gnu::used]]: else
     // the optimizer drops the never-read pointer and LSan sees a leak).
     [[gnu::used]] static perf::Session* kept = nullptr;
-    kept = new perf::Session(info);
+    kept = new perf::Session(info, text ? compat.session : perf::SessionOptions{});
     perf::Session& session = *kept;
     Out out;
     std::map<std::string, std::uint64_t> folded;
@@ -177,7 +217,7 @@ class PerfCommand final : public Command {
         samples.push_back(std::move(s));
         return;
       }
-      print_sample(out.buf, rec, u, comm, fields, name_width);
+      print_sample(out.buf, compat.layout, rec, u, comm, fields, name_width);
       out.flush_if_full();
     });
     if (!r) {
@@ -214,13 +254,13 @@ class PerfCommand final : public Command {
     return 1;
   }
 
-  // perf 6.1 builtin-script.c: perf_sample__fprintf_start (comm "%s " when
-  // a callchain follows, "%5d/%-5d " pid/tid, "[%03d] " cpu, "%5lu.%06lu: "
-  // time, "%10lu " period), the event name ("%*s: "), then per callchain
-  // node "\t%16lx" ip, " sym+0xoff", " (dso)" (sample__fprintf_callchain),
-  // and a blank line after the sample.
-  static void print_sample(fmt::memory_buffer& b, const perf::Record& rec, const perf::UnwoundSample& u,
-                           std::string_view comm, unsigned f, std::size_t name_width) {
+  // perf builtin-script.c: perf_sample__fprintf_start (comm "%s " when
+  // a callchain follows, "%5d/%-5d " pid/tid (7.2: "%7d/%-7d "), "[%03d] "
+  // cpu, "%5lu.%06lu: " time, "%10lu " period), the event name ("%*s: "),
+  // then per callchain node "\t%16lx" ip, " sym+0xoff", " (dso)"
+  // (sample__fprintf_callchain), and a blank line after the sample.
+  static void print_sample(fmt::memory_buffer& b, const Layout& layout, const perf::Record& rec,
+                           const perf::UnwoundSample& u, std::string_view comm, unsigned f, std::size_t name_width) {
     // Compiled format strings and plain appends: this runs for every frame
     // of every sample, where fmt's runtime parsing of the format string
     // would be repeated each time.
@@ -234,12 +274,13 @@ class PerfCommand final : public Command {
         fmt::format_to(o, FMT_COMPILE("{:>16} "), comm);
       }
     }
+    const int w = layout.pid_width;
     if ((f & kPid) && (f & kTid))
-      fmt::format_to(o, FMT_COMPILE("{:5}/{:<5} "), rec.id.pid, rec.id.tid);
+      fmt::format_to(o, FMT_COMPILE("{:{}}/{:<{}} "), rec.id.pid, w, rec.id.tid, w);
     else if (f & kPid)
-      fmt::format_to(o, FMT_COMPILE("{:5} "), rec.id.pid);
+      fmt::format_to(o, FMT_COMPILE("{:{}} "), rec.id.pid, w);
     else if (f & kTid)
-      fmt::format_to(o, FMT_COMPILE("{:5} "), rec.id.tid);
+      fmt::format_to(o, FMT_COMPILE("{:{}} "), rec.id.tid, w);
     if (f & kCpu) fmt::format_to(o, FMT_COMPILE("[{:03}] "), rec.id.cpu);
     if (f & kTime)
       fmt::format_to(o, FMT_COMPILE("{:5}.{:06}: "), rec.id.time / 1000000000, rec.id.time % 1000000000 / 1000);
@@ -288,7 +329,7 @@ class PerfCommand final : public Command {
       b.resize(at + most);
       char* p = b.data() + at;
       *p++ = '\t';
-      p = hex_at(p, fr.ip, 16);
+      p = hex_at(p, layout.runtime_ip ? fr.runtime_ip : fr.ip, 16);
       if (f & (kSym | kSymoff)) {
         *p++ = ' ';
         p = copy(p, sym);

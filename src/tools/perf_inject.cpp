@@ -55,7 +55,7 @@ void build_callchain(const perf::Record& r, const perf::UnwoundSample& u, std::v
   for (const perf::ResolvedFrame& f : u.frames) {
     if (f.origin == perf::FrameOrigin::kKernel) continue;
     if (!user) chain.push_back(perf::kContextUser), user = true;
-    chain.push_back(f.lookup);
+    chain.push_back(f.runtime_ip);
   }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Compares `perf script` output (the truth) with `sframe perf script`.
+"""Compares `perf script` output (the truth: perf 7.2 for our default
+layout, perf 6.1 for --perf-compat 6.1) with `sframe perf script`.
 
   compare.py [--quiet] PERF.txt OURS.txt OURS.json
       Sample by sample (same order: both deliver samples in time order):
@@ -50,7 +51,7 @@ def reason(p, o, js):
         return "sframe stopped %d frame(s) early after %r: %s (perf goes on with %r)" % (
             len(pf) - len(of), of[-1] if of else None, stop, pf[len(of)])
     if len(pf) < len(of) and of[: len(pf)] == pf:
-        return "perf (libunwind) stopped %d frame(s) earlier; sframe went on with %r (source %s)" % (
+        return "perf stopped %d frame(s) earlier; sframe went on with %r (source %s)" % (
             len(of) - len(pf), of[len(pf)], srcs[len(pf)] if len(srcs) > len(pf) else "?")
     k = next(i for i in range(min(len(pf), len(of))) if pf[i] != of[i])
     pip, oip = pf[k].split(" ", 1)[0], of[k].split(" ", 1)[0]

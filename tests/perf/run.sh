@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # `sframe perf script` against `perf script --no-inline` on recordings made
-# now with `perf record -e cpu-clock --call-graph=dwarf` (perf is the truth:
-# Debian's linux-perf, which unwinds with libunwind):
+# now with `perf record -e cpu-clock --call-graph=dwarf`. Two perfs are the
+# truth: the current one (perf 7.2, which unwinds with libdw) for our
+# default layout, and Debian 12's linux-perf (perf 6.1, libunwind) for
+# `--perf-compat 6.1`:
 #   run.sh SFRAME WORKDIR PART
+# The current perf is $SFRAMEPP_CURRENT_PERF, else
+# /opt/sframepp-ci/perf/bin/perf (where scripts/install-deps unpacks it);
+# Debian 12's is `perf` on PATH. Either missing is a FAILURE.
 # PART: c (-O2 -fomit-frame-pointer -Wa,--gsframe), threads (threads and a
 # fork+exec), dlopen (a library dlopen()ed mid-recording, no .sframe), cxx
 # (C++ with libstdc++), plt (samples in libc's own PLT, whose IRELATIVE
-# slots perf names "@plt"). Compares `-F tid,ip,sym,dso` sample by sample: at
-# least 99% of the samples must have identical frame lists, and every
-# difference is listed with its reason (compare.py). Also checks the
-# default layout, --folded against `perf script report stackcollapse`, that
+# slots perf 6.1 names "@plt", perf 7.2 "strlen@plt"). Compares `-F
+# tid,ip,sym,dso` and the default layout sample by sample, each of our
+# layouts against its perf: at least 99% of the samples must print byte for
+# byte the same, and every difference is listed with its reason
+# (compare.py). Also checks --folded against perf 6.1's `perf script report
+# stackcollapse`, that
 # pipe mode and -z (zstd) recordings give the same frames, and (c) that a
 # binary gone since the recording is found in perf's build-id cache.
 # perf_event_open refused (or perf missing) is a FAILURE, never a skip.
@@ -24,6 +31,7 @@ mkdir -p "$work"
 cd "$work"
 
 command -v perf >/dev/null || { echo "FAIL: perf not installed (scripts/install-deps installs linux-perf)"; exit 1; }
+perf7=$(bash "$here/current_perf.sh") || exit 1
 
 cflags=(-O2 -g -fomit-frame-pointer)
 gsframe=(-Wa,--gsframe)
@@ -68,20 +76,29 @@ record() { # OUT EXTRA...
 record perf.data
 
 fail=0
-perf script -i perf.data -F tid,ip,sym,dso --no-inline >perf.txt 2>perf.err
-"$sframe" perf script -i perf.data -F tid,ip,sym,dso >ours.txt 2>ours.err
-"$sframe" perf script -i perf.data --json >ours.json 2>/dev/null
-cat ours.err
-python3 "$here/compare.py" perf.txt ours.txt ours.json || fail=1
-
+# versus DATA TAG [--quiet] [-F FIELDS]: each perf's `perf script
+# --no-inline` against ours in its layout (perf 7.2: our default; perf 6.1:
+# --perf-compat 6.1), into {perf,ours}{7,61}-TAG.txt.
+versus() {
+  local data=$1 tag=$2 quiet=()
+  shift 2
+  if [ "${1:-}" = --quiet ]; then quiet=(--quiet); shift; fi
+  [ -f "ours-$tag.json" ] || "$sframe" perf script -i "$data" --json >"ours-$tag.json" 2>/dev/null
+  "$perf7" script -i "$data" "$@" --no-inline >"perf7-$tag.txt" 2>/dev/null
+  "$sframe" perf script -i "$data" "$@" >"ours7-$tag.txt" 2>"ours7-$tag.err"
+  perf script -i "$data" "$@" --no-inline >"perf61-$tag.txt" 2>/dev/null
+  "$sframe" perf script -i "$data" "$@" --perf-compat 6.1 >"ours61-$tag.txt" 2>/dev/null
+  echo "== $tag ${*:-(default layout)}: perf 7.2 vs default"
+  python3 "$here/compare.py" "${quiet[@]}" "perf7-$tag.txt" "ours7-$tag.txt" "ours-$tag.json" || fail=1
+  echo "== $tag ${*:-(default layout)}: perf 6.1 vs --perf-compat 6.1"
+  python3 "$here/compare.py" "${quiet[@]}" "perf61-$tag.txt" "ours61-$tag.txt" "ours-$tag.json" || fail=1
+}
+versus perf.data fields -F tid,ip,sym,dso
+cat ours7-fields.err
 # The default layout (header line with comm, tid, time, period, event;
 # sym+off and dso per frame): the same samples must print the same.
-perf script -i perf.data --no-inline >perf-default.txt 2>/dev/null
-"$sframe" perf script -i perf.data >ours-default.txt 2>/dev/null
-python3 "$here/compare.py" --quiet perf-default.txt ours-default.txt ours.json || {
-  echo "FAIL: the default layout differs beyond the allowed 1% (see $work/*-default.txt)"
-  fail=1
-}
+cp ours-fields.json ours-default.json
+versus perf.data default --quiet
 
 # --folded vs perf's own stackcollapse script over the same file: every
 # stack perf collapses the same (its frames agree) must count the same.
@@ -99,11 +116,7 @@ if [ "$part" = c ]; then
     else
       record "$mode.data" -z
     fi
-    perf script -i "$mode.data" -F tid,ip,sym,dso --no-inline >"perf-$mode.txt" 2>/dev/null
-    "$sframe" perf script -i "$mode.data" -F tid,ip,sym,dso >"ours-$mode.txt" 2>/dev/null
-    "$sframe" perf script -i "$mode.data" --json >"ours-$mode.json" 2>/dev/null
-    echo "== $mode mode"
-    python3 "$here/compare.py" "perf-$mode.txt" "ours-$mode.txt" "ours-$mode.json" || fail=1
+    versus "$mode.data" "$mode" -F tid,ip,sym,dso
   done
 fi
 if [ "$part" = c ]; then
@@ -111,23 +124,23 @@ if [ "$part" = c ]; then
   # it by build-id in perf's cache (~/.debug/.build-id/, filled by perf
   # record), where perf keeps a copy.
   mv prog prog.moved
-  perf script -i perf.data -F tid,ip,sym,dso --no-inline >perf-gone.txt 2>/dev/null
-  "$sframe" perf script -i perf.data -F tid,ip,sym,dso >ours-gone.txt 2>/dev/null
-  "$sframe" perf script -i perf.data --json >ours-gone.json 2>/dev/null
   echo "== binary gone (build-id cache)"
-  if ! grep -q "leaf (.*/prog)" perf-gone.txt; then
-    echo "FAIL: perf itself does not name the gone binary's frames (no build-id cache copy?)"
-    fail=1
-  fi
-  python3 "$here/compare.py" perf-gone.txt ours-gone.txt ours-gone.json || fail=1
+  versus perf.data gone -F tid,ip,sym,dso
+  for t in perf7 perf61; do
+    if ! grep -q "leaf (.*/prog)" "$t-gone.txt"; then
+      echo "FAIL: $t itself does not name the gone binary's frames (no build-id cache copy?)"
+      fail=1
+    fi
+  done
   mv prog.moved prog
 fi
 if [ "$part" = plt ]; then
-  # perf's own name for libc's IRELATIVE PLT slots ("@plt"): the recording
-  # must have such samples, and ours must name every one of them the same.
+  # perf 6.1's own name for libc's IRELATIVE PLT slots ("@plt"): the
+  # recording must have such samples, and ours must name every one of them
+  # the same (perf 7.2 names them after the IFUNC: compared above).
   libc_plt() { grep -cE '^[[:space:]]+[0-9a-f]+ @plt \(.*/libc\.so' "$1" || true; }
-  theirs=$(libc_plt perf.txt)
-  mine=$(libc_plt ours.txt)
+  theirs=$(libc_plt perf61-fields.txt)
+  mine=$(libc_plt ours61-fields.txt)
   echo "== samples in libc's PLT named @plt: perf $theirs, ours $mine"
   if [ "$theirs" -lt 10 ]; then
     echo "FAIL: perf shows only $theirs frames in libc's PLT: the case is not exercised"
