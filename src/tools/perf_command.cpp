@@ -19,6 +19,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "perf_inject.hpp"
+#include "perf_summary.hpp"
 #include "sframe/perf_data.hpp"
 #include "sframe/perf_unwind.hpp"
 
@@ -369,18 +370,12 @@ class PerfCommand final : public Command {
   }
 
   static void print_summary(const perf::SessionStats& st, const perf::ReadStats& rs) {
-    std::string origins;
-    for (std::size_t i = 0; i < perf::kFrameOrigins; ++i)
-      origins += fmt::format("{}{} {}", origins.empty() ? "" : ", ", perf::to_string(static_cast<perf::FrameOrigin>(i)),
-                             st.by_origin[i]);
-    std::string stops;
-    for (const auto& [why, n] : st.stops) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", why, n);
     fmt::print(stderr,
                "sframe perf script: {} samples, {} frames ({:.1f} per sample); frames from: {}; user walks ended: "
                "{}; lost: {} samples in {} LOST records; {} files opened, SFrame generated for {} "
                "({} FDEs one at a time)\n",
-               st.samples, st.frames, st.samples ? double(st.frames) / double(st.samples) : 0.0, origins,
-               stops.empty() ? "none" : stops, rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos,
+               st.samples, st.frames, st.samples ? double(st.frames) / double(st.samples) : 0.0,
+               frame_origins_text(st), walk_stops_text(st), rs.lost_samples, rs.lost_records, st.dsos, st.generated_dsos,
                st.generated_fdes);
   }
 

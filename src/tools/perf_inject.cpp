@@ -18,6 +18,7 @@
 
 #include "cli.hpp"
 #include "perf_layout.hpp"
+#include "perf_summary.hpp"
 #include "render.hpp"
 #include "perf_writer.hpp"
 #include "sframe/perf_data.hpp"
@@ -170,11 +171,6 @@ int run_perf_inject(const PerfInjectOptions& opt) {
   if (auto w = writer->finish(); !w) return out_error(w.error());
 
   const perf::SessionStats& st = session.stats();
-  std::string origins, stops;
-  for (std::size_t i = 1; i < perf::kFrameOrigins; ++i)
-    origins += fmt::format("{}{} {}", origins.empty() ? "" : ", ",
-                           perf::to_string(static_cast<perf::FrameOrigin>(i)), st.by_origin[i]);
-  for (const auto& [why, n] : st.stops) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", why, n);
   std::uint64_t user_frames = 0;
   for (std::size_t i = 1; i < perf::kFrameOrigins; ++i) user_frames += st.by_origin[i];
   std::fprintf(stderr,
@@ -182,8 +178,9 @@ int run_perf_inject(const PerfInjectOptions& opt) {
                "%llu samples without user registers kept their recorded callchain; %llu records, %llu bytes of "
                "records written\n",
                static_cast<unsigned long long>(converted),
-               converted ? double(user_frames) / double(converted) : 0.0, origins.c_str(),
-               stops.empty() ? "none" : stops.c_str(), static_cast<unsigned long long>(kept_chain),
+               converted ? double(user_frames) / double(converted) : 0.0,
+               frame_origins_text(st, static_cast<std::size_t>(perf::FrameOrigin::kRegisters)).c_str(),
+               walk_stops_text(st).c_str(), static_cast<unsigned long long>(kept_chain),
                static_cast<unsigned long long>(records), static_cast<unsigned long long>(writer->data_size()));
   return 0;
 }
