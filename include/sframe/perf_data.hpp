@@ -227,12 +227,13 @@ struct Sample {
   std::span<const std::byte> stack;
   /// The size the kernel reserved (sample_stack_user, rounded).
   std::uint64_t stack_size = 0;
-  /// Where fields start in the record (bytes from its header; 0: absent),
-  /// for a writer that rewrites a sample: the CALLCHAIN's nr word, the
-  /// REGS_USER ABI word, and the end of the STACK_USER block (after its
-  /// dyn_size word).
+  /// Where fields start in the record (bytes from its first byte, the
+  /// header's; 0: absent), for a writer that rewrites a sample: the
+  /// CALLCHAIN's nr word, the REGS_USER ABI word, the STACK_USER size word,
+  /// and the end of the STACK_USER block (after its dyn_size word).
   std::uint32_t callchain_at = 0;
   std::uint32_t regs_user_at = 0;
+  std::uint32_t stack_user_at = 0;
   std::uint32_t stack_user_end = 0;
 };
 

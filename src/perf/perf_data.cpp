@@ -467,6 +467,7 @@ struct PerfData::Impl {
     }
     if (st & kSampleStackUser) {
       SFRAME_NEED(8);
+      s.stack_user_at = static_cast<std::uint32_t>(c.pos);
       const std::uint64_t size = u64();
       if (size > c.left()) return c.fail(PerfErrc::kPerfBadRecord);
       const std::byte* data = c.bytes.data() + c.pos;

@@ -180,17 +180,27 @@ Expected<void> encode_sample(std::vector<std::byte>& out, std::uint16_t misc, co
   return finish_record(out, at);
 }
 
+namespace {
+// The end of a sample's REGS_USER block (the ABI word, then a word per
+// sampled register unless the ABI is PERF_SAMPLE_REGS_ABI_NONE).
+std::size_t regs_end(const Record& r) {
+  const Sample& s = r.sample;
+  const auto n = s.regs_abi == RegsAbi::kNone ? 0 : static_cast<std::size_t>(std::popcount(r.attr->sample_regs_user));
+  return s.regs_user_at + 8 + 8 * n;
+}
+}  // namespace
+
 Expected<void> rewrite_sample(std::vector<std::byte>& out, const Record& r, std::span<const std::uint64_t> callchain) {
   const Sample& s = r.sample;
   const std::span<const std::byte> b = r.bytes;
-  if (r.type != kRecordSample || b.size() < kHeaderSize || !s.callchain_at) return make_error(PerfErrc::kPerfBadRecord, r.offset);
+  if (r.type != kRecordSample || !r.attr || b.size() < kHeaderSize || !s.callchain_at)
+    return make_error(PerfErrc::kPerfBadRecord, r.offset);
   const std::size_t chain_end = s.callchain_at + 8 + 8 * s.callchain_nr;
   // REGS_USER and STACK_USER are adjacent in the kernel's order; a sample
   // without them keeps its tail whole.
-  const std::size_t cut = s.regs_user_at ? s.regs_user_at : s.stack_user_end ? 0 : b.size();
-  const std::size_t resume = s.stack_user_end ? s.stack_user_end : cut;
-  if (cut == 0 || chain_end > cut || resume > b.size() || cut > resume)
-    return make_error(PerfErrc::kPerfBadRecord, r.offset);
+  const std::size_t cut = s.regs_user_at ? s.regs_user_at : s.stack_user_at ? s.stack_user_at : b.size();
+  const std::size_t resume = s.stack_user_end ? s.stack_user_end : s.regs_user_at ? regs_end(r) : cut;
+  if (chain_end > cut || resume > b.size() || cut > resume) return make_error(PerfErrc::kPerfBadRecord, r.offset);
   const std::size_t at = out.size();
   put_bytes(out, b.data(), s.callchain_at);
   put(out, static_cast<std::uint64_t>(callchain.size()));
