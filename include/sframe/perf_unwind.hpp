@@ -126,6 +126,10 @@ struct SessionOptions {
   /// at address all ones, unnamed (libunwind reads the return address as
   /// 0, which perf records as 0 - 1).
   bool libunwind_stack_end = false;
+  /// Name the frames. false: frames carry addresses and files only (every
+  /// `symbol` null) and no symbol table or kallsyms is read, for a caller
+  /// that writes addresses (sframe perf inject).
+  bool symbols = true;
 };
 
 /// Totals over the processed samples.

@@ -513,11 +513,15 @@ struct Session::Impl {
   }
 
   void kernel_frame(std::uint64_t addr) {
-    if (!kallsyms_read) read_kallsyms();
     ResolvedFrame f;
     f.address = f.ip = f.runtime_ip = addr;
     f.origin = FrameOrigin::kKernel;
     f.dso = &kernel_dso;
+    if (!opt.symbols) {
+      out.frames.push_back(f);
+      return;
+    }
+    if (!kallsyms_read) read_kallsyms();
     // Per address: kernel callchains repeat a few hundred addresses.
     auto [it, fresh] = kframes.try_emplace(addr);
     KFrame& kf = it->second;
@@ -618,6 +622,10 @@ struct Session::Impl {
       // perf 6.1 prints the map-relative address for every file, an
       // ET_EXEC one included (python3.11: 0x22dc2a for 0x62dc2a).
       f.ip = at - m->start + m->pgoff;
+      if (!opt.symbols) {
+        out.frames.push_back(f);
+        return;
+      }
       // Per link-time address: a profile repeats a few thousand PCs, and a
       // hash lookup costs a fraction of the symbol table's search.
       auto [c, fresh] = d.pcs.try_emplace(at - m->bias);

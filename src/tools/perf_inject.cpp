@@ -122,7 +122,9 @@ int run_perf_inject(const PerfInjectOptions& opt) {
 
   // As `sframe perf script`: kept for the process's life (see there).
   [[gnu::used]] static perf::Session* kept = nullptr;
-  kept = new perf::Session(info);
+  perf::SessionOptions so;
+  so.symbols = false;  // addresses are written, names are the reader's business
+  kept = new perf::Session(info, so);
   perf::Session& session = *kept;
   std::vector<std::uint64_t> chain;
   std::vector<std::byte> rec;
