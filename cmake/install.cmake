@@ -3,11 +3,24 @@
 # libsframepp-unwind, libsframepp (ELF + C API), libsframepp-cfi,
 # libsframepp-process, libsframepp-backtrace; .so.0 or .a by
 # BUILD_SHARED_LIBS), the `sframe` tool (SFRAMEPP_TOOLS), a CMake package
-#   find_package(sframepp [COMPONENTS format unwind elf cfi process backtrace])
-# giving sframepp::LAYER and sframepp::sframepp (= sframepp::elf), and one
+#   find_package(sframepp [COMPONENTS format unwind sframepp cfi process backtrace])
+# giving sframepp::LAYER and sframepp::sframepp (= sframepp::elf; the
+# component `elf` is an alias of `sframepp`), and one
 # pkg-config file per library. Install components, one Debian package each
 # (cmake/package.cmake): lib<name>0 (a shared library), dev, tools.
 include(CMakePackageConfigHelpers)
+
+# Where an installed library finds the others it links (libsframepp ->
+# libsframepp-unwind -> libsframepp-format): installed outside /usr, beside
+# itself (RUNPATH $ORIGIN), so that a program linked with a prefix's
+# libraries runs without LD_LIBRARY_PATH; under /usr (a distribution's
+# package, CMAKE_INSTALL_PREFIX=/usr, as cmake/package.cmake wants) none, as
+# Debian policy 10.2 forbids RUNPATH there, and the loader's default
+# directories hold them all. Decided by the configured prefix: a build
+# configured for /usr and installed elsewhere with --prefix gets none.
+if(BUILD_SHARED_LIBS AND NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  set_target_properties(${SFRAMEPP_LAYERS} PROPERTIES INSTALL_RPATH "$ORIGIN")
+endif()
 
 set(SFRAMEPP_DEV_COMPONENT dev)
 install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev

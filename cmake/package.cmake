@@ -5,6 +5,16 @@
 # pkg-config files) and sframe-tools (the `sframe` tool). Depends: the
 # system libraries from dpkg-shlibdeps, our own packages at this exact
 # version (our libraries are not in the shlibs database).
+# The packages install under /usr, the libraries in Debian's multiarch
+# directory (GNUInstallDirs: lib/x86_64-linux-gnu) and without RUNPATH
+# (cmake/install.cmake): both follow from a build configured with
+# -DCMAKE_INSTALL_PREFIX=/usr, as Debian's own CMake packaging does, so
+# only such a build offers `cpack` (tests/install/deb.sh makes one).
+if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  message(STATUS "Debian packages (cpack -G DEB): configure a build with -DCMAKE_INSTALL_PREFIX=/usr "
+                 "(this one installs into ${CMAKE_INSTALL_PREFIX})")
+  return()
+endif()
 set(CPACK_PACKAGE_NAME sframepp)
 set(CPACK_PACKAGE_VENDOR "sframepp")
 set(CPACK_PACKAGE_CONTACT "sframepp maintainers <sframepp@localhost>")

@@ -23,14 +23,17 @@
  * only.
  *
  * Which library exports what (the layers of the project):
- *  - libsframepp (libsframepp.so.0 / libsframepp.a; needs libelf): status
- *    and errors, sections (bytes or ELF file), validation, FDE/FRE
- *    iteration, find(pc), the encoder, the unwinder.
+ *  - libsframepp-format (libsframepp-format.so.0 / .a; no dependency),
+ *    which every other library links: the shared helpers sframe_strerror
+ *    and sframe_free, reachable from whichever library a program links.
+ *  - libsframepp (libsframepp.so.0 / libsframepp.a; needs libelf):
+ *    sections (bytes or ELF file), validation, FDE/FRE iteration,
+ *    find(pc), the encoder, the unwinder.
  *  - libsframepp-cfi (libsframepp-cfi.so.0 / .a; needs libsframepp and
  *    libdw): sframe_cfi_generate.
  *  - libsframepp-backtrace (libsframepp-backtrace.so.0 / .a; needs only
  *    libsframepp-unwind and libsframepp-format: no libelf, no libdw):
- *    sframe_backtrace_*. sframe_strerror() is libsframepp's.
+ *    sframe_backtrace_*.
  * Every exported symbol carries the version node SFRAMEPP_0.
  * The static archives are C++: link them with the C++ runtime (-lstdc++).
  *
@@ -147,7 +150,8 @@ typedef struct sframe_error {
 /*
  * A static, NUL-terminated English description of `status` (the rule of
  * the spec the input breaks); never NULL ("unknown status" for values this
- * library does not know). Thread-safe, async-signal-safe.
+ * library does not know). Thread-safe, async-signal-safe. In
+ * libsframepp-format (before 0.2.0: libsframepp).
  */
 SFRAME_API const char *sframe_strerror(int status);
 
@@ -531,7 +535,7 @@ SFRAME_API sframe_status sframe_encoder_destroy(sframe_encoder *encoder);
 /*
  * Frees a buffer returned by sframe_encoder_finish() or
  * sframe_cfi_generate() (NULL: nothing to do); returns SFRAME_OK.
- * Thread-safe.
+ * Thread-safe. In libsframepp-format (before 0.2.0: libsframepp).
  */
 SFRAME_API sframe_status sframe_free(void *bytes);
 

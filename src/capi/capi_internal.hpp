@@ -2,8 +2,9 @@
 // The C API's boundary (include/sframe/sframe.h): one mapping from the C++
 // error codes to the flat sframe_status, and the catch-all that keeps C++
 // exceptions from crossing into C. Shared by the C functions of every
-// library (codec in libsframepp, generation in libsframepp-cfi, backtrace in
-// libsframepp-backtrace); not installed.
+// library (the shared helpers in libsframepp-format, codec in libsframepp,
+// generation in libsframepp-cfi, backtrace in libsframepp-backtrace); not
+// installed.
 #pragma once
 
 #include <new>

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The C API of libsframepp (include/sframe/sframe.h): status messages,
-// sections from bytes or ELF files, validation, FDE/FRE iteration, find(pc),
+// The C API of libsframepp (include/sframe/sframe.h): sections from bytes
+// or ELF files, validation, FDE/FRE iteration, find(pc),
 // the encoder and the unwinder, as thin wrappers over the C++ API. Each
 // entry point checks its pointers, maps C++ errors to sframe_status
-// (capi_internal.hpp) and catches every exception.
+// (capi_internal.hpp) and catches every exception. sframe_strerror and
+// sframe_free, which every library's C functions share, are in
+// libsframepp-format (src/format/capi_common.cpp).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -188,23 +190,6 @@ static_assert(MemoryReader<CallbackMemory>);
 }  // namespace
 
 extern "C" {
-
-const char* sframe_strerror(int status) {
-  switch (status) {
-    case SFRAME_OK: return "success";
-    case SFRAME_E_INVALID_ARGUMENT: return "invalid argument (a null pointer or a value out of range)";
-    case SFRAME_E_NO_MEMORY: return "out of memory";
-    case SFRAME_E_INTERNAL: return "internal error";
-    case SFRAME_E_UNSUPPORTED: return "not supported on this machine";
-    case SFRAME_E_NOT_INITIALIZED: return "sframe_backtrace_init() has not run";
-    default: break;
-  }
-  // Input statuses: the C++ message of the first code (in the order of
-  // SFRAME_ERROR_LAYERS) mapping to it (literals, so NUL-terminated).
-  for (const ErrorCodeInfo& i : kErrorCodes)
-    if (status == capi::to_status(i.code)) return i.message.data();
-  return "unknown status";
-}
 
 sframe_status sframe_section_open_bytes(const void* bytes, size_t size, uint64_t address, uint32_t flags,
                                         sframe_section** out, sframe_error* err) {
@@ -396,11 +381,6 @@ sframe_status sframe_encoder_finish(sframe_encoder* encoder, void** bytes, size_
 
 sframe_status sframe_encoder_destroy(sframe_encoder* encoder) {
   delete encoder;
-  return SFRAME_OK;
-}
-
-sframe_status sframe_free(void* bytes) {
-  std::free(bytes);
   return SFRAME_OK;
 }
 

@@ -176,6 +176,9 @@ class LookupCommand final : public Command {
       }
     }
     if (pcs.empty() && !offset) throw UsageError(fmt::format("{}: a PC is required (lookup FILE PC...)", file));
+    // A refused number is bad usage (exit 2, docs/tool.md), found before
+    // any file is read.
+    const std::vector<std::uint64_t> pc_values = parse_all(pcs);
     doc_["file"] = file;
     auto o = open_input(file, opt_.section);
     if (!o->l) return failed(file, o->why);
@@ -193,18 +196,9 @@ class LookupCommand final : public Command {
       if (!one(*o, base + *offset, given + " = ", r)) rc = 1;
       doc_["results"].push_back(std::move(r));
     }
-    for (const auto& text : pcs) {
+    for (const std::uint64_t pc : pc_values) {
       Json r;
-      const auto pc = parse_number(text, why);
-      if (!pc) {
-        rc = 1;
-        r["pc"] = text;
-        r["found"] = false;
-        r["reason"] = why;
-        if (!opt_.json) fmt::print("{}\n", why);
-      } else if (!one(*o, *pc, "", r)) {
-        rc = 1;
-      }
+      if (!one(*o, pc, "", r)) rc = 1;
       doc_["results"].push_back(std::move(r));
     }
     if (opt_.json) print(doc_.dump(2) + "\n");
@@ -212,6 +206,19 @@ class LookupCommand final : public Command {
   }
 
  private:
+  // The numbers of `texts`, or UsageError naming the first refused one.
+  static std::vector<std::uint64_t> parse_all(const std::vector<std::string>& texts) {
+    std::vector<std::uint64_t> out;
+    out.reserve(texts.size());
+    std::string why;
+    for (const auto& text : texts) {
+      const auto v = parse_number(text, why);
+      if (!v) throw UsageError(why);
+      out.push_back(*v);
+    }
+    return out;
+  }
+
   int failed(const std::string& where, const std::string& why) {
     complain(where, why);
     if (opt_.json) {
@@ -301,6 +308,7 @@ class LookupCommand final : public Command {
     if (!ok || pid <= 0 || pid > INT_MAX)
       throw UsageError(fmt::format("--pid {}: not a process ID (a positive decimal number, as ps shows it)", pid_));
     if (args_.empty()) throw UsageError("--pid: an ADDRESS is required (lookup --pid PID ADDRESS...)");
+    const std::vector<std::uint64_t> addrs = parse_all(args_);
     doc_["pid"] = pid;
     auto maps = process::read_maps(static_cast<pid_t>(pid));
     if (!maps) {
@@ -319,32 +327,21 @@ class LookupCommand final : public Command {
     std::map<std::string, std::unique_ptr<Opened>> opened;
     int rc = 0;
     doc_["results"] = Json::array();
-    std::string why;
-    for (const auto& text : args_) {
+    for (const std::uint64_t addr : addrs) {
       Json r;
-      const auto addr = parse_number(text, why);
-      if (!addr) {
-        rc = 1;
-        r["pc"] = text;
-        r["found"] = false;
-        r["reason"] = why;
-        if (!opt_.json) fmt::print("{}\n", why);
-        doc_["results"].push_back(std::move(r));
-        continue;
-      }
-      r["address"] = hex(*addr);
-      const process::LoadedModule* m = mods.find(*addr);
+      r["address"] = hex(addr);
+      const process::LoadedModule* m = mods.find(addr);
       if (!m) {
         rc = 1;
-        r["pc"] = hex(*addr);
+        r["pc"] = hex(addr);
         r["found"] = false;
         r["reason"] = fmt::format("in no executable mapping of process {}", pid);
-        if (!opt_.json) fmt::print("0x{:x}: in no executable mapping of process {}\n", *addr, pid);
+        if (!opt_.json) fmt::print("0x{:x}: in no executable mapping of process {}\n", addr, pid);
         doc_["results"].push_back(std::move(r));
         continue;
       }
       r["module"] = m->path;
-      const std::uint64_t pc = *addr - m->bias;
+      const std::uint64_t pc = addr - m->bias;
       auto& o = opened[m->path];
       if (!o) o = open_input(m->path, opt_.section);
       if (!o->l) {
@@ -352,11 +349,11 @@ class LookupCommand final : public Command {
         r["pc"] = hex(pc);
         r["found"] = false;
         r["reason"] = o->why;
-        if (!opt_.json) fmt::print("0x{:x} in {} at 0x{:x}: {}\n", *addr, m->path, pc, o->why);
+        if (!opt_.json) fmt::print("0x{:x} in {} at 0x{:x}: {}\n", addr, m->path, pc, o->why);
         doc_["results"].push_back(std::move(r));
         continue;
       }
-      if (!one(*o, pc, fmt::format("0x{:x} in {} at ", *addr, m->path), r)) rc = 1;
+      if (!one(*o, pc, fmt::format("0x{:x} in {} at ", addr, m->path), r)) rc = 1;
       doc_["results"].push_back(std::move(r));
     }
     if (opt_.json) print(doc_.dump(2) + "\n");

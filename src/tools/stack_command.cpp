@@ -14,7 +14,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -336,10 +340,33 @@ int fail(pid_t pid, const StackOptions& opt, int status, const std::string& why)
   return status;
 }
 
+// A kernel thread (kthreadd and its children) has no user-space stack, and
+// ptrace refuses it with EPERM even for root, which would read as missing
+// privileges. proc(5): /proc/PID/stat field 9, flags, with PF_KTHREAD
+// (0x00200000, include/linux/sched.h); fields counted after the ')' that
+// ends comm, which may itself hold spaces and parentheses.
+bool is_kernel_thread(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  unsigned long long flags = 0;
+  for (int i = 3; i <= 9 && fields >> field; ++i)
+    if (i == 9) flags = std::strtoull(field.c_str(), nullptr, 10);
+  constexpr unsigned long long kPfKthread = 0x00200000;
+  return (flags & kPfKthread) != 0;
+}
+
 }  // namespace
 
 int run_stack(pid_t pid, const StackOptions& opt) {
   const std::string pname = process::process_name(pid);
+  if (is_kernel_thread(pid))
+    return fail(pid, opt, 1,
+                fmt::format("process {}{} is a kernel thread: it has no user-space stack to unwind", pid,
+                            pname.empty() ? "" : fmt::format(" ({})", pname)));
   std::vector<ThreadTrace> traces;
   std::optional<process::LoadedModules> mods;
   const TerminationHandlers handlers;

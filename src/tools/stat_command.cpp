@@ -21,7 +21,10 @@ void print_stats(const std::string& path, const Loaded& l, const Stats& st) {
     fmt::print("{}: section {} at 0x{:x}{}\n", path, l.data.name, l.data.address,
                l.data.from_segment ? " (from PT_GNU_SFRAME)" : "");
   }
-  fmt::print("  version {}, {}, {} byte order, flags: {}\n", static_cast<int>(s.version()), abi_name(s.abi()),
+  // v1 is what Debian 12's assembler (binutils 2.40) writes, while gen and
+  // convert write v3: the line says why a section may be v1.
+  const char* older = s.version() == Version::kV1 ? " (as GNU as 2.40 writes it; sframe gen and convert write v3)" : "";
+  fmt::print("  version {}{}, {}, {} byte order, flags: {}\n", static_cast<int>(s.version()), older, abi_name(s.abi()),
              s.big_endian() ? "big" : "little", flags.empty() ? "none" : flags);
   fmt::print("  FDEs: {} (PC type inc {}, mask {}; FDE type default {}, flex {}; signal {})\n", s.num_fdes(),
              st.pc_types[0], st.pc_types[1], st.fde_types[0], st.fde_types[1], st.signal_fdes);
@@ -34,12 +37,30 @@ void print_stats(const std::string& path, const Loaded& l, const Stats& st) {
     if (st.dataword_counts[n]) counts += fmt::format("{}{}: {}", counts.empty() ? "" : ", ", n, st.dataword_counts[n]);
   fmt::print("  data-word counts (FREs): {}{}\n", counts,
              st.mangled_ra_fres ? fmt::format("; signed RA in {} FREs", st.mangled_ra_fres) : "");
+  // The bytes the header's counts describe (header, FDE and FRE
+  // sub-sections); a section may carry more (padding a linker added).
+  std::string bytes = fmt::format("  bytes: .sframe {}", st.sframe_bytes);
+  if (st.used_bytes != st.sframe_bytes)
+    bytes += fmt::format(" ({} in the header and its FDE and FRE sub-sections, {} after them)", st.used_bytes,
+                         st.sframe_bytes - st.used_bytes);
+  // .eh_frame and .text are the ELF file's: a raw section has neither, so
+  // it gets no comparison and no coverage line at all.
+  if (l.raw) {
+    fmt::print("{}\n", bytes);
+    return;
+  }
   const std::uint64_t eh = st.eh_frame_bytes + st.eh_frame_hdr_bytes;
-  fmt::print("  bytes: .sframe {} (header accounts for {}); .eh_frame {} + .eh_frame_hdr {} = {}{}\n",
-             st.sframe_bytes, st.used_bytes, st.eh_frame_bytes, st.eh_frame_hdr_bytes, eh,
-             eh ? fmt::format(" (.sframe is {:.1f}% of that)", pct(st.sframe_bytes, eh)) : "");
-  fmt::print("  .text coverage: {} of {} bytes ({:.1f}%)\n", st.text_covered, st.text_bytes,
-             pct(st.text_covered, st.text_bytes));
+  if (eh)
+    bytes += fmt::format("; .eh_frame {} + .eh_frame_hdr {} = {} (.sframe is {:.1f}% of that)", st.eh_frame_bytes,
+                         st.eh_frame_hdr_bytes, eh, pct(st.sframe_bytes, eh));
+  else
+    bytes += "; no .eh_frame";
+  fmt::print("{}\n", bytes);
+  if (st.text_bytes)
+    fmt::print("  .text coverage: {} of {} bytes ({:.1f}%)\n", st.text_covered, st.text_bytes,
+               pct(st.text_covered, st.text_bytes));
+  else
+    fmt::print("  .text coverage: no .text section\n");
 }
 
 class StatCommand final : public Command {

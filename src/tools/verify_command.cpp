@@ -131,6 +131,16 @@ ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, b
       if (!rep.complete) ids += (ids.empty() ? "" : ", ") + std::string("not checked to the end (work bound)");
       reject.push_back(fmt::format("{} ({})", name, ids));
     }
+    if (all && !reads) {
+      // Said where the verdict is read: no version is read by all three
+      // consumers, so `all` leaves out those that cannot read this one.
+      std::string versions;
+      for (Version w : {Version::kV1, Version::kV2, Version::kV3})
+        if (reads_version(c, w)) versions += fmt::format("{}v{}", versions.empty() ? "" : " and ", static_cast<int>(w));
+      out.text += fmt::format(
+          "  {}: not checked: it reads SFrame {} only (--consumer all: the consumers that read v{})\n", name,
+          versions.empty() ? std::string("no version") : versions, static_cast<int>(v));
+    }
     if (!selected) continue;
     selected_reading += reads;
     if (rep.accepted()) {
@@ -159,6 +169,34 @@ ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, b
   return out;
 }
 
+// The functions the DWARF CFI covers and the SFrame section does not, from
+// the file's JSON record (j["dwarf"]["missing"]; verify_against_dwarf): a
+// file of many (a C++ program's cold clones) would bury the verdict under
+// hundreds of lines of kilobyte-long demangled names, so without `verbose`
+// a count, the first few and their names cut to one line's width.
+std::string missing_text(const Json& f, bool verbose) {
+  constexpr std::size_t kShown = 5;
+  constexpr std::size_t kNameWidth = 100;
+  if (!f.contains("dwarf") || !f["dwarf"].contains("missing")) return {};
+  const Json& miss = f["dwarf"]["missing"];
+  const bool all = verbose || miss.size() <= kShown;
+  std::string out;
+  if (!all)
+    out = fmt::format("  not in SFrame: {} functions that the DWARF CFI covers (the first {} below; -v lists all)\n",
+                      miss.size(), kShown);
+  const std::string_view representable = cfi::describe(cfi::Reason::kNone);
+  std::size_t n = 0;
+  for (const Json& m : miss) {
+    if (!all && n++ == kShown) break;
+    std::string name = m["function"].get<std::string>();
+    if (!verbose && name.size() > kNameWidth) name = name.substr(0, kNameWidth - 3) + "...";
+    const std::string reason = m["reason"].get<std::string>();
+    out += fmt::format("{}{}-{} <{}>{}\n", all ? "  not in SFrame: " : "    ", m["start"].get<std::string>(),
+                       m["end"].get<std::string>(), name, reason == representable ? "" : ": " + reason);
+  }
+  return out;
+}
+
 class VerifyCommand final : public Command {
  public:
   std::string_view name() const override { return "verify"; }
@@ -170,8 +208,12 @@ class VerifyCommand final : public Command {
     app_->add_option("--raw", opt_.raw, "Check this raw section (RAW[@ADDRESS]) instead of the file's own");
     app_->add_option("--section", opt_.section, "Name of the SFrame section")->capture_default_str();
     app_->add_option("--consumer", opt_.consumer,
-                     "Also apply this consumer's acceptance rules (docs/consumers.md); failures fail the file")
+                     "Also apply this consumer's acceptance rules (docs/consumers.md); a rejection fails the file. "
+                     "all: every consumer that reads the section's version (v3: kernel, libsframe; v2: glibc, "
+                     "libsframe; no version is read by all three)")
         ->check(CLI::IsMember({"kernel", "glibc", "libsframe", "all"}));
+    app_->add_flag("-v,--verbose", verbose_,
+                   "List every function not in SFrame, names in full (else a count and the first few)");
     app_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
   }
 
@@ -255,6 +297,7 @@ class VerifyCommand final : public Command {
         fmt::print("  {}: SFrame v{}, {} FDEs, {} FREs{}\n", l->data.name, static_cast<int>(l->section.version()),
                    l->section.num_fdes(), l->section.header().num_fres, l->raw ? "; " + raw_note(*l) : "");
         print(d.details);
+        print(missing_text(f, verbose_));
         print(cv.text);
         if (d.failed) complain(path, d.error);
         if (consumer_failed) complain(path, cv.error);
@@ -267,6 +310,7 @@ class VerifyCommand final : public Command {
 
  private:
   VerifyOptions opt_;
+  bool verbose_ = false;
 };
 
 }  // namespace
@@ -312,10 +356,9 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
                              where(syms, m.pc), m.what, sf, dw);
   }
   for (const auto& m : cmp->missing) {
+    // Printed from this record by missing_text (bounded unless -v).
     miss.push_back({{"start", hex(m.start)}, {"end", hex(m.end)}, {"function", where(syms, m.start)},
                     {"reason", std::string(cfi::describe(m.reason))}});
-    v.details += fmt::format("  not in SFrame: 0x{:x}-0x{:x} <{}>{}\n", m.start, m.end, where(syms, m.start),
-                             m.reason == cfi::Reason::kNone ? "" : fmt::format(": {}", cfi::describe(m.reason)));
   }
   Json bare = Json::array();
   for (const auto& m : cmp->no_rules) {
@@ -333,8 +376,8 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
                 {"mismatches", mism},
                 {"missing", miss},
                 {"no_rules", bare}};
-  v.summary = fmt::format("DWARF: {} functions, {} PCs, {} mismatches", cmp->functions_checked, cmp->pcs_checked,
-                          cmp->mismatches.size());
+  v.summary = fmt::format("DWARF: {} functions, {} PCs, {} mismatch{}", cmp->functions_checked, cmp->pcs_checked,
+                          cmp->mismatches.size(), cmp->mismatches.size() == 1 ? "" : "es");
   if (!cmp->mismatches.empty()) {
     v.failed = true;
     v.error = "SFrame and DWARF CFI disagree";

@@ -6,11 +6,13 @@
 # the public headers; every export at version SFRAMEPP_0; no std::
 # instantiation, no internal namespace, no anonymous namespace.
 # Which sframe.h functions each library implements:
-#   libsframepp          every one but sframe_cfi_* and sframe_backtrace*
+#   libsframepp-format   the helpers every feature's C functions share:
+#                        sframe_strerror, sframe_free
+#   libsframepp          every one but those, sframe_cfi_* and sframe_backtrace*
 #   libsframepp-cfi      sframe_cfi_*
 #   libsframepp-backtrace sframe_backtrace*, and the assembly entry of
 #                        backtrace.hpp's inline backtrace() (sframepp_backtrace_here)
-#   -format, -unwind, -process: none
+#   -unwind, -process: none
 # Usage: exports.sh LIB SRC
 set -uo pipefail
 lib=$1 src=$2
@@ -22,11 +24,13 @@ soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 decl=$(grep -o 'SFRAME_API [^(]*(' "$src/include/sframe/sframe.h" | grep -o 'sframe_[a-z_0-9]*($' | tr -d '(' | sort)
 [ -n "$decl" ] || bad "no SFRAME_API declarations found in sframe.h"
 extra_c=""
+common='^sframe_strerror$\|^sframe_free$'
 case $soname in
-  libsframepp.so.0) want=$(echo "$decl" | grep -v '^sframe_cfi_\|^sframe_backtrace') ;;
+  libsframepp-format.so.0) want=$(echo "$decl" | grep "$common") ;;
+  libsframepp.so.0) want=$(echo "$decl" | grep -v '^sframe_cfi_\|^sframe_backtrace' | grep -v "$common") ;;
   libsframepp-cfi.so.0) want=$(echo "$decl" | grep '^sframe_cfi_') ;;
   libsframepp-backtrace.so.0) want=$(echo "$decl" | grep '^sframe_backtrace'); extra_c=sframepp_backtrace_here ;;
-  libsframepp-format.so.0 | libsframepp-unwind.so.0 | libsframepp-process.so.0) want="" ;;
+  libsframepp-unwind.so.0 | libsframepp-process.so.0) want="" ;;
   *) echo "FAIL: unknown library soname '$soname'"; exit 1 ;;
 esac
 got=$(echo "$syms" | sed -n 's/^\(sframe_[a-z_0-9]*\)@@SFRAMEPP_0$/\1/p' | sort)

@@ -14,6 +14,10 @@
 #   no-file      dump, stat and lookup PC... with no FILE read the tool itself
 #   lookup-pid   lookup --pid PID ADDRESS... in a live process; FILE+OFFSET;
 #                relocatable objects with several FDEs at 0
+#   messages     messages a person stumbles on (issue 29, part 5): verify's
+#                functions not in SFrame summarized (all with -v), "1
+#                mismatch", stat on a raw section, --consumer all saying
+#                what it checks, stack on a kernel thread, stat's v1 note
 #   damaged      a byte of .sframe damaged by hand in the header, an FDE and
 #                an FRE: every reading command says which rule, the FDE/FRE
 #                index, the section and file offsets, exits 1, writes no
@@ -148,10 +152,17 @@ usage)
   j 2 "doc['command'] == 'lookup' and 'required' in doc['error']" lookup --json prog-sf
   ;;
 numbers)
-  j 1 "doc['results'][0]['reason'] == '010: a leading 0 is refused (octal or decimal?); write 0x10 or 10'" lookup --json prog-sf 010
-  t 1 "^-5: signed numbers are refused" lookup prog-sf -5
+  # A refused number is bad usage (exit 2, README and docs/tool.md), the
+  # PCs before it looked up or not.
+  j 2 "doc['command'] == 'lookup' and '010: a leading 0 is refused (octal or decimal?); write 0x10 or 10' in doc['error']" lookup --json prog-sf 010
+  t 2 "^sframe: lookup: -5: signed numbers are refused" lookup prog-sf -5
+  one_line "lookup -5"
   grep -q fffffffffffffffb out.txt && bad "-5 read as 2^64-5" || ok
-  t 1 "^148f2: hex digits without 0x; write 0x148f2$" lookup prog-sf 148f2
+  t 2 "^sframe: lookup: 148f2: hex digits without 0x; write 0x148f2 " lookup prog-sf 148f2
+  one_line "lookup 148f2"
+  [ -s out.txt ] && bad "lookup 148f2 printed on stdout: $(head -c 200 out.txt)" || ok
+  t 2 "^sframe: lookup: 148f2: hex digits without 0x" lookup prog-sf "$main" 148f2
+  t 2 "^sframe: lookup: 148f2: hex digits without 0x" lookup --pid $$ 148f2
   t 0 "<main\+0x0>: function" lookup prog-sf "$main"
   t 0 "<main\+0x0>: function" lookup prog-sf "$((main))"        # decimal
   t 2 "sframe: gen: --address 010: a leading 0" gen --address 010 -o x.sframe prog
@@ -252,6 +263,123 @@ C
   gcc -O2 -ffunction-sections -Wa,--gsframe -c lib.c -o lib.o || exit 1
   t 0 "^0x0 in \.text\.lib_(leaf|api): function 0x0, size [0-9]+ \(FDE [01] of 2 covering 0x0; also FDE [01] in \.text\.lib_(leaf|api)\)" lookup lib.o 0x0
   j 0 "(r := doc['results'][0]) and r['covering_fdes'] == 2 and r['section'].startswith('.text.lib_') and len(r['also']) == 1 and r['also'][0]['section'] != r['section']" lookup --json lib.o 0x0
+  ;;
+messages)
+  # 1. verify on a program of which one object was assembled without
+  # --gsframe: its functions are not in SFrame, with demangled names of
+  # hundreds of characters. The truth: nm's names of that object's
+  # functions, readelf's count of its FDEs.
+  cat > nosf.cpp <<'CXX'
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+using Big = std::map<std::string, std::vector<std::pair<std::string, std::map<int, std::string>>>>;
+#define F(n) __attribute__((noinline)) unsigned long nosf_##n(Big& m, const Big& o) { return m.size() + o.size() + n; }
+F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12)
+CXX
+  cat > withsf.cpp <<'CXX'
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+using Big = std::map<std::string, std::vector<std::pair<std::string, std::map<int, std::string>>>>;
+unsigned long nosf_1(Big&, const Big&);
+int main() { Big m; return static_cast<int>(nosf_1(m, m)); }
+CXX
+  g++ -O2 -c nosf.cpp -o nosf.o && g++ -O2 -Wa,--gsframe -c withsf.cpp -o withsf.o && g++ withsf.o nosf.o -o mixed || exit 1
+  nfde=$(readelf --debug-dump=frames nosf.o | grep -c ' FDE ')
+  [ "$nfde" -ge 12 ] && ok || bad "readelf counts $nfde FDEs in nosf.o, want >= 12"
+  t 0 "^mixed: format ok; DWARF: " verify mixed
+  n=$(sed -n 's/^  not in SFrame: \([0-9]*\) functions that the DWARF CFI covers (the first 5 below; -v lists all)$/\1/p' out.txt)
+  [ -n "$n" ] && [ "$n" -ge "$nfde" ] && ok || bad "verify mixed: no count of at least $nfde functions not in SFrame: $(head -c 600 out.txt)"
+  [ "$(grep -c '^    0x[0-9a-f]*-0x[0-9a-f]* <' out.txt)" -eq 5 ] && ok || bad "verify mixed: not 5 functions listed: $out"
+  [ "$(awk 'length > 130' out.txt | grep -vc '^  consumers: ')" -eq 0 ] && ok || bad "verify mixed: lines over 130 characters: $(awk 'length > 130' out.txt | head -3)"
+  t 0 "" verify -v mixed
+  [ "$(grep -c '^  not in SFrame: 0x' out.txt)" = "$n" ] && ok || bad "verify -v mixed: not $n lines: $(grep -c '^  not in SFrame: 0x' out.txt)"
+  for f in $(nm -C nosf.o | sed -n 's/^[0-9a-f]* T \(nosf_[0-9]*\)(.*/\1/p'); do
+    grep -q "<$f(std::map<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<" out.txt && ok ||
+      bad "verify -v mixed: $f not listed with its full name"
+  done
+  j 0 "len(doc['files'][0]['dwarf']['missing']) == $n" verify --json mixed
+  # 2. "1 mismatch": one FRE's CFA offset (8, the CFA at a function's entry)
+  # raised by hand to 16 in a function of one FRE.
+  gcc -O2 -Wa,--gsframe prog.c -o prog-sf1 || exit 1
+  python3 - <<'PY'
+import struct, subprocess
+d = bytearray(open("prog-sf1", "rb").read())
+out = subprocess.run(["readelf", "-SW", "prog-sf1"], capture_output=True, text=True).stdout
+f = [l for l in out.splitlines() if " .sframe " in l][0].split()
+sec = int(f[f.index(".sframe") + 3], 16)
+h = d[sec:sec + 28]
+assert h[:2] == b"\xe2\xde" and h[2] in (1, 2), "a little-endian v1/v2 section"
+stride = 17 if h[2] == 1 else 20          # spec v1 §2.2: 17-byte FDEs; v2: 20
+aux, num_fdes = h[7], struct.unpack_from("<I", h, 8)[0]
+fdeoff, freoff = struct.unpack_from("<II", h, 20)
+for k in range(num_fdes):
+    fde = sec + 28 + aux + fdeoff + stride * k
+    fre_off, nfres = struct.unpack_from("<II", d, fde + 8)
+    info = d[fde + 16]
+    if nfres == 1 and not info & 0x10:    # one FRE, PC type inc
+        fre = sec + 28 + aux + freoff + fre_off
+        word = fre + {0: 1, 1: 2, 2: 4}[info & 0x0f] + 1
+        assert d[word] == 8, d[word]
+        d[word] = 16
+        break
+else:
+    raise SystemExit("no FDE of one FRE")
+open("one-mismatch", "wb").write(d)
+PY
+  t 1 "^one-mismatch: FAILED: format valid; DWARF: [0-9]+ functions, [0-9]+ PCs, 1 mismatch$" verify one-mismatch
+  t 0 "PCs, 0 mismatches$" verify prog-sf1
+  # 3. stat on a raw section: no .eh_frame or .text lines (a raw section
+  # has neither); on the ELF file, both.
+  t 0 "" gen -o prog.sframe prog
+  t 0 "^  bytes: \.sframe [0-9]+$" stat prog.sframe
+  grep -q 'eh_frame\|\.text coverage\|header accounts' out.txt && bad "stat of a raw section: $(grep 'eh_frame\|text cov\|header acc' out.txt)" || ok
+  size=$(stat -c %s prog.sframe)
+  grep -q "^  bytes: \.sframe $size$" out.txt && ok || bad "stat prog.sframe: not its $size bytes: $out"
+  t 0 "^  bytes: \.sframe [0-9]+; \.eh_frame [0-9]+ \+ \.eh_frame_hdr [0-9]+ = [0-9]+ " stat prog-sf
+  grep -q "^  \.text coverage: [0-9]* of $((0x$(readelf -SW prog-sf | awk '$2 == ".text" { print $6 }'))) bytes" out.txt && ok ||
+    bad "stat prog-sf: .text coverage not of readelf's .text size: $out"
+  # 4. --consumer all: the consumers that read the section's version; the
+  # others said to be left out, in the output and in --help.
+  t 0 "" gen --elf prog-v3 prog
+  t 0 "^  glibc: not checked: it reads SFrame v2 only \(--consumer all: the consumers that read v3\)$" verify --consumer all prog-v3
+  grep -q '^  kernel: accepts the section (SFrame v3)$' out.txt && ok || bad "verify --consumer all prog-v3: $out"
+  t 1 "^  glibc: .*glibc.version" verify --consumer glibc prog-v3
+  t 0 "" convert --format-version 2 prog-v3 -o prog-v2
+  t 0 "^  kernel: not checked: it reads SFrame v3 only \(--consumer all: the consumers that read v2\)$" verify --consumer all prog-v2
+  t 1 "kernel rejects the section" verify --consumer kernel prog-v2
+  t 1 "no consumer reads SFrame v1" verify --consumer all prog-sf
+  t 0 "all: every consumer that reads the section's version" verify --help
+  # 5. stack on a kernel thread (PF_KTHREAD in /proc/PID/stat's flags,
+  # proc(5)): said so, exit 1, instead of ptrace's "Operation not permitted".
+  kt=
+  for p in /proc/[0-9]*; do
+    fl=$(sed 's/.*) //' "$p/stat" 2>/dev/null | awk '{ print $7 }')
+    [ -n "$fl" ] && (( fl & 0x200000 )) && { kt=${p#/proc/}; break; }
+  done
+  if [ -n "$kt" ]; then
+    t 1 "^sframe: stack: process $kt \(.*\) is a kernel thread: it has no user-space stack to unwind$" stack "$kt"
+    one_line "stack of a kernel thread"
+    j 1 "'is a kernel thread' in doc['error']" stack --json "$kt"
+  else
+    echo "note: no kernel thread visible in /proc (a PID namespace): the kernel-thread check not run"
+  fi
+  # 6. stat of a v1 section says why v1 (the README's first command runs
+  # stat on the tool itself): the version byte read with python.
+  v=$(python3 -c "
+import subprocess, sys
+out = subprocess.run(['readelf', '-SW', 'prog-sf'], capture_output=True, text=True).stdout
+f = [l for l in out.splitlines() if ' .sframe ' in l][0].split()
+print(open('prog-sf', 'rb').read()[int(f[f.index('.sframe') + 3], 16) + 2])")
+  if [ "$v" = 1 ]; then
+    t 0 "^  version 1 \(as GNU as 2.40 writes it; sframe gen and convert write v3\), " stat prog-sf
+  else
+    t 0 "^  version $v, " stat prog-sf
+  fi
+  t 0 "^  version 3, " stat prog-v3
   ;;
 damaged)
   # Where each damaged byte lies: the section's file offset from readelf,

@@ -4,7 +4,8 @@
  * sframepp-backtrace): sframe_backtrace() from a nested call, checked
  * against glibc's backtrace() (libgcc's .eh_frame unwinder) from the same
  * function. Entry 0 is each walker's own call site; every caller after it
- * must agree. Prints "frames N" (N >= 4) when they do.
+ * must agree. Prints "frames N (success)" (N >= 4) when they do, the last
+ * word from sframe_strerror(), which the backtrace's libraries carry.
  */
 #define _GNU_SOURCE
 #include <execinfo.h>
@@ -51,6 +52,7 @@ int main(void) {
       return 1;
     }
   }
-  printf("frames %d\n", n);
+  /* sframe_strerror from the backtrace's own libraries (no libsframepp). */
+  printf("frames %d (%s)\n", n, sframe_strerror(status));
   return n >= 4 ? 0 : 1;
 }

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The Debian packages of a shared build (cmake/package.cmake).
-#   deb.sh build BUILD_DIR DEBS        `cpack -G DEB` into DEBS (a fixture)
+#   deb.sh build SRC BUILD_DIR DEBS    `cpack -G DEB` into DEBS (a fixture),
+#       from a shared build of SRC configured as a packager does, with
+#       -DCMAKE_INSTALL_PREFIX=/usr (Debian's multiarch library directory,
+#       no RUNPATH: cmake/install.cmake), in DEBS/build, with BUILD_DIR's
+#       compilers and compiler launcher (ccache)
 #   deb.sh check DEBS SHARED WORK CXX  the package set, names and Depends
 #       (Debian policy: one runtime package per shared library, named from
 #       its soname; dpkg-shlibdeps's system dependencies); then every
 #       package extracted with `dpkg-deb -x` into a scratch root and the
-#       consumers of consumers.sh built against its usr/ and run; prints the
-#       installed size of each library.
+#       consumers of consumers.sh built against its usr/ and run; the
+#       libraries in usr/lib/MULTIARCH, no RUNPATH, the -dev split (the
+#       runtime packages hold the .so.0 files only); prints the installed
+#       size of each library.
 set -uo pipefail
 mode=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,10 +25,20 @@ done
 
 case $mode in
 build)
-  build=$2 debs=$3
+  src=$2 build=$3 debs=$4
   rm -rf "$debs"; mkdir -p "$debs"
   t0=$SECONDS
-  (cd "$debs" && cpack --config "$build/CPackConfig.cmake" -G DEB -B "$debs/cpack" >"$debs/cpack.log" 2>&1) ||
+  cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+  pb=$debs/build
+  if ! { cmake -S "$src" -B "$pb" -G Ninja -DCMAKE_BUILD_TYPE="$(cache CMAKE_BUILD_TYPE)" -DCMAKE_INSTALL_PREFIX=/usr \
+           -DBUILD_SHARED_LIBS=ON -DSFRAMEPP_TESTS=OFF -DSFRAMEPP_BENCH=OFF -DSFRAMEPP_TOOLS=ON \
+           -DCMAKE_CXX_COMPILER="$(cache CMAKE_CXX_COMPILER)" -DCMAKE_C_COMPILER="$(cache CMAKE_C_COMPILER)" \
+           -DCMAKE_CXX_COMPILER_LAUNCHER="$(cache CMAKE_CXX_COMPILER_LAUNCHER)" \
+           -DCMAKE_C_COMPILER_LAUNCHER="$(cache CMAKE_C_COMPILER_LAUNCHER)" >"$debs/build.log" 2>&1 &&
+         cmake --build "$pb" -j 2 >>"$debs/build.log" 2>&1; }; then
+    tail -30 "$debs/build.log"; echo "FAIL: the packaging build (CMAKE_INSTALL_PREFIX=/usr)"; exit 1
+  fi
+  (cd "$debs" && cpack --config "$pb/CPackConfig.cmake" -G DEB -B "$debs/cpack" >"$debs/cpack.log" 2>&1) ||
     { tail -30 "$debs/cpack.log"; echo "FAIL: cpack -G DEB"; exit 1; }
   mv "$debs"/cpack/*.deb "$debs/" && rm -rf "$debs/cpack/_CPack_Packages"
   ls "$debs"/*.deb
@@ -57,6 +73,26 @@ check)
     done < <(dpkg-deb -c "$d" | grep '^-' | awk '{print $6}' | grep '\.so\.[0-9]*\.[0-9.]*$' | sed 's|^\./||')
   done
   [ "$nlib" -eq 6 ] || bad "$nlib shared libraries packaged, want 6"
+  # Debian's multiarch directory; no RUNPATH (policy 10.2); the -dev split:
+  # a runtime package holds its .so.0 (file and soname link) only, the .so
+  # links, headers, CMake and pkg-config files are in libsframepp-dev.
+  multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+  dev=$(dpkg-deb -c "${pkg_of[libsframepp-dev]:-/dev/null}" 2>/dev/null | awk '{ print $7 == "->" ? $6 " -> " $8 : $6 }')
+  for l in sframepp-format sframepp-unwind sframepp sframepp-cfi sframepp-process sframepp-backtrace; do
+    f=$work/root/usr/lib/$multiarch/lib$l.so.0
+    [ -e "$f" ] || { bad "not in usr/lib/$multiarch: lib$l.so.0"; continue; }
+    readelf -d "$f" | grep -q 'RPATH\|RUNPATH' && bad "packaged lib$l.so.0 has a RUNPATH: $(readelf -d "$f" | grep 'R.*PATH' | tr -s ' ')"
+    p=lib$l; [[ $l == *[0-9] ]] && p=$p-; p=${p}0
+    c=$(dpkg-deb -c "${pkg_of[$p]:-/dev/null}" 2>/dev/null | awk '{print $6}' | grep -v '/$')
+    grep -qv "^\./usr/lib/$multiarch/lib$l\.so\.0" <<<"$c" && bad "$p holds more than lib$l.so.0*: $(tr '\n' ' ' <<<"$c")"
+    grep -q "\./usr/lib/$multiarch/lib$l\.so -> " <<<"$dev" || bad "libsframepp-dev lacks the link lib$l.so"
+  done
+  for f in usr/include/sframe/sframe.h "usr/lib/$multiarch/cmake/sframepp/sframeppConfig.cmake" \
+           "usr/lib/$multiarch/pkgconfig/sframepp.pc"; do
+    grep -q "\./$f\$" <<<"$dev" || bad "libsframepp-dev lacks $f"
+  done
+  outside=$(find "$work/root/usr/lib" -mindepth 1 -maxdepth 1 -name 'lib*')
+  [ -z "$outside" ] || bad "libraries outside usr/lib/$multiarch: $outside"
   # Depends: our own libraries at this version, the system ones from
   # dpkg-shlibdeps; the backtrace needs neither libdw nor libelf.
   dep_has() { grep -q "\(^\|, \)$2\( \|,\|$\)" <<<"${deps_of[$1]:-}" || bad "$1 Depends lacks $2: ${deps_of[$1]:-}"; }
@@ -84,9 +120,9 @@ check)
     bad "extracted sframe dump differs from objdump: $(head -5 "$work/dump.diff")"
   echo "installed libraries (stripped, bytes):"
   find "$work/root" -name '*.so.*.*' -printf '  %f %s\n' | sort
-  bash "$here/consumers.sh" "$work/root/usr" shared "$work/consumers" "$shared" "$cxx" || bad "consumers [deb]"
+  DEB_ROOT=1 bash "$here/consumers.sh" "$work/root/usr" shared "$work/consumers" "$shared" "$cxx" || bad "consumers [deb]"
   echo "deb: $fail failed"
   [ "$fail" -eq 0 ]
   ;;
-*) echo "usage: deb.sh build BUILD DEBS | check DEBS SHARED WORK CXX"; exit 2 ;;
+*) echo "usage: deb.sh build SRC BUILD DEBS | check DEBS SHARED WORK CXX"; exit 2 ;;
 esac
