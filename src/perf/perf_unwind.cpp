@@ -233,8 +233,11 @@ struct Session::Impl {
   void open_file(Dso& d) {
     std::vector<std::string> tries;
     if (!d.name.empty() && d.name.front() == '/') tries.push_back(d.name);
+    // perf record keeps a copy of each file by build-id; the vdso's (no
+    // file of its own) under the name "vdso", as perf reads it back.
     if (d.build_id.size() > 2)
-      tries.push_back(opt.buildid_dir + "/.build-id/" + d.build_id.substr(0, 2) + "/" + d.build_id.substr(2) + "/elf");
+      tries.push_back(opt.buildid_dir + "/.build-id/" + d.build_id.substr(0, 2) + "/" + d.build_id.substr(2) +
+                      (d.name == "[vdso]" ? "/vdso" : "/elf"));
     for (const std::string& t : tries) {
       auto f = elf::ElfFile::open(t);
       if (!f) continue;
