@@ -51,10 +51,10 @@ for w in "${workloads[@]}"; do
   case $w in
     c)
       gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
-      cmd=(./prog 60000) ;;
+      cmd=(./prog 110000) ;;
     cxx)
       g++ -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/cxx.cpp"
-      cmd=(./prog 500) ;;
+      cmd=(./prog 1300) ;;
     python)
       cmd=(python3.11 -c 'import json
 def f(n):

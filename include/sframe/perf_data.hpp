@@ -347,9 +347,9 @@ class PerfData {
   /// understands (attributes, features, build-ids, event updates,
   /// FINISHED_ROUND, COMPRESSED) are consumed, not passed on; other user
   /// records are passed on undecoded.
-  /// Stops at the first malformed record with its error (records before it
-  /// are not delivered: the whole data is decoded before the first call).
-  /// Can be called more than once.
+  /// Stops at the first malformed record with its error, after delivering
+  /// the records before it (each record is decoded once, as it is
+  /// delivered). Can be called more than once.
   Expected<void> for_each(const std::function<void(const Record&)>& fn);
 
   const ReadStats& stats() const noexcept;

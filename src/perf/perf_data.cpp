@@ -738,19 +738,14 @@ struct PerfData::Impl {
 
   Expected<void> for_each(const std::function<void(const Record&)>& fn) {
     if (auto r = scan_all(); !r) return r;
-    // Decode everything first: a malformed record stops before any delivery.
+    // Each record decoded once, as it is delivered: a malformed one stops
+    // the walk with its error, after the records before it.
     const bool first = stats.samples == 0 && stats.lost_records == 0;
     Record rec;
     for (const Located& l : located) {
       rec = Record{};
       Cursor c{{l.data, l.size}, l.base, 0, l.outer};
       if (auto r = decode(c, rec); !r) return r;
-      rec.offset = l.outer ? *l.outer : l.base;
-    }
-    for (const Located& l : located) {
-      rec = Record{};
-      Cursor c{{l.data, l.size}, l.base, 0, l.outer};
-      (void)decode(c, rec);
       rec.offset = l.outer ? *l.outer : l.base;
       if (first) {
         if (rec.type == kRecordSample) ++stats.samples;
