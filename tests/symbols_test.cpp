@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sframe/elf.hpp"
@@ -148,6 +149,20 @@ TEST(Symbols, LibcDynsymMatchesNm) {
   }
 }
 
+// readelf -SW's address and size of section `name` of `path` ({0, 0}:
+// none). "  [14] .plt  PROGBITS  0000000000026000 026000 000360 10  AX ..."
+std::pair<std::uint64_t, std::uint64_t> readelf_section(const std::string& path, const std::string& name) {
+  std::istringstream in(run("readelf -SW '" + path + "'"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line.substr(line.find(']') == std::string::npos ? 0 : line.find(']') + 1));
+    std::string n, type, addr, off, size;
+    if (ls >> n >> type >> addr >> off >> size && n == name)
+      return {std::stoull(addr, nullptr, 16), std::stoull(size, nullptr, 16)};
+  }
+  return {0, 0};
+}
+
 // perf 6.1's PLT naming (util/symbol-elf.c, dso__synthesize_plt_symbols):
 // the I-th .rela.plt entry names the I-th 16-byte slot after .plt's 16-byte
 // header "SYMBOL@plt"; an entry without a symbol (libc's R_X86_64_IRELATIVE
@@ -157,17 +172,7 @@ TEST(Symbols, LibcDynsymMatchesNm) {
 TEST(Symbols, LibcIrelativePltSlotsNamedAsPerf) {
   ASSERT_TRUE(have("readelf")) << "readelf (binutils) not installed";
   const std::string path = libc_path();
-  std::uint64_t plt = 0;
-  {
-    // "  [14] .plt  PROGBITS  0000000000026000 026000 000360 10  AX ..."
-    std::istringstream in(run("readelf -SW '" + path + "'"));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line.substr(line.find(']') == std::string::npos ? 0 : line.find(']') + 1));
-      std::string name, type, addr;
-      if (ls >> name >> type >> addr && name == ".plt") plt = std::stoull(addr, nullptr, 16);
-    }
-  }
+  const std::uint64_t plt = readelf_section(path, ".plt").first;
   ASSERT_NE(plt, 0u) << "readelf -SW: no .plt in " << path;
   // .rela.plt entries in order: "OFFSET INFO TYPE [VALUE NAME + ADDEND]".
   std::vector<std::pair<std::string, std::string>> entries;  // type, name
@@ -262,19 +267,8 @@ PltChecked expect_perf72_plt_as_objdump(const std::string& path) {
   const auto labels = objdump_plt_labels(path);
   EXPECT_FALSE(labels.empty()) << "objdump -d: no PLT labels in " << path;
   const auto dyn = nm_dynamic(path);
-  std::uint64_t plt_got = 0, plt_got_end = 0;
-  {
-    std::istringstream in(run("readelf -SW '" + path + "'"));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line.substr(line.find(']') == std::string::npos ? 0 : line.find(']') + 1));
-      std::string name, type, addr, off, size;
-      if (ls >> name >> type >> addr >> off >> size && name == ".plt.got") {
-        plt_got = std::stoull(addr, nullptr, 16);
-        plt_got_end = plt_got + std::stoull(size, nullptr, 16);
-      }
-    }
-  }
+  const auto [plt_got, plt_got_size] = readelf_section(path, ".plt.got");
+  const std::uint64_t plt_got_end = plt_got + plt_got_size;
   auto f = ElfFile::open(path);
   EXPECT_TRUE(f) << path;
   if (!f) return c;
