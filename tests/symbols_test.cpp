@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -427,6 +428,38 @@ TEST(Symbols, LibcDebugFileMatchesNmAndEuStack) {
       EXPECT_EQ(hp->symbol->name, c.perf);
     }
   }
+}
+
+// perf's last zero-sized symbol (util/symbol.c, symbols__fixup_end) reaches
+// the end of the page after the one it starts in: libm's _fini, the last
+// function nm lists in its debug file, without a size; perf 6.1 and 7.2
+// both print a sample at _fini+4 as "_fini".
+TEST(Symbols, PerfLastZeroSizedSymbolReachesNextPage) {
+  ASSERT_TRUE(have("nm")) << "nm (binutils) not installed";
+  Dl_info info{};
+  ASSERT_TRUE(dladdr(reinterpret_cast<const void*>(&::nextafter), &info) && info.dli_fname);
+  char real[PATH_MAX];
+  ASSERT_TRUE(realpath(info.dli_fname, real)) << info.dli_fname;
+  auto f = ElfFile::open(real);
+  ASSERT_TRUE(f) << real;
+  const std::string dbg = debug_file_of(*f);
+  if (dbg.empty()) GTEST_SKIP() << "no debug file for " << real << " (Debian: libc6-dbg)";
+  const auto nm = nm_functions(dbg, /*dynamic=*/false, false);
+  ASSERT_FALSE(nm.empty()) << dbg;
+  const auto& [last, names] = *nm.rbegin();
+  if (names.front().size != 0) GTEST_SKIP() << "the last function of " << dbg << " has a size";
+  SymbolOptions o;
+  o.policy = NamingPolicy::kPerf;
+  const auto t = SymbolTable::read(*f, o);
+  ASSERT_EQ(t.source(), SymbolSource::kDebugFile);
+  const std::uint64_t page_end = (last / 4096 + 1) * 4096 + 4096 - (last % 4096 == 0 ? 4096 : 0);
+  for (const std::uint64_t pc : {last + 4, page_end - 1}) {
+    const auto hit = t.find(pc);
+    ASSERT_TRUE(hit) << std::hex << "0x" << pc;
+    EXPECT_EQ(hit->symbol->address, last) << std::hex << "0x" << pc;
+    EXPECT_EQ(hit->offset, pc - last);
+  }
+  EXPECT_FALSE(t.find(page_end)) << std::hex << "0x" << page_end;
 }
 
 TEST(Symbols, OwnProgramMatchesNm) {

@@ -39,7 +39,8 @@ enum class NamingPolicy {
   /// synthesizes them (dso__synthesize_plt_symbols; the release's rules:
   /// SymbolOptions::perf_plt).
   /// A zero-sized symbol reaches the next symbol's start, as perf's
-  /// symbols__fixup_end() makes it (its `size` is set so).
+  /// symbols__fixup_end() makes it (its `size` is set so); the last one
+  /// reaches the end of the 4 KiB page after the one it starts in.
   kPerf,
 };
 

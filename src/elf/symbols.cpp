@@ -574,7 +574,14 @@ void SymbolTable::finish() {
       if (t.symbols_[i].size != 0) continue;
       std::size_t j = i + 1;
       while (j < t.symbols_.size() && t.symbols_[j].address == t.symbols_[i].address) ++j;
-      if (j < t.symbols_.size()) t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
+      if (j < t.symbols_.size()) {
+        t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
+      } else if (const std::uint64_t a = t.symbols_[i].address; a <= ~std::uint64_t{0} - 2 * 4096) {
+        // The last one reaches the end of the page after its own (perf 6.1
+        // and 7.2 alike: libm's _fini, the last in its debug file's
+        // .symtab, names _fini+4 in both).
+        t.symbols_[i].size = (a + 4095) / 4096 * 4096 + 4096 - a;
+      }
     }
   }
   // The last byte, not the end: a symbol reaching the top of the address
