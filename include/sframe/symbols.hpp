@@ -36,9 +36,11 @@ enum class NamingPolicy {
   /// Asm labels (named STT_NOTYPE symbols in code sections) are kept, as
   /// perf keeps them (util/symbol-elf.c, elf_sym__is_label).
   /// On x86-64, "NAME@plt" symbols for the PLT entries, as perf
-  /// synthesizes them (dso__synthesize_plt_symbols).
+  /// synthesizes them (dso__synthesize_plt_symbols; the release's rules:
+  /// SymbolOptions::perf_plt).
   /// A zero-sized symbol reaches the next symbol's start, as perf's
-  /// symbols__fixup_end() makes it (its `size` is set so).
+  /// symbols__fixup_end() makes it (its `size` is set so); the last one
+  /// reaches the end of the 4 KiB page after the one it starts in.
   kPerf,
 };
 
@@ -78,9 +80,31 @@ enum class SymbolSource {
 /// ".symtab", "debug file", ".dynsym", or "" for kNone.
 std::string_view source_name(SymbolSource s) noexcept;
 
+/// Whose PLT symbols NamingPolicy::kPerf synthesizes on x86-64 (perf's
+/// util/symbol-elf.c, dso__synthesize_plt_symbols, as each release has it).
+enum class PerfPlt : std::uint8_t {
+  /// Debian 12's perf 6.1: the I-th .rela.plt entry names the I-th 16-byte
+  /// slot (of .plt.sec, else of .plt after its 16-byte header),
+  /// "SYMBOL@plt", or "@plt" for an entry without a symbol (libc's
+  /// R_X86_64_IRELATIVE calls of its own IFUNCs). No .plt.got symbols.
+  k6_1,
+  /// perf 7.2: the .rela.plt entries in GOT address order name the slots
+  /// (the linker puts IRELATIVE entries last, their slots where their GOT
+  /// entries are); an entry without a symbol is named after the IFUNC at
+  /// its addend ("strlen@plt"), else "offset_0xOFFSET@plt" (file offset of
+  /// the slot). ".plt" for .plt's header (all of .plt when the file has
+  /// .plt.sec; none when .plt has one slot per entry and no room for it).
+  /// Each .plt.got entry (sh_entsize bytes) is named after the .rela.dyn
+  /// symbol of the GOT entry its `jmp *disp(%rip)` reads
+  /// ("PyMem_Free@plt"), else "offset_0xOFFSET@plt".
+  k7_2,
+};
+
 /// Options of SymbolTable::read.
 struct SymbolOptions {
   NamingPolicy policy = NamingPolicy::kEuStack;
+  /// Under NamingPolicy::kPerf: which perf release's PLT symbols to add.
+  PerfPlt perf_plt = PerfPlt::k6_1;
   /// When the file has no .symtab, read the .symtab of its separate debug
   /// file `<debug_root>/.build-id/xx/yyyy....debug` (the build ID in hex),
   /// as eu-stack and gdb do.

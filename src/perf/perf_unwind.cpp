@@ -296,6 +296,7 @@ struct Session::Impl {
       if (d.file) {
         elf::SymbolOptions so;
         so.policy = elf::NamingPolicy::kPerf;
+        so.perf_plt = opt.names == PerfVersion::k6_1 ? elf::PerfPlt::k6_1 : elf::PerfPlt::k7_2;
         *d.symbols = elf::SymbolTable::read(*d.file, so);
       }
     }
@@ -548,11 +549,8 @@ struct Session::Impl {
   // --- user frames ------------------------------------------------------------
 
   // The name perf prints for `sym` of `d` (SessionOptions::names).
-  std::string name_of(Dso& d, const elf::SymbolTable& t, const elf::FunctionSymbol& sym) {
+  std::string name_of(const elf::SymbolTable& t, const elf::FunctionSymbol& sym) {
     if (opt.names == PerfVersion::k6_1) return t.display_name(sym);
-    if (sym.name == "@plt") {
-      if (std::optional<std::string> n = irelative_plt_name(d, t, sym.address)) return *n;
-    }
     // perf 7.2 demangles the part before any @VERSION whole (return type,
     // parameters, "[clone .isra.0]").
     const auto at = sym.name.find('@');
@@ -560,57 +558,6 @@ struct Session::Impl {
     std::string n = elf::demangle(versioned ? std::string_view(sym.name).substr(0, at) : std::string_view(sym.name));
     if (versioned) n += std::string_view(sym.name).substr(at);
     return n;
-  }
-
-  // perf 7.2 (util/symbol-elf.c, get_ifunc_name) names a PLT slot whose
-  // .rela.plt entry is an R_X86_64_IRELATIVE (libc's calls of its own
-  // IFUNCs) after the function its addend points to: "strlen@plt". The
-  // entry is the one relocating the GOT slot the PLT slot jumps through
-  // (its `jmp *disp32(%rip)`, ff 25, after any endbr64 or bnd prefix): the
-  // linker puts IRELATIVE entries after the others, so the slot's index is
-  // not the entry's. nullopt: not such a slot, or no symbol starts there.
-  std::optional<std::string> irelative_plt_name(Dso& d, const elf::SymbolTable& t, std::uint64_t slot) {
-    Elf* e = static_cast<Elf*>(d.file->native_handle());
-    std::size_t shstrndx = 0;
-    if (elf_getshdrstrndx(e, &shstrndx) != 0) return std::nullopt;
-    Elf_Scn* rela = nullptr;
-    Elf_Scn* code = nullptr;
-    GElf_Shdr sh, rsh, csh;
-    for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
-      if (!gelf_getshdr(scn, &sh)) continue;
-      const char* n = elf_strptr(e, shstrndx, sh.sh_name);
-      if (!n) continue;
-      if (std::string_view(n) == ".rela.plt") rela = scn;
-      else if (sh.sh_type == SHT_PROGBITS && slot >= sh.sh_addr && slot - sh.sh_addr < sh.sh_size) code = scn;
-    }
-    if (!rela || !code || !gelf_getshdr(rela, &rsh) || !gelf_getshdr(code, &csh) || rsh.sh_type != SHT_RELA ||
-        rsh.sh_entsize == 0)
-      return std::nullopt;
-    Elf_Data* cdata = elf_getdata(code, nullptr);
-    Elf_Data* rdata = elf_getdata(rela, nullptr);
-    if (!cdata || !rdata || !cdata->d_buf) return std::nullopt;
-    const std::uint64_t off = slot - csh.sh_addr;
-    const auto* bytes = static_cast<const unsigned char*>(cdata->d_buf);
-    std::optional<std::uint64_t> got;
-    for (std::uint64_t k = 0; k + 6 <= 16 && off + k + 6 <= cdata->d_size; ++k) {
-      if (bytes[off + k] != 0xff || bytes[off + k + 1] != 0x25) continue;
-      std::int32_t disp = 0;
-      std::memcpy(&disp, bytes + off + k + 2, 4);
-      got = slot + k + 6 + static_cast<std::uint64_t>(static_cast<std::int64_t>(disp));
-      break;
-    }
-    if (!got) return std::nullopt;
-    const std::size_t n = rsh.sh_size / rsh.sh_entsize;
-    for (std::size_t i = 0; i < n; ++i) {
-      GElf_Rela r;
-      if (!gelf_getrela(rdata, static_cast<int>(i), &r)) break;
-      if (r.r_offset != *got) continue;
-      if (GELF_R_TYPE(r.r_info) != R_X86_64_IRELATIVE) return std::nullopt;
-      const auto hit = t.find(static_cast<std::uint64_t>(r.r_addend));
-      if (!hit || hit->offset != 0) return std::nullopt;
-      return hit->symbol->name + "@plt";
-    }
-    return std::nullopt;
   }
 
   void user_frame(Space& s, std::uint64_t pc, bool caller, FrameOrigin origin) {
@@ -636,7 +583,7 @@ struct Session::Impl {
         const elf::SymbolTable& t = symbols_of(d);
         if (auto hit = t.find(at - m->bias)) {
           auto [it, added] = d.names.try_emplace(hit->symbol);
-          if (added) it->second = name_of(d, t, *hit->symbol);
+          if (added) it->second = name_of(t, *hit->symbol);
           c->second = {&it->second, hit->offset};
         }
       }
