@@ -24,7 +24,7 @@
 #include "../src/perf/kallsyms.hpp"
 #include "../src/perf/perf_layout.hpp"
 #include "../src/perf/perf_writer.hpp"
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 
 #include "sframe/elf.hpp"
 #include "sframe/error.hpp"
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 #include "sframe/section.hpp"
 
 namespace {

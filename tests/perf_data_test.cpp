@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 
 namespace {
 

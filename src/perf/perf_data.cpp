@@ -2,7 +2,7 @@
 // The perf.data reader: header, attributes, feature sections, records
 // (tools/perf/Documentation/perf.data-file-format.txt; record and sample
 // layouts from include/uapi/linux/perf_event.h).
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 
 #include "file_bytes.hpp"
 #include "perf_layout.hpp"

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 
 namespace sframe::perf::layout {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Replaying a perf.data recording: processes, modules, and each sample's
-// kernel and user frames (see sframe/perf_unwind.hpp).
-#include "sframe/perf_unwind.hpp"
+// kernel and user frames (see perf_unwind.hpp).
+#include "perf_unwind.hpp"
 
 #include "file_bytes.hpp"
 #include "kallsyms.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // sframepp: a perf.data writer (the tool's `perf` layer, beside the reader
-// of sframe/perf_data.hpp; both take the wire layout from perf_layout.hpp).
+// of perf_data.hpp; both take the wire layout from perf_layout.hpp).
 //
 // It writes what `sframe perf inject` and `sframe record` produce: the
 // header, 128-byte attributes (PERF_ATTR_SIZE_VER7, which Debian 12's perf
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "sframe/error.hpp"
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 
 namespace sframe::perf {
 

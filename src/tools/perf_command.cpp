@@ -20,8 +20,8 @@
 #include "commands.hpp"
 #include "perf_inject.hpp"
 #include "perf_summary.hpp"
-#include "sframe/perf_data.hpp"
-#include "sframe/perf_unwind.hpp"
+#include "perf_data.hpp"
+#include "perf_unwind.hpp"
 
 namespace sframe::tools {
 namespace {

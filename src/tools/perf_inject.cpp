@@ -21,8 +21,8 @@
 #include "perf_summary.hpp"
 #include "render.hpp"
 #include "perf_writer.hpp"
-#include "sframe/perf_data.hpp"
-#include "sframe/perf_unwind.hpp"
+#include "perf_data.hpp"
+#include "perf_unwind.hpp"
 
 namespace sframe::tools {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "sframe/perf_unwind.hpp"
+#include "perf_unwind.hpp"
 
 namespace sframe::tools {
 

@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sframe/perf_data.hpp"
+#include "perf_data.hpp"
 #include "sframe/unwind.hpp"
 
 namespace sframe::perf {
