@@ -29,40 +29,16 @@ rm -rf "$work"
 mkdir -p "$work"
 cd "$work"
 
-command -v perf >/dev/null || { echo "FAIL: perf not installed (scripts/install-deps installs linux-perf)"; exit 1; }
 perf7=$(bash "$here/current_perf.sh") || exit 1
 
-cflags=(-O2 -g -fomit-frame-pointer)
+. "$here/programs.sh"
 case $part in
-  c)
-    gcc "${cflags[@]}" -Wa,--gsframe -o prog "$here/work.c" -lpthread
-    cmd=(./prog 3000) ;;
-  cxx)
-    g++ "${cflags[@]}" -Wa,--gsframe -o prog "$here/cxx.cpp"
-    cmd=(./prog 40) ;;
-  python)
-    cat >work.py <<'PY'
-import hashlib, json, zlib, xml.etree.ElementTree as ET
-d = {"k%d" % i: list(range(i % 50)) for i in range(3000)}
-for _ in range(25):
-    s = json.dumps(d)
-    hashlib.sha256(zlib.compress(s.encode())).hexdigest()
-    json.loads(s)
-    ET.fromstring("<r>" + "".join("<a b='%d'/>" % i for i in range(2000)) + "</r>")
-PY
-    cmd=(python3 work.py) ;;
+  c) build_part c 3000 ;;
+  cxx) build_part cxx 40 ;;
+  python) build_part python ;;
   *) echo "inject.sh: unknown part $part" >&2; exit 2 ;;
 esac
 
-record() { # OUT EXTRA...
-  local out=$1
-  shift
-  if ! perf record -q -e cpu-clock --call-graph=dwarf "$@" -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
-    echo "FAIL: perf record failed (perf_event_open refused?):"
-    sed 's/^/  | /' record.err
-    exit 1
-  fi
-}
 record in.data
 
 fail=0

@@ -30,49 +30,10 @@ rm -rf "$work"
 mkdir -p "$work"
 cd "$work"
 
-command -v perf >/dev/null || { echo "FAIL: perf not installed (scripts/install-deps installs linux-perf)"; exit 1; }
 perf7=$(bash "$here/current_perf.sh") || exit 1
 
-cflags=(-O2 -g -fomit-frame-pointer)
-gsframe=(-Wa,--gsframe)
-case $part in
-  c)
-    gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
-    cmd=(./prog 4000) ;;
-  threads)
-    gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
-    # The exec'd child: another file (built with frame pointers).
-    gcc -O1 -g -fno-omit-frame-pointer -o child "$here/work.c" -lpthread
-    # The child runs a 200th of the parent's loops: perf 6.1 keeps a
-    # process's libunwind state across exec, so its own unwinding of an
-    # exec'd child stops early in libc or runs into the parent's [stack]
-    # (seen here: ~25% of the samples when the child works as long as the
-    # parent; with setarch -R, every process exec'd after a sample). The
-    # child's few samples are listed by compare.py with that reason.
-    cmd=(./prog 3000 fork "$work/child") ;;
-  dlopen)
-    gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/dl_main.c" -ldl
-    gcc "${cflags[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"
-    cmd=(./prog "$work/libburn.so" 4000) ;;
-  cxx)
-    g++ "${cflags[@]}" "${gsframe[@]}" -o prog "$here/cxx.cpp"
-    cmd=(./prog 60) ;;
-  plt)
-    gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/plt.c"
-    cmd=(./prog 10000) ;;
-  *) echo "run.sh: unknown part $part" >&2; exit 2 ;;
-esac
-
-record() { # OUT EXTRA...
-  local out=$1
-  shift
-  if ! perf record -q -e cpu-clock --call-graph=dwarf "$@" -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
-    echo "FAIL: perf record failed (perf_event_open refused?):"
-    sed 's/^/  | /' record.err
-    echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
-    exit 1
-  fi
-}
+. "$here/programs.sh"
+build_part "$part"
 record perf.data
 
 fail=0
