@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "sframe/encode.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace {
 

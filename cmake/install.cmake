@@ -23,6 +23,9 @@ if(BUILD_SHARED_LIBS AND NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
 endif()
 
 set(SFRAMEPP_DEV_COMPONENT dev)
+# The whole include/sframe tree: one folder per library (its C++ headers and
+# its C header sframe_LIBRARY.h), sframe.h (all the C headers), and the
+# forwarding headers of the 0.1.0 paths (include/sframe/*.hpp, detail/).
 install(DIRECTORY include/sframe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
 foreach(t ${SFRAMEPP_LAYERS})

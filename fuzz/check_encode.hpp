@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "sframe/section.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/format/section.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 
 namespace sframe::fuzz {
 

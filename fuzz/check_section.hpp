@@ -36,9 +36,9 @@
 #include "fuzz_check.hpp"
 #include "objdump_text.hpp"
 #include "render.hpp"
-#include "sframe/consumers.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/section.hpp"
+#include "sframe/format/consumers.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/format/section.hpp"
 
 
 namespace sframe::fuzz {
@@ -303,7 +303,7 @@ inline void check_section(std::span<const std::byte> bytes, std::uint64_t addres
   }
   if (!strict) SFRAME_FUZZ_CHECK(strict.error().offset <= size);
 
-  // The consumers' rules run on any parsed section (sframe/consumers.hpp):
+  // The consumers' rules run on any parsed section (sframe/format/consumers.hpp):
   // bounded, each violation of the consumer asked and inside the section.
   FileFacts facts;
   facts.loads.push_back({address, std::uint64_t{1} << 20, true});

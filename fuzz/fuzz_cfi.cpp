@@ -10,7 +10,7 @@
 
 #include "check_encode.hpp"
 #include "memfd.hpp"
-#include "sframe/cfi.hpp"
+#include "sframe/cfi/cfi.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sframe;

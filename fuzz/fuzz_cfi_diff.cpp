@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target: our single-pass CFI reader (sframe/cfi_reader.hpp)
+// libFuzzer target: our single-pass CFI reader (sframe/unwind/cfi_reader.hpp)
 // against elfutils libdw, row for row, on hostile CFI. The input's first
 // byte picks the machine (bit 0: x86-64 or AArch64), the section (bit 1:
 // .eh_frame or .debug_frame) and whether .text exists (bit 2); the rest is
@@ -25,8 +25,8 @@
 
 #include "check_encode.hpp"
 #include "memfd.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 
 namespace {
 

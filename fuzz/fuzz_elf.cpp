@@ -12,8 +12,8 @@
 
 #include "check_section.hpp"
 #include "memfd.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/symbols.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string& path = sframe::fuzz::memfd_path(data, size);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer target: the unwinder (include/sframe/unwind.hpp) over a fuzzed
+// libFuzzer target: the unwinder (include/sframe/unwind/unwind.hpp) over a fuzzed
 // SFrame section, register set and stack image.
 //
 // Input, front to back (little-endian integers; missing bytes read as 0):
@@ -29,7 +29,9 @@
 
 #include "fuzz_check.hpp"
 #include "reader.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
+
+#include "../src/unwind/module_hint.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "sframe/elf.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/section.hpp"
 #include "support/corpus.hpp"
 #include "support/flip.hpp"
 

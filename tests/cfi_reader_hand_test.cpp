@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The single-pass CFI reader (sframe/cfi_reader.hpp) on CFI bytes written by
+// The single-pass CFI reader (sframe/unwind/cfi_reader.hpp) on CFI bytes written by
 // hand from DWARF 5 §6.4 and the LSB's .eh_frame, with their rows worked out
 // by hand; hostile records stay bounded.
 #include <gtest/gtest.h>
@@ -18,11 +18,11 @@
 #include <set>
 #include <string>
 
-#include "sframe/cfi.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/cfi_bytes.hpp"
 

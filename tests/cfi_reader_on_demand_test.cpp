@@ -18,11 +18,11 @@
 #include <set>
 #include <string>
 
-#include "sframe/cfi.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/cfi_bytes.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The single-pass CFI reader (sframe/cfi_reader.hpp) against independent
+// The single-pass CFI reader (sframe/unwind/cfi_reader.hpp) against independent
 // truths: elfutils libdw's rows, row for row (corpus files, programs compiled
 // here, system libraries), GNU as's SFrame (AArch64 PAuth signing state), nm
 // (function starts of static and .debug_frame-only programs), and CFI bytes
@@ -22,11 +22,11 @@
 #include <set>
 #include <string>
 
-#include "sframe/cfi.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "support/corpus.hpp"
 
 namespace {

@@ -13,9 +13,9 @@
 #include <set>
 #include <string>
 
-#include "sframe/cfi.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 #include "support/corpus.hpp"
 
 namespace {

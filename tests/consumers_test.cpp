@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "sframe/consumers.hpp"
-#include "sframe/elf.hpp"
+#include "sframe/format/consumers.hpp"
+#include "sframe/elf/elf.hpp"
 #include "support/corpus.hpp"
 #include "support/flip.hpp"
 

@@ -36,8 +36,8 @@
 
 #include "objdump_text.hpp"
 #include "support/sframe_bases.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/section.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/format/section.hpp"
 
 namespace sframe {
 // Readable gtest output for EXPECT_EQ on errors.

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "support/rows.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
 #include "support/corpus.hpp"
 
 namespace {

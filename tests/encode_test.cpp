@@ -7,9 +7,9 @@
 #include <random>
 
 #include "support/rows.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 #include "support/corpus.hpp"
 
 namespace {

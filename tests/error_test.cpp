@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Error and Expected (include/sframe/error.hpp): one code enum per layer,
+// Error and Expected (include/sframe/format/error.hpp): one code enum per layer,
 // the layer carried with the code, the documented size, and the debug
 // assertion of value()/error() on the wrong alternative. Truth: the spec's
 // header layout (a bad magic number is a section error at byte 0, spec
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "sframe/elf.hpp"
-#include "sframe/error.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/error.hpp"
 #include "perf_data.hpp"
-#include "sframe/section.hpp"
+#include "sframe/format/section.hpp"
 
 namespace {
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "objdump_text.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/section.hpp"
 #include "support/corpus.hpp"
 
 namespace {

@@ -10,10 +10,10 @@
 #include <regex>
 #include <sstream>
 
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/gnu_libsframe.hpp"
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "sframe/cfi.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_table.hpp"
-#include "sframe/module_unwind.hpp"
-#include "sframe/process.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_table.hpp"
+#include "sframe/unwind/module_unwind.hpp"
+#include "sframe/process/process.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "sframe/section.hpp"
+#include "sframe/format/section.hpp"
 
 // ---------------------------------------------------------------------------
 // Counting allocator: every operator new of the test binary goes through

@@ -12,8 +12,8 @@
 #include <regex>
 #include <sstream>
 
-#include "sframe/elf.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/section.hpp"
 #include "support/corpus.hpp"
 #include "support/golden_rows.hpp"
 

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "sframe/consumers.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/format/consumers.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 #include "support/corpus.hpp"
 
 namespace {

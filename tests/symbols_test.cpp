@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "sframe/elf.hpp"
-#include "sframe/symbols.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
 
 namespace sframe::elf {
 namespace {

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <random>
 
-#include "sframe/encode.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/unwind/unwind.hpp"
 #include "support/stack_image.hpp"
 #include "support/unwind_util.hpp"
 

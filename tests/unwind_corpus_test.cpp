@@ -14,13 +14,14 @@
 #include <optional>
 #include <random>
 
-#include "sframe/cfi.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/unwind/unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/golden_rows.hpp"
 #include "support/stack_image.hpp"
+#include "../src/unwind/module_hint.hpp"
 
 namespace {
 

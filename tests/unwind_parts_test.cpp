@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "sframe/elf.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/unwind/unwind.hpp"
 #include "support/corpus.hpp"
 #include "support/stack_image.hpp"
 

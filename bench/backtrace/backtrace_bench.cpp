@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 #include "backtrace/glibc_backtrace.hpp"
 
 namespace sf_chains {

@@ -43,7 +43,7 @@
 #include <utility>
 #include <vector>
 
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 namespace {
 

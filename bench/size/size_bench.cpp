@@ -38,10 +38,10 @@
 #include <string_view>
 #include <vector>
 
-#include "sframe/cfi.hpp"
-#include "sframe/consumers.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/format/consumers.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
 
 namespace {
 

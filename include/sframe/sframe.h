@@ -660,7 +660,7 @@ typedef struct sframe_frame {
 /*
  * Why a walk ended: sframe_unwind_result.stop and sframe_backtrace_result.stop
  * (libsframepp and libsframepp-backtrace share this one vocabulary, the C++
- * sframe::StopReason of <sframe/stop_reason.hpp>, value for value).
+ * sframe::StopReason of <sframe/unwind/stop_reason.hpp>, value for value).
  */
 enum {
   /** Reached the outermost frame (RA undefined: _start, a thread's start). */

@@ -14,15 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "sframe/backtrace.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/backtrace/backtrace.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
+
+#include "../unwind/module_hint.hpp"
 
 namespace sframe::bt {
 
 /// An SFrame section held in memory with its lookup accelerators (the
-/// shared per-module builder's, see sframe/module_unwind.hpp).
+/// shared per-module builder's, see sframe/unwind/module_unwind.hpp).
 using OwnedSection = cfi::UnwindSection;
 
 /// What dl_iterate_phdr reports about one module, copied out so that the

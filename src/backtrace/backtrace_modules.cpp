@@ -27,10 +27,10 @@
 
 #include "backtrace_internal.hpp"
 #include "module_data.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/module_table.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/unwind/module_table.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 
 namespace sframe::bt {
 

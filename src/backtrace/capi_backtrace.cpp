@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The C API of libsframepp-backtrace (include/sframe/sframe.h): the
-// in-process, async-signal-safe backtrace of include/sframe/backtrace.hpp.
+// in-process, async-signal-safe backtrace of include/sframe/backtrace/backtrace.hpp.
 #include <cstdint>
 #include <cstring>
 #include <span>
 
 #include "backtrace_internal.hpp"
 #include "../capi/capi_internal.hpp"
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 using namespace sframe;
 using sframe::capi::fail;

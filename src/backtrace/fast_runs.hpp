@@ -17,7 +17,7 @@
 #include <optional>
 
 #include "backtrace_internal.hpp"
-#include "sframe/detail/unwind_step.hpp"
+#include "sframe/unwind/detail/unwind_step.hpp"
 
 namespace sframe::bt {
 namespace {

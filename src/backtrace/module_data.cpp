@@ -12,9 +12,9 @@
 
 #include "module_file.hpp"
 #include "page_release.hpp"
-#include "sframe/cfi_reader.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 
 namespace sframe::bt {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // sframepp (private): one module's data for the in-process backtrace's
-// table, built with the shared builder (sframe/module_unwind.hpp) from the
+// table, built with the shared builder (sframe/unwind/module_unwind.hpp) from the
 // module as it is loaded: its own SFrame copied, or SFrame generated from
 // its loaded .eh_frame (its file read only where the module has no
 // PT_GNU_EH_FRAME). Not async-signal-safe (allocates; may read a file).
@@ -11,7 +11,7 @@
 #include <span>
 
 #include "backtrace_internal.hpp"
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 namespace sframe::bt {
 

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <optional>
 
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe::bt {
 

@@ -10,7 +10,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "sframe/error.hpp"
+#include "sframe/format/error.hpp"
 #include "sframe/sframe.h"
 
 namespace sframe::capi {

@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "../capi/capi_internal.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
 
 using namespace sframe;
 using sframe::capi::fail;

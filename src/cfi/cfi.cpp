@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // DWARF CFI -> SFrame rows. libdw interprets the CFA programs; this file
 // recognizes the location descriptions it returns and maps them to rules.
-#include "sframe/cfi.hpp"
+#include "sframe/cfi/cfi.hpp"
 
-#include "sframe/lookup.hpp"
-#include "sframe/module_unwind.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "../unwind/translate.hpp"
 
 #include <dwarf.h>

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "../capi/capi_internal.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/section.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/format/section.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 using namespace sframe;
 using sframe::capi::fail;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // ELF access through elfutils libelf: section lookup and .rela.sframe.
-#include "sframe/byte_order.hpp"
-#include "sframe/elf.hpp"
+#include "sframe/format/byte_order.hpp"
+#include "sframe/elf/elf.hpp"
 #include "symbol_base.hpp"
 
 #include <elf.h>

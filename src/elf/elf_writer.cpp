@@ -14,9 +14,9 @@
 #include <optional>
 #include <vector>
 
-#include "sframe/byte_order.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/output_file.hpp"
+#include "sframe/format/byte_order.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/elf/output_file.hpp"
 
 namespace sframe::elf {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Atomic replacement of output files: temporary file, fsync, metadata, rename.
-#include "sframe/output_file.hpp"
+#include "sframe/elf/output_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

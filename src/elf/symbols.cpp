@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The one reader of ELF function symbols (see include/sframe/symbols.hpp).
-#include "sframe/symbols.hpp"
+// The one reader of ELF function symbols (see include/sframe/elf/symbols.hpp).
+#include "sframe/elf/symbols.hpp"
 
 #include "symbol_base.hpp"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The acceptance rules of the SFrame consumers (docs/consumers.md, from
 // shared/reference/sframe-consumers.md and the consumers' sources).
-#include "sframe/consumers.hpp"
+#include "sframe/format/consumers.hpp"
 
 #include <array>
 #include <bit>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // SFrame v2/v3 encoder: rows to FREs with the smallest (or the recorded)
 // encodings, then header, FDE sub-section and FRE sub-section.
-#include "sframe/encode.hpp"
+#include "sframe/format/encode.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SectionEncoder's size techniques (SizeOptions, sframe/encode.hpp): FDEs
+// SectionEncoder's size techniques (SizeOptions, sframe/format/encode.hpp): FDEs
 // extended or coalesced with the one before, PC-mask periods found, unrolled
 // and continued, identical FRE blocks shared.
 #include <algorithm>

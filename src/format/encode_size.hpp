@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // What encode.cpp and encode_size.cpp share of SectionEncoder's size
-// techniques (SizeOptions, sframe/encode.hpp). Internal: no API promise.
+// techniques (SizeOptions, sframe/format/encode.hpp). Internal: no API promise.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "sframe/encode.hpp"
+#include "sframe/format/encode.hpp"
 
 namespace sframe::detail {
 

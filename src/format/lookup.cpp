@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // PC lookup: FDE by binary search or bucket index, then FRE by a short scan.
-#include "sframe/lookup.hpp"
+#include "sframe/format/lookup.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 
 namespace sframe {
 namespace {

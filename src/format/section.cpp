@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Zero-copy SFrame decoder: header, FDEs, FREs and their interpretation.
-#include "sframe/section.hpp"
+#include "sframe/format/section.hpp"
 
 #include <bit>
 

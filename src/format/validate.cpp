@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sframe/section.hpp"
+#include "sframe/format/section.hpp"
 
 namespace sframe {
 namespace {

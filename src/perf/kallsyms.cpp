@@ -2,7 +2,7 @@
 // sframepp: kallsyms text -> function symbols (see kallsyms.hpp).
 #include "kallsyms.hpp"
 
-#include "sframe/byte_order.hpp"
+#include "sframe/format/byte_order.hpp"
 
 #include <algorithm>
 #include <array>

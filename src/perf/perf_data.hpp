@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sframe/error.hpp"
+#include "sframe/format/error.hpp"
 
 namespace sframe::perf {
 

@@ -22,12 +22,12 @@
 #include <optional>
 #include <unordered_map>
 
-#include "sframe/elf.hpp"
-#include "sframe/module_table.hpp"
-#include "sframe/module_unwind.hpp"
-#include "sframe/process.hpp"
-#include "sframe/symbols.hpp"
-#include "sframe/walk_chain.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/unwind/module_table.hpp"
+#include "sframe/unwind/module_unwind.hpp"
+#include "sframe/process/process.hpp"
+#include "sframe/elf/symbols.hpp"
+#include "sframe/process/walk_chain.hpp"
 
 namespace sframe::perf {
 

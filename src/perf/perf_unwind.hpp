@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "perf_data.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe::perf {
 

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "perf_layout.hpp"
-#include "sframe/output_file.hpp"
+#include "sframe/elf/output_file.hpp"
 
 namespace sframe::perf {
 namespace {

@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sframe/error.hpp"
+#include "sframe/format/error.hpp"
 #include "perf_data.hpp"
 
 namespace sframe::perf {

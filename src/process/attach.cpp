@@ -20,7 +20,7 @@
 #include <mutex>
 #include <set>
 
-#include "sframe/process.hpp"
+#include "sframe/process/process.hpp"
 
 namespace sframe::process {
 namespace {

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <utility>
 
-#include "sframe/byte_order.hpp"
-#include "sframe/process.hpp"
+#include "sframe/format/byte_order.hpp"
+#include "sframe/process/process.hpp"
 
 namespace sframe::process {
 namespace {

@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sframe/module_table.hpp"
-#include "sframe/module_unwind.hpp"
-#include "sframe/process.hpp"
+#include "sframe/unwind/module_table.hpp"
+#include "sframe/unwind/module_unwind.hpp"
+#include "sframe/process/process.hpp"
 
 namespace sframe::process {
 namespace {

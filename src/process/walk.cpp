@@ -4,9 +4,9 @@
 // frame pointers checked against the process's executable mappings.
 #include <algorithm>
 
-#include "sframe/process.hpp"
-#include "sframe/unwind.hpp"
-#include "sframe/walk_chain.hpp"
+#include "sframe/process/process.hpp"
+#include "sframe/unwind/unwind.hpp"
+#include "sframe/process/walk_chain.hpp"
 
 namespace sframe::process {
 namespace {

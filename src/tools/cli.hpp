@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "render.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/section.hpp"
 
 namespace sframe::tools {
 

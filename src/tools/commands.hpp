@@ -13,8 +13,8 @@
 
 #include "cli.hpp"
 #include "render.hpp"
-#include "sframe/elf.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/section.hpp"
 
 namespace CLI {
 class App;

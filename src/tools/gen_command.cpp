@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // `sframe gen FILE`: SFrame from the file's DWARF CFI (.eh_frame, .debug_frame),
-// read by our single-pass reader (sframe/cfi_reader.hpp).
+// read by our single-pass reader (sframe/unwind/cfi_reader.hpp).
 #include <elf.h>
 #include <fmt/format.h>
 
@@ -14,9 +14,9 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/output_file.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/elf/output_file.hpp"
 
 namespace sframe::tools {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/process.hpp"
-#include "sframe/symbols.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/process/process.hpp"
+#include "sframe/elf/symbols.hpp"
 
 namespace sframe::tools {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/output_file.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/elf/output_file.hpp"
 
 namespace sframe::tools {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "sframe/elf.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/section.hpp"
 
 namespace sframe::tools {
 

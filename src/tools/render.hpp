@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "sframe/elf.hpp"
-#include "sframe/lookup.hpp"
-#include "sframe/section.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/format/lookup.hpp"
+#include "sframe/format/section.hpp"
 
 namespace sframe::tools {
 

@@ -25,8 +25,8 @@
 
 #include "cli.hpp"
 #include "render.hpp"
-#include "sframe/process.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/process/process.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe::tools {
 namespace {

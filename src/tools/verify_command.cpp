@@ -11,9 +11,9 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/consumers.hpp"
-#include "sframe/symbols.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/format/consumers.hpp"
+#include "sframe/elf/symbols.hpp"
 
 namespace sframe::tools {
 namespace {

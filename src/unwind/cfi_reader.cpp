@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// sframepp: the single-pass DWARF CFI reader (see sframe/cfi_reader.hpp).
+// sframepp: the single-pass DWARF CFI reader (see sframe/unwind/cfi_reader.hpp).
 //
 // Records: DWARF 5 §6.4.1 (.debug_frame: CIE id 0xffffffff, or all ones in
 // 64-bit DWARF; the CIE pointer is an offset from the section start) and the

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "sframe/byte_order.hpp"
-#include "sframe/detail/scratch.hpp"
-#include "sframe/cfi_reader.hpp"
+#include "sframe/format/byte_order.hpp"
+#include "sframe/format/detail/scratch.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
 #include "translate.hpp"
 
 namespace sframe::cfi::reader_impl {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// sframepp: the file-free core of `sframe gen` (see sframe/cfi_reader.hpp):
+// sframepp: the file-free core of `sframe gen` (see sframe/unwind/cfi_reader.hpp):
 // CFI rows from read_cfi() -> SFrame functions, plus GNU ld's PLT FDEs.
 #include <algorithm>
 
-#include "sframe/cfi_reader.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
 #include "translate.hpp"
 
 namespace sframe::cfi {

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <bit>
 
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe {
 namespace {

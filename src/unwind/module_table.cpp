@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The unwinder's module maps from modules' unwind information (see
-// sframe/module_table.hpp).
-#include "sframe/module_table.hpp"
+// sframe/unwind/module_table.hpp).
+#include "sframe/unwind/module_table.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// sframepp: one module's unwind information (see sframe/module_unwind.hpp).
-#include "sframe/module_unwind.hpp"
+// sframepp: one module's unwind information (see sframe/unwind/module_unwind.hpp).
+#include "sframe/unwind/module_unwind.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <string.h>
 
-#include "sframe/cfi_reader.hpp"
-#include "sframe/encode.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/format/encode.hpp"
 #include "translate.hpp"
 
 namespace sframe::cfi {

@@ -4,8 +4,9 @@
 #include <limits>
 #include <vector>
 
-#include "sframe/unwind.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/unwind/unwind.hpp"
+#include "sframe/format/lookup.hpp"
+#include "module_hint.hpp"
 
 namespace sframe::detail {
 

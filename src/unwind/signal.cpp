@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Checks the x86-64 signal-frame layout in sframe/unwind.hpp against the C
+// Checks the x86-64 signal-frame layout in sframe/unwind/unwind.hpp against the C
 // library's own definition when built on x86-64 Linux. The unwinder itself
 // uses the constants, so it also works offline on other hosts.
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <sys/ucontext.h>

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The Stepper's cold paths (include/sframe/detail/unwind_step.hpp): rows
+// The Stepper's cold paths (include/sframe/unwind/detail/unwind_step.hpp): rows
 // that do not compact to a CompactRule (FLEX rules, spec v3 §3.2;
 // register-saved RA/FP), the frame-pointer fallback and the x86-64 signal
 // frame. They read memory through the Memory interface, so one copy serves
 // every reader; the cached per-frame path (apply_rule) stays in the header.
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe::detail {
 

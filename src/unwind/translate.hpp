@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "sframe/cfi_reader.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
 
 #pragma GCC visibility push(default)
 

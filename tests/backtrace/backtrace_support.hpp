@@ -37,10 +37,10 @@
 #include <thread>
 #include <vector>
 
-#include "sframe/backtrace.hpp"
-#include "sframe/cfi.hpp"
-#include "sframe/encode.hpp"
-#include "sframe/lookup.hpp"
+#include "sframe/backtrace/backtrace.hpp"
+#include "sframe/cfi/cfi.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/format/lookup.hpp"
 #include "glibc_backtrace.hpp"
 
 extern "C" {

@@ -36,7 +36,7 @@
 #include <string>
 
 #include "glibc_backtrace.hpp"
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 namespace {
 

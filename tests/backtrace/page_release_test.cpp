@@ -24,7 +24,7 @@
 
 #include "../../src/backtrace/page_release.hpp"
 #include "glibc_backtrace.hpp"
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 namespace {
 

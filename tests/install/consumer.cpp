@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <sframe/elf.hpp>
-#include <sframe/lookup.hpp>
-#include <sframe/section.hpp>
+#include <sframe/elf/elf.hpp>
+#include <sframe/format/lookup.hpp>
+#include <sframe/format/section.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

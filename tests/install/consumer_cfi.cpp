@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <sframe/cfi.hpp>
-#include <sframe/elf.hpp>
-#include <sframe/encode.hpp>
-#include <sframe/lookup.hpp>
-#include <sframe/section.hpp>
+#include <sframe/cfi/cfi.hpp>
+#include <sframe/elf/elf.hpp>
+#include <sframe/format/encode.hpp>
+#include <sframe/format/lookup.hpp>
+#include <sframe/format/section.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include <sframe/lookup.hpp>
-#include <sframe/section.hpp>
+#include <sframe/format/lookup.hpp>
+#include <sframe/format/section.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 4) return 2;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include <sframe/process.hpp>
+#include <sframe/process/process.hpp>
 
 int main() {
   auto maps = sframe::process::read_maps(getpid());

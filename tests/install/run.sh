@@ -29,7 +29,11 @@ cmake --install "$build" --prefix "$work/prefix-$kind" >"$work/install.log" 2>&1
 # dynamic section names none of our libraries, in either kind.
 readelf -d "$work/prefix-$kind/bin/sframe" | grep -q 'NEEDED.*libsframepp' &&
   bad "installed bin/sframe needs a libsframepp: $(readelf -d "$work/prefix-$kind/bin/sframe" | grep NEEDED | tr -s ' ')"
-[ -e "$work/prefix-$kind/include/sframe/sframe.h" ] || bad "not installed: include/sframe/sframe.h"
+# The installed headers are the source tree's include/sframe, file for file:
+# the library folders and the forwarding headers at the old paths (each
+# compiles on its own: headers_standalone_* in tests/CMakeLists.txt).
+d=$(diff <(cd "$src/include" && find sframe -type f | sort) <(cd "$work/prefix-$kind/include" && find sframe -type f | sort))
+[ -z "$d" ] || bad "installed headers differ from include/ (< source only, > installed only): $(tr '\n' ' ' <<<"$d")"
 bash "$here/consumers.sh" "$work/prefix-$kind" "$kind" "$work/consumers-$kind" "$shared" "$cxx" "$cxxflags" || bad "consumers [$kind]"
 echo "install [$kind]: $((SECONDS - t0)) s"
 

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <string>
 
-#include "sframe/process.hpp"
+#include "sframe/process/process.hpp"
 
 namespace sframe::process {
 namespace {

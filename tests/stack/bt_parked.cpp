@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 namespace {
 

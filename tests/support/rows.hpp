@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "sframe/encode.hpp"
+#include "sframe/format/encode.hpp"
 
 namespace sframe_test {
 

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "sframe/unwind.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe_test {
 

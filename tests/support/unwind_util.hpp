@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "sframe/encode.hpp"
-#include "sframe/unwind.hpp"
+#include "sframe/format/encode.hpp"
+#include "sframe/unwind/unwind.hpp"
 
 namespace sframe_test {
 

@@ -16,7 +16,7 @@
 
 #include <cstdio>
 
-#include "sframe/backtrace.hpp"
+#include "sframe/backtrace/backtrace.hpp"
 
 extern "C" {
 [[gnu::noinline]] int probe_f3(int x);
