@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The C API of libsframepp-backtrace (include/sframe/sframe.h): the
+// The C API of libsframepp-backtrace (include/sframe/backtrace/sframe_backtrace.h): the
 // in-process, async-signal-safe backtrace of include/sframe/backtrace/backtrace.hpp.
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The C API of libsframepp-cfi (include/sframe/sframe.h): SFrame generated
+// The C API of libsframepp-cfi (include/sframe/cfi/sframe_cfi.h): SFrame generated
 // from an ELF file's DWARF CFI, as `sframe gen` does (cfi::for_each_generated
 // streamed into a SectionEncoder).
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The C API of libsframepp (include/sframe/sframe.h): sections from bytes
+// The C API of libsframepp (include/sframe/elf/sframe_elf.h): sections from bytes
 // or ELF files, validation, FDE/FRE iteration, find(pc),
 // the encoder and the unwinder, as thin wrappers over the C++ API. Each
 // entry point checks its pointers, maps C++ errors to sframe_status

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The C helpers of include/sframe/sframe.h that every feature's C functions
+// The C helpers of include/sframe/format/sframe_format.h that every feature's C functions
 // share (status messages, freeing what a C function allocated), in the
 // lowest library, libsframepp-format, which every other library links: a C
 // program that uses one feature (the backtrace alone, say) links that

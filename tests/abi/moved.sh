@@ -34,9 +34,9 @@ int main(void) {
 C
 "$cc" -o "$work/bin/prog" "$work/prog.c" "$work/old/libsframepp.so.0" || { echo "FAIL: link against the stub"; exit 1; }
 readelf -V "$work/bin/prog" | grep -q 'Name: SFRAMEPP_0' || { echo "FAIL: the program has no reference at SFRAMEPP_0"; exit 1; }
-grep -q 'SFRAME_OK = 0,' "$(dirname "$0")/../../include/sframe/sframe.h" &&
-  grep -q 'SFRAME_E_NO_MEMORY = 2,' "$(dirname "$0")/../../include/sframe/sframe.h" ||
-  { echo "FAIL: SFRAME_OK or SFRAME_E_NO_MEMORY moved in sframe.h"; exit 1; }
+grep -q 'SFRAME_OK = 0,' "$(dirname "$0")/../../include/sframe/format/sframe_format.h" &&
+  grep -q 'SFRAME_E_NO_MEMORY = 2,' "$(dirname "$0")/../../include/sframe/format/sframe_format.h" ||
+  { echo "FAIL: SFRAME_OK or SFRAME_E_NO_MEMORY moved in sframe/format/sframe_format.h"; exit 1; }
 want="success|out of memory"
 out=$(LD_LIBRARY_PATH=$(dirname "$lib") "$work/bin/prog" 2>&1)
 if [ "$out" = "$want|0" ]; then

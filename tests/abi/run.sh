@@ -21,7 +21,11 @@ for t in abidw abidiff readelf; do
   command -v "$t" >/dev/null || { echo "FAIL: $t not found (scripts/install-deps installs abigail-tools)"; exit 1; }
 done
 dump() { # LIB -> stdout: the C API's ABI as abixml
-  abidw --exported-interfaces-only --header-file "$src/include/sframe/sframe.h" --drop-private-types \
+  # The C API's types are those of the C headers (sframe.h and the
+  # library headers it includes).
+  local hf=() h
+  for h in "$src"/include/sframe/sframe.h "$src"/include/sframe/*/*.h; do hf+=(--header-file "$h"); done
+  abidw --exported-interfaces-only "${hf[@]}" --drop-private-types \
         --suppressions "$suppr" --no-corpus-path --no-show-locs --type-id-style hash "$1"
 }
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')

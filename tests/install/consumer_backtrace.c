@@ -6,12 +6,13 @@
  * function. Entry 0 is each walker's own call site; every caller after it
  * must agree. Prints "frames N (success)" (N >= 4) when they do, the last
  * word from sframe_strerror(), which the backtrace's libraries carry.
+ * It includes its library's C header alone (sframe.h would do too).
  */
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <stdio.h>
 
-#include "sframe/sframe.h"
+#include "sframe/backtrace/sframe_backtrace.h"
 
 enum { kMax = 64 };
 static void *ours[kMax], *theirs[kMax];
