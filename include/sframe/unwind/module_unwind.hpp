@@ -28,12 +28,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sframe/unwind/cfi_reader.hpp"
-#include "sframe/elf/elf.hpp"
 #include "sframe/format/format.hpp"
 #include "sframe/format/lookup.hpp"
 #include "sframe/format/section.hpp"
+#include "sframe/unwind/cfi_reader.hpp"
 #include "sframe/unwind/unwind.hpp"
+
+// Declared only: the two overloads that take an ELF file are defined in
+// libsframepp-cfi, whose callers include sframe/elf/elf.hpp themselves; an
+// unwind header includes no header of a library above it.
+namespace sframe::elf {
+class ElfFile;
+}  // namespace sframe::elf
 
 namespace sframe::cfi {
 
