@@ -236,7 +236,7 @@ class PerfCommand final : public Command {
       doc["file"] = opt_.input;
       doc["samples"] = std::move(samples);
       doc["summary"] = summary_json(st, rs);
-      print(doc.dump(2) + "\n");
+      print(json_text(doc) + "\n");
     }
     print_summary(st, rs);
     return 0;
@@ -250,7 +250,7 @@ class PerfCommand final : public Command {
       doc["file"] = opt_.input;
       doc["error"] = why;
       if (e) doc["error_detail"] = error_json(*e);
-      print(doc.dump(2) + "\n");
+      print(json_text(doc) + "\n");
     }
     return 1;
   }
