@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "flamegraph_svg.hpp"
 #include "profile.hpp"
 #include "profile_pprof.hpp"
 #include "sframe/output_file.hpp"
@@ -141,6 +142,8 @@ class PerfCommand final : public Command {
     script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
     script_->add_option("--pprof", opt_.pprof,
                         "Also write the samples as a gzipped pprof profile (profile.proto) to this file");
+    script_->add_option("--flamegraph", opt_.flamegraph,
+                        "Also write the samples as a self-contained SVG flame graph to this file");
     inject_ = register_perf_inject(*app_, inject_opt_);
   }
 
@@ -300,6 +303,11 @@ class PerfCommand final : public Command {
       profile::PprofOptions po;
       po.comment = command_line();
       outputs.emplace_back(opt_.pprof, profile::pprof_bytes(prof, po));
+    }
+    if (!opt_.flamegraph.empty()) {
+      profile::FlameGraphOptions fo;
+      fo.title = command_line();
+      outputs.emplace_back(opt_.flamegraph, profile::flamegraph_svg(prof, fo));
     }
     std::vector<OutputFile> files;
     for (const auto& [path, bytes] : outputs) {

@@ -15,6 +15,62 @@ std::size_t mix(std::size_t h, std::uint64_t v) {
 
 }  // namespace
 
+std::pair<std::uint32_t, bool> FlatIndex::try_emplace(std::uint64_t key, std::uint32_t value) {
+  // At most half full: probes stay short.
+  if (2 * (size_ + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  // Fibonacci hashing: the keys' low bits (frame ids) vary most.
+  for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.key == key) return {s.value, false};
+    if (s.key == ~std::uint64_t{0}) {
+      s = {key, value};
+      ++size_;
+      return {value, true};
+    }
+  }
+}
+
+void FlatIndex::grow() {
+  std::vector<Slot> old(slots_.empty() ? 64 : 2 * slots_.size());
+  old.swap(slots_);
+  size_ = 0;
+  for (const Slot& s : old)
+    if (s.key != ~std::uint64_t{0}) try_emplace(s.key, s.value);
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // The sequence's length from its lead byte, then its continuation bytes.
+    const std::size_t n = c >= 0xf5 ? 0 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    bool ok = n != 0 && i + n <= s.size();
+    std::uint32_t cp = n == 4 ? c & 7u : n == 3 ? c & 15u : c & 31u;
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      ok = (b & 0xc0) == 0x80;
+      cp = cp << 6 | (b & 0x3fu);
+    }
+    ok = ok && (n == 2 || (n == 3 && cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff)) ||
+                (n == 4 && cp >= 0x10000 && cp <= 0x10ffff));
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xef\xbf\xbd";
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::size_t Profile::FrameKeyHash::operator()(const FrameKey& k) const noexcept {
   std::size_t h = mix(mix(mix(std::hash<std::uint64_t>{}(k.pc), k.start), k.end), k.pgoff);
   for (int i = 0; i < 4; ++i) h = mix(mix(h, reinterpret_cast<std::uintptr_t>(k.p[i])), k.n[i]);
@@ -30,8 +86,13 @@ Profile::Profile() { intern(""); }
 std::uint32_t Profile::intern(std::string_view s) {
   auto it = string_ids_.find(s);
   if (it != string_ids_.end()) return it->second;
+  std::string v = valid_utf8(s);
+  if (v.size() != s.size() || v != s) {
+    it = string_ids_.find(v);
+    if (it != string_ids_.end()) return it->second;
+  }
   const auto id = static_cast<std::uint32_t>(strings_.size());
-  strings_.emplace_back(s);
+  strings_.push_back(std::move(v));
   string_ids_.emplace(strings_.back(), id);  // a deque keeps its elements in place
   return id;
 }
@@ -82,10 +143,9 @@ void Profile::add(const Sample& s) {
   std::uint32_t node = rit->second;
   for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f) {
     const std::uint32_t fid = frame_id(*f);
-    auto [cit, cfresh] =
-        children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
-    if (cfresh) nodes_.push_back({node, fid});
-    node = cit->second;
+    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
+    if (fresh) nodes_.push_back({node, fid});
+    node = child;
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;

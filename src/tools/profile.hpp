@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sframe::tools::profile {
@@ -59,6 +60,32 @@ struct Sample {
   std::span<const Frame> frames;
 };
 
+/// A map from 64-bit keys (all but ~0) to 32-bit values, open addressing
+/// with linear probing in one array: the call trees' (parent, child) index,
+/// where a node-based map's allocation per entry costs more than the rest
+/// of the aggregation.
+class FlatIndex {
+ public:
+  /// The value of `key`, inserting `value` if absent; true when inserted.
+  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t value);
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    std::uint64_t key = ~std::uint64_t{0};
+    std::uint32_t value = 0;
+  };
+  void grow();
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+};
+
+/// `s` with every byte that does not begin a well-formed UTF-8 sequence
+/// (overlong forms, surrogates and code points past U+10FFFF included)
+/// replaced by U+FFFD: pprof's strings are protobuf `string`s, which its
+/// readers require to be UTF-8, and an SVG document must be UTF-8.
+std::string valid_utf8(std::string_view s);
+
 /// The aggregated samples. The string views of the Frames given to add()
 /// (function, source, mapping file and build-id) must stay valid and
 /// unchanged while the Profile lives: frames are recognized by the identity
@@ -96,7 +123,7 @@ class Profile {
   void add_event(std::string_view event);
   void add(const Sample& s);
 
-  /// Strings by id; id 0 is "".
+  /// Strings by id (valid_utf8() of those given); id 0 is "".
   const std::deque<std::string>& strings() const { return strings_; }
   const std::vector<MappingEntry>& mappings() const { return mappings_; }
   const std::vector<FrameEntry>& frames() const { return frames_; }
@@ -141,7 +168,7 @@ class Profile {
   std::vector<Root> roots_;
   std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
   std::vector<Node> nodes_;
-  std::unordered_map<std::uint64_t, std::uint32_t> children_;  // parent << 32 | frame -> node
+  FlatIndex children_;  // parent << 32 | frame -> node
   std::vector<std::uint32_t> events_;
   std::uint64_t samples_ = 0;
 };
