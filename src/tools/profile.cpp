@@ -109,7 +109,10 @@ std::uint32_t Profile::frame_id(const Frame& f) {
                      m.pgoff,
                      {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
                      {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
+  Cached& c = frame_cache_[(f.pc * 0x9e3779b97f4a7c15ull) >> 52];
+  if (c.id != kNone && c.key == key) return c.id;
   auto [it, fresh] = frame_ids_.try_emplace(key, static_cast<std::uint32_t>(frames_.size()));
+  c = {key, it->second};
   if (!fresh) return it->second;
   FrameEntry e{f.pc, intern(f.function), intern(f.source), kNone};
   if (!m.file.empty() || m.end != 0) {

@@ -165,6 +165,13 @@ class Profile {
   std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> mapping_ids_;
   std::vector<FrameEntry> frames_;
   std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> frame_ids_;
+  // The frames seen last, by PC: a profile repeats a few thousand frames,
+  // and a comparison here costs less than hashing the whole key.
+  struct Cached {
+    FrameKey key{};
+    std::uint32_t id = kNone;
+  };
+  std::vector<Cached> frame_cache_ = std::vector<Cached>(4096);
   std::vector<Root> roots_;
   std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
   std::vector<Node> nodes_;
