@@ -2,6 +2,7 @@
 #include "profile.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <stdexcept>
 
@@ -19,8 +20,9 @@ std::pair<std::uint32_t, bool> FlatIndex::try_emplace(std::uint64_t key, std::ui
   // At most half full: probes stay short.
   if (2 * (size_ + 1) > slots_.size()) grow();
   const std::size_t mask = slots_.size() - 1;
-  // Fibonacci hashing: the keys' low bits (frame ids) vary most.
-  for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;; i = (i + 1) & mask) {
+  // Fibonacci hashing: the product's top bits depend on every bit of the
+  // key (parent and child alike).
+  for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
     if (s.key == key) return {s.value, false};
     if (s.key == ~std::uint64_t{0}) {
@@ -34,6 +36,7 @@ std::pair<std::uint32_t, bool> FlatIndex::try_emplace(std::uint64_t key, std::ui
 void FlatIndex::grow() {
   std::vector<Slot> old(slots_.empty() ? 64 : 2 * slots_.size());
   old.swap(slots_);
+  shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
   size_ = 0;
   for (const Slot& s : old)
     if (s.key != ~std::uint64_t{0}) try_emplace(s.key, s.value);
@@ -144,11 +147,27 @@ void Profile::add(const Sample& s) {
     roots_.push_back(root);
   }
   std::uint32_t node = rit->second;
-  for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f) {
+  if (node != last_root_) {
+    last_root_ = node;
+    last_frames_.clear();
+    last_nodes_.clear();
+  }
+  std::size_t depth = 0;
+  for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f, ++depth) {
     const std::uint32_t fid = frame_id(*f);
+    if (depth < last_frames_.size() && last_frames_[depth] == fid) {
+      node = last_nodes_[depth];
+      continue;
+    }
     auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
     if (fresh) nodes_.push_back({node, fid});
     node = child;
+    // From the first difference on, this sample's path replaces the last
+    // (a longer last path stays valid: each entry is a path from the root).
+    last_frames_.resize(depth);
+    last_nodes_.resize(depth);
+    last_frames_.push_back(fid);
+    last_nodes_.push_back(node);
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;

@@ -78,6 +78,7 @@ class FlatIndex {
   void grow();
   std::vector<Slot> slots_;
   std::size_t size_ = 0;
+  unsigned shift_ = 64;  // 64 - log2(slots_.size())
 };
 
 /// `s` with every byte that does not begin a well-formed UTF-8 sequence
@@ -178,6 +179,12 @@ class Profile {
   FlatIndex children_;  // parent << 32 | frame -> node
   std::vector<std::uint32_t> events_;
   std::uint64_t samples_ = 0;
+  // The previous sample's root node, frame ids and nodes (outermost
+  // first): consecutive samples of a thread mostly share their outer
+  // frames, whose nodes are then taken from here, not looked up again.
+  std::uint32_t last_root_ = kNone;
+  std::vector<std::uint32_t> last_frames_;
+  std::vector<std::uint32_t> last_nodes_;
 };
 
 }  // namespace sframe::tools::profile
