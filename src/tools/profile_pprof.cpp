@@ -74,8 +74,28 @@ std::string pprof_bytes(const Profile& p, const PprofOptions& opt) {
   }
   if (!opt.comment.empty()) out.add_comment(str(opt.comment));
 
-  // Mappings: ids from 1; an unknown extent spans its frames' PCs.
+  // pprof takes the first mapping for the main binary: the one holding the
+  // outermost frame (_start) of the most samples goes first.
+  const auto& nodes = p.nodes();
   const auto& maps = p.mappings();
+  std::vector<std::uint64_t> outermost(maps.size(), 0);
+  for (const Profile::Node& n : nodes) {
+    if (n.count == 0 || n.parent == Profile::kNone) continue;
+    const Profile::Node* at = &n;
+    while (nodes[at->parent].parent != Profile::kNone) at = &nodes[at->parent];
+    const std::uint32_t m = p.frames()[at->frame].mapping;
+    if (m != Profile::kNone) outermost[m] += n.count;
+  }
+  std::vector<std::uint32_t> order(maps.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!order.empty()) {
+    const auto main_map = std::max_element(outermost.begin(), outermost.end()) - outermost.begin();
+    std::rotate(order.begin(), order.begin() + main_map, order.begin() + main_map + 1);
+  }
+  std::vector<std::uint64_t> map_id(maps.size());
+  for (std::size_t k = 0; k < order.size(); ++k) map_id[order[k]] = k + 1;
+
+  // Mappings: ids from 1; an unknown extent spans its frames' PCs.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> span(maps.size(),
                                                              {std::numeric_limits<std::uint64_t>::max(), 0});
   std::vector<bool> named(maps.size(), false);
@@ -85,10 +105,10 @@ std::string pprof_bytes(const Profile& p, const PprofOptions& opt) {
     span[f.mapping].second = std::max(span[f.mapping].second, f.pc + 1);
     if (f.function != 0) named[f.mapping] = true;
   }
-  for (std::size_t i = 0; i < maps.size(); ++i) {
+  for (std::uint32_t i : order) {
     const Profile::MappingEntry& m = maps[i];
     auto* pm = out.add_mapping();
-    pm->set_id(i + 1);
+    pm->set_id(map_id[i]);
     const bool known = m.end > m.start;
     pm->set_memory_start(known ? m.start : span[i].first);
     pm->set_memory_limit(known ? m.end : span[i].second);
@@ -105,7 +125,7 @@ std::string pprof_bytes(const Profile& p, const PprofOptions& opt) {
     auto* loc = out.add_location();
     loc->set_id(i + 1);
     loc->set_address(f.pc);
-    if (f.mapping != Profile::kNone) loc->set_mapping_id(std::uint64_t{f.mapping} + 1);
+    if (f.mapping != Profile::kNone) loc->set_mapping_id(map_id[f.mapping]);
     if (f.function == 0) continue;  // unsymbolized: pprof shows the address
     auto [it, fresh] = functions.try_emplace({f.function, f.source}, functions.size() + 1);
     if (fresh) {
@@ -120,7 +140,6 @@ std::string pprof_bytes(const Profile& p, const PprofOptions& opt) {
 
   // Samples: one per call tree node where stacks end, its frames walked up.
   const std::int64_t pid_key = str("pid"), tid_key = str("tid"), comm_key = str("comm");
-  const auto& nodes = p.nodes();
   for (const Profile::Node& n : nodes) {
     if (n.count == 0) continue;
     auto* s = out.add_sample();
