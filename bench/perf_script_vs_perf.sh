@@ -33,35 +33,10 @@ perf7=$(bash "$here/tests/perf/current_perf.sh") || exit 1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-# One measured run: appends "wall cpu" (seconds) to $tmp/$name. CPU time is
-# perf stat's task-clock (user + system of the command and its children, to
-# the microsecond: GNU time's %U + %S count in 10 ms ticks, coarser than our
-# whole run); wall time is its duration_time.
-run() {
-  local name=$1; shift
-  perf stat -x, -e task-clock,duration_time -o t -- "$@" > /dev/null 2> err ||
-    { echo "$name failed:" >&2; cat err >&2; exit 1; }
-  awk -F, '$3 == "task-clock" { cpu = $1 / 1000 } $3 == "duration_time" { wall = $1 / 1e9 }
-           END { printf "%.5f %.6f\n", wall, cpu }' t >> "$name"
-}
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4f-%.4f", lo, hi }'; }
+. "$here/bench/lib.sh"
 
 for w in "${workloads[@]}"; do
-  case $w in
-    c)
-      gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
-      cmd=(./prog 110000) ;;
-    cxx)
-      g++ -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/cxx.cpp"
-      cmd=(./prog 1300) ;;
-    python)
-      cmd=(python3.11 -c 'import json
-def f(n):
-    return sum(len(json.dumps({"k": i, "v": [i] * 8})) for i in range(n))
-print(f(1000000))') ;;
-    *) echo "unknown workload $w" >&2; exit 2 ;;
-  esac
+  build_workload "$w"
   rm -f perf.data ours perf perf7 ours_folded perf_folded cat inject perf7_inject report61 report61_inj report7 report7_inj
   perf record -q -e cpu-clock --call-graph=dwarf -o perf.data -- "${cmd[@]}" >/dev/null 2>rec.err ||
     { echo "perf record failed:" >&2; cat rec.err >&2; exit 1; }
@@ -92,8 +67,6 @@ print(f(1000000))') ;;
     printf '  %-12s cpu %8.4f s (%s)  wall %7.3f s  %8.2f us/sample\n' "$name" "$cpu" \
       "$(awk '{ print $2 }' "$name" | spread)" "$wall" "$(awk -v c="$cpu" -v n="$samples" 'BEGIN { print n ? c * 1e6 / n : 0 }')"
   done
-  ratio() { awk -v a="$(awk '{ print $2 }' "$1" | median)" -v b="$(awk '{ print $2 }' "$2" | median)" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }'; }
-  goal() { awk -v r="$1" -v g="$2" -v op="$3" 'BEGIN { m = op == ">=" ? r >= g : r <= g; print m ? "met" : "NOT met" }'; }
   x=$(ratio perf ours); echo "  ratio (perf 6.1 script CPU / sframe perf script CPU): ${x}x (goal >= 10x: $(goal "$x" 10 ">="))"
   x=$(ratio perf7 ours); echo "  ratio (current perf script CPU / sframe perf script CPU): ${x}x (goal >= 10x: $(goal "$x" 10 ">="))"
   x=$(ratio ours cat); echo "  ratio (sframe perf script CPU / cat CPU): ${x}x (goal <= 1.3x: $(goal "$x" 1.3 "<="))"

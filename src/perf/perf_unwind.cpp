@@ -49,6 +49,9 @@ namespace {
 struct Dso {
   std::string name;
   std::string build_id;
+  // The opened file's own build-id when none was recorded (the frames'
+  // ResolvedFrame::build_id).
+  std::string file_build_id;
   std::shared_ptr<const elf::ElfFile> file;
   struct Load {
     std::uint64_t vaddr, offset, filesz;
@@ -251,6 +254,8 @@ struct Session::Impl {
       break;
     }
     if (!d.file) return;
+    if (d.build_id.empty())
+      if (auto id = elf::build_id(*d.file)) d.file_build_id = *id;
     ++stats.dsos;
     Elf* e = static_cast<Elf*>(d.file->native_handle());
     std::size_t phnum = 0;
@@ -569,6 +574,13 @@ struct Session::Impl {
     if (const MapEntry* m = s.find(at); m && m->dso) {
       Dso& d = *m->dso;
       f.dso = &d.name;
+      f.map_start = m->start;
+      f.map_end = m->end;
+      f.map_pgoff = m->pgoff;
+      if (!d.build_id.empty())
+        f.build_id = &d.build_id;
+      else if (!d.file_build_id.empty())
+        f.build_id = &d.file_build_id;
       // perf 6.1 prints the map-relative address for every file, an
       // ET_EXEC one included (python3.11: 0x22dc2a for 0x62dc2a).
       f.ip = at - m->start + m->pgoff;

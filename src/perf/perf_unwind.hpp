@@ -85,6 +85,16 @@ struct ResolvedFrame {
   /// "[vdso]"), or null for "[unknown]".
   const std::string* dso = nullptr;
   FrameOrigin origin = FrameOrigin::kKernel;
+  /// The process mapping holding a user frame's address in a file: its
+  /// runtime range [map_start, map_end) and the file offset of map_start
+  /// (all zero for kernel frames and addresses outside any mapped file).
+  std::uint64_t map_start = 0;
+  std::uint64_t map_end = 0;
+  std::uint64_t map_pgoff = 0;
+  /// The mapped file's build-id (lowercase hex, as recorded in the
+  /// perf.data BUILD_ID feature or its MMAP2 record, else read from the
+  /// file opened), or null when unknown.
+  const std::string* build_id = nullptr;
 };
 
 /// The frames of one sample and why its user walk ended.

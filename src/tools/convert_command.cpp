@@ -69,7 +69,7 @@ class ConvertCommand final : public Command {
       Json j = envelope("convert");
       j["file"] = opt_.file;
       j["error"] = error_;
-      print(j.dump(2) + "\n");
+      print(json_text(j) + "\n");
     }
     return rc;
   }
@@ -185,7 +185,7 @@ int ConvertCommand::convert() {
                           {"address", hex(plan->address)},
                           {"program_headers", plan->phnum},
                           {"pt_gnu_sframe_retargeted", plan->retarget}};
-    print(j.dump(2) + "\n");
+    print(json_text(j) + "\n");
     return 0;
   }
   fmt::print("{}: SFrame v{} -> v{}, {} functions, written to {}\n", path, static_cast<int>(from), opt_.version,

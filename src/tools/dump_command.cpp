@@ -8,6 +8,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "json_stream.hpp"
 #include "objdump_text.hpp"
 
 namespace sframe::tools {
@@ -28,37 +29,11 @@ class DumpCommand final : public Command {
 
   int run() override {
     if (opt_.files.empty()) opt_.files.push_back(self_path());
+    if (opt_.json) return run_json();
     int rc = 0;
-    Json doc = envelope("dump");
-    doc["files"] = Json::array();
     for (const auto& path : opt_.files) {
       std::string out, why;
-      LoadOptions lo;
-      lo.section = opt_.section;
-      lo.text_prefix = &out;
-      lo.allow_empty = true;
-      auto l = load(path, lo, why);
-      if (opt_.json) {
-        Json f;
-        f["file"] = path;
-        if (l && l->empty) {
-          f["elf_format"] = std::string(bfd_target_name(l->file->info()));
-          f["empty_section"] = l->data.name;
-        } else if (l) {
-          if (l->raw) {
-            f["raw"] = raw_json(*l);
-          } else {
-            f["elf_format"] = std::string(bfd_target_name(l->file->info()));
-          }
-          f["section"] = section_json(l->section, l->raw ? std::string_view(".sframe") : l->data.name);
-        } else {
-          f["error"] = why;
-          rc = 1;
-          complain(path, why);
-        }
-        doc["files"].push_back(std::move(f));
-        continue;
-      }
+      auto l = load(path, load_options(&out), why);
       if (l && l->empty) {
         out += empty_section_text(l->data.name);
       } else if (l) {
@@ -73,11 +48,68 @@ class DumpCommand final : public Command {
         rc = 1;
       }
     }
-    if (opt_.json) print(doc.dump(2) + "\n");
     return rc;
   }
 
  private:
+  LoadOptions load_options(std::string* text_prefix) const {
+    LoadOptions lo;
+    lo.section = opt_.section;
+    lo.text_prefix = text_prefix;
+    lo.allow_empty = true;
+    return lo;
+  }
+
+  // The document is written as it is produced (a library's section gives
+  // hundreds of megabytes of JSON): one file at a time, one FRE at a time.
+  int run_json() {
+    JsonStream doc;
+    try {
+      int rc = 0;
+      doc.begin_object();
+      const Json head = envelope("dump");
+      for (const auto& [k, v] : head.items()) doc.member(k, v);
+      doc.key("files");
+      doc.begin_array();
+      for (const auto& path : opt_.files) {
+        std::string why;
+        auto l = load(path, load_options(nullptr), why);
+        doc.begin_object();
+        doc.member("file", path);
+        if (l && l->empty) {
+          doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
+          doc.member("empty_section", l->data.name);
+        } else if (l) {
+          if (l->raw) {
+            doc.member("raw", raw_json(*l));
+          } else {
+            doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
+          }
+          doc.key("section");
+          if (auto ok = write_section_json(doc, l->section, l->raw ? std::string_view(".sframe") : l->data.name);
+              !ok) {
+            why = section_error_text(*l, opt_.section, ok.error());
+            l.reset();
+          }
+        }
+        if (!l) {
+          doc.member("error", why);
+          rc = 1;
+          complain(path, why);
+        }
+        doc.end();
+      }
+      doc.finish();
+      return rc;
+    } catch (const std::exception& e) {
+      // Past the first byte there is no second document to print: the
+      // error closes this one, as its last member.
+      complain(opt_.files.front(), e.what());
+      doc.close_with_error(e.what());
+      return 1;
+    }
+  }
+
   DumpOptions opt_;
 };
 

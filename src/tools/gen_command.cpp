@@ -97,7 +97,7 @@ class GenCommand final : public Command {
         Json j = envelope("gen");
         j["file"] = opt_.file;
         j["error"] = error_;
-        if (opt_.output != "-") print(j.dump(2) + "\n");
+        if (opt_.output != "-") print(json_text(j) + "\n");
       }
       return rc;
     }
@@ -369,7 +369,7 @@ int GenCommand::generate() {
       json_ = std::move(j);
       return 0;
     }
-    const std::string text = j.dump(2) + "\n";
+    const std::string text = json_text(j) + "\n";
     std::fwrite(text.data(), 1, text.size(), report);
     return 0;
   }

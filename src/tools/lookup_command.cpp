@@ -201,7 +201,7 @@ class LookupCommand final : public Command {
       if (!one(*o, pc, "", r)) rc = 1;
       doc_["results"].push_back(std::move(r));
     }
-    if (opt_.json) print(doc_.dump(2) + "\n");
+    if (opt_.json) print(json_text(doc_) + "\n");
     return rc;
   }
 
@@ -223,7 +223,7 @@ class LookupCommand final : public Command {
     complain(where, why);
     if (opt_.json) {
       doc_["error"] = why;
-      print(doc_.dump(2) + "\n");
+      print(json_text(doc_) + "\n");
     }
     return 1;
   }
@@ -356,7 +356,7 @@ class LookupCommand final : public Command {
       if (!one(*o, pc, fmt::format("0x{:x} in {} at ", addr, m->path), r)) rc = 1;
       doc_["results"].push_back(std::move(r));
     }
-    if (opt_.json) print(doc_.dump(2) + "\n");
+    if (opt_.json) print(json_text(doc_) + "\n");
     return rc;
   }
 

@@ -52,7 +52,7 @@ int usage(const Command* cmd, bool json, const std::string& what) {
   if (json && cmd) {
     Json j = envelope(cmd->name());
     j["error"] = line;
-    print(j.dump(2) + "\n");
+    print(json_text(j) + "\n");
   }
   return kUsageStatus;
 }

@@ -41,7 +41,7 @@ class MergeCommand final : public Command {
       Json j = envelope("merge");
       j["output"] = opt_.output;
       j["error"] = error_;
-      if (opt_.output != "-") print(j.dump(2) + "\n");
+      if (opt_.output != "-") print(json_text(j) + "\n");
     }
     return rc;
   }
@@ -104,7 +104,7 @@ class MergeCommand final : public Command {
       j["functions"] = merged->functions.size();
       j["bytes"] = bytes->size();
       j["inputs"] = std::move(inputs);
-      const std::string text = j.dump(2) + "\n";
+      const std::string text = json_text(j) + "\n";
       std::fwrite(text.data(), 1, text.size(), report);
       return 0;
     }

@@ -3,7 +3,9 @@
 // recording unwound with SFrame, printed as `perf script --no-inline`
 // prints them (perf 7.2's builtin-script.c layout, or perf 6.1's with
 // --perf-compat 6.1), as collapsed stacks (`perf script report
-// stackcollapse`), or as JSON; a summary on stderr.
+// stackcollapse`), or as JSON; a summary on stderr. --pprof and
+// --flamegraph write the same samples as a pprof profile and an SVG flame
+// graph besides.
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
@@ -17,6 +19,10 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "flamegraph_svg.hpp"
+#include "profile.hpp"
+#include "profile_pprof.hpp"
+#include "sframe/elf/output_file.hpp"
 #include "commands.hpp"
 #include "perf_inject.hpp"
 #include "perf_summary.hpp"
@@ -97,6 +103,8 @@ struct PerfScriptOptions {
   std::string perf_compat = "7.2";
   bool folded = false;
   bool json = false;
+  std::string pprof;
+  std::string flamegraph;
 };
 
 // Buffered stdout: one fwrite per 256 KiB.
@@ -132,6 +140,10 @@ class PerfCommand final : public Command {
         ->capture_default_str();
     script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
     script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
+    script_->add_option("--pprof", opt_.pprof,
+                        "Also write the samples as a gzipped pprof profile (profile.proto) to this file");
+    script_->add_option("--flamegraph", opt_.flamegraph,
+                        "Also write the samples as a self-contained SVG flame graph to this file");
     inject_ = register_perf_inject(*app_, inject_opt_);
   }
 
@@ -166,6 +178,15 @@ class PerfCommand final : public Command {
     [[gnu::used]] static perf::Session* kept = nullptr;
     kept = new perf::Session(info, text ? compat.session : perf::SessionOptions{});
     perf::Session& session = *kept;
+    // --pprof, --flamegraph: every sample also goes into one Profile.
+    const bool profiling = !opt_.pprof.empty() || !opt_.flamegraph.empty();
+    profile::Profile prof;
+    std::vector<profile::Frame> pframes;
+    std::string_view kernel_build_id;
+    for (const perf::BuildIdEntry& b : info.build_ids)
+      if (b.filename == "[kernel.kallsyms]") kernel_build_id = b.build_id;
+    if (profiling)
+      for (const auto& a : info.attrs) prof.add_event(a.name);
     Out out;
     std::map<std::string, std::uint64_t> folded;
     std::string stack;
@@ -178,6 +199,7 @@ class PerfCommand final : public Command {
       }
       const perf::UnwoundSample& u = session.unwind(rec);
       const std::string_view comm = session.comm(rec.id.tid);
+      if (profiling) add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
       if (opt_.folded) {
         // stackcollapse.py: comm (spaces as '_'), then the frames outermost
         // first, ';' in names as ':'.
@@ -229,6 +251,8 @@ class PerfCommand final : public Command {
       for (const auto& [s, n] : folded) fmt::format_to(fmt::appender(out.buf), "{} {}\n", s, n), out.flush_if_full();
     }
     out.flush();
+    if (profiling)
+      if (int rc = write_profiles(prof); rc != 0) return rc;
     const perf::SessionStats& st = session.stats();
     const perf::ReadStats& rs = data->stats();
     if (opt_.json) {
@@ -236,13 +260,81 @@ class PerfCommand final : public Command {
       doc["file"] = opt_.input;
       doc["samples"] = std::move(samples);
       doc["summary"] = summary_json(st, rs);
-      print(doc.dump(2) + "\n");
+      print(json_text(doc) + "\n");
     }
     print_summary(st, rs);
     return 0;
   }
 
  private:
+  // The sample as a profile::Sample (frames innermost first; the kernel's
+  // mapping of unknown extent, named by its recorded build-id).
+  static void add_to_profile(profile::Profile& prof, std::vector<profile::Frame>& frames, const perf::Record& rec,
+                             const perf::UnwoundSample& u, std::string_view comm, std::string_view kernel_build_id) {
+    frames.clear();
+    for (const perf::ResolvedFrame& f : u.frames) {
+      profile::Frame& p = frames.emplace_back();
+      p.pc = f.runtime_ip;
+      if (f.symbol) p.function = *f.symbol;
+      if (f.dso) p.mapping.file = *f.dso;
+      p.mapping.start = f.map_start;
+      p.mapping.end = f.map_end;
+      p.mapping.pgoff = f.map_pgoff;
+      if (f.build_id)
+        p.mapping.build_id = *f.build_id;
+      else if (f.origin == perf::FrameOrigin::kKernel)
+        p.mapping.build_id = kernel_build_id;
+    }
+    profile::Sample s;
+    s.pid = rec.id.pid;
+    s.tid = rec.id.tid;
+    s.comm = comm;
+    s.event = rec.attr ? std::string_view(rec.attr->name) : std::string_view();
+    s.period = rec.sample.period;
+    s.frames = frames;
+    prof.add(s);
+  }
+
+  // Writes --pprof and --flamegraph: both complete before either replaces
+  // its destination.
+  int write_profiles(const profile::Profile& prof) {
+    std::vector<std::pair<std::string, std::string>> outputs;  // path, bytes
+    if (!opt_.pprof.empty()) {
+      profile::PprofOptions po;
+      po.comment = command_line();
+      outputs.emplace_back(opt_.pprof, profile::pprof_bytes(prof, po));
+    }
+    if (!opt_.flamegraph.empty()) {
+      profile::FlameGraphOptions fo;
+      fo.title = command_line();
+      outputs.emplace_back(opt_.flamegraph, profile::flamegraph_svg(prof, fo));
+    }
+    std::vector<OutputFile> files;
+    for (const auto& [path, bytes] : outputs) {
+      if (path == "-") std::fflush(stdout);
+      auto f = OutputFile::create(path);
+      if (!f) return fail_output(path, f.error());
+      if (auto ok = f->write(std::as_bytes(std::span(bytes.data(), bytes.size()))); !ok)
+        return fail_output(path, ok.error());
+      files.push_back(std::move(*f));
+    }
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (auto ok = files[i].commit(); !ok) return fail_output(outputs[i].first, ok.error());
+    return 0;
+  }
+
+  static int fail_output(const std::string& path, const Error& e) {
+    complain(path, fmt::format("cannot write: {}", write_error_text(e)));
+    return 1;
+  }
+
+  // What the profile was made by.
+  std::string command_line() const {
+    std::string c = "sframe perf script -i " + opt_.input;
+    if (opt_.perf_compat != "7.2") c += " --perf-compat " + opt_.perf_compat;
+    return c;
+  }
+
   int fail(const std::string& why, const Error* e) {
     complain(opt_.input, why);
     if (opt_.json) {
@@ -250,7 +342,7 @@ class PerfCommand final : public Command {
       doc["file"] = opt_.input;
       doc["error"] = why;
       if (e) doc["error_detail"] = error_json(*e);
-      print(doc.dump(2) + "\n");
+      print(json_text(doc) + "\n");
     }
     return 1;
   }

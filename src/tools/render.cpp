@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "render.hpp"
 
+#include "json_stream.hpp"
+
 #include <fmt/format.h>
 
 #include <cstring>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <tuple>
@@ -60,22 +63,80 @@ std::string rule_words(const Section& s, std::string_view what, const Rule& r) {
   return fmt::format("{} {} {}{}", what, r.deref ? "at" : "=", base, signed_term(r.offset));
 }
 
-Json rule_json(const Section& s, const Rule& r) {
-  Json j;
+// The JSON of a rule (docs/json.md "Rules"), to a JsonStream or a
+// JsonBuilder.
+template <class Out>
+void write_rule(Out& out, const Section& s, const Rule& r) {
+  out.begin_object();
   switch (r.kind) {
-    case Rule::Kind::kUnchanged: j["kind"] = "unchanged"; return j;
-    case Rule::Kind::kUndefined: j["kind"] = "undefined"; return j;
-    case Rule::Kind::kExpr: break;
+    case Rule::Kind::kUnchanged: out.member("kind", "unchanged"); break;
+    case Rule::Kind::kUndefined: out.member("kind", "undefined"); break;
+    case Rule::Kind::kExpr:
+      out.member("kind", "expr");
+      out.member("base", r.base == Rule::Base::kCfa ? "cfa" : "register");
+      if (r.base == Rule::Base::kRegister) {
+        out.member("register", r.regnum);
+        out.member("register_name", register_name(s.abi(), r.regnum));
+      }
+      out.member("offset", r.offset);
+      out.member("deref", r.deref);
+      break;
   }
-  j["kind"] = "expr";
-  j["base"] = r.base == Rule::Base::kCfa ? "cfa" : "register";
-  if (r.base == Rule::Base::kRegister) {
-    j["register"] = r.regnum;
-    j["register_name"] = register_name(s.abi(), r.regnum);
+  out.end();
+}
+
+// The one description of an FDE's and an FRE's JSON (docs/json.md, `dump`),
+// to a JsonStream (dump) or a JsonBuilder (lookup). An FDE's fields are
+// written into an object the caller opened (dump adds its `fres` after).
+template <class Out>
+void write_fde_fields(Out& out, const Fde& f) {
+  static constexpr const char* kFreTypes[] = {"addr1", "addr2", "addr4"};
+  out.member("index", f.index);
+  out.member("start_pc", hex(f.start_pc));
+  out.member("size", f.size);
+  out.member("pc_type", f.pc_type == PcType::kMask ? "mask" : "inc");
+  out.member("fde_type", f.fde_type == FdeType::kFlex ? "flex" : "default");
+  out.member("fre_type", kFreTypes[static_cast<int>(f.fre_type)]);
+  out.member("rep_size", f.rep_size);
+  out.member("signal", f.signal);
+  out.member("pauth_key", f.pauth_key == PauthKey::kB ? "B" : "A");
+  out.member("num_fres", f.num_fres);
+}
+
+template <class Out>
+void write_fre(Out& out, const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
+  out.begin_object();
+  out.member("index", fre.index);
+  out.member("start_offset", fre.start_offset);
+  // PC-mask FREs start at an offset within each repeated block.
+  if (f.pc_type == PcType::kMask) {
+    out.member("start_pc", nullptr);
+  } else {
+    out.member("start_pc", hex(f.start_pc + fre.start_offset));
   }
-  j["offset"] = r.offset;
-  j["deref"] = r.deref;
-  return j;
+  out.member("dataword_size", fre.dataword_size);
+  out.key("datawords");
+  out.begin_array();
+  for (std::uint32_t k = 0; k < fre.dataword_count; ++k) out.value(s.dataword(fre, k));
+  out.end();
+  // The raw view: how the FRE stores the RA and the FP (the rules below are
+  // resolved).
+  const auto stored = [](WireRow::Slot slot) {
+    return slot == WireRow::Slot::kWord ? "word" : slot == WireRow::Slot::kPadding ? "padding" : "none";
+  };
+  const Expected<WireRow> wire = s.wire_row(f, fre);  // row() succeeded, so this does
+  out.member("ra_stored", stored(wire ? wire->ra : WireRow::Slot::kNone));
+  out.member("fp_stored", stored(wire ? wire->fp : WireRow::Slot::kNone));
+  out.member("outermost", row.outermost());
+  out.member("ra_mangled", row.ra_mangled);
+  out.key("cfa");
+  write_rule(out, s, row.cfa);
+  out.key("ra");
+  write_rule(out, s, row.ra);
+  out.key("fp");
+  write_rule(out, s, row.fp);
+  out.member("text", rules_in_words(s, row));
+  out.end();
 }
 
 }  // namespace
@@ -89,7 +150,15 @@ std::string rules_in_words(const Section& s, const FrameRow& row) {
   return out;
 }
 
-std::string hex(std::uint64_t v) { return fmt::format("0x{:x}", v); }
+std::string json_text(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
+
+std::string hex(std::uint64_t v) {
+  char tmp[2 + 16];
+  tmp[0] = '0';
+  tmp[1] = 'x';
+  const auto r = std::to_chars(tmp + 2, tmp + sizeof tmp, v, 16);
+  return std::string(tmp, r.ptr);
+}
 
 std::string error_text(const Error& e) {
   std::string s = fmt::format("{} [{}] at byte 0x{:x}", describe(e.code()), code_name(e.code()), e.offset);
@@ -134,71 +203,56 @@ Json header_json(const Header& h) {
 }
 
 Json fde_json(const Fde& f) {
-  static constexpr const char* kFreTypes[] = {"addr1", "addr2", "addr4"};
-  Json j;
-  j["index"] = f.index;
-  j["start_pc"] = hex(f.start_pc);
-  j["size"] = f.size;
-  j["pc_type"] = f.pc_type == PcType::kMask ? "mask" : "inc";
-  j["fde_type"] = f.fde_type == FdeType::kFlex ? "flex" : "default";
-  j["fre_type"] = kFreTypes[static_cast<int>(f.fre_type)];
-  j["rep_size"] = f.rep_size;
-  j["signal"] = f.signal;
-  j["pauth_key"] = f.pauth_key == PauthKey::kB ? "B" : "A";
-  j["num_fres"] = f.num_fres;
-  return j;
+  JsonBuilder out;
+  out.begin_object();
+  write_fde_fields(out, f);
+  out.end();
+  return out.take();
 }
 
 Json fre_json(const Section& s, const Fde& f, const Fre& fre, const FrameRow& row) {
-  Json j;
-  j["index"] = fre.index;
-  j["start_offset"] = fre.start_offset;
-  // PC-mask FREs start at an offset within each repeated block.
-  j["start_pc"] = f.pc_type == PcType::kMask ? Json(nullptr) : Json(hex(f.start_pc + fre.start_offset));
-  Json words = Json::array();
-  for (std::uint32_t k = 0; k < fre.dataword_count; ++k) words.push_back(s.dataword(fre, k));
-  j["dataword_size"] = fre.dataword_size;
-  j["datawords"] = std::move(words);
-  // The raw view: how the FRE stores the RA and the FP (the rules below are
-  // resolved).
-  const auto stored = [](WireRow::Slot slot) {
-    return slot == WireRow::Slot::kWord ? "word" : slot == WireRow::Slot::kPadding ? "padding" : "none";
-  };
-  const Expected<WireRow> wire = s.wire_row(f, fre);  // row() succeeded, so this does
-  j["ra_stored"] = stored(wire ? wire->ra : WireRow::Slot::kNone);
-  j["fp_stored"] = stored(wire ? wire->fp : WireRow::Slot::kNone);
-  j["outermost"] = row.outermost();
-  j["ra_mangled"] = row.ra_mangled;
-  j["cfa"] = rule_json(s, row.cfa);
-  j["ra"] = rule_json(s, row.ra);
-  j["fp"] = rule_json(s, row.fp);
-  j["text"] = rules_in_words(s, row);
-  return j;
+  JsonBuilder out;
+  write_fre(out, s, f, fre, row);
+  return out.take();
 }
 
-Json section_json(const Section& s, std::string_view name) {
-  Json j;
-  j["name"] = std::string(name);
-  j["address"] = hex(s.address());
-  j["byte_order"] = s.big_endian() ? "big" : "little";
-  j["header"] = header_json(s.header());
-  Json fdes = Json::array();
-  for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
+Expected<void> write_section_json(JsonStream& out, const Section& s, std::string_view name) {
+  out.begin_object();
+  out.member("name", std::string(name));
+  out.member("address", hex(s.address()));
+  out.member("byte_order", s.big_endian() ? "big" : "little");
+  out.member("header", header_json(s.header()));
+  out.key("fdes");
+  out.begin_array();
+  Expected<void> result;
+  for (std::uint32_t i = 0; i < s.num_fdes() && result; ++i) {
     auto f = s.fde(i);
-    if (!f) break;  // callers validate first
-    Json fj = fde_json(*f);
-    Json fres = Json::array();
-    for (const auto& fre : s.fres(*f)) {
-      if (!fre) break;
-      auto row = s.row(*f, *fre);
-      if (!row) break;
-      fres.push_back(fre_json(s, *f, *fre, *row));
+    if (!f) {
+      result = Unexpected{f.error()};
+      break;
     }
-    fj["fres"] = std::move(fres);
-    fdes.push_back(std::move(fj));
+    out.begin_object();
+    write_fde_fields(out, *f);
+    out.key("fres");
+    out.begin_array();
+    for (const auto& fre : s.fres(*f)) {
+      if (!fre) {
+        result = Unexpected{fre.error()};
+        break;
+      }
+      auto row = s.row(*f, *fre);
+      if (!row) {
+        result = Unexpected{row.error()};
+        break;
+      }
+      write_fre(out, s, *f, *fre, *row);
+    }
+    out.end();
+    out.end();
   }
-  j["fdes"] = std::move(fdes);
-  return j;
+  out.end();
+  out.end();
+  return result;
 }
 
 Expected<Stats> compute_stats(const Section& s, const std::vector<elf::SectionHeader>& sections,

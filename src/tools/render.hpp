@@ -52,8 +52,13 @@ struct Stats {
 Expected<Stats> compute_stats(const Section& s, const std::vector<elf::SectionHeader>& sections,
                               std::uint64_t sframe_file_size);
 
-/// JSON of the whole decoded section (`dump --json`), schema in docs/json.md.
-Json section_json(const Section& s, std::string_view name);
+class JsonStream;
+
+/// Writes the decoded section as `dump --json`'s `section` object (schema
+/// in docs/json.md) to `out`, one FRE at a time. An FDE, FRE or row that
+/// does not decode ends the arrays there and is returned (the object is
+/// closed all the same); callers that validated the section get none.
+Expected<void> write_section_json(JsonStream& out, const Section& s, std::string_view name);
 /// JSON of a header / FDE / one FRE with its rules.
 Json header_json(const Header& h);
 Json fde_json(const Fde& f);
@@ -67,6 +72,10 @@ std::string error_text(const Error& e);
 /// An error from writing an output file: the system's words for errno
 /// (e.g. "No space left on device") when the error carries one.
 std::string write_error_text(const Error& e);
+/// A JSON document as every command prints it: dump(2), with bytes that
+/// are not UTF-8 (a file or symbol name) written as U+FFFD rather than
+/// thrown on.
+std::string json_text(const Json& j);
 /// "0x..." for addresses (64-bit values exceed JSON's exact integer range).
 std::string hex(std::uint64_t v);
 

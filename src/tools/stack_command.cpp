@@ -294,7 +294,7 @@ void print_json(pid_t pid, const std::string& pname, const process::LoadedModule
     if (!t.fp_rejected.empty()) jt["stop"]["fp_rejected"] = t.fp_rejected;
     j["threads"].push_back(std::move(jt));
   }
-  const std::string s = j.dump(2) + "\n";
+  const std::string s = json_text(j) + "\n";
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
 
@@ -335,7 +335,7 @@ int fail(pid_t pid, const StackOptions& opt, int status, const std::string& why)
     Json j = envelope("stack");
     j["pid"] = pid;
     j["error"] = why;
-    print(j.dump(2) + "\n");
+    print(json_text(j) + "\n");
   }
   return status;
 }

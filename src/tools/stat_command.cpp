@@ -124,7 +124,7 @@ class StatCommand final : public Command {
       }
       doc["files"].push_back(std::move(f));
     }
-    if (opt_.json) print(doc.dump(2) + "\n");
+    if (opt_.json) print(json_text(doc) + "\n");
     return rc;
   }
 

@@ -167,6 +167,8 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
         case 'P':
           // The personality routine's pointer: read only to skip it.
           if (!a.u8(enc) || !read_encoded(a, static_cast<std::uint8_t>(enc & 0x7f), x, false, ignored)) return index;
+          // DW_EH_PE_uleb128 / DW_EH_PE_sleb128 (LSB 5.0 §10.5.1).
+          if ((enc & 0x07) == 0x01 && stats_) ++stats_->leb_personality;
           break;
         case 'S': cie.signal = true; break;
         case 'B': break;  // AArch64 BTI-protected frames: nothing for unwinding

@@ -70,5 +70,22 @@ for f in doc["files"]:
         print("  mismatch", f["file"], rows_text, rows_json); bad += 1
 sys.exit(1 if bad else 0)
 PY
+# A file name that is not UTF-8 (any byte but '/' and NUL may name a file):
+# every command still prints one valid document, the name's bad bytes as
+# U+FFFD, and exits as it would for the same file under a good name.
+bad_name=$(printf '%s/bad-\xff-name.o' "$work")
+cp "$shared/corpus/x86_64-v3-O2/basic.o" "$bad_name"
+for cmd in dump stat verify; do
+  "$bin" $cmd --json "$shared/corpus/x86_64-v3-O2/basic.o" "$bad_name" > "$work/badname-$cmd.json" 2>/dev/null
+  rc=$?
+  if [ $rc -eq 0 ] && python3 - "$work/badname-$cmd.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+names = [f["file"] for f in doc["files"]]
+sys.exit(0 if len(names) == 2 and names[1].endswith("bad-\ufffd-name.o") and "error" not in doc else 1)
+PY
+  then check "$cmd with a non-UTF-8 file name" "$work/badname-$cmd.json"; else fail=$((fail+1)); echo "FAIL $cmd --json with a non-UTF-8 file name (exit $rc)"; fi
+done
+
 echo "json: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,7 +3,7 @@
 # how. Needs $here (this folder) and $work (the current directory).
 #   build_part PART   builds PART's program(s) into the current directory and
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
-#                     cxx, plt, python (run as ${cmd[@]})
+#                     cxx, plt, python, names (run as ${cmd[@]})
 #   record OUT [perf record options...]
 #                     perf record -e cpu-clock --call-graph=dwarf of ${cmd[@]};
 #                     refused (or failing) is a FAILURE with perf's words,
@@ -33,6 +33,10 @@ build_part() {
     cxx)
       g++ "${cflags[@]}" "${gsframe[@]}" -o prog "$here/cxx.cpp"
       cmd=(./prog "${2:-60}") ;;
+    names)
+      # Demangled names with '<', '>', '&' and '"' (tests/perf/profile.sh).
+      g++ "${cflags[@]}" "${gsframe[@]}" -std=c++20 -o prog "$here/names.cpp"
+      cmd=(./prog "${2:-40}") ;;
     plt)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/plt.c"
       cmd=(./prog 10000) ;;

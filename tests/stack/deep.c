@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* A thread parked 300 calls deep (more than the 256 frames `sframe stack`
-   and eu-stack show by default), for `-n`: prints "ready" once parked. */
+   and eu-stack show by default), for `-n`: prints "ready" once parked.
+   `deep N` parks N calls deep instead (bench/output_bench.sh). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 volatile int deep_sink;
@@ -17,7 +19,7 @@ __attribute__((noinline)) void down(int n) {
   deep_sink++; /* not a tail call */
 }
 
-int main(void) {
-  down(300);
+int main(int argc, char** argv) {
+  down(argc > 1 ? atoi(argv[1]) : 300);
   return 0;
 }

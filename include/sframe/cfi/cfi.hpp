@@ -192,6 +192,9 @@ struct ReaderComparison {
   /// DW_CFA_restore in CIEs' initial instructions (CfiStats::cie_restore):
   /// ours reads them as no change, libdw refuses the FDEs of those CIEs.
   std::uint64_t cie_restore = 0;
+  /// CIEs with a LEB128-encoded personality pointer (CfiStats::
+  /// leb_personality): libdw misreads their augmentation data, a libdw bug.
+  std::uint64_t leb_personality = 0;
   /// Zero length words in .debug_frame with records after them
   /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
   std::uint64_t debug_frame_zero_length = 0;
@@ -228,7 +231,8 @@ struct ReaderComparison {
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
 /// when our reader counts any of the input classes above that are not
 /// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// cie_restore, debug_frame_zero_length, empty_expression, wide_offset, deep_remember),
+/// cie_restore, leb_personality, debug_frame_zero_length, empty_expression, wide_offset,
+/// deep_remember),
 /// libdw is not run either (the
 /// fuzz target, where such hostile CFI can keep libdw busy for seconds).
 /// Errors: those of either reader.

@@ -159,6 +159,14 @@ struct CfiStats {
   /// libdw/cfi.c: "This can't be used in the CIE's own initial
   /// instructions").
   std::uint64_t cie_restore = 0;
+  /// CIEs whose personality pointer ('P' augmentation) is encoded as a
+  /// LEB128 (DW_EH_PE_uleb128 or DW_EH_PE_sleb128, LSB 5.0 §10.5.1). Ours
+  /// reads the number to its last byte (bit 7 clear, DWARF 5 §7.6); libdw
+  /// sizes it to its first byte with bit 7 set instead (elfutils
+  /// libdw/encoded-value.h, encoded_value_size), so it reads the CIE's
+  /// other augmentation fields, and with them its FDEs' addresses, from
+  /// the wrong bytes. No toolchain encodes a personality pointer so.
+  std::uint64_t leb_personality = 0;
   /// Runs of zero length words in .debug_frame followed by a record. DWARF 5
   /// §6.4.1 gives a zero length no meaning there; we skip the word and read
   /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame

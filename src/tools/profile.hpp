@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+// A sampled profile, aggregated once for every writer of it (pprof's
+// profile.proto, the SVG flame graph): samples come in as neutral records
+// (pid, tid, comm, event, period, frames with runtime PCs and the mapping
+// each lies in), so any source of stacks (`sframe perf script`, a live
+// recorder) feeds the same writers.
+//
+// Stacks are kept as a call tree keyed by frame (one node per distinct
+// prefix of a distinct stack, per pid/tid/comm/event), so memory grows with
+// the distinct frames and stack prefixes seen, not with the sample count.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace sframe::tools::profile {
+
+/// A process's mapping of a file.
+struct Mapping {
+  /// Runtime range [start, end); both zero when unknown (the writers then
+  /// span the PCs seen in it).
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  /// File offset mapped at `start`.
+  std::uint64_t pgoff = 0;
+  /// The file's path ("[kernel.kallsyms]", "[vdso]" for those); empty: none.
+  std::string_view file;
+  /// Build-id, lowercase hex; empty: unknown.
+  std::string_view build_id;
+};
+
+/// One frame of a sample.
+struct Frame {
+  /// Runtime address: the sampled PC, or return address - 1 for callers.
+  std::uint64_t pc = 0;
+  /// Demangled function name; empty: unknown.
+  std::string_view function;
+  /// Source file of the function; empty: unknown.
+  std::string_view source;
+  Mapping mapping;
+};
+
+/// One sample.
+struct Sample {
+  std::uint32_t pid = 0;
+  std::uint32_t tid = 0;
+  std::string_view comm;
+  /// The event's name (e.g. "cpu-clock").
+  std::string_view event;
+  /// The event count this sample stands for (nanoseconds for the clock
+  /// events).
+  std::uint64_t period = 0;
+  /// Innermost first.
+  std::span<const Frame> frames;
+};
+
+/// A map from 64-bit keys (all but ~0) to 32-bit values, open addressing
+/// with linear probing in one array: the call trees' (parent, child) index,
+/// where a node-based map's allocation per entry costs more than the rest
+/// of the aggregation.
+class FlatIndex {
+ public:
+  /// The value of `key`, inserting `value` if absent; true when inserted.
+  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t value);
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    std::uint64_t key = ~std::uint64_t{0};
+    std::uint32_t value = 0;
+  };
+  void grow();
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+  unsigned shift_ = 64;  // 64 - log2(slots_.size())
+};
+
+/// `s` with every byte that does not begin a well-formed UTF-8 sequence
+/// (overlong forms, surrogates and code points past U+10FFFF included)
+/// replaced by U+FFFD: pprof's strings are protobuf `string`s, which its
+/// readers require to be UTF-8, and an SVG document must be UTF-8.
+std::string valid_utf8(std::string_view s);
+
+/// The aggregated samples. The string views of the Frames given to add()
+/// (function, source, mapping file and build-id) must stay valid and
+/// unchanged while the Profile lives: frames are recognized by the identity
+/// of those strings (comm and event are copied).
+class Profile {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  struct MappingEntry {
+    std::uint64_t start, end, pgoff;
+    std::uint32_t file, build_id;  // string ids
+  };
+  struct FrameEntry {
+    std::uint64_t pc;
+    std::uint32_t function, source;  // string ids (0: unknown)
+    std::uint32_t mapping;           // index into mappings(), kNone: none
+  };
+  /// The pid, tid, comm and event a tree of stacks belongs to.
+  struct Root {
+    std::uint32_t pid, tid;
+    std::uint32_t comm, event;  // string ids
+  };
+  /// A call tree node: a frame called from `parent` (kNone: `frame` is the
+  /// index of a Root), with the samples and period whose stack ends here.
+  struct Node {
+    std::uint32_t parent;
+    std::uint32_t frame;
+    std::uint64_t count = 0;
+    std::uint64_t period = 0;
+  };
+
+  Profile();
+  /// Declares an event, so that a profile without samples of it still has
+  /// its sample types (events also come in with the samples).
+  void add_event(std::string_view event);
+  void add(const Sample& s);
+
+  /// Strings by id (valid_utf8() of those given); id 0 is "".
+  const std::deque<std::string>& strings() const { return strings_; }
+  const std::vector<MappingEntry>& mappings() const { return mappings_; }
+  const std::vector<FrameEntry>& frames() const { return frames_; }
+  const std::vector<Root>& roots() const { return roots_; }
+  /// Parents come before their children.
+  const std::vector<Node>& nodes() const { return nodes_; }
+  /// Event names (string ids) in order of first appearance.
+  const std::vector<std::uint32_t>& events() const { return events_; }
+  /// Index of `event` (a string id) in events().
+  std::size_t event_index(std::uint32_t event) const;
+  std::uint64_t samples() const { return samples_; }
+
+  /// The id of `s`, added if new.
+  std::uint32_t intern(std::string_view s);
+
+ private:
+  struct FrameKey {
+    std::uint64_t pc, start, end, pgoff;
+    const char* p[4];
+    std::size_t n[4];
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    std::size_t operator()(const FrameKey& k) const noexcept;
+  };
+  struct RootHash {
+    std::size_t operator()(const Root& r) const noexcept;
+  };
+  struct RootEq {
+    bool operator()(const Root& a, const Root& b) const noexcept {
+      return a.pid == b.pid && a.tid == b.tid && a.comm == b.comm && a.event == b.event;
+    }
+  };
+  std::uint32_t frame_id(const Frame& f);
+
+  std::deque<std::string> strings_;
+  std::unordered_map<std::string_view, std::uint32_t> string_ids_;
+  std::vector<MappingEntry> mappings_;
+  std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> mapping_ids_;
+  std::vector<FrameEntry> frames_;
+  std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> frame_ids_;
+  // The frames seen last, by PC: a profile repeats a few thousand frames,
+  // and a comparison here costs less than hashing the whole key.
+  struct Cached {
+    FrameKey key{};
+    std::uint32_t id = kNone;
+  };
+  std::vector<Cached> frame_cache_ = std::vector<Cached>(4096);
+  std::vector<Root> roots_;
+  std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
+  std::vector<Node> nodes_;
+  FlatIndex children_;  // parent << 32 | frame -> node
+  std::vector<std::uint32_t> events_;
+  std::uint64_t samples_ = 0;
+  // The previous sample's root node, frame ids and nodes (outermost
+  // first): consecutive samples of a thread mostly share their outer
+  // frames, whose nodes are then taken from here, not looked up again.
+  std::uint32_t last_root_ = kNone;
+  std::vector<std::uint32_t> last_frames_;
+  std::vector<std::uint32_t> last_nodes_;
+};
+
+}  // namespace sframe::tools::profile
