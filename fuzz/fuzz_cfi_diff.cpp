@@ -220,13 +220,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // first byte with bit 7 set, the opposite of DWARF 5 §7.6 (elfutils
   // libdw/encoded-value.h), and reads the CIE's FDE pointer encoding from
   // the wrong byte; compare_readers() does not run libdw on them.
+  // And CIEs with an unknown augmentation letter before a known one: ours
+  // stops at it as libgcc does, libdw reads the letters after it.
   // And DW_CFA_remember_state nested past kMaxRememberDepth: a bound of ours
   // (DWARF 5 §6.4.2.4 sets none; no compiler nests more than two), where
   // ours ends the function and libdw reads on.
   const bool comparable = d->overlapping_fdes == 0 && d->truncated_fdes == 0 && d->ours_unreadable == 0 &&
                           d->abi_default_cfa == 0 && d->debug_frame_zero_length == 0 && d->large_regno == 0 &&
                           d->empty_expression == 0 && d->long_leb == 0 && d->wide_offset == 0 &&
-                          d->deep_remember == 0 && d->leb_personality == 0;
+                          d->deep_remember == 0 && d->leb_personality == 0 &&
+                          d->unknown_augmentation == 0;
   if (d->differing_rows != 0 && comparable) {
     const auto& x = d->examples[0];
     std::fprintf(stderr, "sframe fuzz: %llu rows differ from libdw; first at 0x%llx (FDE 0x%llx): %s\n",

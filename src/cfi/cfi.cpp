@@ -571,13 +571,14 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   out.abi_default_cfa = stats.abi_default_cfa;
   out.cie_restore = stats.cie_restore;
   out.leb_personality = stats.leb_personality;
+  out.unknown_augmentation = stats.unknown_augmentation;
   out.debug_frame_zero_length = stats.debug_frame_zero_length;
   out.empty_expression = stats.empty_expression;
   out.wide_offset = stats.wide_offset;
   out.deep_remember = stats.deep_remember;
   if (!out.libdw_run) return out;
   if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 || out.cie_restore != 0 ||
-                             out.leb_personality != 0 ||
+                             out.leb_personality != 0 || out.unknown_augmentation != 0 ||
                              out.debug_frame_zero_length != 0 || out.empty_expression != 0 ||
                              out.wide_offset != 0 || out.deep_remember != 0))
     return out;

@@ -174,7 +174,14 @@ std::uint32_t Reader::cie_at(const Ctx& x, std::uint64_t off) {
         case 'B': break;  // AArch64 BTI-protected frames: nothing for unwinding
         default: known = false; break;  // 'z' says how long the rest is
       }
-      if (!known) break;
+      if (!known) {
+        // Ours ends the augmentation at its first unknown letter, as
+        // libgcc's extract_cie_info does; libdw skips the letter and reads
+        // the known ones after it (CfiStats::unknown_augmentation).
+        if (stats_ && augmentation.find_first_of("LPRS", i + 1) != std::string_view::npos)
+          ++stats_->unknown_augmentation;
+        break;
+      }
     }
   }
   cie.insns = c.p;

@@ -195,6 +195,10 @@ struct ReaderComparison {
   /// CIEs with a LEB128-encoded personality pointer (CfiStats::
   /// leb_personality): libdw misreads their augmentation data, a libdw bug.
   std::uint64_t leb_personality = 0;
+  /// CIEs with an unknown augmentation letter before a known one
+  /// (CfiStats::unknown_augmentation): ours stops there as libgcc does,
+  /// libdw reads on.
+  std::uint64_t unknown_augmentation = 0;
   /// Zero length words in .debug_frame with records after them
   /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
   std::uint64_t debug_frame_zero_length = 0;
@@ -231,7 +235,7 @@ struct ReaderComparison {
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
 /// when our reader counts any of the input classes above that are not
 /// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// cie_restore, leb_personality, debug_frame_zero_length, empty_expression, wide_offset,
+/// cie_restore, leb_personality, unknown_augmentation, debug_frame_zero_length, empty_expression, wide_offset,
 /// deep_remember),
 /// libdw is not run either (the
 /// fuzz target, where such hostile CFI can keep libdw busy for seconds).

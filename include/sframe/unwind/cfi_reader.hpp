@@ -167,6 +167,13 @@ struct CfiStats {
   /// other augmentation fields, and with them its FDEs' addresses, from
   /// the wrong bytes. No toolchain encodes a personality pointer so.
   std::uint64_t leb_personality = 0;
+  /// CIEs whose augmentation string has a letter LSB 5.0 §10.6.1.1 does not
+  /// define before one it does ("z?R"). The 'z' lets a reader skip the
+  /// rest: ours stops at the unknown letter, as libgcc's unwinder does
+  /// (unwind-dw2.c, extract_cie_info), so a later 'R' does not set the FDE
+  /// pointer encoding; libdw skips the letter and reads the ones after it
+  /// (elfutils libdw/cie.c).
+  std::uint64_t unknown_augmentation = 0;
   /// Runs of zero length words in .debug_frame followed by a record. DWARF 5
   /// §6.4.1 gives a zero length no meaning there; we skip the word and read
   /// on (as binutils' readelf does), libdw takes it for the LSB's .eh_frame
