@@ -659,7 +659,10 @@ struct PerfData::Impl {
         const auto id = load_le<std::uint64_t>(body.data() + 8);
         if (kind == kEventUpdateName) {
           auto it = by_id.find(id);
-          if (it != by_id.end()) info.attrs[it->second].name = std::string(cstr(body.subspan(16)));
+          // An empty name names nothing: the event keeps the one it has
+          // (its description's, else the default), as a rewrite re-reads it.
+          const std::string_view name = cstr(body.subspan(16));
+          if (it != by_id.end() && !name.empty()) info.attrs[it->second].name = std::string(name);
         }
         return {};
       }
