@@ -659,8 +659,7 @@ struct PerfData::Impl {
         const auto id = load_le<std::uint64_t>(body.data() + 8);
         if (kind == kEventUpdateName) {
           auto it = by_id.find(id);
-          // An empty name names nothing: the event keeps the one it has
-          // (its description's, else the default), as a rewrite re-reads it.
+          // An empty name names nothing: the event keeps the one it has.
           const std::string_view name = cstr(body.subspan(16));
           if (it != by_id.end() && !name.empty()) info.attrs[it->second].name = std::string(name);
         }
