@@ -32,7 +32,11 @@ inline constexpr unsigned kFeatureBits = 256;
 
 /// Feature numbers (perf's HEADER_* of util/header.h).
 inline constexpr unsigned kFeatBuildId = 2;
+inline constexpr unsigned kFeatHostname = 3;
+inline constexpr unsigned kFeatOsRelease = 4;
 inline constexpr unsigned kFeatArch = 6;
+/// u32 CPUs available, u32 CPUs online.
+inline constexpr unsigned kFeatNrCpus = 7;
 inline constexpr unsigned kFeatCmdline = 11;
 inline constexpr unsigned kFeatEventDesc = 12;
 inline constexpr unsigned kFeatAuxtrace = 18;

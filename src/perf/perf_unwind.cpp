@@ -39,6 +39,7 @@ std::string_view to_string(FrameOrigin o) noexcept {
     case FrameOrigin::kGenerated: return "generated";
     case FrameOrigin::kFramePointer: return "frame-pointer";
     case FrameOrigin::kSignalFrame: return "signal-frame";
+    case FrameOrigin::kCallchain: return "callchain";
   }
   return "?";
 }
@@ -446,6 +447,20 @@ struct Session::Impl {
         // new image's MMAP records, still holds the old image's user PC.
         comms[r.comm.tid] = std::string(r.comm.comm);
         return;
+      case kRecordExit:
+        // perf 7.2 forgets an exited thread: a later sample of its tid
+        // (taken in the kernel's exit path after the EXIT record, which
+        // system-wide recordings hold) belongs to a new thread, unnamed,
+        // and without mappings when the process's leader exited.
+        if (opt.forget_exited) {
+          comms.erase(r.task.tid);
+          if (r.task.tid == r.task.pid) {
+            Space& s = space(r.task.pid);
+            s.maps.clear();
+            s.reset_maps();
+          }
+        }
+        return;
       case kRecordFork: {
         const Task& t = r.task;
         auto c = comms.find(t.ptid);
@@ -467,6 +482,9 @@ struct Session::Impl {
   std::string_view comm(std::uint32_t tid) {
     auto it = comms.find(tid);
     if (it != comms.end()) return it->second;
+    // perf names the idle task when it sets up the kernel's maps
+    // (machine__create_kernel_maps), with no COMM record.
+    if (tid == 0) return "swapper";
     comm_buf = ":" + std::to_string(tid);
     return comm_buf;
   }
@@ -626,10 +644,12 @@ struct Session::Impl {
     ++stats.samples;
     // Kernel part of the callchain (perf: entries after PERF_CONTEXT_KERNEL).
     bool in_kernel = false;
+    std::uint64_t user_at = smp.callchain_nr;  // the first user entry
     for (std::uint64_t i = 0; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
       const std::uint64_t v = smp.callchain(i);
       if (v >= kContextMax) {
         in_kernel = v == kContextKernel;
+        if (v == kContextUser && user_at == smp.callchain_nr) user_at = i + 1;
         continue;
       }
       if (in_kernel) kernel_frame(v);
@@ -638,7 +658,18 @@ struct Session::Impl {
     std::array<std::uint64_t, kX86R15 + 1> reg{};
     const std::uint64_t has = smp.user_regs(reg);
     const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
-    if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
+    if (!has && user_at < smp.callchain_nr) {
+      // No stack copy: the recorded user frames, already at return
+      // address - 1 for callers.
+      Space& s = space(r.id.pid);
+      if (s.dirty || s.built_epoch != epoch) update(s);
+      for (std::uint64_t i = user_at; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
+        const std::uint64_t v = smp.callchain(i);
+        if (v >= kContextMax) break;
+        user_frame(s, v, false, FrameOrigin::kCallchain);
+        if (i > user_at) out.frames.back().address = v + 1;
+      }
+    } else if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
       const std::uint64_t sp = reg[kX86Sp];
       out.walked = true;
       Space& s = space(r.id.pid);

@@ -14,7 +14,9 @@
 //    recorded kernel's, else /proc/kallsyms);
 //  - user frames: sframe::process::walk_chain() from the sample's user
 //    registers over its copied stack (memory outside the copy is
-//    unreadable), each module's unwind information built once per file
+//    unreadable); a sample without user registers and stack copy gives the
+//    user part of its callchain as recorded (after PERF_CONTEXT_USER: the
+//    PC, then callers at return address - 1). Each module's unwind information built once per file
 //    (own .sframe, else generated from .eh_frame on first need, else
 //    checked frame pointers); symbols from the shared ELF symbol reader with
 //    NamingPolicy::kPerf.
@@ -49,9 +51,14 @@ enum class FrameOrigin : std::uint8_t {
   kFramePointer,
   /// Restored from a signal frame.
   kSignalFrame,
+  /// The user part of the sample's recorded callchain (a recording without
+  /// stack copies: `sframe record`, `sframe perf inject`, perf's
+  /// --call-graph=fp), taken as recorded.
+  kCallchain,
 };
-inline constexpr std::size_t kFrameOrigins = 6;
-/// "kernel", "registers", "sframe", "generated", "frame-pointer", "signal-frame".
+inline constexpr std::size_t kFrameOrigins = 7;
+/// "kernel", "registers", "sframe", "generated", "frame-pointer",
+/// "signal-frame", "callchain".
 std::string_view to_string(FrameOrigin o) noexcept;
 
 /// The perf release whose output a Session (and `sframe perf script`)
@@ -136,6 +143,10 @@ struct SessionOptions {
   /// at address all ones, unnamed (libunwind reads the return address as
   /// 0, which perf records as 0 - 1).
   bool libunwind_stack_end = false;
+  /// As perf 7.2: a thread is forgotten at its EXIT record, so a sample
+  /// of it after that has perf's ":TID" name and, after its process's
+  /// leader exited, no mappings (perf 6.1 keeps both).
+  bool forget_exited = false;
   /// Name the frames. false: frames carry addresses and files only (every
   /// `symbol` null) and no symbol table or kallsyms is read, for a caller
   /// that writes addresses (sframe perf inject).

@@ -120,5 +120,7 @@ std::unique_ptr<Command> make_merge_command();
 std::unique_ptr<Command> make_stack_command();
 /// `sframe perf script` (perf_command.cpp).
 std::unique_ptr<Command> make_perf_command();
+/// `sframe record` (record_command.cpp).
+std::unique_ptr<Command> make_record_command();
 
 }  // namespace sframe::tools

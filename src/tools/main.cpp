@@ -28,6 +28,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   c.push_back(make_convert_command());
   c.push_back(make_stack_command());
   c.push_back(make_perf_command());
+  c.push_back(make_record_command());
   return c;
 }
 

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <iterator>
+#include <span>
 #include <sstream>
 
 #include "cli.hpp"
@@ -25,6 +27,7 @@
 #include "sframe/elf/output_file.hpp"
 #include "commands.hpp"
 #include "perf_inject.hpp"
+#include "perf_script.hpp"
 #include "perf_summary.hpp"
 #include "perf_data.hpp"
 #include "perf_unwind.hpp"
@@ -87,6 +90,7 @@ Compat compat_for(const std::string& version) {
   Compat c;
   if (version == "7.2") {
     c.session.names = perf::PerfVersion::k7_2;
+    c.session.forget_exited = true;
   } else if (version == "6.1") {
     c.layout = {5, false};
     c.session.names = perf::PerfVersion::k6_1;
@@ -97,15 +101,6 @@ Compat compat_for(const std::string& version) {
   return c;
 }
 
-struct PerfScriptOptions {
-  std::string input = "perf.data";
-  std::string fields;
-  std::string perf_compat = "7.2";
-  bool folded = false;
-  bool json = false;
-  std::string pprof;
-  std::string flamegraph;
-};
 
 // Buffered stdout: one fwrite per 256 KiB.
 class Out {
@@ -120,35 +115,11 @@ class Out {
   }
 };
 
-class PerfCommand final : public Command {
+class PerfScript {
  public:
-  std::string_view name() const override { return "perf"; }
-  bool json() const override { return opt_.json; }
+  explicit PerfScript(const PerfScriptOptions& opt) : opt_(opt) {}
 
-  void register_on(CLI::App& parent) override {
-    app_ = parent.add_subcommand("perf", "Unwind perf.data samples with SFrame (perf script, perf inject)");
-    app_->require_subcommand(1);
-    script_ = app_->add_subcommand(
-        "script", "Print the samples of a perf record --call-graph=dwarf recording, unwound with SFrame");
-    script_->add_option("-i,--input", opt_.input, "perf.data file ('-': standard input)")->capture_default_str();
-    script_->add_option("-F,--fields", opt_.fields,
-                        "Fields, as perf script -F: comm,tid,pid,cpu,time,event,period,ip,sym,symoff,dso "
-                        "(default: perf's)");
-    script_->add_option("--perf-compat", opt_.perf_compat,
-                        "The perf release whose text layout to print: 7.2 (absolute addresses, full C++ names) or "
-                        "6.1 (Debian 12's: map-relative addresses, short C++ names)")
-        ->capture_default_str();
-    script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
-    script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
-    script_->add_option("--pprof", opt_.pprof,
-                        "Also write the samples as a gzipped pprof profile (profile.proto) to this file");
-    script_->add_option("--flamegraph", opt_.flamegraph,
-                        "Also write the samples as a self-contained SVG flame graph to this file");
-    inject_ = register_perf_inject(*app_, inject_opt_);
-  }
-
-  int run() override {
-    if (inject_->parsed()) return run_perf_inject(inject_opt_);
+  int run() {
     if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
     // --folded and --json are no perf layout: their frames and names stay
     // those of the default session options, whatever --perf-compat says.
@@ -247,7 +218,15 @@ class PerfCommand final : public Command {
       out.flush();
       return fail(error_text(r.error()), &r.error());
     }
-    if (opt_.folded) {
+    if (opt_.folded && opt_.folded_output != "-") {
+      std::string lines;
+      for (const auto& [s, n] : folded) fmt::format_to(std::back_inserter(lines), "{} {}\n", s, n);
+      auto f = OutputFile::create(opt_.folded_output);
+      if (!f) return fail_output(opt_.folded_output, f.error());
+      if (auto ok = f->write(std::as_bytes(std::span(lines.data(), lines.size()))); !ok)
+        return fail_output(opt_.folded_output, ok.error());
+      if (auto ok = f->commit(); !ok) return fail_output(opt_.folded_output, ok.error());
+    } else if (opt_.folded) {
       for (const auto& [s, n] : folded) fmt::format_to(fmt::appender(out.buf), "{} {}\n", s, n), out.flush_if_full();
     }
     out.flush();
@@ -262,7 +241,7 @@ class PerfCommand final : public Command {
       doc["summary"] = summary_json(st, rs);
       print(json_text(doc) + "\n");
     }
-    print_summary(st, rs);
+    if (opt_.summary) print_summary(st, rs);
     return 0;
   }
 
@@ -330,6 +309,7 @@ class PerfCommand final : public Command {
 
   // What the profile was made by.
   std::string command_line() const {
+    if (!opt_.command_line.empty()) return opt_.command_line;
     std::string c = "sframe perf script -i " + opt_.input;
     if (opt_.perf_compat != "7.2") c += " --perf-compat " + opt_.perf_compat;
     return c;
@@ -471,6 +451,42 @@ class PerfCommand final : public Command {
                st.generated_fdes);
   }
 
+  const PerfScriptOptions& opt_;
+};
+
+class PerfCommand final : public Command {
+ public:
+  std::string_view name() const override { return "perf"; }
+  bool json() const override { return opt_.json; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand("perf", "Unwind perf.data samples with SFrame (perf script, perf inject)");
+    app_->require_subcommand(1);
+    script_ = app_->add_subcommand(
+        "script", "Print the samples of a perf record --call-graph=dwarf recording, unwound with SFrame");
+    script_->add_option("-i,--input", opt_.input, "perf.data file ('-': standard input)")->capture_default_str();
+    script_->add_option("-F,--fields", opt_.fields,
+                        "Fields, as perf script -F: comm,tid,pid,cpu,time,event,period,ip,sym,symoff,dso "
+                        "(default: perf's)");
+    script_->add_option("--perf-compat", opt_.perf_compat,
+                        "The perf release whose text layout to print: 7.2 (absolute addresses, full C++ names) or "
+                        "6.1 (Debian 12's: map-relative addresses, short C++ names)")
+        ->capture_default_str();
+    script_->add_flag("--folded", opt_.folded, "Print collapsed stacks (comm;outer;...;inner COUNT)");
+    script_->add_flag("--json", opt_.json, "Print JSON (schema: docs/json.md)");
+    script_->add_option("--pprof", opt_.pprof,
+                        "Also write the samples as a gzipped pprof profile (profile.proto) to this file");
+    script_->add_option("--flamegraph", opt_.flamegraph,
+                        "Also write the samples as a self-contained SVG flame graph to this file");
+    inject_ = register_perf_inject(*app_, inject_opt_);
+  }
+
+  int run() override {
+    if (inject_->parsed()) return run_perf_inject(inject_opt_);
+    return run_perf_script(opt_);
+  }
+
+ private:
   PerfScriptOptions opt_;
   CLI::App* script_ = nullptr;
   PerfInjectOptions inject_opt_;
@@ -478,6 +494,8 @@ class PerfCommand final : public Command {
 };
 
 }  // namespace
+
+int run_perf_script(const PerfScriptOptions& opt) { return PerfScript(opt).run(); }
 
 std::unique_ptr<Command> make_perf_command() { return std::make_unique<PerfCommand>(); }
 

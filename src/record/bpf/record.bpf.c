@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+// sframepp's recorder, in-kernel part: a perf_event program run at every
+// cpu-clock sample. It keeps samples of the recorded processes, takes the
+// kernel callchain with bpf_get_stack(), walks the user stack from the
+// interrupted task's user registers, and hands the frames to user space
+// through a BPF ring buffer (layout: record_abi.h).
+//
+// User registers: the sample's own when it interrupted user mode; else the
+// ones saved at kernel entry (bpf_task_pt_regs). User memory is read with
+// bpf_probe_read_user, which fails, and ends the walk with a reason, on a
+// page that is not resident: a BPF program cannot fault it in.
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <linux/types.h>
+
+// CO-RE views of the kernel types used (relocated against the running
+// kernel's BTF at load; the ___kern suffix is dropped when matching names).
+struct pt_regs___kern {
+  unsigned long bp;
+  unsigned long sp;
+  unsigned long ip;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+  unsigned int flags;
+  int pid;
+  int tgid;
+} __attribute__((preserve_access_index));
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "record_abi.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+// include/linux/sched.h
+#define PF_KTHREAD 0x00200000
+
+// Set by user space before loading: record every process.
+const volatile __u8 record_all = 0;
+
+// Processes (tgid) to record when !record_all; children join at fork.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);
+  __type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 8 << 20);
+} samples SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_sample);
+} scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_counters);
+} counters SEC(".maps");
+
+// The state of one user walk, shared with the bpf_loop callback.
+struct walk {
+  __u64 pc, sp, fp;
+  struct sframe_record_sample *s;
+  __u32 n;  // user frames written
+  __u8 stop;
+};
+
+// One frame-pointer step (x86-64: CFA = FP + 16, RA at CFA - 8, the
+// caller's FP at CFA - 16), with the checks of the library's step: the
+// frame pointer aligned, the CFA above the current SP. Returns 1 to end.
+static long fp_step(__u32 i, void *ctx) {
+  struct walk *w = ctx;
+  struct sframe_record_sample *s = w->s;
+  if (!s) return 1;
+  if (w->fp == 0) {
+    w->stop = SFRAME_RECORD_STOP_OUTERMOST;
+    return 1;
+  }
+  if (w->fp & 7) {
+    w->stop = SFRAME_RECORD_STOP_MISALIGNED;
+    return 1;
+  }
+  const __u64 cfa = w->fp + 16;
+  if (cfa <= w->sp) {
+    w->stop = SFRAME_RECORD_STOP_CFA_NOT_INCREASING;
+    return 1;
+  }
+  __u64 pair[2];
+  if (bpf_probe_read_user(pair, sizeof pair, (const void *)(w->fp))) {
+    w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+    s->stop_address = w->fp;
+    return 1;
+  }
+  const __u64 ra = pair[1];
+  if (ra == 0) {
+    w->stop = SFRAME_RECORD_STOP_OUTERMOST;
+    return 1;
+  }
+  const __u32 at = (__u32)s->kernel_nr + w->n;
+  if (at >= SFRAME_RECORD_MAX_FRAMES || w->n >= SFRAME_RECORD_MAX_USER) {
+    w->stop = SFRAME_RECORD_STOP_DEPTH;
+    return 1;
+  }
+  s->ips[at] = ra - 1;
+  w->n++;
+  w->pc = ra;
+  w->sp = cfa;
+  w->fp = pair[0];
+  return 0;
+}
+
+static __always_inline __u32 log2_u64(__u64 v) {
+  __u32 r = 0;
+  for (int k = 32; k > 0; k >>= 1)
+    if (v >> k) {
+      v >>= k;
+      r += k;
+    }
+  return r;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx) {
+  const __u64 start = bpf_ktime_get_ns();
+  __u32 zero = 0;
+  struct sframe_record_counters *c = bpf_map_lookup_elem(&counters, &zero);
+  if (!c) return 0;
+  c->runs++;
+  const __u64 id = bpf_get_current_pid_tgid();
+  const __u32 tgid = id >> 32, tid = (__u32)id;
+  if (!record_all && !bpf_map_lookup_elem(&targets, &tgid)) return 0;
+  c->samples++;
+  struct sframe_record_sample *s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return 0;
+  s->time = start;
+  s->period = ctx->sample_period;
+  s->stop_address = 0;
+  s->pid = tgid;
+  s->tid = tid;
+  s->cpu = bpf_get_smp_processor_id();
+  s->kernel_nr = 0;
+  s->user_nr = 0;
+  s->stop = SFRAME_RECORD_STOP_NO_USER;
+  s->user_mode = (ctx->regs.cs & 3) == 3;
+
+  struct walk w = {};
+  w.s = s;
+  if (!s->user_mode) {
+    long got = bpf_get_stack(ctx, s->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
+    if (got > 0) s->kernel_nr = (__u16)(got / 8);
+  }
+  struct task_struct *task = bpf_get_current_task_btf();
+  const int kthread = BPF_CORE_READ(task, flags) & PF_KTHREAD;
+  if (!kthread && tgid != 0) {
+    if (s->user_mode) {
+      w.pc = ctx->regs.rip;
+      w.sp = ctx->regs.rsp;
+      w.fp = ctx->regs.rbp;
+    } else {
+      struct pt_regs___kern *u = (struct pt_regs___kern *)bpf_task_pt_regs(task);
+      w.pc = BPF_CORE_READ(u, ip);
+      w.sp = BPF_CORE_READ(u, sp);
+      w.fp = BPF_CORE_READ(u, bp);
+    }
+    const __u32 at = s->kernel_nr;
+    if (at < SFRAME_RECORD_MAX_FRAMES) {
+      s->ips[at] = w.pc;
+      w.n = 1;
+      w.stop = SFRAME_RECORD_STOP_DEPTH;
+      bpf_loop(SFRAME_RECORD_MAX_USER, fp_step, &w, 0);
+      s->stop = w.stop;
+      c->by_source[SFRAME_RECORD_SOURCE_FRAME_POINTER] += w.n - 1;
+    }
+  }
+  s->user_nr = (__u16)w.n;
+  if (s->stop < SFRAME_RECORD_STOPS) c->stops[s->stop]++;
+  c->kernel_frames += s->kernel_nr;
+  c->user_frames += w.n;
+
+  __u64 n = (__u64)s->kernel_nr + w.n;
+  if (n > SFRAME_RECORD_MAX_FRAMES) n = SFRAME_RECORD_MAX_FRAMES;
+  const __u64 took = bpf_ktime_get_ns() - start;
+  c->walk_ns += took;
+  c->walk_ns_log2[log2_u64(took) & 31]++;
+  if (bpf_ringbuf_output(&samples, s, SFRAME_RECORD_SAMPLE_HEAD + n * 8, BPF_RB_NO_WAKEUP)) c->lost++;
+  return 0;
+}
+
+// A new process of a recorded one is recorded too (threads share the
+// tgid and need nothing).
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child) {
+  if (record_all) return 0;
+  __u32 ptgid = parent->tgid, ctgid = child->tgid;
+  if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid)) return 0;
+  __u8 one = 1;
+  bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+  return 0;
+}

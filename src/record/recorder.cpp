@@ -1,0 +1,761 @@
+// SPDX-License-Identifier: MIT
+// sframepp: the recorder's user space (see recorder.hpp).
+#include "recorder.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bpf/record_abi.h"
+#include "perf_data.hpp"
+#include "perf_layout.hpp"
+#include "perf_writer.hpp"
+#include "record.skel.h"
+#include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
+#include "sframe/process/process.hpp"
+
+namespace sframe::record {
+namespace {
+
+static_assert(offsetof(sframe_record_sample, ips) == SFRAME_RECORD_SAMPLE_HEAD);
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+int perf_event_open(perf_event_attr* a, pid_t pid, int cpu) {
+  return static_cast<int>(syscall(__NR_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// The online CPUs (/sys/devices/system/cpu/online: "0-3,5").
+std::vector<int> online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  std::getline(in, text);
+  std::vector<int> cpus;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const auto dash = part.find('-');
+    try {
+      const int a = std::stoi(part.substr(0, dash));
+      const int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
+      for (int c = a; c <= b && c < 4096; ++c) cpus.push_back(c);
+    } catch (...) {
+    }
+  }
+  return cpus;
+}
+
+// libbpf's messages, kept for the error line of a failed load.
+std::string g_libbpf_log;
+int keep_libbpf_log(enum libbpf_print_level level, const char* fmt, va_list ap) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char buf[1024];
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  if (n > 0 && g_libbpf_log.size() < (64u << 10)) g_libbpf_log.append(buf, std::min<std::size_t>(n, sizeof buf - 1));
+  return 0;
+}
+
+// The last line of libbpf's log that says something.
+std::string libbpf_last_line() {
+  std::string_view s = g_libbpf_log;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  const auto nl = s.rfind('\n');
+  if (nl != std::string_view::npos) s.remove_prefix(nl + 1);
+  return std::string(s);
+}
+
+// One dummy event's ring buffer: side-band records of one CPU.
+struct SideBand {
+  int fd = -1;
+  void* base = nullptr;
+  std::size_t map_size = 0;
+  std::size_t data_size = 0;
+  ~SideBand() {
+    if (base) munmap(base, map_size);
+    if (fd >= 0) close(fd);
+  }
+};
+
+// A record waiting to be written in time order.
+struct Pending {
+  std::uint64_t time;
+  std::uint64_t seq;
+  std::size_t offset;
+  std::size_t size;
+  // Side band: the record type (0 for samples, which the BPF program
+  // filtered), its process and, for FORK, the parent.
+  std::uint32_t type = 0;
+  std::uint32_t pid = 0;
+  std::uint32_t ppid = 0;
+};
+
+class Recording {
+ public:
+  Recording(const RecordOptions& opt, RecordSummary& sum) : opt_(opt), sum_(sum) {}
+  ~Recording() {
+    if (rb_) ring_buffer__free(rb_);
+    for (bpf_link* l : links_) bpf_link__destroy(l);
+    for (int fd : sample_fds_) close(fd);
+    if (skel_) record_bpf::destroy(skel_);
+    if (stats_fd_ >= 0) close(stats_fd_);
+    if (child_ > 0 && !reaped_) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+    if (go_fd_ >= 0) close(go_fd_);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+
+  std::string run() {
+    attr_ = output_attr();
+    auto w = perf::PerfWriter::create(opt_.output, false);
+    if (!w) return opt_.output + ": cannot write: " + errno_text(static_cast<int>(w.error().value));
+    writer_ = std::make_unique<perf::PerfWriter>(std::move(*w));
+    if (auto r = writer_->set_attrs(std::span(&attr_, 1)); !r) return "cannot write the attributes";
+    if (!opt_.command.empty())
+      if (std::string e = start_command(); !e.empty()) return e;
+    if (std::string e = load_bpf(); !e.empty()) return e;
+    if (std::string e = open_sideband(); !e.empty()) return e;
+    synthesize();
+    if (std::string e = open_samplers(); !e.empty()) return e;
+    const std::uint64_t t0 = monotonic_ns();
+    if (child_ > 0)
+      if (std::string e = release_command(); !e.empty()) return e;
+    // Poll: the ring buffer is filled without wake-ups (BPF_RB_NO_WAKEUP).
+    for (;;) {
+      timespec nap{0, 100 * 1000 * 1000};
+      nanosleep(&nap, nullptr);
+      drain(false);
+      if (!werr_.empty()) return werr_;
+      if (opt_.stop && opt_.stop->load()) break;
+      if (opt_.duration > 0 && double(monotonic_ns() - t0) / 1e9 >= opt_.duration) break;
+      if (child_ > 0 && !reaped_) {
+        int status = 0;
+        if (waitpid(child_, &status, WNOHANG) == child_) {
+          reaped_ = true;
+          sum_.command_status = status;
+          break;
+        }
+      }
+      if (!opt_.pids.empty() && opt_.command.empty() && !opt_.all) {
+        bool any = false;
+        for (pid_t p : opt_.pids) any = any || kill(p, 0) == 0 || errno != ESRCH;
+        if (!any) break;
+      }
+    }
+    sum_.seconds = double(monotonic_ns() - t0) / 1e9;
+    // Stop sampling, then take what is left.
+    for (bpf_link* l : links_) bpf_link__destroy(l);
+    links_.clear();
+    for (int fd : sample_fds_) close(fd);
+    sample_fds_.clear();
+    drain(true);
+    if (!werr_.empty()) return werr_;
+    read_counters();
+    return finish();
+  }
+
+ private:
+  // The one event of the output: cpu-clock with callchains; the side-band
+  // records share its sample_id layout (TID, TIME, CPU), so they are
+  // copied as the kernel wrote them.
+  perf::EventAttr output_attr() const {
+    namespace L = perf::layout::attr;
+    perf::EventAttr a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.sample_period = opt_.frequency;
+    a.sample_type = perf::kSampleIp | perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu |
+                    perf::kSamplePeriod | perf::kSampleCallchain;
+    perf_event_attr k{};
+    k.disabled = 0;
+    k.mmap = 1;
+    k.comm = 1;
+    k.freq = 1;
+    k.task = 1;
+    k.sample_id_all = 1;
+    k.mmap2 = 1;
+    k.comm_exec = 1;
+    k.use_clockid = 1;
+    k.build_id = 1;
+    k.exclude_guest = 1;
+    std::uint64_t flags = 0;
+    std::memcpy(&flags, reinterpret_cast<const std::byte*>(&k) + L::kFlags, 8);
+    a.flags = flags;
+    const std::int32_t clockid = CLOCK_MONOTONIC;
+    std::memcpy(a.raw.data() + L::kClockid, &clockid, 4);
+    const std::uint16_t max_stack = SFRAME_RECORD_MAX_FRAMES;
+    std::memcpy(a.raw.data() + L::kSampleMaxStack, &max_stack, 2);
+    a.name = "cpu-clock";
+    return a;
+  }
+
+  // --- the command ----------------------------------------------------
+
+  // Forks the command, held before exec until release_command().
+  std::string start_command() {
+    int go[2], err[2];
+    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return "pipe: " + errno_text(errno);
+    std::vector<char*> argv;
+    for (const std::string& s : opt_.command) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) return "fork: " + errno_text(errno);
+    if (pid == 0) {
+      close(go[1]);
+      close(err[0]);
+      char c;
+      if (read(go[0], &c, 1) != 1) _exit(127);
+      execvp(argv[0], argv.data());
+      const int e = errno;
+      (void)!write(err[1], &e, sizeof e);
+      _exit(127);
+    }
+    close(go[0]);
+    close(err[1]);
+    go_fd_ = go[1];
+    err_fd_ = err[0];
+    child_ = pid;
+    return {};
+  }
+
+  std::string release_command() {
+    const char c = 1;
+    if (write(go_fd_, &c, 1) != 1) return "cannot start the command: " + errno_text(errno);
+    close(go_fd_);
+    go_fd_ = -1;
+    int e = 0;
+    const ssize_t n = read(err_fd_, &e, sizeof e);
+    close(err_fd_);
+    err_fd_ = -1;
+    if (n == sizeof e) {
+      waitpid(child_, nullptr, 0);
+      reaped_ = true;
+      return opt_.command[0] + ": cannot run: " + errno_text(e);
+    }
+    return {};
+  }
+
+  // --- BPF --------------------------------------------------------------
+
+  std::string load_bpf() {
+    libbpf_set_print(keep_libbpf_log);
+    skel_ = record_bpf::open();
+    if (!skel_) return "cannot open the BPF program: " + errno_text(errno);
+    skel_->rodata->record_all = opt_.all ? 1 : 0;
+    if (record_bpf::load(skel_) != 0) {
+      const int e = errno;
+      return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
+    }
+    // The kernel's per-program run time and count, while recording.
+    stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    if (!opt_.all) {
+      const int fd = bpf_map__fd(skel_->maps.targets);
+      const std::uint8_t one = 1;
+      auto add = [&](pid_t p) {
+        const std::uint32_t k = static_cast<std::uint32_t>(p);
+        bpf_map_update_elem(fd, &k, &one, BPF_ANY);
+        tracked_.insert(k);
+      };
+      for (pid_t p : opt_.pids) add(p);
+      if (child_ > 0) add(child_);
+      bpf_link* l = bpf_program__attach(skel_->progs.on_fork);
+      if (!l) return "cannot attach to sched_process_fork: " + errno_text(errno);
+      links_.push_back(l);
+    }
+    rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.samples), &Recording::on_sample, this, nullptr);
+    if (!rb_) return "cannot map the BPF ring buffer: " + errno_text(errno);
+    return {};
+  }
+
+  std::string open_samplers() {
+    for (int cpu : online_cpus()) {
+      perf_event_attr a{};
+      a.size = sizeof a;
+      a.type = PERF_TYPE_SOFTWARE;
+      a.config = PERF_COUNT_SW_CPU_CLOCK;
+      a.freq = 1;
+      a.sample_freq = opt_.frequency;
+      const int fd = perf_event_open(&a, -1, cpu);
+      if (fd < 0) return "perf_event_open(cpu-clock, cpu " + std::to_string(cpu) + "): " + errno_text(errno);
+      sample_fds_.push_back(fd);
+      bpf_link* l = bpf_program__attach_perf_event(skel_->progs.on_sample, fd);
+      if (!l) return "cannot attach the BPF program to cpu-clock: " + errno_text(errno);
+      links_.push_back(l);
+    }
+    if (sample_fds_.empty()) return "no online CPU (/sys/devices/system/cpu/online)";
+    return {};
+  }
+
+  static int on_sample(void* ctx, void* data, std::size_t size) {
+    auto* self = static_cast<Recording*>(ctx);
+    if (size < SFRAME_RECORD_SAMPLE_HEAD) return 0;
+    sframe_record_sample s{};
+    std::memcpy(&s, data, std::min(size, sizeof s));
+    self->add_sample(s, (size - SFRAME_RECORD_SAMPLE_HEAD) / 8);
+    return 0;
+  }
+
+  void add_sample(const sframe_record_sample& s, std::size_t words) {
+    const std::size_t kn = std::min<std::size_t>(s.kernel_nr, words);
+    const std::size_t un = std::min<std::size_t>(s.user_nr, words - kn);
+    chain_.clear();
+    if (kn) {
+      chain_.push_back(perf::kContextKernel);
+      chain_.insert(chain_.end(), s.ips, s.ips + kn);
+    }
+    if (un) {
+      chain_.push_back(perf::kContextUser);
+      chain_.insert(chain_.end(), s.ips + kn, s.ips + kn + un);
+    }
+    perf::SampleId id;
+    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+    id.pid = s.pid;
+    id.tid = s.tid;
+    id.time = s.time;
+    id.cpu = s.cpu;
+    const std::uint64_t ip = kn ? s.ips[0] : un ? s.ips[kn] : 0;
+    const std::uint16_t misc = s.user_mode ? perf::kMiscUser : perf::kMiscKernel;
+    const std::size_t at = arena_.size();
+    if (auto r = perf::encode_sample(arena_, misc, attr_, id, ip, 0, s.period, chain_); !r) return;
+    pending_.push_back({s.time, seq_++, at, arena_.size() - at});
+  }
+
+  // --- side band --------------------------------------------------------
+
+  std::string open_sideband() {
+    const long page = sysconf(_SC_PAGESIZE);
+    for (int cpu : online_cpus()) {
+      perf_event_attr a{};
+      a.size = sizeof a;
+      a.type = PERF_TYPE_SOFTWARE;
+      a.config = PERF_COUNT_SW_DUMMY;
+      a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+      a.mmap = 1;
+      a.mmap2 = 1;
+      a.comm = 1;
+      a.comm_exec = 1;
+      a.task = 1;
+      a.sample_id_all = 1;
+      a.use_clockid = 1;
+      a.clockid = CLOCK_MONOTONIC;
+      a.build_id = 1;
+      a.exclude_guest = 1;
+      auto sb = std::make_unique<SideBand>();
+      sb->fd = perf_event_open(&a, -1, cpu);
+      if (sb->fd < 0)
+        return "perf_event_open(dummy, cpu " + std::to_string(cpu) + "): " + errno_text(errno);
+      sb->data_size = 64 * static_cast<std::size_t>(page);
+      sb->map_size = sb->data_size + static_cast<std::size_t>(page);
+      void* m = mmap(nullptr, sb->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, sb->fd, 0);
+      if (m == MAP_FAILED) return "cannot map a side-band ring buffer: " + errno_text(errno);
+      sb->base = m;
+      sideband_.push_back(std::move(sb));
+    }
+    return {};
+  }
+
+  // Copies the records of one side-band ring (the kernel writes them
+  // whole; one may wrap around the end of the data area).
+  void read_sideband(SideBand& sb) {
+    auto* meta = static_cast<perf_event_mmap_page*>(sb.base);
+    const auto* data = static_cast<const std::byte*>(sb.base) + (sb.map_size - sb.data_size);
+    const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    std::uint64_t tail = meta->data_tail;
+    std::vector<std::byte> rec;
+    while (tail + sizeof(perf_event_header) <= head) {
+      perf_event_header h;
+      copy_out(data, sb.data_size, tail, &h, sizeof h);
+      if (h.size < sizeof h || tail + h.size > head) break;
+      rec.resize(h.size);
+      copy_out(data, sb.data_size, tail, rec.data(), h.size);
+      tail += h.size;
+      take_sideband(h, rec);
+    }
+    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+  }
+
+  static void copy_out(const std::byte* data, std::size_t size, std::uint64_t at, void* out, std::size_t n) {
+    const std::size_t off = static_cast<std::size_t>(at % size);
+    const std::size_t first = std::min(n, size - off);
+    std::memcpy(out, data + off, first);
+    if (first < n) std::memcpy(static_cast<std::byte*>(out) + first, data, n - first);
+  }
+
+  void take_sideband(const perf_event_header& h, const std::vector<std::byte>& rec) {
+    // Trailer (sample_id_all, TID|TIME|CPU): pid, tid; time; cpu, reserved.
+    if (rec.size() < sizeof h + 24) return;
+    const std::byte* end = rec.data() + rec.size();
+    const std::uint64_t time = perf::load_le<std::uint64_t>(end - 16);
+    const std::uint32_t pid = perf::load_le<std::uint32_t>(end - 24);
+    if (h.type == PERF_RECORD_LOST) {
+      if (rec.size() >= sizeof h + 16) sum_.sideband_lost += perf::load_le<std::uint64_t>(rec.data() + 16);
+      return;
+    }
+    if (h.type != PERF_RECORD_MMAP2 && h.type != PERF_RECORD_COMM && h.type != PERF_RECORD_FORK &&
+        h.type != PERF_RECORD_EXIT)
+      return;
+    Pending p{time, seq_++, arena_.size(), rec.size(), h.type, pid, 0};
+    if (h.type == PERF_RECORD_FORK) {
+      p.pid = perf::load_le<std::uint32_t>(rec.data() + sizeof h);
+      p.ppid = perf::load_le<std::uint32_t>(rec.data() + sizeof h + 4);
+    }
+    arena_.insert(arena_.end(), rec.begin(), rec.end());
+    pending_.push_back(p);
+  }
+
+  // Whether side-band record `p` belongs to a recorded process, decided in
+  // time order: a FORK of a recorded process adds the child before its
+  // COMM and MMAP2 records, which another CPU's ring may have held.
+  bool keep(const Pending& p) {
+    if (p.type == 0 || opt_.all) return true;
+    if (p.type == PERF_RECORD_FORK) {
+      if (!tracked_.count(p.ppid) && !tracked_.count(p.pid)) return false;
+      tracked_.insert(p.pid);
+      return true;
+    }
+    return tracked_.count(p.pid) != 0;
+  }
+
+  // A build-id MMAP2 (PERF_RECORD_MISC_MMAP_BUILD_ID): u8 size, 3 pad,
+  // 20 bytes of id, where maj/min/ino/ino_generation are otherwise.
+  void note_build_id(std::span<const std::byte> rec) {
+    if (rec.size() < sizeof(perf_event_header) ||
+        !(perf::load_le<std::uint16_t>(rec.data() + 4) & perf::kMiscMmapBuildId))
+      return;
+    constexpr std::size_t kIdAt = 8 + 4 + 4 + 8 + 8 + 8;
+    constexpr std::size_t kNameAt = kIdAt + 24 + 4 + 4;
+    if (rec.size() < kNameAt + 1 + 24) return;
+    const std::size_t n = std::min<std::size_t>(static_cast<std::uint8_t>(rec[kIdAt]), 20);
+    const std::size_t name_end = rec.size() - 24;
+    std::string name;
+    for (std::size_t i = kNameAt; i < name_end && rec[i] != std::byte{0}; ++i) name += static_cast<char>(rec[i]);
+    if (name.empty() || name.front() != '/') return;
+    static const char* kHex = "0123456789abcdef";
+    std::string id;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto b = static_cast<std::uint8_t>(rec[kIdAt + 4 + i]);
+      id += kHex[b >> 4];
+      id += kHex[b & 15];
+    }
+    if (!id.empty()) build_ids_.emplace(name, id);
+  }
+
+  // --- processes running at the start --------------------------------
+
+  std::string file_build_id(const std::string& path) {
+    auto [it, fresh] = file_ids_.try_emplace(path);
+    if (fresh)
+      if (auto f = elf::ElfFile::open(path))
+        if (auto id = elf::build_id(*f)) it->second = *id;
+    return it->second;
+  }
+
+  void put(std::vector<std::byte>& rec) {
+    if (werr_.empty())
+      if (auto r = writer_->write(rec); !r) werr_ = opt_.output + ": cannot write";
+    ++sum_.records;
+    rec.clear();
+  }
+
+  // As perf record's synthesized events: the kernel's text mapping, then
+  // per process COMM for each thread and MMAP2 for each executable mapping.
+  void synthesize() {
+    std::vector<std::byte> rec;
+    perf::SampleId id;
+    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+    if (auto text = kernel_text()) {
+      perf::Mmap m;
+      m.pid = ~std::uint32_t{0};
+      m.start = text->first;
+      m.len = text->second - text->first;
+      m.pgoff = text->first;
+      m.prot = PROT_READ | PROT_EXEC;
+      m.filename = "[kernel.kallsyms]_text";
+      m.exec = true;
+      id.pid = m.pid;
+      if (perf::encode_mmap2(rec, perf::kMiscKernel, m, id, attr_)) put(rec);
+    }
+    std::vector<pid_t> pids;
+    if (opt_.all) {
+      if (DIR* d = opendir("/proc")) {
+        while (dirent* e = readdir(d)) {
+          char* end = nullptr;
+          const long p = std::strtol(e->d_name, &end, 10);
+          if (end && *end == '\0' && p > 0) pids.push_back(static_cast<pid_t>(p));
+        }
+        closedir(d);
+      }
+    } else {
+      pids = opt_.pids;
+    }
+    for (pid_t p : pids) synthesize_process(p, rec);
+  }
+
+  void synthesize_process(pid_t pid, std::vector<std::byte>& rec) {
+    const std::string comm = process::process_name(pid);
+    perf::SampleId id;
+    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+    id.pid = static_cast<std::uint32_t>(pid);
+    std::vector<std::uint32_t> tids;
+    if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+      while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long t = std::strtol(e->d_name, &end, 10);
+        if (end && *end == '\0' && t > 0) tids.push_back(static_cast<std::uint32_t>(t));
+      }
+      closedir(d);
+    }
+    if (tids.empty()) return;  // gone
+    std::sort(tids.begin(), tids.end());
+    for (std::uint32_t t : tids) {
+      perf::Comm c;
+      c.pid = id.pid;
+      c.tid = t;
+      c.comm = comm;
+      id.tid = t;
+      if (perf::encode_comm(rec, c, id, attr_)) put(rec);
+    }
+    id.tid = id.pid;
+    auto maps = process::read_maps(pid);
+    if (!maps) return;
+    for (const process::Mapping& m : *maps) {
+      if (!m.exec || (!m.file_backed() && m.path != "[vdso]")) continue;
+      perf::Mmap r;
+      r.pid = r.tid = id.pid;
+      r.start = m.start;
+      r.len = m.end - m.start;
+      r.pgoff = m.offset;
+      r.ino = m.inode;
+      r.prot = (m.read ? PROT_READ : 0) | (m.write ? PROT_WRITE : 0) | PROT_EXEC;
+      r.flags = m.shared ? MAP_SHARED : MAP_PRIVATE;
+      r.filename = m.path;
+      r.mmap2 = r.exec = true;
+      std::string hex;
+      std::vector<std::byte> bin;
+      if (m.file_backed() && !m.deleted) {
+        hex = file_build_id(m.path);
+        for (std::size_t i = 0; i + 1 < hex.size() && bin.size() < 20; i += 2)
+          bin.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+        if (!hex.empty()) build_ids_.emplace(m.path, hex);
+      }
+      r.build_id = bin;
+      if (perf::encode_mmap2(rec, perf::kMiscUser, r, id, attr_)) put(rec);
+    }
+  }
+
+  // [_text, _etext) of the running kernel (/proc/kallsyms), as perf's
+  // "[kernel.kallsyms]_text" mapping.
+  static std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
+    std::ifstream in("/proc/kallsyms");
+    std::string line;
+    std::uint64_t text = 0, etext = 0;
+    while (std::getline(in, line) && !(text && etext)) {
+      const auto sp = line.rfind(' ');
+      if (sp == std::string::npos) continue;
+      const std::string_view name = std::string_view(line).substr(sp + 1);
+      if (name == "_text" || name == "_etext") {
+        const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
+        (name == "_text" ? text : etext) = a;
+      }
+    }
+    if (!text || etext <= text) return std::nullopt;
+    return std::make_pair(text, etext);
+  }
+
+  // --- merging and writing ---------------------------------------------
+
+  // Writes the records older than the rings' read point (all at the end),
+  // in time order; later ones wait for the next pass, since a ring read
+  // later may still hold older records.
+  void drain(bool all) {
+    const std::uint64_t now = monotonic_ns();
+    ring_buffer__consume(rb_);
+    for (auto& sb : sideband_) read_sideband(*sb);
+    const std::uint64_t cutoff = all ? ~std::uint64_t{0} : now - std::min<std::uint64_t>(now, 20'000'000);
+    std::sort(pending_.begin(), pending_.end(),
+              [](const Pending& a, const Pending& b) { return a.time != b.time ? a.time < b.time : a.seq < b.seq; });
+    std::size_t n = 0;
+    while (n < pending_.size() && pending_[n].time <= cutoff) ++n;
+    for (std::size_t i = 0; i < n && werr_.empty(); ++i) {
+      const Pending& p = pending_[i];
+      if (!keep(p)) continue;
+      if (p.type == PERF_RECORD_MMAP2) note_build_id(std::span(arena_.data() + p.offset, p.size));
+      if (auto r = writer_->write(std::span(arena_.data() + p.offset, p.size)); !r) werr_ = opt_.output + ": cannot write";
+      ++sum_.records;
+    }
+    if (n) {
+      std::vector<std::byte> round;
+      perf::encode_finished_round(round);
+      if (werr_.empty())
+        if (auto r = writer_->write(round); !r) werr_ = opt_.output + ": cannot write";
+    }
+    // Keep the rest, compacted.
+    std::vector<std::byte> rest;
+    std::vector<Pending> keep;
+    for (std::size_t i = n; i < pending_.size(); ++i) {
+      Pending p = pending_[i];
+      const std::size_t at = rest.size();
+      rest.insert(rest.end(), arena_.begin() + static_cast<std::ptrdiff_t>(p.offset),
+                  arena_.begin() + static_cast<std::ptrdiff_t>(p.offset + p.size));
+      p.offset = at;
+      keep.push_back(p);
+    }
+    arena_.swap(rest);
+    pending_.swap(keep);
+  }
+
+  void read_counters() {
+    const int ncpu = libbpf_num_possible_cpus();
+    if (ncpu > 0) {
+      std::vector<sframe_record_counters> per(static_cast<std::size_t>(ncpu));
+      const std::uint32_t zero = 0;
+      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, per.data()) == 0) {
+        std::array<std::uint64_t, 32> hist{};
+        for (const auto& c : per) {
+          sum_.runs += c.runs;
+          sum_.samples += c.samples;
+          sum_.lost += c.lost;
+          sum_.kernel_frames += c.kernel_frames;
+          sum_.user_frames += c.user_frames;
+          sum_.frame_pointer_frames += c.by_source[SFRAME_RECORD_SOURCE_FRAME_POINTER];
+          for (std::size_t i = 0; i < sum_.stops.size(); ++i) sum_.stops[i] += c.stops[i];
+          sum_.walk_ns += c.walk_ns;
+          for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
+        }
+        std::uint64_t total = 0, seen = 0;
+        for (auto h : hist) total += h;
+        for (std::size_t i = 0; i < 32 && total; ++i) {
+          seen += hist[i];
+          if (2 * seen >= total) {
+            sum_.walk_ns_median = std::uint64_t{1} << i;
+            break;
+          }
+        }
+      }
+    }
+    bpf_prog_info info{};
+    std::uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(skel_->progs.on_sample), &info, &len) == 0) {
+      sum_.bpf_run_ns = info.run_time_ns;
+      sum_.bpf_run_cnt = info.run_cnt;
+    }
+  }
+
+  std::string finish() {
+    namespace L = perf::layout;
+    const auto fail = [&] { return opt_.output + ": cannot write"; };
+    if (!writer_->add_feature(L::kFeatCmdline, perf::feature_cmdline(opt_.argv))) return fail();
+    if (!writer_->add_feature(L::kFeatEventDesc, perf::feature_event_desc(std::span(&attr_, 1)))) return fail();
+    if (!writer_->add_feature(L::kFeatArch, perf::feature_string("x86_64"))) return fail();
+    utsname u{};
+    if (uname(&u) == 0) {
+      if (!writer_->add_feature(L::kFeatHostname, perf::feature_string(u.nodename))) return fail();
+      if (!writer_->add_feature(L::kFeatOsRelease, perf::feature_string(u.release))) return fail();
+    }
+    std::vector<std::byte> nr(8);
+    const auto avail = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_CONF)));
+    const auto online = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    std::memcpy(nr.data(), &avail, 4);
+    std::memcpy(nr.data() + 4, &online, 4);
+    if (!writer_->add_feature(L::kFeatNrCpus, std::move(nr))) return fail();
+    std::vector<perf::BuildIdEntry> ids;
+    for (const auto& [path, id] : build_ids_) {
+      perf::BuildIdEntry b;
+      b.pid = -1;
+      b.cpumode = perf::kMiscUser;
+      b.build_id = id;
+      b.filename = path;
+      ids.push_back(std::move(b));
+    }
+    if (!ids.empty()) {
+      auto f = perf::feature_build_ids(ids);
+      if (!f || !writer_->add_feature(L::kFeatBuildId, std::move(*f))) return fail();
+    }
+    sum_.bytes = writer_->data_size();
+    if (!writer_->finish()) return fail();
+    return {};
+  }
+
+  const RecordOptions& opt_;
+  RecordSummary& sum_;
+  perf::EventAttr attr_;
+  std::unique_ptr<perf::PerfWriter> writer_;
+  record_bpf* skel_ = nullptr;
+  ring_buffer* rb_ = nullptr;
+  int stats_fd_ = -1;
+  std::vector<bpf_link*> links_;
+  std::vector<int> sample_fds_;
+  std::vector<std::unique_ptr<SideBand>> sideband_;
+  std::unordered_set<std::uint32_t> tracked_;
+  std::map<std::string, std::string> build_ids_;
+  std::unordered_map<std::string, std::string> file_ids_;
+  std::vector<std::byte> arena_;
+  std::vector<Pending> pending_;
+  std::vector<std::uint64_t> chain_;
+  std::uint64_t seq_ = 0;
+  std::string werr_;
+  pid_t child_ = -1;
+  bool reaped_ = false;
+  int go_fd_ = -1, err_fd_ = -1;
+};
+
+}  // namespace
+
+const char* stop_name(std::size_t i) noexcept {
+  static const char* const kNames[] = {"outermost frame", "unreadable stack", "CFA not increasing",
+                                       "misaligned frame pointer", "depth limit", "no user stack"};
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+std::string unavailable_reason() {
+  if (geteuid() != 0)
+    return "needs root (CAP_BPF and CAP_PERFMON) to load its BPF program and open system-wide cpu-clock events";
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+    return "the running kernel has no BTF (/sys/kernel/btf/vmlinux: " + errno_text(errno) +
+           "): its BPF program is compiled once and relocated against it (CO-RE)";
+  // bpf(BPF_PROG_LOAD) of the smallest program: BPF refused (e.g.
+  // kernel.unprivileged_bpf_disabled does not apply to root; a kernel
+  // without CONFIG_BPF_SYSCALL or a seccomp filter does).
+  if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, nullptr) != 1)
+    return "BPF is not available: the kernel refused a perf_event BPF program (bpf(): " + errno_text(errno) + ")";
+  return {};
+}
+
+std::string record(const RecordOptions& opt, RecordSummary& summary) {
+  if (std::string why = unavailable_reason(); !why.empty()) return why;
+  if (opt.frequency == 0) return "-F 0: the frequency must be at least 1";
+  Recording r(opt, summary);
+  return r.run();
+}
+
+}  // namespace sframe::record

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// sframepp: `sframe record`'s recorder (layer `record`, over the perf.data
+// writer): cpu-clock samples of chosen processes, their user stacks walked
+// in the kernel at sample time by a BPF program (bpf/record.bpf.c), written
+// as a perf.data whose samples carry PERF_SAMPLE_CALLCHAIN (kernel and user
+// frames behind PERF_CONTEXT_KERNEL / PERF_CONTEXT_USER markers) and no
+// stack copies, with the MMAP2, COMM, FORK and EXIT records perf needs.
+//
+// Processes: those running at the start are described from /proc (COMM per
+// thread, MMAP2 per executable mapping, with build-ids), as perf record
+// synthesizes them; what happens later (exec, mmap, fork, exit) comes from
+// one dummy perf event per CPU (MMAP2 with build-ids, COMM, FORK, EXIT),
+// whose records are copied into the output. All times are CLOCK_MONOTONIC
+// (the BPF program's bpf_ktime_get_ns(), the dummy events' use_clockid), so
+// the two streams merge in time order.
+//
+// The recorder takes no process-wide decision: the caller installs signal
+// handlers and says when to stop through RecordOptions::stop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sframe::record {
+
+/// What to record.
+struct RecordOptions {
+  /// Samples per second per CPU (cpu-clock, perf's -F).
+  unsigned frequency = 99;
+  /// Every process (perf's -a).
+  bool all = false;
+  /// These processes, their threads and the processes they fork.
+  std::vector<pid_t> pids;
+  /// A command to start and record (with its children); argv[0] is looked
+  /// up in PATH.
+  std::vector<std::string> command;
+  /// Stop after this many seconds (0: at the command's exit, when every
+  /// process of `pids` has exited, or at `stop`).
+  double duration = 0;
+  /// The perf.data to write (renamed into place when complete).
+  std::string output = "sframe.data";
+  /// The recorder's own command line (the CMDLINE feature).
+  std::vector<std::string> argv;
+  /// Set by the caller (e.g. from a SIGINT handler) to stop; polled about
+  /// every 100 ms.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+/// What a recording did.
+struct RecordSummary {
+  /// Samples the BPF program ran for, samples of recorded processes, and
+  /// those the ring buffer had no room for (lost).
+  std::uint64_t runs = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t lost = 0;
+  std::uint64_t kernel_frames = 0;
+  std::uint64_t user_frames = 0;
+  /// User callers by how they were found: frame pointer.
+  std::uint64_t frame_pointer_frames = 0;
+  /// Why user walks ended: outermost, unreadable, CFA not increasing,
+  /// misaligned FP, depth limit, no user stack.
+  std::array<std::uint64_t, 6> stops{};
+  /// In-program time per sample (bpf_ktime_get_ns at entry and before
+  /// submission), summed (ns), and its median (ns, from a power-of-two
+  /// histogram: the bucket's lower bound).
+  std::uint64_t walk_ns = 0;
+  std::uint64_t walk_ns_median = 0;
+  /// The kernel's own accounting of the sample program (BPF_ENABLE_STATS):
+  /// total run time (ns) and runs.
+  std::uint64_t bpf_run_ns = 0;
+  std::uint64_t bpf_run_cnt = 0;
+  /// Side-band records lost by the dummy events' ring buffers.
+  std::uint64_t sideband_lost = 0;
+  /// Records and bytes of records written.
+  std::uint64_t records = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  /// The command's wait status (-1: no command, or not reaped).
+  int command_status = -1;
+};
+
+/// Why `sframe record` cannot run here, in one line ("" when it can): not
+/// root (CAP_BPF and CAP_PERFMON are needed), no BTF for the running kernel
+/// (/sys/kernel/btf/vmlinux), no BPF (the bpf() system call refused).
+std::string unavailable_reason();
+
+/// Records until a stop condition. Returns "" on success, else one line
+/// saying what failed (the output is then left as it was).
+std::string record(const RecordOptions& opt, RecordSummary& summary);
+
+/// The stop reasons of RecordSummary::stops, in words.
+const char* stop_name(std::size_t i) noexcept;
+
+}  // namespace sframe::record

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+// `sframe record`: cpu-clock samples whose user stacks are unwound in the
+// kernel at sample time (src/record), written as perf.data with callchains
+// and no stack copies; --folded, --pprof and --flamegraph are `sframe perf
+// script`'s outputs of that recording. The program's decisions live here:
+// SIGINT and SIGTERM stop the recording (the recorder polls a flag).
+#include <fmt/format.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "perf_script.hpp"
+#include "recorder.hpp"
+
+namespace sframe::tools {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+class RecordCommand final : public Command {
+ public:
+  std::string_view name() const override { return "record"; }
+  bool json() const override { return false; }
+
+  void register_on(CLI::App& parent) override {
+    app_ = parent.add_subcommand(
+        "record", "Sample cpu-clock and unwind user stacks in the kernel at sample time (eBPF), into perf.data "
+                  "without stack copies");
+    app_->add_option("-F,--freq", opt_.frequency, "Samples per second per CPU")->capture_default_str();
+    app_->add_flag("-a,--all-cpus", opt_.all, "Record every process");
+    app_->add_option("-p,--pid", pids_, "Record these processes (PID[,PID...]) and their children")
+        ->delimiter(',');
+    app_->add_option("--duration", opt_.duration, "Stop after SECONDS");
+    app_->add_option("-o,--output", output_,
+                     "Write here (default: sframe.data; with --folded: standard output, '-')");
+    app_->add_flag("--folded", folded_, "Write collapsed stacks (comm;outer;...;inner COUNT) instead of perf.data");
+    app_->add_option("--pprof", pprof_, "Also write a gzipped pprof profile (profile.proto) to this file");
+    app_->add_option("--flamegraph", flamegraph_, "Also write a self-contained SVG flame graph to this file");
+    app_->add_option("command", opt_.command, "The command to start and record (after --)");
+  }
+
+  int run() override {
+    const int modes = (opt_.all ? 1 : 0) + (pids_.empty() ? 0 : 1) + (opt_.command.empty() ? 0 : 1);
+    if (modes != 1) throw UsageError("give one of -a, -p PID or -- COMMAND");
+    for (int p : pids_)
+      if (p <= 0) throw UsageError(fmt::format("-p {}: not a process ID", p));
+    if (opt_.frequency == 0 || opt_.frequency > 100000) throw UsageError("-F: between 1 and 100000 samples per second");
+    if (opt_.duration < 0) throw UsageError("--duration: not a number of seconds");
+    for (int p : pids_) opt_.pids.push_back(p);
+
+    std::string temp;
+    if (folded_) {
+      char tmpl[] = "/tmp/sframe-record-XXXXXX";
+      const int fd = mkstemp(tmpl);
+      if (fd < 0) return complain_and_fail("/tmp", "cannot create a temporary file");
+      close(fd);
+      temp = tmpl;
+      opt_.output = temp;
+    } else if (!output_.empty()) {
+      opt_.output = output_;
+    }
+    opt_.argv = {"sframe", "record"};
+    opt_.stop = &g_stop;
+
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old_int{}, old_term{};
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    record::RecordSummary sum;
+    const std::string err = record::record(opt_, sum);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    if (!err.empty()) {
+      if (!temp.empty()) unlink(temp.c_str());
+      std::fprintf(stderr, "sframe record: %s\n", err.c_str());
+      return 1;
+    }
+    print_summary(sum);
+    int rc = 0;
+    if (folded_ || !pprof_.empty() || !flamegraph_.empty()) {
+      PerfScriptOptions so;
+      so.input = opt_.output;
+      so.folded = folded_;
+      so.folded_output = output_.empty() ? "-" : output_;
+      so.pprof = pprof_;
+      so.flamegraph = flamegraph_;
+      so.summary = false;
+      so.command_line = command_line();
+      rc = run_perf_script(so);
+    }
+    if (!temp.empty()) unlink(temp.c_str());
+    return rc;
+  }
+
+ private:
+  static int complain_and_fail(const std::string& where, const std::string& why) {
+    complain(where, why);
+    return 1;
+  }
+
+  std::string command_line() const {
+    std::string c = "sframe record";
+    if (opt_.all) c += " -a";
+    for (std::size_t i = 0; i < opt_.pids.size(); ++i) c += (i ? "," : " -p ") + std::to_string(opt_.pids[i]);
+    if (!opt_.command.empty()) {
+      c += " --";
+      for (const auto& a : opt_.command) c += " " + a;
+    }
+    return c;
+  }
+
+  static void print_summary(const record::RecordSummary& s) {
+    std::string stops;
+    for (std::size_t i = 0; i < s.stops.size(); ++i)
+      if (s.stops[i]) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", record::stop_name(i), s.stops[i]);
+    const double n = s.samples ? double(s.samples) : 1.0;
+    std::string status;
+    if (s.command_status >= 0 && s.command_status != 0) {
+      status = WIFEXITED(s.command_status) ? fmt::format("; the command exited with {}", WEXITSTATUS(s.command_status))
+                                           : fmt::format("; the command was killed by signal {}",
+                                                         WTERMSIG(s.command_status));
+    }
+    fmt::print(stderr,
+               "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}; "
+               "user callers from: frame pointer {}); user walks ended: {}; {:.0f} bytes per sample ({} records, {} "
+               "bytes); BPF program per sample: {:.0f} ns mean (kernel run_time_ns/run_cnt), walk median {} ns{}\n",
+               s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
+               double(s.kernel_frames) / n, double(s.user_frames) / n, s.frame_pointer_frames,
+               stops.empty() ? "none" : stops, double(s.bytes) / n, s.records, s.bytes,
+               s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.walk_ns_median, status);
+  }
+
+  record::RecordOptions opt_;
+  std::vector<int> pids_;
+  std::string output_;
+  bool folded_ = false;
+  std::string pprof_, flamegraph_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_record_command() { return std::make_unique<RecordCommand>(); }
+
+}  // namespace sframe::tools

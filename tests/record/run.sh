@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# `sframe record` on programs started now:
+#   run.sh SFRAME WORKDIR PART
+# PART:
+#   fp      the perf tests' C program built with frame pointers (leaf
+#           functions too), with two threads and a fork+exec of a second
+#           file, started by sh, which then execs that second file.
+#           Truths: Debian 12's perf 6.1 and the current perf read the
+#           recording and print, sample for sample, what `sframe perf script`
+#           prints (-F comm,tid,ip,sym,dso; --no-inline); perf's own
+#           `perf record --call-graph=fp` of the same program (the kernel's
+#           frame-pointer unwinder) has the same hottest stack, within 5
+#           percentage points of its share; the exec'd child's samples are
+#           named (its MMAP2 records came from the side band).
+#   pid     -p PID of a running process: recorded until it exits.
+#   all     -a --duration 1: the whole system; both perfs read it.
+#   errors  no root, bad usage, SIGINT mid-recording (a complete file), an
+#           unwritable output (the old file left as it was).
+# BPF refused is a FAILURE with the recorder's words, never a skip.
+set -euo pipefail
+sframe=$(readlink -f "$1")
+work=$2
+part=$3
+here=$(cd "$(dirname "$0")" && pwd)
+perf_tests=$here/../perf
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+perf7=$(bash "$perf_tests/current_perf.sh") || exit 1
+
+fail=0
+fpflags=(-O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer)
+
+rec() { # sframe record ARGS..., failing with its words
+  if ! "$sframe" record "$@" >rec.out 2>rec.err; then
+    echo "FAIL: sframe record $* failed:"
+    sed 's/^/  | /' rec.err
+    exit 1
+  fi
+  cat rec.err
+}
+
+# Both perfs print what `sframe perf script` prints, byte for byte.
+same_as_perf() { # FILE
+  local f=$1
+  perf script -i "$f" -F comm,tid,ip,sym,dso >perf61.txt 2>perf61.err || { echo "FAIL: perf 6.1 cannot read $f:"; cat perf61.err; fail=1; return; }
+  "$sframe" perf script --perf-compat 6.1 -i "$f" -F comm,tid,ip,sym,dso >ours61.txt 2>/dev/null
+  "$perf7" script --no-inline -i "$f" -F comm,tid,ip,sym,dso >perf72.txt 2>perf72.err || { echo "FAIL: perf 7.2 cannot read $f:"; cat perf72.err; fail=1; return; }
+  "$sframe" perf script -i "$f" -F comm,tid,ip,sym,dso >ours72.txt 2>/dev/null
+  local n
+  n=$(grep -c '^[^[:space:]]' perf61.txt || true)
+  [ "$n" -gt 0 ] || { echo "FAIL: perf 6.1 prints no sample of $f"; fail=1; }
+  cmp -s perf61.txt ours61.txt || { echo "FAIL: perf 6.1 and sframe perf script --perf-compat 6.1 differ on $f:"; diff perf61.txt ours61.txt | head -20; fail=1; }
+  cmp -s perf72.txt ours72.txt || { echo "FAIL: perf 7.2 and sframe perf script differ on $f:"; diff perf72.txt ours72.txt | head -20; fail=1; }
+  echo "$f: $n samples, perf 6.1 and 7.2 print what sframe perf script prints"
+}
+
+case $part in
+  fp)
+    gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
+    gcc "${fpflags[@]}" -o child "$perf_tests/work.c" -lpthread
+    # sh forks and execs both files; prog also runs threads and a short
+    # fork+exec of child itself.
+    cmd=(sh -c "./prog 1500 fork $work/child; ./child 1000")
+    rec -F 999 -o rec.data -- "${cmd[@]}"
+    same_as_perf rec.data
+    # The kernel's frame-pointer unwinder on the same program.
+    perf record -q -e cpu-clock -F 999 --call-graph=fp -o fp.data -- "${cmd[@]}" >/dev/null 2>fp.err ||
+      { echo "FAIL: perf record --call-graph=fp failed:"; cat fp.err; exit 1; }
+    perf script -i fp.data -F comm,ip,sym 2>/dev/null | python3 "$here/collapse.py" >theirs.folded
+    perf script -i rec.data -F comm,ip,sym 2>/dev/null | python3 "$here/collapse.py" >ours.folded
+    python3 - ours.folded theirs.folded <<'PY' || fail=1
+import sys
+def load(p):
+    d = {}
+    for line in open(p):
+        s, n = line.rstrip("\n").rsplit(" ", 1)
+        d[s] = d.get(s, 0) + int(n)
+    return d
+ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+to, tt = sum(ours.values()), sum(theirs.values())
+top_o = max(ours, key=ours.get)
+top_t = max(theirs, key=theirs.get)
+so, st = 100 * ours[top_o] / to, 100 * theirs[top_t] / tt
+print(f"hottest stack: ours {top_o} {so:.1f}% of {to}; perf --call-graph=fp {top_t} {st:.1f}% of {tt}")
+if top_o != top_t or abs(so - st) > 5:
+    print("FAIL: the hottest stacks differ")
+    sys.exit(1)
+if not any(s.startswith("child;") and ";main;" in s for s in ours):
+    print("FAIL: no named sample of the exec'd child")
+    sys.exit(1)
+PY
+    ;;
+  pid)
+    gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
+    ./prog 40000 &
+    pid=$!
+    sleep 0.3
+    rec -p "$pid" -F 499 -o rec.data
+    wait "$pid" || true
+    same_as_perf rec.data
+    grep -q "^prog;.*;outer;.*leaf " <("$sframe" perf script --folded -i rec.data 2>/dev/null) ||
+      { echo "FAIL: no prog;...;outer;...leaf stack"; fail=1; }
+    ;;
+  all)
+    gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
+    ./prog 100000 &
+    pid=$!
+    rec -a --duration 1 -o rec.data
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    same_as_perf rec.data
+    grep -q "^prog;.*;outer;.*leaf " <("$sframe" perf script --folded -i rec.data 2>/dev/null) ||
+      { echo "FAIL: -a recorded no prog;...;outer;...leaf stack"; fail=1; }
+    ;;
+  errors)
+    gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
+    # Not root: one line, exit status 1.
+    set +e
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$sframe" record -o /tmp/x.data -- ./prog 1 >o.txt 2>e.txt
+    rc=$?
+    set -e
+    if [ $rc -ne 1 ] || [ "$(wc -l <e.txt)" -ne 1 ] || ! grep -q "needs root" e.txt; then
+      echo "FAIL: without root: exit $rc, stderr:"; cat e.txt; fail=1
+    fi
+    # Usage: one mode.
+    set +e
+    "$sframe" record -a -p 1 >o.txt 2>e.txt; rc=$?
+    set -e
+    [ $rc -ne 0 ] && grep -q "one of -a, -p PID or -- COMMAND" e.txt || { echo "FAIL: -a -p 1: exit $rc"; cat e.txt; fail=1; }
+    # A command that does not exist.
+    set +e
+    "$sframe" record -o nx.data -- ./no-such-program >o.txt 2>e.txt; rc=$?
+    set -e
+    [ $rc -eq 1 ] && grep -q "no-such-program: cannot run" e.txt && [ ! -e nx.data ] ||
+      { echo "FAIL: a missing command: exit $rc"; cat e.txt; ls; fail=1; }
+    # SIGINT mid-recording: exit 0, a complete file.
+    "$sframe" record -a -o int.data 2>int.err &
+    rp=$!
+    sleep 1
+    kill -INT "$rp"
+    set +e
+    wait "$rp"; rc=$?
+    set -e
+    [ $rc -eq 0 ] || { echo "FAIL: SIGINT: exit $rc"; cat int.err; fail=1; }
+    perf script -i int.data >/dev/null 2>e.txt || { echo "FAIL: perf 6.1 cannot read the interrupted recording"; cat e.txt; fail=1; }
+    # An output that cannot be written: the old file as it was.
+    mkdir ro && echo old >ro/keep.data && chmod 555 ro
+    set +e
+    setpriv --inh-caps=-dac_override --bounding-set=-dac_override "$sframe" record -o ro/keep.data -- ./prog 1 >o.txt 2>e.txt; rc=$?
+    set -e
+    [ $rc -eq 1 ] && [ "$(cat ro/keep.data)" = old ] && [ "$(wc -l <e.txt)" -eq 1 ] ||
+      { echo "FAIL: unwritable output: exit $rc"; cat e.txt; fail=1; }
+    echo "errors: no root, usage, missing command, SIGINT, unwritable output"
+    ;;
+  *) echo "run.sh: unknown part $part" >&2; exit 2 ;;
+esac
+[ $fail -eq 0 ] && echo PASS
+exit $fail
