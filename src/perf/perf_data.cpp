@@ -762,6 +762,20 @@ struct PerfData::Impl {
   }
 };
 
+RecordDecoder::RecordDecoder(std::vector<EventAttr> attrs) : impl_(std::make_unique<PerfData::Impl>()) {
+  impl_->info.attrs = std::move(attrs);
+  for (std::size_t i = 0; i < impl_->info.attrs.size(); ++i)
+    for (std::uint64_t id : impl_->info.attrs[i].ids) impl_->by_id.emplace(id, i);
+}
+RecordDecoder::~RecordDecoder() = default;
+
+Expected<void> RecordDecoder::decode(std::span<const std::byte> bytes, Record& out) const {
+  if (bytes.size() < kHeaderSize || load_le<std::uint16_t>(bytes.data() + 6) != bytes.size())
+    return bad(PerfErrc::kPerfBadRecord, 0, bytes.size());
+  out = Record{};
+  return impl_->decode(Cursor{bytes, 0, 0, std::nullopt}, out);
+}
+
 PerfData::PerfData(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 PerfData::PerfData(PerfData&&) noexcept = default;
 PerfData& PerfData::operator=(PerfData&&) noexcept = default;

@@ -355,9 +355,29 @@ class PerfData {
   const ReadStats& stats() const noexcept;
 
  private:
+  friend class RecordDecoder;
   struct Impl;
   explicit PerfData(std::unique_ptr<Impl> impl) noexcept;
   std::unique_ptr<Impl> impl_;
+};
+
+/// Decodes records that come one by one rather than from a file (a perf
+/// ring buffer's, a recorder's own), as PerfData::for_each decodes them, for
+/// a stream whose events are `attrs`. Views in the decoded Record point into
+/// the bytes given.
+class RecordDecoder {
+ public:
+  explicit RecordDecoder(std::vector<EventAttr> attrs);
+  ~RecordDecoder();
+  RecordDecoder(const RecordDecoder&) = delete;
+  RecordDecoder& operator=(const RecordDecoder&) = delete;
+  /// Decodes the whole record `bytes` (its header included; its size field
+  /// must equal bytes.size()). Errors: kPerfBadRecord, kPerfUnsupported
+  /// (offsets within `bytes`).
+  Expected<void> decode(std::span<const std::byte> bytes, Record& out) const;
+
+ private:
+  std::unique_ptr<PerfData::Impl> impl_;
 };
 
 /// The perf name of an event of `type` and `config` without an EVENT_DESC

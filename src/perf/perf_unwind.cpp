@@ -754,6 +754,21 @@ Session::~Session() = default;
 void Session::process(const Record& r) { impl_->process(r); }
 const UnwoundSample& Session::unwind(const Record& r) { return impl_->unwind(r); }
 std::string_view Session::comm(std::uint32_t tid) const { return impl_->comm(tid); }
+std::vector<ProcessMapping> Session::mappings(std::uint32_t pid) const {
+  std::vector<ProcessMapping> out;
+  auto it = impl_->spaces.find(pid);
+  if (it == impl_->spaces.end() || !it->second) return out;
+  for (const auto& [start, m] : it->second->maps) {
+    ProcessMapping p;
+    p.start = m.start;
+    p.end = m.end;
+    p.bias = m.bias;
+    if (m.dso) p.file = m.dso->file;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 const SessionStats& Session::stats() const {
   impl_->stats.stops.clear();
   for (const auto& [why, n] : impl_->stops) impl_->stats.stops.emplace_back(std::string(why), n);

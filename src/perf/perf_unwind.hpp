@@ -35,6 +35,10 @@
 #include "perf_data.hpp"
 #include "sframe/unwind/unwind.hpp"
 
+namespace sframe::elf {
+class ElfFile;
+}
+
 namespace sframe::perf {
 
 /// How a frame was found.
@@ -168,6 +172,19 @@ struct SessionStats {
   std::uint64_t generated_fdes = 0;
 };
 
+/// One executable mapping of a process as a Session follows it.
+struct ProcessMapping {
+  /// Runtime [start, end).
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  /// Runtime - link-time address (from the PT_LOAD holding the mapping's
+  /// file offset).
+  std::uint64_t bias = 0;
+  /// The mapped file, opened (null: anonymous memory, or a file that could
+  /// not be opened, or whose build-id differs from the recorded one).
+  std::shared_ptr<const elf::ElfFile> file;
+};
+
 /// A recording being replayed.
 class Session {
  public:
@@ -187,6 +204,9 @@ class Session {
   /// ":TID" when unknown).
   std::string_view comm(std::uint32_t tid) const;
   const SessionStats& stats() const;
+  /// The executable mappings of process `pid` at this point of the
+  /// recording, sorted by start, disjoint (empty for an unknown pid).
+  std::vector<ProcessMapping> mappings(std::uint32_t pid) const;
 
  private:
   struct Impl;

@@ -31,8 +31,10 @@
 #include "bpf/record_abi.h"
 #include "perf_data.hpp"
 #include "perf_layout.hpp"
+#include "perf_unwind.hpp"
 #include "perf_writer.hpp"
 #include "record.skel.h"
+#include "tables.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/elf/symbols.hpp"
 #include "sframe/process/process.hpp"
@@ -141,11 +143,21 @@ class Recording {
     if (!w) return opt_.output + ": cannot write: " + errno_text(static_cast<int>(w.error().value));
     writer_ = std::make_unique<perf::PerfWriter>(std::move(*w));
     if (auto r = writer_->set_attrs(std::span(&attr_, 1)); !r) return "cannot write the attributes";
+    perf::FileInfo info;
+    info.attrs = {attr_};
+    perf::SessionOptions so;
+    so.symbols = false;
+    session_ = std::make_unique<perf::Session>(info, so);
+    tables_ = std::make_unique<Tables>(*session_);
+    decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);
     if (!opt_.command.empty())
       if (std::string e = start_command(); !e.empty()) return e;
     if (std::string e = load_bpf(); !e.empty()) return e;
     if (std::string e = open_sideband(); !e.empty()) return e;
+    const std::uint64_t s0 = monotonic_ns();
     synthesize();
+    push_tables();
+    sum_.setup_ns = monotonic_ns() - s0;
     if (std::string e = open_samplers(); !e.empty()) return e;
     const std::uint64_t t0 = monotonic_ns();
     if (child_ > 0)
@@ -272,6 +284,7 @@ class Recording {
     skel_ = record_bpf::open();
     if (!skel_) return "cannot open the BPF program: " + errno_text(errno);
     skel_->rodata->record_all = opt_.all ? 1 : 0;
+    skel_->rodata->frame_pointers_only = opt_.frame_pointers_only ? 1 : 0;
     if (record_bpf::load(skel_) != 0) {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
@@ -484,7 +497,53 @@ class Recording {
     if (werr_.empty())
       if (auto r = writer_->write(rec); !r) werr_ = opt_.output + ": cannot write";
     ++sum_.records;
+    feed(rec);
     rec.clear();
+  }
+
+  // A side-band or synthesized record, in time order, into the process
+  // model; the processes it changes get their tables pushed.
+  void feed(std::span<const std::byte> bytes) {
+    if (opt_.frame_pointers_only) return;
+    perf::Record r;
+    if (!decoder_->decode(bytes, r) || r.type == perf::kRecordSample) return;
+    session_->process(r);
+    switch (r.type) {
+      case perf::kRecordMmap2:
+        if (r.mmap.exec && r.mmap.pid != ~std::uint32_t{0}) touched_.insert(r.mmap.pid);
+        break;
+      case perf::kRecordFork:
+        if (r.task.pid != r.task.ppid) touched_.insert(r.task.pid);
+        break;
+      case perf::kRecordExit:
+        if (r.task.pid == r.task.tid) {
+          touched_.erase(r.task.pid);
+          gone_.push_back(r.task.pid);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  // The process tables changed and the module pages built since the last
+  // push, into the BPF maps (pages first: a process table never names a
+  // module whose pages are not there yet).
+  void push_tables() {
+    if (opt_.frame_pointers_only || !skel_) return;
+    const int procs = bpf_map__fd(skel_->maps.processes);
+    const int pages = bpf_map__fd(skel_->maps.pages);
+    const std::uint64_t t0 = monotonic_ns();
+    std::vector<std::pair<std::uint32_t, const sframe_record_process*>> tables;
+    for (std::uint32_t pid : touched_) tables.emplace_back(pid, &tables_->process(pid));
+    touched_.clear();
+    for (const auto& [key, page] : tables_->take_new_pages())
+      if (bpf_map_update_elem(pages, &key, page, BPF_ANY) != 0) ++sum_.pages_refused;
+    for (const auto& [pid, t] : tables)
+      if (bpf_map_update_elem(procs, &pid, t, BPF_ANY) != 0) ++sum_.processes_refused;
+    for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
+    gone_.clear();
+    sum_.table_ns += monotonic_ns() - t0;
   }
 
   // As perf record's synthesized events: the kernel's text mapping, then
@@ -610,9 +669,11 @@ class Recording {
       const Pending& p = pending_[i];
       if (!keep(p)) continue;
       if (p.type == PERF_RECORD_MMAP2) note_build_id(std::span(arena_.data() + p.offset, p.size));
+      if (p.type != 0) feed(std::span(arena_.data() + p.offset, p.size));
       if (auto r = writer_->write(std::span(arena_.data() + p.offset, p.size)); !r) werr_ = opt_.output + ": cannot write";
       ++sum_.records;
     }
+    push_tables();
     if (n) {
       std::vector<std::byte> round;
       perf::encode_finished_round(round);
@@ -647,7 +708,8 @@ class Recording {
           sum_.lost += c.lost;
           sum_.kernel_frames += c.kernel_frames;
           sum_.user_frames += c.user_frames;
-          sum_.frame_pointer_frames += c.by_source[SFRAME_RECORD_SOURCE_FRAME_POINTER];
+          for (std::size_t i = 0; i < sum_.by_source.size(); ++i) sum_.by_source[i] += c.by_source[i];
+          sum_.no_process += c.no_process;
           for (std::size_t i = 0; i < sum_.stops.size(); ++i) sum_.stops[i] += c.stops[i];
           sum_.walk_ns += c.walk_ns;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
@@ -703,6 +765,7 @@ class Recording {
     }
     sum_.bytes = writer_->data_size();
     if (!writer_->finish()) return fail();
+    if (tables_) sum_.tables = tables_->stats();
     return {};
   }
 
@@ -710,6 +773,11 @@ class Recording {
   RecordSummary& sum_;
   perf::EventAttr attr_;
   std::unique_ptr<perf::PerfWriter> writer_;
+  std::unique_ptr<perf::Session> session_;
+  std::unique_ptr<Tables> tables_;
+  std::unique_ptr<perf::RecordDecoder> decoder_;
+  std::unordered_set<std::uint32_t> touched_;
+  std::vector<std::uint32_t> gone_;
   record_bpf* skel_ = nullptr;
   ring_buffer* rb_ = nullptr;
   int stats_fd_ = -1;
@@ -733,7 +801,9 @@ class Recording {
 
 const char* stop_name(std::size_t i) noexcept {
   static const char* const kNames[] = {"outermost frame", "unreadable stack", "CFA not increasing",
-                                       "misaligned frame pointer", "depth limit", "no user stack"};
+                                       "misaligned frame pointer", "depth limit", "no user stack",
+                                       "no unwind information", "return address 0", "bad rule",
+                                       "process not in the tables yet"};
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 

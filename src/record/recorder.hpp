@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "tables.hpp"
+
 namespace sframe::record {
 
 /// What to record.
@@ -46,6 +48,9 @@ struct RecordOptions {
   std::string output = "sframe.data";
   /// The recorder's own command line (the CMDLINE feature).
   std::vector<std::string> argv;
+  /// Walk by frame pointers only, with no tables (the benchmark's
+  /// baseline).
+  bool frame_pointers_only = false;
   /// Set by the caller (e.g. from a SIGINT handler) to stop; polled about
   /// every 100 ms.
   const std::atomic<bool>* stop = nullptr;
@@ -60,11 +65,21 @@ struct RecordSummary {
   std::uint64_t lost = 0;
   std::uint64_t kernel_frames = 0;
   std::uint64_t user_frames = 0;
-  /// User callers by how they were found: frame pointer.
-  std::uint64_t frame_pointer_frames = 0;
-  /// Why user walks ended: outermost, unreadable, CFA not increasing,
-  /// misaligned FP, depth limit, no user stack.
-  std::array<std::uint64_t, 6> stops{};
+  /// User callers by how they were found: frame pointer, the module's
+  /// own SFrame, SFrame generated from .eh_frame, signal frame.
+  std::array<std::uint64_t, 4> by_source{};
+  /// Samples of processes not in the tables yet (walked by frame pointers).
+  std::uint64_t no_process = 0;
+  /// Why user walks ended (stop_name()).
+  std::array<std::uint64_t, 10> stops{};
+  /// The tables: what was built, time to set up before the first sample
+  /// (ns: /proc, tables), time spent building and loading tables (ns).
+  TableStats tables;
+  std::uint64_t setup_ns = 0;
+  std::uint64_t table_ns = 0;
+  /// Pages and process tables the BPF maps refused (full).
+  std::uint64_t pages_refused = 0;
+  std::uint64_t processes_refused = 0;
   /// In-program time per sample (bpf_ktime_get_ns at entry and before
   /// submission), summed (ns), and its median (ns, from a power-of-two
   /// histogram: the bucket's lower bound).

@@ -17,6 +17,14 @@
 #   all     -a --duration 1: the whole system; both perfs read it.
 #   errors  no root, bad usage, SIGINT mid-recording (a complete file), an
 #           unwritable output (the old file left as it was).
+#   walk    the differential test of the in-kernel walk (bpf/walk.h,
+#           compiled for the host: WALK_CHECK, the 4th argument) against the
+#           library's walk over the tables `sframe record` loads, on perf
+#           --call-graph=dwarf recordings of a C program with its own
+#           .sframe (-Wa,--gsframe, no frame pointers), a C++ program and
+#           python3 (SFrame generated from .eh_frame): at least 99% of the
+#           samples walk to the same frames, on the recorded stacks and on
+#           the same stacks damaged (three seeds: hostile stacks).
 # BPF refused is a FAILURE with the recorder's words, never a skip.
 set -euo pipefail
 sframe=$(readlink -f "$1")
@@ -41,13 +49,22 @@ rec() { # sframe record ARGS..., failing with its words
   cat rec.err
 }
 
-# Both perfs print what `sframe perf script` prints, byte for byte.
-same_as_perf() { # FILE
-  local f=$1
+# Both perfs print what `sframe perf script` prints, byte for byte (with
+# COMM: for that command's samples; the others are the whole system's, whose
+# names are perf script's business, not the recorder's).
+only_comm() { # COMM < perf script text
+  awk -v c="$1" 'BEGIN { RS=""; ORS="\n\n" } { split($0, l, " "); if (l[1] == c) print }'
+}
+same_as_perf() { # FILE [COMM]
+  local f=$1 comm=${2:-}
   perf script -i "$f" -F comm,tid,ip,sym,dso >perf61.txt 2>perf61.err || { echo "FAIL: perf 6.1 cannot read $f:"; cat perf61.err; fail=1; return; }
   "$sframe" perf script --perf-compat 6.1 -i "$f" -F comm,tid,ip,sym,dso >ours61.txt 2>/dev/null
   "$perf7" script --no-inline -i "$f" -F comm,tid,ip,sym,dso >perf72.txt 2>perf72.err || { echo "FAIL: perf 7.2 cannot read $f:"; cat perf72.err; fail=1; return; }
   "$sframe" perf script -i "$f" -F comm,tid,ip,sym,dso >ours72.txt 2>/dev/null
+  if [ -n "$comm" ]; then
+    local t
+    for t in perf61 ours61 perf72 ours72; do only_comm "$comm" <$t.txt >$t.only && mv $t.only $t.txt; done
+  fi
   local n
   n=$(grep -c '^[^[:space:]]' perf61.txt || true)
   [ "$n" -gt 0 ] || { echo "FAIL: perf 6.1 prints no sample of $f"; fail=1; }
@@ -110,7 +127,7 @@ PY
     rec -a --duration 1 -o rec.data
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    same_as_perf rec.data
+    same_as_perf rec.data prog
     grep -q "^prog;.*;outer;.*leaf " <("$sframe" perf script --folded -i rec.data 2>/dev/null) ||
       { echo "FAIL: -a recorded no prog;...;outer;...leaf stack"; fail=1; }
     ;;
@@ -153,6 +170,19 @@ PY
     [ $rc -eq 1 ] && [ "$(cat ro/keep.data)" = old ] && [ "$(wc -l <e.txt)" -eq 1 ] ||
       { echo "FAIL: unwritable output: exit $rc"; cat e.txt; fail=1; }
     echo "errors: no root, usage, missing command, SIGINT, unwritable output"
+    ;;
+  walk)
+    check=$(readlink -f "$4")
+    here=$perf_tests  # programs.sh builds from the perf tests' sources
+    . "$perf_tests/programs.sh"
+    for p in c cxx python; do
+      build_part "$p"
+      if ! perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o "$p.data" -- "${cmd[@]}" >/dev/null 2>rec.err; then
+        echo "FAIL: perf record failed:"; cat rec.err; exit 1
+      fi
+      "$check" "$p.data" 99 || fail=1
+      for seed in 1 2 3; do "$check" "$p.data" 99 "$seed" | sed "s/^/  damaged (seed $seed): /" || fail=1; done
+    done
     ;;
   *) echo "run.sh: unknown part $part" >&2; exit 2 ;;
 esac

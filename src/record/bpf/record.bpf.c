@@ -68,55 +68,58 @@ struct {
   __type(value, struct sframe_record_counters);
 } counters SEC(".maps");
 
-// The state of one user walk, shared with the bpf_loop callback.
-struct walk {
-  __u64 pc, sp, fp;
-  struct sframe_record_sample *s;
-  __u32 n;  // user frames written
-  __u8 stop;
-};
+// Module tables (pages of rows) and processes (their executable
+// mappings), filled by user space (record_abi.h).
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1 << 18);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, struct sframe_record_page_key);
+  __type(value, struct sframe_record_page);
+} pages SEC(".maps");
 
-// One frame-pointer step (x86-64: CFA = FP + 16, RA at CFA - 8, the
-// caller's FP at CFA - 16), with the checks of the library's step: the
-// frame pointer aligned, the CFA above the current SP. Returns 1 to end.
-static long fp_step(__u32 i, void *ctx) {
-  struct walk *w = ctx;
-  struct sframe_record_sample *s = w->s;
-  if (!s) return 1;
-  if (w->fp == 0) {
-    w->stop = SFRAME_RECORD_STOP_OUTERMOST;
-    return 1;
-  }
-  if (w->fp & 7) {
-    w->stop = SFRAME_RECORD_STOP_MISALIGNED;
-    return 1;
-  }
-  const __u64 cfa = w->fp + 16;
-  if (cfa <= w->sp) {
-    w->stop = SFRAME_RECORD_STOP_CFA_NOT_INCREASING;
-    return 1;
-  }
-  __u64 pair[2];
-  if (bpf_probe_read_user(pair, sizeof pair, (const void *)(w->fp))) {
-    w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-    s->stop_address = w->fp;
-    return 1;
-  }
-  const __u64 ra = pair[1];
-  if (ra == 0) {
-    w->stop = SFRAME_RECORD_STOP_OUTERMOST;
-    return 1;
-  }
-  const __u32 at = (__u32)s->kernel_nr + w->n;
-  if (at >= SFRAME_RECORD_MAX_FRAMES || w->n >= SFRAME_RECORD_MAX_USER) {
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, __u32);
+  __type(value, struct sframe_record_process);
+} processes SEC(".maps");
+
+// Set before loading: walk by frame pointers only (the benchmark's
+// baseline: the same program, the same stacks).
+const volatile __u8 frame_pointers_only = 0;
+
+#define SFRAME_RECORD_INLINE __always_inline
+#define SFRAME_RECORD_OPAQUE(v) asm volatile("" : "+r"(v))
+#define SFRAME_RECORD_STEP_LINKAGE __attribute__((noinline))
+#define SFRAME_RECORD_SEARCH_LINKAGE __attribute__((noinline))
+#define SFRAME_RECORD_READ(dst, addr) bpf_probe_read_user((dst), 8, (const void *)(addr))
+#define SFRAME_RECORD_PAGE(key) ((const struct sframe_record_page *)bpf_map_lookup_elem(&pages, (key)))
+#define SFRAME_RECORD_PROCESS(tgid) ((const struct sframe_record_process *)bpf_map_lookup_elem(&processes, (tgid)))
+#include "walk.h"
+
+// The walk's state, per CPU (see struct sframe_record_walk).
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_walk);
+} walks SEC(".maps");
+
+static long walk_step(__u32 i, void *ctx) {
+  __u32 zero = 0;
+  struct sframe_record_sample *s = bpf_map_lookup_elem(&scratch, &zero);
+  struct sframe_record_counters *c = bpf_map_lookup_elem(&counters, &zero);
+  struct sframe_record_walk *w = bpf_map_lookup_elem(&walks, &zero);
+  if (!s || !c || !w) return 1;
+  if (!sframe_record_step(w)) return 1;
+  if (!sframe_record_emit(s->ips, s->kernel_nr, SFRAME_RECORD_MAX_FRAMES, w)) {
     w->stop = SFRAME_RECORD_STOP_DEPTH;
     return 1;
   }
-  s->ips[at] = ra - 1;
-  w->n++;
-  w->pc = ra;
-  w->sp = cfa;
-  w->fp = pair[0];
+  const __u8 src = w->last_source;
+  if (src < SFRAME_RECORD_SOURCES) c->by_source[src]++;
   return 0;
 }
 
@@ -154,8 +157,9 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   s->stop = SFRAME_RECORD_STOP_NO_USER;
   s->user_mode = (ctx->regs.cs & 3) == 3;
 
-  struct walk w = {};
-  w.s = s;
+  struct sframe_record_walk *w = bpf_map_lookup_elem(&walks, &zero);
+  if (!w) return 0;
+  __builtin_memset(w, 0, sizeof *w);
   if (!s->user_mode) {
     long got = bpf_get_stack(ctx, s->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
     if (got > 0) s->kernel_nr = (__u16)(got / 8);
@@ -164,31 +168,43 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   const int kthread = BPF_CORE_READ(task, flags) & PF_KTHREAD;
   if (!kthread && tgid != 0) {
     if (s->user_mode) {
-      w.pc = ctx->regs.rip;
-      w.sp = ctx->regs.rsp;
-      w.fp = ctx->regs.rbp;
+      w->pc = ctx->regs.rip;
+      w->sp = ctx->regs.rsp;
+      w->fp = ctx->regs.rbp;
     } else {
       struct pt_regs___kern *u = (struct pt_regs___kern *)bpf_task_pt_regs(task);
-      w.pc = BPF_CORE_READ(u, ip);
-      w.sp = BPF_CORE_READ(u, sp);
-      w.fp = BPF_CORE_READ(u, bp);
+      w->pc = BPF_CORE_READ(u, ip);
+      w->sp = BPF_CORE_READ(u, sp);
+      w->fp = BPF_CORE_READ(u, bp);
+    }
+    w->fp_known = 1;
+    w->exact = 1;
+    w->max = SFRAME_RECORD_MAX_USER;
+    w->tgid = tgid;
+    if (!frame_pointers_only) {
+      if (bpf_map_lookup_elem(&processes, &tgid)) w->have_process = 1;
+      else c->no_process++;
     }
     const __u32 at = s->kernel_nr;
     if (at < SFRAME_RECORD_MAX_FRAMES) {
-      s->ips[at] = w.pc;
-      w.n = 1;
-      w.stop = SFRAME_RECORD_STOP_DEPTH;
-      bpf_loop(SFRAME_RECORD_MAX_USER, fp_step, &w, 0);
-      s->stop = w.stop;
-      c->by_source[SFRAME_RECORD_SOURCE_FRAME_POINTER] += w.n - 1;
+      s->ips[at] = w->pc;
+      w->n = 1;
+      if (w->pc == 0) {
+        w->stop = SFRAME_RECORD_STOP_ZERO_PC;
+      } else {
+        w->stop = SFRAME_RECORD_STOP_DEPTH;
+        bpf_loop(SFRAME_RECORD_MAX_USER, walk_step, 0, 0);
+      }
+      s->stop = w->stop;
+      s->stop_address = w->stop_address;
     }
   }
-  s->user_nr = (__u16)w.n;
+  s->user_nr = (__u16)w->n;
   if (s->stop < SFRAME_RECORD_STOPS) c->stops[s->stop]++;
   c->kernel_frames += s->kernel_nr;
-  c->user_frames += w.n;
+  c->user_frames += w->n;
 
-  __u64 n = (__u64)s->kernel_nr + w.n;
+  __u64 n = (__u64)s->kernel_nr + w->n;
   if (n > SFRAME_RECORD_MAX_FRAMES) n = SFRAME_RECORD_MAX_FRAMES;
   const __u64 took = bpf_ktime_get_ns() - start;
   c->walk_ns += took;

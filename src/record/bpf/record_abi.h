@@ -15,6 +15,74 @@
 #define SFRAME_RECORD_MAX_USER 127
 #define SFRAME_RECORD_MAX_FRAMES (SFRAME_RECORD_MAX_KERNEL + SFRAME_RECORD_MAX_USER)
 
+/* --- module tables: the rules of one module file, shared by every process
+ * that maps it. A module's link-time PCs are cut into pages of
+ * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB); a page holds the rows that start in it,
+ * after a row at offset 0 holding the rule in effect at the page's start.
+ * A page no rule covers has no entry. */
+#define SFRAME_RECORD_PAGE_SHIFT 10
+#define SFRAME_RECORD_PAGE_ROWS 128
+
+/* Row flags. */
+enum sframe_record_row_flags {
+  /* CFA = FP + cfa_off (else SP + cfa_off). */
+  SFRAME_RECORD_ROW_CFA_FP = 1,
+  /* The caller's FP is saved at CFA + 8 * fp_off8 (else unchanged). */
+  SFRAME_RECORD_ROW_FP_SAVED = 2,
+  /* RA undefined: the outermost frame (SFrame errata 2). */
+  SFRAME_RECORD_ROW_OUTERMOST = 4,
+  /* No SFrame rule here (between functions, or a rule this table cannot
+   * hold): the walk falls back to frame pointers. */
+  SFRAME_RECORD_ROW_NONE = 8,
+  /* The rule is SFrame generated from .eh_frame (else the module's own). */
+  SFRAME_RECORD_ROW_GENERATED = 16,
+  /* An x86-64 rt_sigreturn trampoline: the interrupted context is in the
+   * ucontext at SP. */
+  SFRAME_RECORD_ROW_SIGNAL = 32,
+  /* A PC-mask function (spec §2.3: PLT entries) of 16-byte blocks at
+   * 16-byte aligned addresses: CFA = SP + (cfa_off & 0xffff) for block
+   * offsets below fp_off8, else SP + (cfa_off >> 16); FP unchanged. */
+  SFRAME_RECORD_ROW_PCMASK = 64,
+};
+
+/* One rule, from page offset `start` to the next row's start. On x86-64 the
+ * RA is always at CFA - 8 (SFrame's fixed RA offset). */
+struct sframe_record_row {
+  __u16 start;
+  __u8 flags;
+  __s8 fp_off8;
+  __s32 cfa_off;
+};
+
+struct sframe_record_page_key {
+  __u32 module;
+  __u32 page; /* link-time PC >> SFRAME_RECORD_PAGE_SHIFT */
+};
+
+struct sframe_record_page {
+  __u32 n; /* rows used, 1..SFRAME_RECORD_PAGE_ROWS */
+  __u32 reserved;
+  struct sframe_record_row rows[SFRAME_RECORD_PAGE_ROWS];
+};
+
+/* --- processes: the executable mappings of one process (tgid), sorted by
+ * start, not overlapping. */
+#define SFRAME_RECORD_MAX_MAPPINGS 256
+
+struct sframe_record_mapping {
+  __u64 start; /* runtime [start, end) */
+  __u64 end;
+  __u64 bias; /* runtime PC - bias = link-time PC */
+  __u32 module; /* 0: no table (unknown file, or not loaded yet) */
+  __u32 reserved;
+};
+
+struct sframe_record_process {
+  __u32 n;
+  __u32 reserved;
+  struct sframe_record_mapping maps[SFRAME_RECORD_MAX_MAPPINGS];
+};
+
 /* Why a user walk ended. */
 enum sframe_record_stop {
   /* A frame pointer or return address of 0: the outermost frame. */
@@ -30,13 +98,28 @@ enum sframe_record_stop {
   SFRAME_RECORD_STOP_DEPTH = 4,
   /* No user stack: a kernel thread (or the idle task). */
   SFRAME_RECORD_STOP_NO_USER = 5,
-  SFRAME_RECORD_STOPS = 6
+  /* No rule for the PC and no plausible frame-pointer caller (FP 0, a
+   * return address outside the process's executable mappings, or a CFA
+   * not above SP). */
+  SFRAME_RECORD_STOP_NO_RULE = 6,
+  /* A return address of 0. */
+  SFRAME_RECORD_STOP_ZERO_PC = 7,
+  /* A rule naming a register the walk does not know (the caller's FP
+   * after an unreadable save slot). */
+  SFRAME_RECORD_STOP_BAD_RULE = 8,
+  /* The process's mappings are not in the table yet (it started or
+   * exec'd within the last drain period). */
+  SFRAME_RECORD_STOP_NO_PROCESS = 9,
+  SFRAME_RECORD_STOPS = 10
 };
 
 /* Where the rule that found a caller came from. */
 enum sframe_record_source {
   SFRAME_RECORD_SOURCE_FRAME_POINTER = 0,
-  SFRAME_RECORD_SOURCES = 1
+  SFRAME_RECORD_SOURCE_SFRAME = 1,
+  SFRAME_RECORD_SOURCE_GENERATED = 2,
+  SFRAME_RECORD_SOURCE_SIGNAL = 3,
+  SFRAME_RECORD_SOURCES = 4
 };
 
 /* One sample, as bpf_ringbuf_output() writes it: the fixed part, then
@@ -74,6 +157,9 @@ struct sframe_record_counters {
   __u64 samples;
   /* Samples the ring buffer had no room for. */
   __u64 lost;
+  /* Samples of a process whose mappings were not in the table yet: walked
+   * by frame pointers alone. */
+  __u64 no_process;
   __u64 kernel_frames;
   __u64 user_frames;
   /* Callers found, by enum sframe_record_source. */

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/* sframepp: the user-stack walk of `sframe record`, in C that compiles for
+ * the BPF target (record.bpf.c, one step per bpf_loop iteration) and for the
+ * host (the differential test holds it to the library's walk,
+ * process::walk_chain, on the same stacks and tables).
+ *
+ * It is a second implementation of the library's frame step and loop for
+ * x86-64, over the table layout of record_abi.h:
+ *  - the rule for a PC: the PC's mapping in the process (binary search),
+ *    its module's page (a map lookup), the page's last row at or before the
+ *    PC (binary search); callers are looked up at return address - 1
+ *    (SFrame spec v3 §1.2: the PC inside the call);
+ *  - an SFrame row: CFA = SP or FP + offset, RA at CFA - 8, the caller's FP
+ *    at CFA + offset or unchanged (spec §3.1); in a PC-mask (PLT) function,
+ *    the row of the PC's offset in its 16-byte block; an unreadable FP slot leaves
+ *    the caller's FP unknown; a row with RA undefined ends the walk;
+ *  - no row: checked frame pointers (the caller's FP at FP, RA at FP + 8,
+ *    CFA = FP + 16), taken only when the RA lies in an executable mapping
+ *    and the CFA above SP;
+ *  - a signal trampoline: the interrupted registers from the ucontext_t at
+ *    SP (x86-64 rt_sigframe);
+ *  - between frames: the CFA must lie strictly above the previous one,
+ *    except across a signal frame; a return address of 0 ends the walk.
+ *
+ * The including file defines, before including it:
+ *   SFRAME_RECORD_READ(dst, addr)  reads the u64 at user address addr into
+ *                                  *dst; 0 on success
+ *   SFRAME_RECORD_PAGE(key)        const struct sframe_record_page * for
+ *                                  const struct sframe_record_page_key *key,
+ *                                  or 0
+ *   SFRAME_RECORD_PROCESS(tgid)    const struct sframe_record_process * for
+ *                                  const __u32 *tgid, or 0
+ *   SFRAME_RECORD_INLINE           the inline attribute of the target
+ *   SFRAME_RECORD_OPAQUE(v)        (BPF) hides v's value from the compiler,
+ *                                  so that a mask applied after it stays
+ *   SFRAME_RECORD_STEP_LINKAGE     how sframe_record_step and the two
+ *   SFRAME_RECORD_SEARCH_LINKAGE   binary searches are declared: for BPF
+ *                                  global (noinline) functions, which the
+ *                                  verifier checks once each, on their own,
+ *                                  instead of along every path of their
+ *                                  callers */
+#ifndef SFRAMEPP_RECORD_WALK_H
+#define SFRAMEPP_RECORD_WALK_H
+
+#include "record_abi.h"
+
+/* x86-64 rt_sigframe: the ucontext_t's gregs[] start 40 bytes above the
+ * trampoline's SP; REG_RBP, REG_RSP, REG_RIP are 10, 15, 16. */
+#define SFRAME_RECORD_SIGFRAME_GREGS 40
+
+/* The state of a walk. It holds no pointer: in BPF it lives in a map
+ * value, so that the verifier sees each bpf_loop iteration's fields as
+ * unknown and the callback's states converge. */
+struct sframe_record_walk {
+  __u64 pc, sp, fp;
+  __u64 prev_cfa;
+  /* The address a stop concerns (the unreadable one, the CFA). */
+  __u64 stop_address;
+  /* The mapping of the last lookup (most frames are in the mapping of the
+   * frame before). */
+  __u64 map_start, map_end, map_bias;
+  __u32 map_module;
+  __u32 tgid;
+  __u8 have_process; /* walk with the process's tables (else frame pointers only) */
+  __u8 reserved1[3];
+  __u32 n; /* frames so far (frame 0 included) */
+  __u32 max; /* frames wanted */
+  __u8 fp_known;
+  __u8 have_prev;
+  __u8 unchecked; /* the last step crossed a signal frame */
+  __u8 exact; /* pc is exact (frame 0, after a signal frame), else an RA */
+  __u8 stop;
+  __u8 last_source; /* enum sframe_record_source of the last step */
+  __u8 reserved[2];
+};
+
+/* The index of the mapping holding `pc`, or -1. */
+SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_mapping_index(const struct sframe_record_process *p, __u64 pc) {
+  if (!p) return -1;
+  __u32 lo = 0, hi = p->n;
+  if (hi > SFRAME_RECORD_MAX_MAPPINGS) hi = SFRAME_RECORD_MAX_MAPPINGS;
+  for (int i = 0; i < 9; i++) { /* 2^9 > SFRAME_RECORD_MAX_MAPPINGS */
+    if (lo >= hi) break;
+    /* Masks, not only compares: they survive the compiler's rewriting of
+     * the index, so the verifier sees it in bounds (a power of two). */
+    __u32 mid = (lo + hi) / 2;
+    SFRAME_RECORD_OPAQUE(mid);
+    mid &= SFRAME_RECORD_MAX_MAPPINGS - 1;
+    /* Branch-free (user addresses are below 2^63, so the sign of pc - end
+     * orders them): one verifier path instead of two per iteration. */
+    const __u64 above = 1 - ((pc - p->maps[mid].end) >> 63); /* end <= pc */
+    lo += (__u32)(above * (mid + 1 - lo));
+    hi -= (__u32)((1 - above) * (hi - mid));
+  }
+  if (lo >= SFRAME_RECORD_MAX_MAPPINGS || lo >= p->n) return -1;
+  SFRAME_RECORD_OPAQUE(lo);
+  const struct sframe_record_mapping *m = &p->maps[lo & (SFRAME_RECORD_MAX_MAPPINGS - 1)];
+  return m->start <= pc && pc < m->end ? (int)lo : -1;
+}
+
+static SFRAME_RECORD_INLINE const struct sframe_record_mapping *
+sframe_record_find_mapping(const struct sframe_record_process *p, __u64 pc) {
+  int i = sframe_record_mapping_index(p, pc);
+  if (i < 0 || i >= SFRAME_RECORD_MAX_MAPPINGS) return 0;
+  __u32 k = (__u32)i;
+  SFRAME_RECORD_OPAQUE(k);
+  return &p->maps[k & (SFRAME_RECORD_MAX_MAPPINGS - 1)];
+}
+
+/* The index of the row covering page offset `off`: the last whose start is
+ * <= off (row 0 starts at 0); -1 for an empty page. */
+SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const struct sframe_record_page *pg, __u32 off) {
+  if (!pg) return -1;
+  __u32 n = pg->n;
+  if (n == 0 || n > SFRAME_RECORD_PAGE_ROWS) return -1;
+  __u32 lo = 0, hi = n;
+  for (int i = 0; i < 8; i++) { /* 2^8 > SFRAME_RECORD_PAGE_ROWS */
+    if (lo + 1 >= hi) break;
+    __u32 mid = (lo + hi) / 2;
+    SFRAME_RECORD_OPAQUE(mid);
+    mid &= SFRAME_RECORD_PAGE_ROWS - 1;
+    const __u64 at_or_before = 1 - (((__u64)off - pg->rows[mid].start) >> 63); /* start <= off */
+    lo += (__u32)(at_or_before * (mid - lo));
+    hi -= (__u32)((1 - at_or_before) * (hi - mid));
+  }
+  return (int)(lo & (SFRAME_RECORD_PAGE_ROWS - 1));
+}
+
+static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_row(const struct sframe_record_page *pg,
+                                                                                  __u32 off) {
+  int i = sframe_record_row_index(pg, off);
+  if (i < 0 || i >= SFRAME_RECORD_PAGE_ROWS) return 0;
+  __u32 k = (__u32)i;
+  SFRAME_RECORD_OPAQUE(k);
+  return &pg->rows[k & (SFRAME_RECORD_PAGE_ROWS - 1)];
+}
+
+/* Whether `pc` lies in an executable mapping of the process. */
+static SFRAME_RECORD_INLINE int sframe_record_executable(struct sframe_record_walk *w, __u64 pc) {
+  if (pc >= w->map_start && pc < w->map_end) return 1;
+  const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&w->tgid);
+  return p && sframe_record_find_mapping(p, pc) != 0;
+}
+
+/* The row for lookup PC `lpc`, or 0 (no mapping, no table, no page). */
+static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(struct sframe_record_walk *w,
+                                                                              __u64 lpc) {
+  if (!w->have_process) return 0;
+  if (!(lpc >= w->map_start && lpc < w->map_end)) {
+    const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&w->tgid);
+    if (!p) return 0;
+    const struct sframe_record_mapping *m = sframe_record_find_mapping(p, lpc);
+    if (!m) return 0;
+    w->map_start = m->start;
+    w->map_end = m->end;
+    w->map_bias = m->bias;
+    w->map_module = m->module;
+  }
+  if (!w->map_module) return 0;
+  const __u64 link = lpc - w->map_bias;
+  struct sframe_record_page_key key;
+  key.module = w->map_module;
+  key.page = (__u32)(link >> SFRAME_RECORD_PAGE_SHIFT);
+  const struct sframe_record_page *pg = SFRAME_RECORD_PAGE(&key);
+  if (!pg) return 0;
+  return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
+}
+
+/* One step from the current frame to its caller. Returns 1 when the walk
+ * goes on (w->pc etc. are the caller's), 0 when it ends (w->stop says why).
+ * `source` gets the enum sframe_record_source of the step taken. */
+SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) {
+  if (!w) return 0;
+  const __u64 lpc = w->exact ? w->pc : w->pc - 1;
+  const struct sframe_record_row *row = sframe_record_rule(w, lpc);
+  __u64 cfa = 0, ra = 0, fp = w->fp, sp = 0;
+  __u8 fp_known = w->fp_known, signal = 0, source;
+  if (row && (row->flags & SFRAME_RECORD_ROW_SIGNAL)) {
+    const __u64 g = w->sp + SFRAME_RECORD_SIGFRAME_GREGS;
+    if (SFRAME_RECORD_READ(&fp, g + 10 * 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = g + 10 * 8;
+      return 0;
+    }
+    if (SFRAME_RECORD_READ(&sp, g + 15 * 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = g + 15 * 8;
+      return 0;
+    }
+    if (SFRAME_RECORD_READ(&ra, g + 16 * 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = g + 16 * 8;
+      return 0;
+    }
+    cfa = w->sp;
+    fp_known = 1;
+    signal = 1;
+    source = SFRAME_RECORD_SOURCE_SIGNAL;
+  } else if (row && !(row->flags & SFRAME_RECORD_ROW_NONE)) {
+    if (row->flags & SFRAME_RECORD_ROW_OUTERMOST) {
+      w->stop = SFRAME_RECORD_STOP_OUTERMOST;
+      w->stop_address = 0;
+      return 0;
+    }
+    if (row->flags & SFRAME_RECORD_ROW_PCMASK) {
+      const __u32 both = (__u32)row->cfa_off;
+      const __u32 off = (__u32)(lpc & 15) >= (__u32)(__u8)row->fp_off8 ? both >> 16 : both & 0xffff;
+      cfa = w->sp + off;
+    } else if (row->flags & SFRAME_RECORD_ROW_CFA_FP) {
+      if (!w->fp_known) {
+        w->stop = SFRAME_RECORD_STOP_BAD_RULE;
+        w->stop_address = lpc;
+        return 0;
+      }
+      cfa = w->fp + (__u64)(__s64)row->cfa_off;
+    } else {
+      cfa = w->sp + (__u64)(__s64)row->cfa_off;
+    }
+    if (SFRAME_RECORD_READ(&ra, cfa - 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = cfa - 8;
+      return 0;
+    }
+    if ((row->flags & SFRAME_RECORD_ROW_FP_SAVED) && !(row->flags & SFRAME_RECORD_ROW_PCMASK)) {
+      const __u64 at = cfa + (__u64)((__s64)row->fp_off8 * 8);
+      __u64 v = 0;
+      if (SFRAME_RECORD_READ(&v, at)) {
+        fp_known = 0;
+        fp = 0;
+      } else {
+        fp = v;
+        fp_known = 1;
+      }
+    }
+    sp = cfa;
+    source = (row->flags & SFRAME_RECORD_ROW_GENERATED) ? SFRAME_RECORD_SOURCE_GENERATED : SFRAME_RECORD_SOURCE_SFRAME;
+  } else {
+    /* Frame pointers, only where they give a plausible caller. */
+    if (!w->fp_known || w->fp == 0) {
+      w->stop = SFRAME_RECORD_STOP_NO_RULE;
+      w->stop_address = lpc;
+      return 0;
+    }
+    if (SFRAME_RECORD_READ(&fp, w->fp)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = w->fp;
+      return 0;
+    }
+    if (SFRAME_RECORD_READ(&ra, w->fp + 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = w->fp + 8;
+      return 0;
+    }
+    cfa = w->fp + 16;
+    if ((ra != 0 && w->have_process && !sframe_record_executable(w, ra)) || cfa <= w->sp) {
+      w->stop = SFRAME_RECORD_STOP_NO_RULE;
+      w->stop_address = lpc;
+      return 0;
+    }
+    fp_known = 1;
+    sp = cfa;
+    source = SFRAME_RECORD_SOURCE_FRAME_POINTER;
+  }
+  /* Between frames. */
+  const int signal_equal = signal && cfa == w->prev_cfa;
+  if (w->have_prev && !w->unchecked && cfa <= w->prev_cfa && !signal_equal) {
+    w->stop = SFRAME_RECORD_STOP_CFA_NOT_INCREASING;
+    w->stop_address = cfa;
+    return 0;
+  }
+  w->prev_cfa = cfa;
+  w->have_prev = 1;
+  w->unchecked = signal;
+  w->last_source = source;
+  w->pc = ra;
+  w->sp = sp;
+  w->fp = fp;
+  w->fp_known = fp_known;
+  w->exact = signal;
+  if (ra == 0) {
+    w->stop = SFRAME_RECORD_STOP_ZERO_PC;
+    w->stop_address = 0;
+    return 0;
+  }
+  if (w->n >= w->max) {
+    w->stop = SFRAME_RECORD_STOP_DEPTH;
+    w->stop_address = 0;
+    return 0;
+  }
+  return 1;
+}
+
+/* Records the caller the last step found as frame w->n of `ips` (at
+ * ips[base + w->n], below `cap` entries): at its return address - 1, as
+ * perf's callchains hold callers. After a signal step, as perf's unwinders
+ * record it (and the library's perf session prints it), the trampoline's
+ * frame (a caller, but not after a call) goes back to its exact address and
+ * the interrupted one is at its PC - 1. Returns 0 when there is no room. */
+static SFRAME_RECORD_INLINE int sframe_record_emit(__u64 *ips, __u32 base, __u32 cap, struct sframe_record_walk *w) {
+  const __u32 at = base + w->n;
+  if (at >= cap || at >= SFRAME_RECORD_MAX_FRAMES) return 0;
+  ips[at] = w->pc - 1;
+  if (w->last_source == SFRAME_RECORD_SOURCE_SIGNAL && w->n > 1) {
+    const __u32 prev = at - 1;
+    if (prev < SFRAME_RECORD_MAX_FRAMES && prev < cap) ips[prev] += 1;
+  }
+  w->n++;
+  return 1;
+}
+
+#endif

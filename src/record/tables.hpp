@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// sframepp: the in-kernel unwind tables of `sframe record` (layout:
+// bpf/record_abi.h), built in user space from what the library already
+// has: a module's rules come from the shared module builder
+// (cfi::ModuleUnwind: its own .sframe, else SFrame generated from its
+// .eh_frame, plus generated SFrame for the FDEs the own section lacks),
+// processes' mappings from the perf::Session that follows MMAP2, COMM,
+// FORK and EXIT records (the same process model `sframe perf script` uses).
+//
+// The layout: per module file, its link-time PCs cut into 4 KiB pages, each
+// holding the rows that start in it after one at offset 0 with the rule in
+// effect there (lookup: one hash-map lookup, then a binary search in 64
+// rows); per process, its executable mappings sorted (a binary search).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bpf/record_abi.h"
+
+namespace sframe::elf {
+class ElfFile;
+}
+namespace sframe::perf {
+class Session;
+}
+
+namespace sframe::record {
+
+/// Counts over the module tables built.
+struct TableStats {
+  std::uint64_t modules = 0;
+  std::uint64_t pages = 0;
+  std::uint64_t rows = 0;
+  /// Modules whose rules are (partly) SFrame generated from .eh_frame.
+  std::uint64_t generated_modules = 0;
+  /// Rules the page layout cannot hold, left to frame pointers: FLEX or
+  /// register-based rules, RA not at CFA - 8, PC-mask (PLT) functions.
+  std::uint64_t unsupported_rules = 0;
+  /// Pages with more than SFRAME_RECORD_PAGE_ROWS rows, left to frame
+  /// pointers.
+  std::uint64_t overflow_pages = 0;
+  /// Bytes of .sframe / .eh_frame of the modules loaded, and bytes of the
+  /// tables (pages) made from them.
+  std::uint64_t sframe_bytes = 0;
+  std::uint64_t eh_frame_bytes = 0;
+  std::uint64_t table_bytes = 0;
+};
+
+/// The pages of one module (by page number).
+using ModulePages = std::map<std::uint32_t, sframe_record_page>;
+
+/// Builds the pages of `file` (x86-64). Rules the layout cannot hold, and
+/// pages with too many rows, are left out (frame pointers there), and
+/// counted in `stats`.
+ModulePages build_module_pages(const elf::ElfFile& file, TableStats& stats);
+
+/// The tables of every module and process a Session follows. Module IDs
+/// start at 1, one per distinct file.
+class Tables {
+ public:
+  explicit Tables(const perf::Session& session);
+  /// The process table of `pid` as the session sees it now: its mappings'
+  /// modules built on first sight (their pages then in new_pages()).
+  /// Mappings beyond SFRAME_RECORD_MAX_MAPPINGS are left out (counted).
+  const sframe_record_process& process(std::uint32_t pid);
+  /// The page of module `key.module`, or null (host lookups: the
+  /// differential test).
+  const sframe_record_page* page(const sframe_record_page_key& key) const;
+  /// Pages built since the last call, for loading into the BPF map.
+  std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>> take_new_pages();
+  const TableStats& stats() const noexcept { return stats_; }
+  std::uint64_t dropped_mappings() const noexcept { return dropped_mappings_; }
+
+ private:
+  std::uint32_t module_of(const std::shared_ptr<const elf::ElfFile>& file);
+  const perf::Session& session_;
+  std::unordered_map<const elf::ElfFile*, std::uint32_t> ids_;
+  std::vector<std::shared_ptr<const elf::ElfFile>> files_;  // keeps them alive
+  std::vector<ModulePages> modules_;                       // by id - 1
+  std::vector<std::uint32_t> fresh_;                        // module ids not taken yet
+  std::unordered_map<std::uint32_t, sframe_record_process> processes_;
+  TableStats stats_;
+  std::uint64_t dropped_mappings_ = 0;
+};
+
+}  // namespace sframe::record
