@@ -621,25 +621,18 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   return out;
 }
 
-Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+Expected<void> generate(ModuleUnwind& module, const elf::ElfFile& file, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
   auto srcs = abi ? cfi_sources(file) : Expected<std::vector<CfiSource>>(make_error(EncodeErrc::kNotRepresentable, 0));
-  if (!srcs) {
-    // Recorded as the outcome, as the core records its failures.
-    if (generated_once_) {
-      if (generate_error_) return Unexpected{*generate_error_};
-      return {};
-    }
-    generated_once_ = true;
-    generate_error_ = srcs.error();
-    reason_ += "; no usable .eh_frame (" + std::string(describe(srcs.error().code())) + ")";
-    return Unexpected{srcs.error()};
-  }
+  // Recorded as the outcome, as the core records its failures.
+  if (!srcs)
+    return module.fail_generation(srcs.error(),
+                                  "no usable .eh_frame (" + std::string(describe(srcs.error().code())) + ")");
   const std::vector<PltSection> plts = plt_sections(file);
-  return generate(*srcs, *abi, section_address, plts);
+  return module.generate(*srcs, *abi, section_address, plts);
 }
 
-Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
+Expected<void> enable_on_demand(ModuleUnwind& module, const elf::ElfFile& file) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
@@ -655,7 +648,14 @@ Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
   src.eh_frame = srcs->front();
   src.abi = *abi;
   src.plts = plt_sections(file);
-  return enable_on_demand(std::move(src));
+  return module.enable_on_demand(std::move(src));
 }
+
+// The deprecated member forms (declared in sframe/unwind/module_unwind.hpp).
+Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+  return cfi::generate(*this, file, section_address);
+}
+
+Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) { return cfi::enable_on_demand(*this, file); }
 
 }  // namespace sframe::cfi

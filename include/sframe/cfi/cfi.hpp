@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/format/encode.hpp"
 
@@ -90,6 +91,25 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
 /// Errors as for_each_generated().
 Expected<Generated> for_each_translated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                         const TranslatedSink& fn);
+
+/// ModuleUnwind::generate() from the CFI of `file` (the module's file, or a
+/// copy of its image): its CFI sections (cfi_sources()) and x86-64 PLT
+/// sections (plt_sections()), for a section at link-time
+/// `section_address`. The same outcome rules: with a usable own section,
+/// only the functions it lacks, as `extra()`; at most once per module.
+/// Errors: kNotRepresentable (machine without an SFrame ABI) and those of
+/// cfi_sources(), recorded as the module's outcome
+/// (ModuleUnwind::fail_generation(), reason "no usable .eh_frame (...)");
+/// else those of ModuleUnwind::generate().
+Expected<void> generate(ModuleUnwind& module, const elf::ElfFile& file, std::uint64_t section_address = 0);
+
+/// ModuleUnwind::enable_on_demand() from `file`: .eh_frame_hdr and
+/// .eh_frame by section header, the PLT sections. Errors:
+/// kNotRepresentable (machine), those of cfi_sources(), kElfError (no
+/// .eh_frame_hdr table, or the file also has .debug_frame FDEs, which the
+/// table does not list: whole-module generation reads both), and those of
+/// ModuleUnwind::enable_on_demand().
+Expected<void> enable_on_demand(ModuleUnwind& module, const elf::ElfFile& file);
 
 /// A PC where SFrame and DWARF recover the CFA, RA or FP differently.
 struct Mismatch {
