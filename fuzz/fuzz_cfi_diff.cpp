@@ -8,8 +8,8 @@
 // and neither may crash, hang or allocate without bound. The same bytes
 // then go through the in-process backtrace's generation (a RowIndex built
 // from the translator's rows), which must answer as libdw's rows. Not compared: the
-// input classes ReaderComparison counts where libdw is wrong or the CFI has
-// no defined meaning (listed below; each has a kept input in
+// input classes where libdw is wrong or the CFI has no defined meaning
+// (CfiClassCounts; each has a kept input in
 // tests/fuzz_regressions/fuzz_cfi_diff/, tests/fuzz_regressions/README.md).
 #include <elf.h>
 
@@ -190,46 +190,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == CfiErrc::kBadCfi);
     return 0;
   }
-  // Not compared (each a documented difference where libdw is not the
-  // truth): overlapping FDEs (libdw answers a PC from whichever covering FDE
-  // its search tree finds; ours from the FDE that starts last before it, and
-  // cuts the earlier one there; linkers never make them), and FDEs whose
-  // fields run past their record (libdw reads them from the next record's
-  // bytes; ours leaves the FDE out) or whose program ends inside a LEB128
-  // (libdw applies the part it read; ours ends at the last complete row),
-  // and more generally CFI with an FDE record we cannot read (without
-  // .eh_frame_hdr libdw searches FDEs linearly and stops at such a record,
-  // losing the FDEs after it; records too short for their id and one byte
-  // more are among them, even a CIE nothing refers to), and AArch64 CIEs that leave the CFA to the
-  // ABI (libdw's AArch64 ABI state says CFA = x30 + 0, against AADWARF64's
-  // SP; a libdw bug). Crashes and our row invariants are checked on every
-  // input.
-  // And .debug_frame with a zero length word before more records (DWARF 5
-  // §6.4.1 gives it no meaning; libdw ends the section there, taking it for
-  // the LSB's .eh_frame terminator, and finds none of the FDEs after it).
-  // And rules for register numbers of 2^16 or more (no ABI has them):
-  // compare_readers() does not run libdw there, which would allocate a rule
-  // per register up to that number (gigabytes, past libFuzzer's RSS limit).
-  // And RA or FP rules that are empty expression blocks: the CFA (DWARF 5
-  // §6.4.2, as libgcc evaluates them), undefined to libdw, a libdw bug.
-  // And programs with a LEB128 longer than 10 bytes: libdw decodes 10 and
-  // reads the rest as instructions (DWARF 5 §7.6 sets no length).
-  // And register rules whose offset lies outside [-2^60, 2^60): libdw keeps
-  // it in a 61-bit bitfield (libdw/cfi.h) and reports it cut, a libdw limit.
-  // And CIEs whose personality pointer is a LEB128: libdw sizes it to the
-  // first byte with bit 7 set, the opposite of DWARF 5 §7.6 (elfutils
-  // libdw/encoded-value.h), and reads the CIE's FDE pointer encoding from
-  // the wrong byte; compare_readers() does not run libdw on them.
-  // And CIEs with an unknown augmentation letter before a known one: ours
-  // stops at it as libgcc does, libdw reads the letters after it.
-  // And DW_CFA_remember_state nested past kMaxRememberDepth: a bound of ours
-  // (DWARF 5 §6.4.2.4 sets none; no compiler nests more than two), where
-  // ours ends the function and libdw reads on.
-  const bool comparable = d->overlapping_fdes == 0 && d->truncated_fdes == 0 && d->ours_unreadable == 0 &&
-                          d->abi_default_cfa == 0 && d->debug_frame_zero_length == 0 && d->large_regno == 0 &&
-                          d->empty_expression == 0 && d->long_leb == 0 && d->wide_offset == 0 &&
-                          d->deep_remember == 0 && d->leb_personality == 0 &&
-                          d->unknown_augmentation == 0;
+  // Not compared: inputs of a class where libdw is not the truth (libdw
+  // bugs and limits, bounds of ours, bytes the two read otherwise; each
+  // class and its evidence: CfiClassCounts, sframe/unwind/cfi_reader.hpp).
+  // Crashes and our row invariants are checked on every input.
+  const bool comparable = !d->any();
   if (d->differing_rows != 0 && comparable) {
     const auto& x = d->examples[0];
     std::fprintf(stderr, "sframe fuzz: %llu rows differ from libdw; first at 0x%llx (FDE 0x%llx): %s\n",

@@ -71,7 +71,7 @@ TEST(CfiReader, OnDemandRowsEqualLibdwRows) {
     cfi::ModuleUnwindOptions mo;
     mo.per_fde_rows = per_fde_rows;
     cfi::ModuleUnwind u = cfi::ModuleUnwind::build(cfi::ModuleImage{}, mo);
-    ASSERT_TRUE(u.enable_on_demand(*f)) << lib;
+    ASSERT_TRUE(cfi::enable_on_demand(u, *f)) << lib;
     const std::vector<cfi::PltSection> plts = cfi::plt_sections(*f);
     const auto in_plt = [&](const cfi::Function& fn) {
       for (const auto& p : plts)

@@ -161,8 +161,8 @@ TEST(CfiRowsInPlace, MergedOwnIndexAnswersAsOwnSectionAndLibdw) {
     opt.merge_own = false;
     cfi::ModuleUnwind apart = cfi::ModuleUnwind::build(img, opt);
     ASSERT_EQ(merged.source(), cfi::ModuleSource::kNative) << file << ": " << merged.reason();
-    ASSERT_TRUE(merged.generate(*f)) << file << ": " << merged.reason();
-    ASSERT_TRUE(apart.generate(*f)) << file << ": " << apart.reason();
+    ASSERT_TRUE(cfi::generate(merged, *f)) << file << ": " << merged.reason();
+    ASSERT_TRUE(cfi::generate(apart, *f)) << file << ": " << apart.reason();
     // Without the option, the lacking functions go to extra(), as before.
     ASSERT_TRUE(apart.extra().usable()) << file << ": " << apart.reason();
     EXPECT_GT(merged.extra_functions(), 0u) << file;

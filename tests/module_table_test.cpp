@@ -77,7 +77,7 @@ TEST(ModuleTable, OnDemandBesideOwnSectionGoesToExtraAndAnswersAsLibdw) {
     ASSERT_TRUE(own) << file;
     cfi::ModuleUnwind u = cfi::ModuleUnwind::build(process::module_image(*f, own));
     ASSERT_EQ(u.source(), ModuleSource::kNative) << file << ": " << u.reason();
-    ASSERT_TRUE(u.enable_on_demand(*f)) << file;
+    ASSERT_TRUE(cfi::enable_on_demand(u, *f)) << file;
     const AddressRange range = exec_range(*f);
     ASSERT_LT(range.begin, range.end) << file;
 
@@ -139,7 +139,7 @@ TEST(ModuleTable, OnDemandWithoutOwnSectionGoesToPrimaryAndGrows) {
   cfi::ModuleUnwindOptions opt;
   opt.ignore_own = true;
   cfi::ModuleUnwind u = cfi::ModuleUnwind::build(process::module_image(*f, own), opt);
-  ASSERT_TRUE(u.enable_on_demand(*f)) << lib;
+  ASSERT_TRUE(cfi::enable_on_demand(u, *f)) << lib;
   const AddressRange range = exec_range(*f);
   ModuleTable table;
   table.assign({});
@@ -181,7 +181,7 @@ TEST(ModuleTable, GeneratedFdeIsCutAtTheMappingEdge) {
   cfi::ModuleUnwindOptions opt;
   opt.ignore_own = true;
   cfi::ModuleUnwind u = cfi::ModuleUnwind::build(process::module_image(*f, own), opt);
-  ASSERT_TRUE(u.enable_on_demand(*f)) << file;
+  ASSERT_TRUE(cfi::enable_on_demand(u, *f)) << file;
   const AddressRange whole = exec_range(*f);
   std::optional<cfi::Function> fn;
   for (const cfi::Function& g : libdw_truth(*f))

@@ -344,7 +344,7 @@ Expected<void> for_each_function(const elf::ElfFile& file, const std::function<v
   if (!srcs) return Unexpected{srcs.error()};
   CfiStats stats;
   auto ok = read_cfi(*srcs, *abi, fn, &stats);
-  if (unreadable) *unreadable += stats.unreadable;
+  if (unreadable) *unreadable += stats.ours_unreadable;
   return ok;
 }
 
@@ -411,17 +411,14 @@ namespace {
 // past 10 bytes, FDEs cut short or unreadable), whose register numbers ours
 // cannot vouch for. compare() and compare_readers() both screen with it.
 bool libdw_may_run(const CfiStats& stats) {
-  return stats.large_regno == 0 && stats.long_leb == 0 && stats.truncated == 0 && stats.unreadable == 0;
+  return stats.large_regno == 0 && stats.long_leb == 0 && stats.truncated_fdes == 0 && stats.ours_unreadable == 0;
 }
 
-// The screening's outcome and the four counts that decide it, as both
-// Comparison and ReaderComparison report them.
+// The screening's outcome and the class counts, as both Comparison and
+// ReaderComparison report them.
 template <class Out>
 void screen(const CfiStats& stats, Out& out) {
-  out.large_regno = stats.large_regno;
-  out.long_leb = stats.long_leb;
-  out.truncated_fdes = stats.truncated;
-  out.ours_unreadable = stats.unreadable;
+  static_cast<CfiClassCounts&>(out) = stats;
   out.libdw_run = libdw_may_run(stats);
 }
 
@@ -457,7 +454,6 @@ Expected<Comparison> compare(const elf::ElfFile& file, const Section& s) {
       CfiStats stats;
       if (read_cfi(*srcs, *abi, [](const Function&) {}, &stats)) {
         screen(stats, out);
-        out.cie_restore = stats.cie_restore;
         if (!out.libdw_run) return out;
       }
     }
@@ -567,21 +563,7 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   if (!a) return Unexpected{a.error()};
   ReaderComparison out;
   screen(stats, out);
-  out.overlapping_fdes = stats.overlapping;
-  out.abi_default_cfa = stats.abi_default_cfa;
-  out.cie_restore = stats.cie_restore;
-  out.leb_personality = stats.leb_personality;
-  out.unknown_augmentation = stats.unknown_augmentation;
-  out.debug_frame_zero_length = stats.debug_frame_zero_length;
-  out.empty_expression = stats.empty_expression;
-  out.wide_offset = stats.wide_offset;
-  out.deep_remember = stats.deep_remember;
-  if (!out.libdw_run) return out;
-  if (known_classes_only && (out.overlapping_fdes != 0 || out.abi_default_cfa != 0 || out.cie_restore != 0 ||
-                             out.leb_personality != 0 || out.unknown_augmentation != 0 ||
-                             out.debug_frame_zero_length != 0 || out.empty_expression != 0 ||
-                             out.wide_offset != 0 || out.deep_remember != 0))
-    return out;
+  if (!out.libdw_run || (known_classes_only && out.any())) return out;
   auto b = libdw_functions(file, [&](const Function& f) { ref.push_back(f); }, &out.libdw_unreadable);
   if (!b) return Unexpected{b.error()};
   std::vector<std::uint64_t> pcs;
@@ -621,25 +603,18 @@ Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t
   return out;
 }
 
-Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+Expected<void> generate(ModuleUnwind& module, const elf::ElfFile& file, std::uint64_t section_address) {
   const auto abi = abi_of(file.info());
   auto srcs = abi ? cfi_sources(file) : Expected<std::vector<CfiSource>>(make_error(EncodeErrc::kNotRepresentable, 0));
-  if (!srcs) {
-    // Recorded as the outcome, as the core records its failures.
-    if (generated_once_) {
-      if (generate_error_) return Unexpected{*generate_error_};
-      return {};
-    }
-    generated_once_ = true;
-    generate_error_ = srcs.error();
-    reason_ += "; no usable .eh_frame (" + std::string(describe(srcs.error().code())) + ")";
-    return Unexpected{srcs.error()};
-  }
+  // Recorded as the outcome, as the core records its failures.
+  if (!srcs)
+    return module.fail_generation(srcs.error(),
+                                  "no usable .eh_frame (" + std::string(describe(srcs.error().code())) + ")");
   const std::vector<PltSection> plts = plt_sections(file);
-  return generate(*srcs, *abi, section_address, plts);
+  return module.generate(*srcs, *abi, section_address, plts);
 }
 
-Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
+Expected<void> enable_on_demand(ModuleUnwind& module, const elf::ElfFile& file) {
   const auto abi = abi_of(file.info());
   if (!abi) return make_error(EncodeErrc::kNotRepresentable, 0, file.info().machine);
   auto srcs = cfi_sources(file);
@@ -655,7 +630,14 @@ Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) {
   src.eh_frame = srcs->front();
   src.abi = *abi;
   src.plts = plt_sections(file);
-  return enable_on_demand(std::move(src));
+  return module.enable_on_demand(std::move(src));
 }
+
+// The deprecated member forms (declared in sframe/unwind/module_unwind.hpp).
+Expected<void> ModuleUnwind::generate(const elf::ElfFile& file, std::uint64_t section_address) {
+  return cfi::generate(*this, file, section_address);
+}
+
+Expected<void> ModuleUnwind::enable_on_demand(const elf::ElfFile& file) { return cfi::enable_on_demand(*this, file); }
 
 }  // namespace sframe::cfi

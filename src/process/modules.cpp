@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sframe/cfi/cfi.hpp"
 #include "sframe/unwind/module_table.hpp"
 #include "sframe/unwind/module_unwind.hpp"
 #include "sframe/process/process.hpp"
@@ -198,7 +199,7 @@ void build_unwind(LoadedModule& mod, const ModuleOptions& opt) {
 void generate_sframe(LoadedModule& mod) {
   if (!mod.unwind || !mod.unwind->needs_generation()) return;
   auto eh = mod.file->section_bytes(".eh_frame");
-  (void)mod.unwind->generate(*mod.file, eh ? eh->header.address : 0);
+  (void)cfi::generate(*mod.unwind, *mod.file, eh ? eh->header.address : 0);
   take_views(mod);
 }
 
@@ -246,7 +247,7 @@ LoadedModules LoadedModules::load(pid_t pid, const std::vector<Mapping>& maps, c
       // One FDE at a time where .eh_frame_hdr leads to it; else the whole
       // module on first need.
       mod.generation_pending = true;
-      (void)mod.unwind->enable_on_demand(*mod.file);
+      (void)cfi::enable_on_demand(*mod.unwind, *mod.file);
     } else {
       generate_sframe(mod);
     }

@@ -70,7 +70,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       // §6.4.1), a record we cannot read, even when nothing refers to it.
       // libdw's linear FDE search stops at it (libdw/dwarf_next_cfi.c
       // rejects it before it knows where the next record starts).
-      if (stats_) ++stats_->unreadable;
+      if (stats_) ++stats_->ours_unreadable;
       if (listing_) (*listing_)(FdeRecord{off, next - off, 0, 0, false, 0, 0});
       off = next;
       continue;
@@ -98,7 +98,7 @@ Expected<void> Reader::scan(const CfiSource& src, std::uint32_t source_index) {
       (*listing_)(r);
     }
     if (!ok) {
-      if (stats_) ++stats_->unreadable;
+      if (stats_) ++stats_->ours_unreadable;
     } else if (f.end > f.start) {
       f.order = order++;
       (void)source_index;
@@ -166,12 +166,12 @@ void Reader::run(const std::function<void(const Function&)>& fn) {
     while (j < fdes_.size() && fdes_[j].start == fde.start) ++j;
     const std::uint64_t next = j < fdes_.size() ? fdes_[j].start : UINT64_MAX;
     const std::uint64_t stop = std::min(fde.end, next);
-    if (stats_ && fde.end > next) ++stats_->overlapping;
+    if (stats_ && fde.end > next) ++stats_->overlapping_fdes;
     // Overlapping an FDE left out (it read as far as its range).
     if (stats_ && !bad_ranges_.empty())
       for (const auto& [lo, hi] : bad_ranges_)
         if (lo < fde.end && fde.start < hi) {
-          ++stats_->overlapping;
+          ++stats_->overlapping_fdes;
           break;
         }
     if (!rows_of(fde, stop, f)) continue;
@@ -193,7 +193,7 @@ bool Reader::rows_of(const Fde& fde, std::uint64_t stop, Function& f) {
   const bool read = execute(cie, &x, fde.insns, fde.insns_end, s, false, loc, emitted, stop, &f);
   srcs_.pop_back();
   // An operand cut by the program's end: libdw applies what it read.
-  if (!read && cur_.short_leb && stats_) ++stats_->truncated;
+  if (!read && cur_.short_leb && stats_) ++stats_->truncated_fdes;
   if (cur_.long_leb && stats_) ++stats_->long_leb;
   // The end of the program is a move to the FDE's end (DWARF 5 §6.4.3).
   if (read && emitted < stop) {
@@ -201,7 +201,7 @@ bool Reader::rows_of(const Fde& fde, std::uint64_t stop, Function& f) {
     emitted = stop;
   }
   if (f.rows.empty()) {
-    if (stats_) ++stats_->unreadable;
+    if (stats_) ++stats_->ours_unreadable;
     return false;
   }
   f.end = emitted;

@@ -194,13 +194,13 @@ bool Reader::execute(const Cie& cie, const Ctx* x, const std::uint8_t* p, const 
   };
   // An expression block that ends inside an operand of its ops (DWARF 5
   // §2.5 gives it no meaning): ours leaves the rule out, libdw applies the
-  // part of the LEB128 it read (CfiStats::truncated).
+  // part of the LEB128 it read (CfiStats::truncated_fdes).
   const auto cut_operand = [&](const std::uint8_t* e, std::uint64_t len) {
     Op ops[3];
     std::size_t n = 0;
     bool cut = false, long_leb = false;
     decode_ops(e, len, src.big_endian, ops, 3, n, &cut, &long_leb);
-    if (cut && stats_) ++stats_->truncated;
+    if (cut && stats_) ++stats_->truncated_fdes;
     // libdw decodes 10 bytes of it and the rest as further operations.
     if (long_leb && stats_) ++stats_->long_leb;
   };

@@ -242,7 +242,7 @@ bool Reader::fde_fields(const Ctx& x, Cursor& c, std::uint64_t id, std::uint64_t
       // record? (libdw reads them there.)
       bool all = false, beyond = false;
       fields(whole, all, beyond);
-      stats_->truncated += beyond;
+      stats_->truncated_fdes += beyond;
     }
     if (ok && src.address_size == 4) range &= 0xffffffffu;
     f.end = f.start + range;

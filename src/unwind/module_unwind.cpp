@@ -501,6 +501,15 @@ Expected<const GeneratedFde*> ModuleUnwind::generate_for_pc(std::uint64_t pc) {
   return in_range(*slot.fde);
 }
 
+Expected<void> ModuleUnwind::fail_generation(const Error& error, std::string_view why) {
+  if (generated_once_) return first_outcome();
+  generated_once_ = true;
+  generate_error_ = error;
+  reason_ += "; ";
+  reason_ += why;
+  return Unexpected{error};
+}
+
 Expected<void> ModuleUnwind::first_outcome() const {
   if (generate_error_) return Unexpected{*generate_error_};
   return {};

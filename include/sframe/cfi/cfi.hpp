@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sframe/unwind/cfi_reader.hpp"
+#include "sframe/unwind/module_unwind.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/format/encode.hpp"
 
@@ -91,6 +92,25 @@ Expected<Generated> for_each_generated(const elf::ElfFile& file, Version version
 Expected<Generated> for_each_translated(const elf::ElfFile& file, Version version, std::uint64_t section_address,
                                         const TranslatedSink& fn);
 
+/// ModuleUnwind::generate() from the CFI of `file` (the module's file, or a
+/// copy of its image): its CFI sections (cfi_sources()) and x86-64 PLT
+/// sections (plt_sections()), for a section at link-time
+/// `section_address`. The same outcome rules: with a usable own section,
+/// only the functions it lacks, as `extra()`; at most once per module.
+/// Errors: kNotRepresentable (machine without an SFrame ABI) and those of
+/// cfi_sources(), recorded as the module's outcome
+/// (ModuleUnwind::fail_generation(), reason "no usable .eh_frame (...)");
+/// else those of ModuleUnwind::generate().
+Expected<void> generate(ModuleUnwind& module, const elf::ElfFile& file, std::uint64_t section_address = 0);
+
+/// ModuleUnwind::enable_on_demand() from `file`: .eh_frame_hdr and
+/// .eh_frame by section header, the PLT sections. Errors:
+/// kNotRepresentable (machine), those of cfi_sources(), kElfError (no
+/// .eh_frame_hdr table, or the file also has .debug_frame FDEs, which the
+/// table does not list: whole-module generation reads both), and those of
+/// ModuleUnwind::enable_on_demand().
+Expected<void> enable_on_demand(ModuleUnwind& module, const elf::ElfFile& file);
+
 /// A PC where SFrame and DWARF recover the CFA, RA or FP differently.
 struct Mismatch {
   std::uint64_t pc = 0;
@@ -109,19 +129,18 @@ struct Missing {
   Reason reason = Reason::kNone;
 };
 
-/// Result of comparing an SFrame section with the file's DWARF CFI.
-struct Comparison {
+/// Result of comparing an SFrame section with the file's DWARF CFI. The
+/// CfiClassCounts are our reader's, from the same CFI (all zero when it
+/// could not read it).
+struct Comparison : CfiClassCounts {
   std::vector<Mismatch> mismatches;
   std::vector<Missing> missing;
   /// PCs compared (every row boundary of either side).
   std::uint64_t pcs_checked = 0;
   std::uint64_t functions_checked = 0;
-  /// FDEs of the CFI's table that libdw could not read (not compared).
+  /// FDEs of the CFI's table that libdw could not read (not compared),
+  /// among them those of the CIEs counted in `cie_restore`.
   std::uint64_t unreadable_fdes = 0;
-  /// DW_CFA_restore instructions in CIEs' initial instructions
-  /// (CfiStats::cie_restore): libdw refuses the FDEs of those CIEs, which
-  /// then count in unreadable_fdes.
-  std::uint64_t cie_restore = 0;
   /// PC ranges where the SFrame FDE is a signal frame without FREs and the
   /// DWARF CFI does not end the stack trace: SFrame gives no rules there, so
   /// nothing is compared. Spec v3 §1.2 makes a DEFAULT FDE without FREs an
@@ -134,17 +153,9 @@ struct Comparison {
   /// PCs compared in no_rules (row boundaries of either side).
   std::uint64_t no_rules_pcs = 0;
   /// False when libdw was not run, because our reader found CFI on which
-  /// libdw could allocate without bound (then nothing was compared and the
-  /// four counts below say why): rules for register numbers of 2^16 or
-  /// more (CfiStats::large_regno), LEB128s of more than 10 bytes
-  /// (CfiStats::long_leb), FDEs cut short or unreadable (CfiStats::truncated,
-  /// CfiStats::unreadable: libdw reads such bytes otherwise than ours, or
-  /// bytes ours never interprets, where register numbers go unscreened).
+  /// libdw could allocate without bound (then nothing was compared, and
+  /// large_regno, long_leb, truncated_fdes and ours_unreadable say why).
   bool libdw_run = true;
-  std::uint64_t large_regno = 0;
-  std::uint64_t long_leb = 0;
-  std::uint64_t truncated_fdes = 0;
-  std::uint64_t ours_unreadable = 0;
 };
 
 /// Compares, at every PC where the SFrame rows or the CFI rows of `file`
@@ -165,8 +176,10 @@ struct RowDifference {
   Row libdw;
 };
 
-/// Result of compare_readers().
-struct ReaderComparison {
+/// Result of compare_readers(). Where one of the CfiClassCounts is not zero
+/// the readers may rightly differ: the rows are still compared (unless
+/// `known_classes_only`), but a difference there is no error of either.
+struct ReaderComparison : CfiClassCounts {
   /// Functions either reader gives (by start PC).
   std::uint64_t functions = 0;
   /// PCs compared: every row start of either reader, in either's functions.
@@ -177,49 +190,6 @@ struct ReaderComparison {
   std::uint64_t libdw_unreadable = 0;
   /// Rows of FDEs libdw gave up on (Reason::kCfiTooLong; not compared).
   std::uint64_t libdw_too_long = 0;
-  /// FDEs overlapping the next one (CfiStats::overlapping): there libdw
-  /// answers a PC from whichever covering FDE its search finds, so rows
-  /// after the overlap starts may differ without either reader being wrong.
-  std::uint64_t overlapping_fdes = 0;
-  /// FDEs whose fields run past their record (CfiStats::truncated): we
-  /// leave them out, libdw reads on into the next record.
-  std::uint64_t truncated_fdes = 0;
-  /// FDEs our reader left out as unreadable (CfiStats::unreadable).
-  std::uint64_t ours_unreadable = 0;
-  /// AArch64 CIEs relying on the ABI's initial CFA (CfiStats::
-  /// abi_default_cfa): libdw says x30 + 0 there, a libdw bug.
-  std::uint64_t abi_default_cfa = 0;
-  /// DW_CFA_restore in CIEs' initial instructions (CfiStats::cie_restore):
-  /// ours reads them as no change, libdw refuses the FDEs of those CIEs.
-  std::uint64_t cie_restore = 0;
-  /// CIEs with a LEB128-encoded personality pointer (CfiStats::
-  /// leb_personality): libdw misreads their augmentation data, a libdw bug.
-  std::uint64_t leb_personality = 0;
-  /// CIEs with an unknown augmentation letter before a known one
-  /// (CfiStats::unknown_augmentation): ours stops there as libgcc does,
-  /// libdw reads on.
-  std::uint64_t unknown_augmentation = 0;
-  /// Zero length words in .debug_frame with records after them
-  /// (CfiStats::debug_frame_zero_length): libdw ends the section there.
-  std::uint64_t debug_frame_zero_length = 0;
-  /// Register rules for register numbers no ABI has (CfiStats::large_regno):
-  /// libdw would allocate gigabytes for them, so it is not run at all and
-  /// nothing is compared.
-  std::uint64_t large_regno = 0;
-  /// Expression rules with an empty block (CfiStats::empty_expression):
-  /// the CFA to us and to libgcc, undefined to libdw.
-  std::uint64_t empty_expression = 0;
-  /// Programs with a LEB128 of more than 10 bytes or past 64 bits
-  /// (CfiStats::long_leb): libdw reads the bytes past its 10th as
-  /// instructions, where a register number could make it allocate without
-  /// bound, so it is not run and nothing is compared.
-  std::uint64_t long_leb = 0;
-  /// Register rules with offsets outside [-2^60, 2^60) (CfiStats::
-  /// wide_offset): libdw reports them cut to 61 bits, a libdw limit.
-  std::uint64_t wide_offset = 0;
-  /// Programs nesting DW_CFA_remember_state past our bound (CfiStats::
-  /// deep_remember): ours ends the function there, libdw reads on.
-  std::uint64_t deep_remember = 0;
   /// False when libdw was not run, for the reasons Comparison::libdw_run
   /// gives (large_regno, long_leb, truncated_fdes, ours_unreadable say
   /// which); then nothing was compared.
@@ -233,12 +203,9 @@ struct ReaderComparison {
 /// the same translated row (FrameRow without ra_mangled, which libdw does
 /// not report; signal; FLEX need; reason) must hold at each. Functions
 /// libdw gives up on (kCfiTooLong) are not compared. `known_classes_only`:
-/// when our reader counts any of the input classes above that are not
-/// compared (overlapping, truncated or unreadable FDEs, abi_default_cfa,
-/// cie_restore, leb_personality, unknown_augmentation, debug_frame_zero_length, empty_expression, wide_offset,
-/// deep_remember),
-/// libdw is not run either (the
-/// fuzz target, where such hostile CFI can keep libdw busy for seconds).
+/// when our reader counts any of the input classes where libdw is not the
+/// truth (CfiClassCounts::any()), libdw is not run either (the fuzz
+/// target, where such hostile CFI can keep libdw busy for seconds).
 /// Errors: those of either reader.
 Expected<ReaderComparison> compare_readers(const elf::ElfFile& file, std::size_t max_examples = 16,
                                            bool known_classes_only = false);

@@ -122,34 +122,47 @@ struct CfiSource {
   std::uint64_t data_base = 0;
 };
 
-/// Counts of a read, beside the rows.
-struct CfiStats {
-  /// FDE records found (before dropping duplicates and empty ones).
-  std::uint64_t fdes = 0;
-  /// FDEs left out because their CIE, their fields or the start of their
-  /// program cannot be read (no row at their start), and records too short
-  /// to hold their CIE id or pointer and one byte more (a CIE's version, an
-  /// FDE's initial location), CIE or not.
-  std::uint64_t unreadable = 0;
-  /// Later FDEs with the start PC of an earlier one, dropped.
-  std::uint64_t duplicates = 0;
-  /// FDEs whose range runs past the next FDE's start (cut there), or
-  /// overlaps an FDE left out as unreadable after its range was read.
-  /// Linkers never make them; a reader looking up by PC (libdw) may answer
-  /// such a PC from either FDE.
-  std::uint64_t overlapping = 0;
+/// Counts of the CFI input classes on which our reader and libdw (the
+/// reference reader of libsframepp-cfi: libdw_functions(), compare(),
+/// compare_readers()) may rightly give different rows: libdw bugs and
+/// limits, bounds of ours, and bytes the two read otherwise. read_cfi()
+/// counts them (CfiStats); compare() and compare_readers() report them
+/// (Comparison, ReaderComparison) and compare no row where any is counted
+/// (compare_readers()'s `known_classes_only`, the fuzz target
+/// fuzz_cfi_diff). Four of them (large_regno, long_leb, truncated_fdes,
+/// ours_unreadable) keep libdw from being run at all: on such CFI it could
+/// allocate without bound.
+struct CfiClassCounts {
+  /// FDEs whose range runs past the next FDE's start (cut there: ours
+  /// answers a PC from the FDE that starts last before it), or overlaps an
+  /// FDE left out as unreadable after its range was read. Linkers never
+  /// make them; a reader looking up by PC (libdw, from whichever covering
+  /// FDE its search tree finds) may answer such a PC from either FDE, so
+  /// rows after the overlap starts may differ without either reader being
+  /// wrong.
+  std::uint64_t overlapping_fdes = 0;
   /// FDEs whose initial location, address range or augmentation data run
-  /// past the end of their own record (counted in `unreadable` too), or
-  /// whose program ends inside a LEB128, DW_CFA_set_loc or
+  /// past the end of their own record (counted in `ours_unreadable` too),
+  /// or whose program ends inside a LEB128, DW_CFA_set_loc or
   /// DW_CFA_advance_loc1/2/4 operand (the function ends at its last complete
   /// row). libdw reads such fields and set_loc and advance_loc operands from
   /// the bytes after the record, and applies the part of a LEB128 it could
   /// read. Also CFA, RA and FP expression blocks that end inside an
   /// operand (ours leaves the rule out, libdw applies the partial LEB128).
-  std::uint64_t truncated = 0;
+  std::uint64_t truncated_fdes = 0;
+  /// FDEs our reader leaves out because their CIE, their fields or the
+  /// start of their program cannot be read (no row at their start), and
+  /// records too short to hold their CIE id or pointer and one byte more (a
+  /// CIE's version, an FDE's initial location), CIE or not (even a CIE no
+  /// FDE refers to). libdw reads such bytes otherwise than ours, or bytes
+  /// ours never interprets, where register numbers go unscreened; without
+  /// .eh_frame_hdr it searches FDEs linearly and stops at such a record,
+  /// losing the FDEs after it.
+  std::uint64_t ours_unreadable = 0;
   /// AArch64 CIEs whose initial instructions do not start by defining the
   /// CFA, which then starts as the ABI says: SP + 0 (AADWARF64). libdw's
-  /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c).
+  /// ABI state says x30 + 0 instead (elfutils backends/aarch64_cfi.c), a
+  /// libdw bug.
   std::uint64_t abi_default_cfa = 0;
   /// DW_CFA_restore and DW_CFA_restore_extended instructions in CIEs'
   /// initial instructions (GNU as 2.47 moves a function's leading
@@ -165,7 +178,8 @@ struct CfiStats {
   /// sizes it to its first byte with bit 7 set instead (elfutils
   /// libdw/encoded-value.h, encoded_value_size), so it reads the CIE's
   /// other augmentation fields, and with them its FDEs' addresses, from
-  /// the wrong bytes. No toolchain encodes a personality pointer so.
+  /// the wrong bytes, a libdw bug. No toolchain encodes a personality
+  /// pointer so.
   std::uint64_t leb_personality = 0;
   /// CIEs whose augmentation string has a letter LSB 5.0 §10.6.1.1 does not
   /// define before one it does ("z?R"). The 'z' lets a reader skip the
@@ -196,7 +210,8 @@ struct CfiStats {
   /// (DWARF 5 §7.6 sets no length limit), operands in the expression
   /// blocks of the CFA, RA and FP rules included. libdw decodes at most 10 bytes
   /// (elfutils libdw/memory-access.h: then UINT64_MAX) and reads the bytes
-  /// after them as the next instructions; ours reads the whole number, and
+  /// after them as the next instructions, where a register number could
+  /// make it allocate without bound; ours reads the whole number, and
   /// refuses one past 64 bits (the program ends at its last complete row;
   /// libdw keeps the low 64 bits), counted here too.
   std::uint64_t long_leb = 0;
@@ -214,6 +229,22 @@ struct CfiStats {
   /// where libdw keeps a copy per level and reads on. A limit of ours on
   /// hostile input: compilers nest one or two.
   std::uint64_t deep_remember = 0;
+
+  /// Whether any class above was counted.
+  bool any() const noexcept {
+    return overlapping_fdes != 0 || truncated_fdes != 0 || ours_unreadable != 0 || abi_default_cfa != 0 ||
+           cie_restore != 0 || leb_personality != 0 || unknown_augmentation != 0 || debug_frame_zero_length != 0 ||
+           large_regno != 0 || empty_expression != 0 || long_leb != 0 || wide_offset != 0 || deep_remember != 0;
+  }
+};
+
+/// Counts of a read, beside the rows: the FDEs, and the input classes on
+/// which libdw may give other rows (CfiClassCounts).
+struct CfiStats : CfiClassCounts {
+  /// FDE records found (before dropping duplicates and empty ones).
+  std::uint64_t fdes = 0;
+  /// Later FDEs with the start PC of an earlier one, dropped.
+  std::uint64_t duplicates = 0;
 };
 
 /// Deepest DW_CFA_remember_state nesting an FDE may use; deeper nesting
@@ -284,7 +315,7 @@ struct FdeRecord {
   std::uint64_t cie_offset = 0;
   std::uint64_t cie_size = 0;
   /// Its CIE and its initial location and address range read (read_cfi()
-  /// leaves the FDE out otherwise, counted in CfiStats::unreadable).
+  /// leaves the FDE out otherwise, counted in CfiStats::ours_unreadable).
   bool readable = false;
   /// With `readable`: its PCs [start, end) (end == start: no range).
   std::uint64_t start = 0;

@@ -11,12 +11,16 @@
 // .eh_frame: only when .eh_frame_hdr lists an FDE whose start PC the own
 // section does not cover (a module whose own section covers every function
 // generates nothing). Generation reads CFI bytes with our own reader
-// (ModuleUnwind::generate: from a loaded .eh_frame, no file, or from the
-// module's file), keeping only the functions the own section lacks. File-based extras (symbols, debug files) are layered on top by the
-// remote side.
+// (ModuleUnwind::generate: from a loaded .eh_frame, no file), keeping only
+// the functions the own section lacks. The forms that read the module's
+// file are free functions of libsframepp-cfi (sframe/cfi/cfi.hpp:
+// cfi::generate(ModuleUnwind&, const elf::ElfFile&), cfi::enable_on_demand(
+// ModuleUnwind&, const elf::ElfFile&)). File-based extras (symbols, debug
+// files) are layered on top by the remote side.
 #pragma once
-// Library: libsframepp-unwind (sframepp::unwind; the ElfFile overloads: libsframepp-cfi). Exported from it, which builds with hidden
-// visibility.
+// Library: libsframepp-unwind (sframepp::unwind; the deprecated ElfFile
+// member overloads: libsframepp-cfi). Exported from it, which builds with
+// hidden visibility.
 #pragma GCC visibility push(default)
 
 #include <cstddef>
@@ -25,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -34,9 +39,9 @@
 #include "sframe/unwind/cfi_reader.hpp"
 #include "sframe/unwind/unwind.hpp"
 
-// Declared only: the two overloads that take an ELF file are defined in
-// libsframepp-cfi, whose callers include sframe/elf/elf.hpp themselves; an
-// unwind header includes no header of a library above it.
+// Declared only, for the deprecated member overloads that take an ELF file
+// (defined in libsframepp-cfi); an unwind header includes no header of a
+// library above it.
 namespace sframe::elf {
 class ElfFile;
 }  // namespace sframe::elf
@@ -215,22 +220,18 @@ class ModuleUnwind {
   /// FDEs of .eh_frame_hdr whose start the own section lacks.
   std::size_t missing_fdes() const noexcept { return pending_; }
 
-  /// Generates SFrame from the .eh_frame of `file` (the module's file, or a
-  /// copy of its image) for a section at link-time `section_address`. With
-  /// a usable own section, only the functions it lacks (start or last byte
-  /// not covered) are kept, as `extra()`; else the whole section becomes
-  /// primary(). Runs at most once (later calls return the first outcome).
-  /// Errors: those of cfi::generate() and encode(); kElfError when the
-  /// result does not parse or index.
-  Expected<void> generate(const elf::ElfFile& file, std::uint64_t section_address = 0);
-
-  /// generate() without a file (no libelf, no libdw, no I/O): from the CFI
-  /// sections `srcs` of a module of `abi` (e.g. its loaded .eh_frame, found
-  /// through PT_GNU_EH_FRAME's eh_frame_ptr, with CfiSource::address its
-  /// link-time address and the bytes running to the end of its PT_LOAD:
-  /// reading stops at the zero terminator), and its x86-64 PLT sections
-  /// when known (none: PLT code keeps the CFI's own FDEs). The same
-  /// outcome rules as the file overload. Errors: those of
+  /// Generates SFrame without a file (no libelf, no libdw, no I/O): from
+  /// the CFI sections `srcs` of a module of `abi` (e.g. its loaded
+  /// .eh_frame, found through PT_GNU_EH_FRAME's eh_frame_ptr, with
+  /// CfiSource::address its link-time address and the bytes running to the
+  /// end of its PT_LOAD: reading stops at the zero terminator), and its
+  /// x86-64 PLT sections when known (none: PLT code keeps the CFI's own
+  /// FDEs), for a section at link-time `section_address`. With a usable own
+  /// section, only the functions it lacks (start or last byte not covered)
+  /// are kept, as `extra()`; else the whole section becomes primary(). Runs
+  /// at most once (later calls, and fail_generation(), return the first
+  /// outcome). The module's file: cfi::generate(ModuleUnwind&, const
+  /// elf::ElfFile&, std::uint64_t) (sframe/cfi/cfi.hpp). Errors: those of
   /// cfi::for_each_generated() and encode(); kElfError when the result does
   /// not parse or index.
   Expected<void> generate(std::span<const CfiSource> srcs, Abi abi, std::uint64_t section_address = 0,
@@ -239,6 +240,18 @@ class ModuleUnwind {
   Expected<void> generate(const CfiSource& src, Abi abi, std::uint64_t section_address = 0) {
     return generate(std::span<const CfiSource>(&src, 1), abi, section_address);
   }
+  /// Records `error` as generate()'s outcome without generating, for a
+  /// caller that could not gather the CFI sources generate() reads (e.g.
+  /// cfi::generate(ModuleUnwind&, const elf::ElfFile&, std::uint64_t) when
+  /// the file has no usable .eh_frame): appends "; " and `why` to reason().
+  /// At most once, as generate(): after either has run, nothing changes and
+  /// the first outcome is returned. Returns `error` when it records it.
+  Expected<void> fail_generation(const Error& error, std::string_view why);
+
+  /// Deprecated (kept for the 0.2 series): cfi::generate(*this, file,
+  /// section_address) of libsframepp-cfi (sframe/cfi/cfi.hpp), which
+  /// defines this overload.
+  Expected<void> generate(const elf::ElfFile& file, std::uint64_t section_address = 0);
 
   /// Turns on per-FDE generation (generate_for_pc()) from `src`, used by
   /// `sframe perf script` and `sframe stack` instead of generate(): a PC's
@@ -248,11 +261,12 @@ class ModuleUnwind {
   /// signal handler never generates. Errors: kElfError (the table is
   /// missing, or not in the encoding linkers write; see
   /// eh_frame_hdr_starts()): then generate() stays the way.
+  /// The module's file: cfi::enable_on_demand(ModuleUnwind&, const
+  /// elf::ElfFile&) (sframe/cfi/cfi.hpp).
   Expected<void> enable_on_demand(OnDemandSource src);
-  /// The file form: .eh_frame_hdr and .eh_frame by section header, the PLT
-  /// sections. Errors: kNotRepresentable (machine), kElfError (no
-  /// .eh_frame_hdr table, or the file also has .debug_frame FDEs, which
-  /// the table does not list: whole-module generation reads both).
+  /// Deprecated (kept for the 0.2 series): cfi::enable_on_demand(*this,
+  /// file) of libsframepp-cfi (sframe/cfi/cfi.hpp), which defines this
+  /// overload.
   Expected<void> enable_on_demand(const elf::ElfFile& file);
   /// enable_on_demand() succeeded.
   bool on_demand() const noexcept { return on_demand_ != nullptr; }
