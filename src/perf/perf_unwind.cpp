@@ -22,6 +22,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "sframe/cfi/cfi.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/unwind/module_table.hpp"
 #include "sframe/unwind/module_unwind.hpp"
@@ -287,7 +288,7 @@ struct Session::Impl {
       d.unwind = std::make_unique<cfi::ModuleUnwind>(cfi::ModuleUnwind::build(img, mo));
       // SFrame for what the own section lacks, one FDE at a time as walks
       // need it (whole-module generation where .eh_frame_hdr cannot lead).
-      if (d.unwind->needs_generation()) (void)d.unwind->enable_on_demand(*d.file);
+      if (d.unwind->needs_generation()) (void)cfi::enable_on_demand(*d.unwind, *d.file);
       // By code (x86-64 rt_sigreturn sequences, glibc's __restore_rt) and by
       // CFI ('S' FDEs, once generated): not by symbol, so that a file's
       // symbols are read only when one of its frames is printed.
@@ -401,7 +402,7 @@ struct Session::Impl {
       }
       if (!d.unwind->needs_generation()) return false;
       auto eh = d.file->section_bytes(".eh_frame");
-      (void)d.unwind->generate(*d.file, eh ? eh->header.address : 0);
+      (void)cfi::generate(*d.unwind, *d.file, eh ? eh->header.address : 0);
       ++im.stats.generated_dsos;
       ++im.epoch;
       im.rebuild(s);

@@ -148,7 +148,7 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
   cfi::ModuleUnwind u = cfi::ModuleUnwind::build(img, {});
   if (u.needs_generation()) {
     auto eh = file.section_bytes(".eh_frame");
-    (void)u.generate(file, eh ? eh->header.address : 0);
+    (void)cfi::generate(u, file, eh ? eh->header.address : 0);
   }
   std::vector<Span> spans;
   const bool generated_primary = u.source() == ModuleSource::kGenerated;
