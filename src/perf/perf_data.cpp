@@ -137,21 +137,6 @@ std::optional<std::uint64_t> Sample::user_reg(unsigned r) const noexcept {
   return load_le<std::uint64_t>(regs_data + 8 * idx);
 }
 
-std::string default_event_name(std::uint32_t type, std::uint64_t config) {
-  static const char* const kSoftware[] = {"cpu-clock",    "task-clock",   "page-faults", "context-switches",
-                                          "cpu-migrations", "minor-faults", "major-faults", "alignment-faults",
-                                          "emulation-faults", "dummy",     "bpf-output",  "cgroup-switches"};
-  static const char* const kHardware[] = {"cycles",         "instructions",  "cache-references",
-                                          "cache-misses",   "branches",      "branch-misses",
-                                          "bus-cycles",     "stalled-cycles-frontend", "stalled-cycles-backend",
-                                          "ref-cycles"};
-  if (type == 1 && config < std::size(kSoftware)) return kSoftware[config];
-  if (type == 0 && config < std::size(kHardware)) return kHardware[config];
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%u:0x%llx", type, static_cast<unsigned long long>(config));
-  return buf;
-}
-
 struct PerfData::Impl {
   ReadLimits limits;
   // The file: mapped, or read whole (stdin), or copied (from_bytes).

@@ -255,6 +255,9 @@ struct Session::Impl {
       d.file = std::make_shared<const elf::ElfFile>(std::move(*f));
       break;
     }
+    // No copy of the vDSO: this kernel's, as perf script takes its own.
+    if (!d.file && d.name == "[vdso]")
+      if (auto v = process::own_vdso()) d.file = std::make_shared<const elf::ElfFile>(std::move(*v));
     if (!d.file) return;
     if (d.build_id.empty())
       if (auto id = elf::build_id(*d.file)) d.file_build_id = *id;
@@ -764,7 +767,11 @@ std::vector<ProcessMapping> Session::mappings(std::uint32_t pid) const {
     p.start = m.start;
     p.end = m.end;
     p.bias = m.bias;
-    if (m.dso) p.file = m.dso->file;
+    if (m.dso) {
+      p.file = m.dso->file;
+      p.path = m.dso->name;
+      p.build_id = m.dso->build_id.empty() ? m.dso->file_build_id : m.dso->build_id;
+    }
     out.push_back(std::move(p));
   }
   return out;

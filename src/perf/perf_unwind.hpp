@@ -183,6 +183,10 @@ struct ProcessMapping {
   /// The mapped file, opened (null: anonymous memory, or a file that could
   /// not be opened, or whose build-id differs from the recorded one).
   std::shared_ptr<const elf::ElfFile> file;
+  /// Its path as recorded, and its build-id (lowercase hex: the recorded
+  /// one, else the file's; empty when unknown).
+  std::string path;
+  std::string build_id;
 };
 
 /// A recording being replayed.

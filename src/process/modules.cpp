@@ -79,12 +79,8 @@ Expected<elf::ElfFile> open_image(pid_t pid, const Group& g, std::string& how) {
   return f;
 }
 
-// The vDSO image copied from the process into an anonymous file.
-Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
-  std::uint64_t lo = g.maps.front()->start, hi = g.maps.back()->end;
-  if (hi <= lo || hi - lo > (64u << 20)) return make_error(IoErrc::kIoError, 0, EINVAL);
-  std::vector<std::byte> image(hi - lo);
-  if (mem.read(lo, image) != image.size()) return make_error(IoErrc::kIoError, 0, EIO);
+// A memory image (the vDSO's) as a file, in an anonymous one.
+Expected<elf::ElfFile> open_memory_image(std::span<const std::byte> image) {
   const int fd = ::memfd_create("sframe-vdso", MFD_CLOEXEC);
   if (fd < 0) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno));
   std::size_t done = 0;
@@ -97,6 +93,15 @@ Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
                                 : Expected<elf::ElfFile>(make_error(IoErrc::kIoError, 0, EIO));
   ::close(fd);  // ElfFile holds its own descriptor
   return f;
+}
+
+// The vDSO image copied from the process into an anonymous file.
+Expected<elf::ElfFile> open_vdso(const Group& g, const RemoteMemory& mem) {
+  std::uint64_t lo = g.maps.front()->start, hi = g.maps.back()->end;
+  if (hi <= lo || hi - lo > (64u << 20)) return make_error(IoErrc::kIoError, 0, EINVAL);
+  std::vector<std::byte> image(hi - lo);
+  if (mem.read(lo, image) != image.size()) return make_error(IoErrc::kIoError, 0, EIO);
+  return open_memory_image(image);
 }
 
 // bias such that absolute = link-time + bias, from the PT_LOAD segment that
@@ -472,6 +477,18 @@ std::vector<SourceFrame> SourceLines::inline_frames(std::uint64_t pc) const {
   }
   std::free(scopes);
   return out;
+}
+
+Expected<elf::ElfFile> own_vdso() {
+  auto maps = read_maps(::getpid());
+  if (!maps) return Unexpected{maps.error()};
+  for (const Mapping& m : *maps) {
+    if (m.path != "[vdso]" || m.end <= m.start || m.end - m.start > (64u << 20)) continue;
+    // Our own mapping, read in place.
+    const auto* p = reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(m.start));
+    return open_memory_image(std::span<const std::byte>(p, m.end - m.start));
+  }
+  return make_error(IoErrc::kIoError, 0, ENOENT);
 }
 
 }  // namespace sframe::process

@@ -34,6 +34,7 @@
 #include "perf_unwind.hpp"
 #include "perf_writer.hpp"
 #include "record.skel.h"
+#include "synthesize.hpp"
 #include "tables.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/elf/symbols.hpp"
@@ -155,6 +156,10 @@ class Recording {
     if (std::string e = load_bpf(); !e.empty()) return e;
     if (std::string e = open_sideband(); !e.empty()) return e;
     const std::uint64_t s0 = monotonic_ns();
+    // A command's files get their tables before it starts: else its first
+    // samples come before them (walked by frame pointers alone).
+    if (!opt_.command.empty() && !opt_.frame_pointers_only)
+      for (const std::string& f : command_files(opt_.command[0])) tables_->preload(f);
     synthesize();
     push_tables();
     sum_.setup_ns = monotonic_ns() - s0;
@@ -164,7 +169,13 @@ class Recording {
       if (std::string e = release_command(); !e.empty()) return e;
     // Poll: the ring buffer is filled without wake-ups (BPF_RB_NO_WAKEUP).
     for (;;) {
-      timespec nap{0, 100 * 1000 * 1000};
+      // Often at first, when processes start and map their libraries (a
+      // sample before its process's tables is walked by frame pointers
+      // alone): every 2 ms in the first 200 ms, every 10 ms up to 1 s,
+      // then every 100 ms.
+      const std::uint64_t age = monotonic_ns() - t0;
+      const long ms = age < 200'000'000 ? 2 : age < 1'000'000'000 ? 10 : 100;
+      timespec nap{0, ms * 1000 * 1000};
       nanosleep(&nap, nullptr);
       drain(false);
       if (!werr_.empty()) return werr_;
@@ -483,15 +494,7 @@ class Recording {
     if (!id.empty()) build_ids_.emplace(name, id);
   }
 
-  // --- processes running at the start --------------------------------
-
-  std::string file_build_id(const std::string& path) {
-    auto [it, fresh] = file_ids_.try_emplace(path);
-    if (fresh)
-      if (auto f = elf::ElfFile::open(path))
-        if (auto id = elf::build_id(*f)) it->second = *id;
-    return it->second;
-  }
+  // --- writing and feeding ---------------------------------------------
 
   void put(std::vector<std::byte>& rec) {
     if (werr_.empty())
@@ -546,109 +549,13 @@ class Recording {
     sum_.table_ns += monotonic_ns() - t0;
   }
 
-  // As perf record's synthesized events: the kernel's text mapping, then
-  // per process COMM for each thread and MMAP2 for each executable mapping.
+  // As perf record's synthesized events (synthesize.hpp), written and fed
+  // to the process model as they come.
   void synthesize() {
-    std::vector<std::byte> rec;
-    perf::SampleId id;
-    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
-    if (auto text = kernel_text()) {
-      perf::Mmap m;
-      m.pid = ~std::uint32_t{0};
-      m.start = text->first;
-      m.len = text->second - text->first;
-      m.pgoff = text->first;
-      m.prot = PROT_READ | PROT_EXEC;
-      m.filename = "[kernel.kallsyms]_text";
-      m.exec = true;
-      id.pid = m.pid;
-      if (perf::encode_mmap2(rec, perf::kMiscKernel, m, id, attr_)) put(rec);
-    }
-    std::vector<pid_t> pids;
-    if (opt_.all) {
-      if (DIR* d = opendir("/proc")) {
-        while (dirent* e = readdir(d)) {
-          char* end = nullptr;
-          const long p = std::strtol(e->d_name, &end, 10);
-          if (end && *end == '\0' && p > 0) pids.push_back(static_cast<pid_t>(p));
-        }
-        closedir(d);
-      }
-    } else {
-      pids = opt_.pids;
-    }
-    for (pid_t p : pids) synthesize_process(p, rec);
-  }
-
-  void synthesize_process(pid_t pid, std::vector<std::byte>& rec) {
-    const std::string comm = process::process_name(pid);
-    perf::SampleId id;
-    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
-    id.pid = static_cast<std::uint32_t>(pid);
-    std::vector<std::uint32_t> tids;
-    if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
-      while (dirent* e = readdir(d)) {
-        char* end = nullptr;
-        const long t = std::strtol(e->d_name, &end, 10);
-        if (end && *end == '\0' && t > 0) tids.push_back(static_cast<std::uint32_t>(t));
-      }
-      closedir(d);
-    }
-    if (tids.empty()) return;  // gone
-    std::sort(tids.begin(), tids.end());
-    for (std::uint32_t t : tids) {
-      perf::Comm c;
-      c.pid = id.pid;
-      c.tid = t;
-      c.comm = comm;
-      id.tid = t;
-      if (perf::encode_comm(rec, c, id, attr_)) put(rec);
-    }
-    id.tid = id.pid;
-    auto maps = process::read_maps(pid);
-    if (!maps) return;
-    for (const process::Mapping& m : *maps) {
-      if (!m.exec || (!m.file_backed() && m.path != "[vdso]")) continue;
-      perf::Mmap r;
-      r.pid = r.tid = id.pid;
-      r.start = m.start;
-      r.len = m.end - m.start;
-      r.pgoff = m.offset;
-      r.ino = m.inode;
-      r.prot = (m.read ? PROT_READ : 0) | (m.write ? PROT_WRITE : 0) | PROT_EXEC;
-      r.flags = m.shared ? MAP_SHARED : MAP_PRIVATE;
-      r.filename = m.path;
-      r.mmap2 = r.exec = true;
-      std::string hex;
-      std::vector<std::byte> bin;
-      if (m.file_backed() && !m.deleted) {
-        hex = file_build_id(m.path);
-        for (std::size_t i = 0; i + 1 < hex.size() && bin.size() < 20; i += 2)
-          bin.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-        if (!hex.empty()) build_ids_.emplace(m.path, hex);
-      }
-      r.build_id = bin;
-      if (perf::encode_mmap2(rec, perf::kMiscUser, r, id, attr_)) put(rec);
-    }
-  }
-
-  // [_text, _etext) of the running kernel (/proc/kallsyms), as perf's
-  // "[kernel.kallsyms]_text" mapping.
-  static std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
-    std::ifstream in("/proc/kallsyms");
-    std::string line;
-    std::uint64_t text = 0, etext = 0;
-    while (std::getline(in, line) && !(text && etext)) {
-      const auto sp = line.rfind(' ');
-      if (sp == std::string::npos) continue;
-      const std::string_view name = std::string_view(line).substr(sp + 1);
-      if (name == "_text" || name == "_etext") {
-        const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
-        (name == "_text" ? text : etext) = a;
-      }
-    }
-    if (!text || etext <= text) return std::nullopt;
-    return std::make_pair(text, etext);
+    Synthesizer syn(attr_, [this](std::vector<std::byte>& rec) { put(rec); }, build_ids_);
+    syn.kernel();
+    std::vector<pid_t> pids = opt_.all ? all_processes() : opt_.pids;
+    for (pid_t p : pids) syn.process(p);
   }
 
   // --- merging and writing ---------------------------------------------
@@ -660,7 +567,9 @@ class Recording {
     const std::uint64_t now = monotonic_ns();
     ring_buffer__consume(rb_);
     for (auto& sb : sideband_) read_sideband(*sb);
-    const std::uint64_t cutoff = all ? ~std::uint64_t{0} : now - std::min<std::uint64_t>(now, 20'000'000);
+    // A record stamped just before `now` may not be committed to its ring
+    // yet (its writer was interrupted between the two): 1 ms of margin.
+    const std::uint64_t cutoff = all ? ~std::uint64_t{0} : now - std::min<std::uint64_t>(now, 1'000'000);
     std::sort(pending_.begin(), pending_.end(),
               [](const Pending& a, const Pending& b) { return a.time != b.time ? a.time < b.time : a.seq < b.seq; });
     std::size_t n = 0;
@@ -786,7 +695,6 @@ class Recording {
   std::vector<std::unique_ptr<SideBand>> sideband_;
   std::unordered_set<std::uint32_t> tracked_;
   std::map<std::string, std::string> build_ids_;
-  std::unordered_map<std::string, std::string> file_ids_;
   std::vector<std::byte> arena_;
   std::vector<Pending> pending_;
   std::vector<std::uint64_t> chain_;

@@ -51,8 +51,8 @@ struct RecordOptions {
   /// Walk by frame pointers only, with no tables (the benchmark's
   /// baseline).
   bool frame_pointers_only = false;
-  /// Set by the caller (e.g. from a SIGINT handler) to stop; polled about
-  /// every 100 ms.
+  /// Set by the caller (e.g. from a SIGINT handler) to stop; polled at
+  /// least every 100 ms.
   const std::atomic<bool>* stop = nullptr;
 };
 

@@ -7,6 +7,7 @@
 #include "perf_unwind.hpp"
 #include "sframe/cfi/cfi.hpp"
 #include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
 #include "sframe/process/process.hpp"
 #include "sframe/unwind/module_unwind.hpp"
 
@@ -214,9 +215,18 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
 
 Tables::Tables(const perf::Session& session) : session_(session) {}
 
-std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file) {
+bool Tables::preload(const std::string& path) {
+  auto f = elf::ElfFile::open(path);
+  if (!f) return false;
+  auto file = std::make_shared<const elf::ElfFile>(std::move(*f));
+  const std::string id = elf::build_id(*file).value_or("");
+  return module_of(file, path, id) != 0;
+}
+
+std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
+                                const std::string& build_id) {
   if (!file) return 0;
-  auto [it, fresh] = ids_.try_emplace(file.get(), 0);
+  auto [it, fresh] = ids_.try_emplace(path + '\n' + build_id, 0);
   if (fresh) {
     files_.push_back(file);
     modules_.push_back(build_module_pages(*file, stats_));
@@ -238,7 +248,7 @@ const sframe_record_process& Tables::process(std::uint32_t pid) {
     e.start = m.start;
     e.end = m.end;
     e.bias = m.bias;
-    e.module = module_of(m.file);
+    e.module = module_of(m.file, m.path, m.build_id);
   }
   return p;
 }

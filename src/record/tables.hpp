@@ -68,6 +68,10 @@ class Tables {
   /// modules built on first sight (their pages then in new_pages()).
   /// Mappings beyond SFRAME_RECORD_MAX_MAPPINGS are left out (counted).
   const sframe_record_process& process(std::uint32_t pid);
+  /// Builds the module of the file at `path` now (before a process maps
+  /// it: a command's files before it starts), for the mappings that later
+  /// name it by the same path and build-id. False when it cannot be read.
+  bool preload(const std::string& path);
   /// The page of module `key.module`, or null (host lookups: the
   /// differential test).
   const sframe_record_page* page(const sframe_record_page_key& key) const;
@@ -77,9 +81,11 @@ class Tables {
   std::uint64_t dropped_mappings() const noexcept { return dropped_mappings_; }
 
  private:
-  std::uint32_t module_of(const std::shared_ptr<const elf::ElfFile>& file);
+  std::uint32_t module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
+                          const std::string& build_id);
   const perf::Session& session_;
-  std::unordered_map<const elf::ElfFile*, std::uint32_t> ids_;
+  // By path and build-id ("PATH\nID"): one module per file, whoever opened it.
+  std::unordered_map<std::string, std::uint32_t> ids_;
   std::vector<std::shared_ptr<const elf::ElfFile>> files_;  // keeps them alive
   std::vector<ModulePages> modules_;                       // by id - 1
   std::vector<std::uint32_t> fresh_;                        // module ids not taken yet

@@ -212,6 +212,12 @@ class Attachment {
   bool attached_ = false;
 };
 
+/// This process's vDSO image (the running kernel's, the same in every
+/// process) as an ELF file, for naming the [vdso] frames of a recording
+/// made on this kernel, as perf does when the recording holds no copy.
+/// Errors: kIoError (value: errno; ENOENT: no vDSO mapped).
+Expected<elf::ElfFile> own_vdso();
+
 /// The name of process `pid` (/proc/PID/comm), or "" when unreadable.
 std::string process_name(pid_t pid);
 

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// sframepp: records for what runs before `sframe record` starts
+// (synthesize.hpp).
+#include "synthesize.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string_view>
+
+#include "perf_writer.hpp"
+#include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
+#include "sframe/process/process.hpp"
+
+namespace sframe::record {
+namespace {
+
+// The numeric entries of directory `dir` (/proc, /proc/PID/task).
+std::vector<std::uint32_t> numbers_in(const std::string& dir) {
+  std::vector<std::uint32_t> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      const long v = std::strtol(e->d_name, &end, 10);
+      if (end && *end == '\0' && v > 0) out.push_back(static_cast<std::uint32_t>(v));
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// [_text, _etext) of the running kernel (/proc/kallsyms).
+std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  std::uint64_t text = 0, etext = 0;
+  while (std::getline(in, line) && !(text && etext)) {
+    const auto sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    const std::string_view name = std::string_view(line).substr(sp + 1);
+    if (name == "_text" || name == "_etext") {
+      const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
+      (name == "_text" ? text : etext) = a;
+    }
+  }
+  if (!text || etext <= text) return std::nullopt;
+  return std::make_pair(text, etext);
+}
+
+perf::SampleId id_of(std::uint32_t pid, std::uint32_t tid) {
+  perf::SampleId id;
+  id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+  id.pid = pid;
+  id.tid = tid;
+  return id;
+}
+
+}  // namespace
+
+std::vector<pid_t> all_processes() {
+  std::vector<pid_t> out;
+  for (std::uint32_t p : numbers_in("/proc")) out.push_back(static_cast<pid_t>(p));
+  return out;
+}
+
+std::vector<std::string> command_files(const std::string& argv0) {
+  std::string exe = argv0;
+  if (exe.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    exe.clear();
+    for (std::size_t at = 0; at <= dirs.size();) {
+      const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+      const std::string cand = (end > at ? dirs.substr(at, end - at) : ".") + "/" + argv0;
+      if (access(cand.c_str(), X_OK) == 0) {
+        exe = cand;
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  std::vector<std::string> out;
+  const auto add = [&out](const std::string& p) {
+    char real[PATH_MAX];
+    if (realpath(p.c_str(), real)) out.emplace_back(real);
+  };
+  if (exe.empty()) return out;
+  auto f = elf::ElfFile::open(exe);
+  if (!f) return out;
+  add(exe);
+  std::string interp;
+  Elf* e = static_cast<Elf*>(f->native_handle());
+  std::size_t phnum = 0;
+  if (elf_getphdrnum(e, &phnum) == 0) {
+    for (std::size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr ph;
+      if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_type != PT_INTERP || ph.p_filesz > PATH_MAX) continue;
+      std::size_t size = 0;
+      const char* raw = elf_rawfile(e, &size);
+      if (raw && ph.p_offset + ph.p_filesz <= size) interp.assign(raw + ph.p_offset, strnlen(raw + ph.p_offset, ph.p_filesz));
+    }
+  }
+  if (interp.empty()) return out;
+  add(interp);
+  // The interpreter's list mode prints "NAME => PATH (ADDRESS)" per library.
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return out;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDERR_FILENO);
+    execl(interp.c_str(), interp.c_str(), "--list", exe.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(pipefd[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while (pid > 0 && (n = read(pipefd[0], buf, sizeof buf)) > 0 && text.size() < (1u << 20)) text.append(buf, static_cast<std::size_t>(n));
+  close(pipefd[0]);
+  if (pid > 0) waitpid(pid, nullptr, 0);
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    const std::size_t arrow = line.find("=> /");
+    const std::size_t from = arrow != std::string::npos ? arrow + 3 : line.find_first_not_of(" \t");
+    if (from == std::string::npos || line[from] != '/') continue;
+    add(line.substr(from, line.find(" (", from) - from));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Synthesizer::Synthesizer(const perf::EventAttr& attr, std::function<void(std::vector<std::byte>&)> put,
+                         std::map<std::string, std::string>& build_ids)
+    : attr_(attr), put_(std::move(put)), build_ids_(build_ids) {}
+
+std::string Synthesizer::file_build_id(const std::string& path) {
+  auto [it, fresh] = file_ids_.try_emplace(path);
+  if (fresh)
+    if (auto f = elf::ElfFile::open(path))
+      if (auto id = elf::build_id(*f)) it->second = *id;
+  return it->second;
+}
+
+void Synthesizer::kernel() {
+  auto text = kernel_text();
+  if (!text) return;
+  perf::Mmap m;
+  m.pid = ~std::uint32_t{0};
+  m.start = text->first;
+  m.len = text->second - text->first;
+  m.pgoff = text->first;
+  m.prot = PROT_READ | PROT_EXEC;
+  m.filename = "[kernel.kallsyms]_text";
+  m.exec = true;
+  rec_.clear();
+  if (perf::encode_mmap2(rec_, perf::kMiscKernel, m, id_of(m.pid, 0), attr_)) put_(rec_);
+}
+
+void Synthesizer::process(pid_t pid) {
+  const auto p = static_cast<std::uint32_t>(pid);
+  const std::vector<std::uint32_t> tids = numbers_in("/proc/" + std::to_string(pid) + "/task");
+  if (tids.empty()) return;  // gone
+  const std::string comm = process::process_name(pid);
+  for (std::uint32_t t : tids) {
+    perf::Comm c;
+    c.pid = p;
+    c.tid = t;
+    c.comm = comm;
+    rec_.clear();
+    if (perf::encode_comm(rec_, c, id_of(p, t), attr_)) put_(rec_);
+  }
+  auto maps = process::read_maps(pid);
+  if (!maps) return;
+  for (const process::Mapping& m : *maps) {
+    if (!m.exec || (!m.file_backed() && m.path != "[vdso]")) continue;
+    perf::Mmap r;
+    r.pid = r.tid = p;
+    r.start = m.start;
+    r.len = m.end - m.start;
+    r.pgoff = m.offset;
+    r.ino = m.inode;
+    r.prot = (m.read ? PROT_READ : 0) | (m.write ? PROT_WRITE : 0) | PROT_EXEC;
+    r.flags = m.shared ? MAP_SHARED : MAP_PRIVATE;
+    r.filename = m.path;
+    r.mmap2 = r.exec = true;
+    std::vector<std::byte> bin;
+    if (m.file_backed() && !m.deleted) {
+      const std::string hex = file_build_id(m.path);
+      for (std::size_t i = 0; i + 1 < hex.size() && bin.size() < 20; i += 2)
+        bin.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      if (!hex.empty()) build_ids_.emplace(m.path, hex);
+    }
+    r.build_id = bin;
+    rec_.clear();
+    if (perf::encode_mmap2(rec_, perf::kMiscUser, r, id_of(p, p), attr_)) put_(rec_);
+  }
+}
+
+}  // namespace sframe::record

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// sframepp: the records `sframe record` writes for what runs before it
+// starts, as perf record synthesizes them (tools/perf/util/synthetic-
+// events.c): the kernel's text mapping ("[kernel.kallsyms]_text", MMAP2 of
+// pid -1 from _text to _etext, as perf reads them from kallsyms), and per
+// process a COMM per thread and an MMAP2 per executable mapping of
+// /proc/PID/maps, carrying the file's build-id.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "perf_data.hpp"
+
+namespace sframe::record {
+
+/// Every process ID under /proc now.
+std::vector<pid_t> all_processes();
+
+/// The files a command will map at start: the executable `argv0` (looked
+/// up in PATH), its ELF interpreter, and the libraries the interpreter
+/// resolves for it (`INTERP --list EXE`, which loads nothing into a
+/// process), each by its real path as the kernel reports mappings. Empty
+/// for a command that is not a dynamic ELF executable.
+std::vector<std::string> command_files(const std::string& argv0);
+
+class Synthesizer {
+ public:
+  /// Records are encoded for `attr` (its sample_id layout) with time 0 and
+  /// handed to `put`; each mapped file's build-id goes into `build_ids`
+  /// (path -> lowercase hex).
+  Synthesizer(const perf::EventAttr& attr, std::function<void(std::vector<std::byte>&)> put,
+              std::map<std::string, std::string>& build_ids);
+  /// The kernel's text mapping (nothing when kallsyms hides addresses).
+  void kernel();
+  /// Process `pid` (nothing when it is gone).
+  void process(pid_t pid);
+
+ private:
+  std::string file_build_id(const std::string& path);
+  const perf::EventAttr& attr_;
+  std::function<void(std::vector<std::byte>&)> put_;
+  std::map<std::string, std::string>& build_ids_;
+  std::unordered_map<std::string, std::string> file_ids_;
+  std::vector<std::byte> rec_;
+};
+
+}  // namespace sframe::record
