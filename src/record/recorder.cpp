@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -153,7 +154,9 @@ class Recording {
     decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);
     if (!opt_.command.empty())
       if (std::string e = start_command(); !e.empty()) return e;
+    const std::uint64_t l0 = monotonic_ns();
     if (std::string e = load_bpf(); !e.empty()) return e;
+    sum_.load_ns = monotonic_ns() - l0;
     if (std::string e = open_sideband(); !e.empty()) return e;
     const std::uint64_t s0 = monotonic_ns();
     // A command's files get their tables before it starts: else its first
@@ -675,6 +678,10 @@ class Recording {
     sum_.bytes = writer_->data_size();
     if (!writer_->finish()) return fail();
     if (tables_) sum_.tables = tables_->stats();
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+      sum_.recorder_cpu_ns = static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+                             static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
     return {};
   }
 

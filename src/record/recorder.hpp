@@ -77,6 +77,11 @@ struct RecordSummary {
   TableStats tables;
   std::uint64_t setup_ns = 0;
   std::uint64_t table_ns = 0;
+  /// Loading and verifying the BPF program (ns).
+  std::uint64_t load_ns = 0;
+  /// The recorder's own CPU time, user + system (ns; the BPF program's runs
+  /// are charged to the sampled tasks: bpf_run_ns).
+  std::uint64_t recorder_cpu_ns = 0;
   /// Pages and process tables the BPF maps refused (full).
   std::uint64_t pages_refused = 0;
   std::uint64_t processes_refused = 0;

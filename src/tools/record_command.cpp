@@ -46,6 +46,11 @@ class RecordCommand final : public Command {
     app_->add_option("--pprof", pprof_, "Also write a gzipped pprof profile (profile.proto) to this file");
     app_->add_option("--flamegraph", flamegraph_, "Also write a self-contained SVG flame graph to this file");
     app_->add_option("command", opt_.command, "The command to start and record (after --)");
+    // The benchmark's baseline: the same program walking the same stacks
+    // by frame pointers alone.
+    app_->add_option("--walk", walk_, "How the kernel walks user stacks: sframe, or fp (frame pointers only)")
+        ->check(CLI::IsMember({"sframe", "fp"}))
+        ->capture_default_str();
   }
 
   int run() override {
@@ -68,6 +73,7 @@ class RecordCommand final : public Command {
     } else if (!output_.empty()) {
       opt_.output = output_;
     }
+    opt_.frame_pointers_only = walk_ == "fp";
     opt_.argv = {"sframe", "record"};
     opt_.stop = &g_stop;
 
@@ -138,14 +144,15 @@ class RecordCommand final : public Command {
                "{} samples before their process's tables; {:.0f} bytes per sample ({} records, {} bytes); BPF "
                "program per sample: {:.0f} ns mean (kernel run_time_ns/run_cnt), walk median {} ns; tables: {} "
                "modules ({} with generated SFrame), {} pages, {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
-               ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms, tables {:.0f} ms{}\n",
+               ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
+               "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
                s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
                double(s.kernel_frames) / n, double(s.user_frames) / n, s.by_source[1], s.by_source[2], s.by_source[0],
                s.by_source[3], stops.empty() ? "none" : stops, s.no_process, double(s.bytes) / n, s.records, s.bytes,
                s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.walk_ns_median, t.modules,
                t.generated_modules, t.pages, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
-               double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns) / 1e6,
-               double(s.table_ns) / 1e6, status);
+               double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
+               double(s.load_ns) / 1e6, double(s.table_ns) / 1e6, double(s.recorder_cpu_ns) / 1e6, status);
   }
 
   record::RecordOptions opt_;
@@ -153,6 +160,7 @@ class RecordCommand final : public Command {
   std::string output_;
   bool folded_ = false;
   std::string pprof_, flamegraph_;
+  std::string walk_ = "sframe";
 };
 
 }  // namespace

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# `sframe record` against perf record, the same workloads for the same
+# time, measured in one run:
+#   bench/record_vs_perf.sh [SFRAME]     (root; RUNS=3 runs per figure)
+# Workloads: cfp (the perf tests' C program with frame pointers and its own
+# .sframe: SFrame and frame-pointer walks of the same stacks), c (no frame
+# pointers, own .sframe), python (python3: SFrame generated from .eh_frame).
+# Prints, per workload (medians over the runs, the range in brackets):
+#  - in-kernel cost per sample: the BPF program's mean (kernel
+#    run_time_ns / run_cnt) and the in-program median, walking SFrame and,
+#    the same program, frame pointers only (--walk fp). Goal: SFrame
+#    <= 1.3x the frame-pointer walk;
+#  - bytes per sample: sframe record, perf --call-graph=dwarf (8192-byte
+#    copies) and --call-graph=fp. Goal: sframe <= 1/20 of dwarf's;
+#  - CPU of profiling: (recorder + workload) - workload alone, plus the
+#    conversion to folded stacks (sframe perf script --folded; perf 7.2
+#    perf script + collapsing). Goal: perf dwarf / sframe >= 20;
+#  - slowdown of the workload at 999 Hz against the workload alone;
+# then start-up (-a with 100 more processes running: launch to recording,
+# the BPF load's share) and memory (tables against .sframe/.eh_frame bytes,
+# the recorder's peak RSS).
+set -euo pipefail
+sframe=$(readlink -f "${1:-build/sframe}")
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
+perf7=$(bash "$here/tests/perf/current_perf.sh")
+runs=${RUNS:-3}
+work=$(mktemp -d /tmp/record-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+collapse="python3 $here/tests/record/collapse.py"
+
+# The summary's field after LABEL, e.g. field "bytes per sample" -> 123.
+field() { sed -n "s/.*[;,(] *\([0-9.]*\) $1.*/\1/p" "$2" | head -1; }
+mean_ns() { sed -n 's/.*per sample: \([0-9]*\) ns mean.*/\1/p' "$1"; }
+median_ns() { sed -n 's/.*walk median \([0-9]*\) ns.*/\1/p' "$1"; }
+samples() { sed -n 's/^sframe record: \([0-9]*\) samples.*/\1/p' "$1"; }
+nsamples() { perf script -i "$1" -F tid 2>/dev/null | grep -c . || true; }
+col() { awk -v c="$2" '{ print $c }' "$1"; }
+med() { col "$1" "${2:-1}" | median; }
+rng() { col "$1" "${2:-1}" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%d-%d", lo, hi }'; }
+
+printf '%-7s %-34s %-34s %-32s %-40s %s\n' workload "BPF ns/sample sframe | fp (ratio)" \
+  "bytes/sample sframe | dwarf | fp" "profiling CPU s: sframe | dwarf" "perf dwarf / sframe CPU" "workload slowdown: sframe | dwarf | fp"
+for w in cfp c python; do
+  case $w in
+    cfp) gcc -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
+         cmd=(./prog 60000) ;;
+    *) build_workload "$w" ;;
+  esac
+  rm -f alone_$w srec_$w sfp_$w pdw_$w pfp_$w sconv_$w pconv_$w ns_$w nsfp_$w bytes_$w
+  for ((i = 0; i < runs; i++)); do
+    run alone_$w "${cmd[@]}"
+    run srec_$w "$sframe" record -F 999 -o s.data -- "${cmd[@]}"
+    echo "$(mean_ns err) $(median_ns err)" >>ns_$w
+    echo "$(( $(stat -c %s s.data) / $(samples err) ))" >>bytes_$w
+    run sconv_$w "$sframe" perf script -i s.data --folded
+    if [ $w = cfp ]; then
+      run sfp_$w "$sframe" record -F 999 --walk fp -o f.data -- "${cmd[@]}"
+      echo "$(mean_ns err) $(median_ns err)" >>nsfp_$w
+    fi
+    run pdw_$w perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o d.data -- "${cmd[@]}"
+    echo "$(( $(stat -c %s d.data) / $(nsamples d.data) ))" >>dbytes_$w
+    run pconv_$w sh -c "'$perf7' script --no-inline -i d.data -F comm,ip,sym 2>/dev/null | $collapse >/dev/null"
+    run pfp_$w perf record -q -e cpu-clock -F 999 --call-graph=fp -o p.data -- "${cmd[@]}"
+    echo "$(( $(stat -c %s p.data) / $(nsamples p.data) ))" >>fbytes_$w
+  done
+  alone=$(med alone_$w 2)
+  over() { awk -v a="$(med "$1" 2)" -v b="$alone" -v c="$( [ -n "${2:-}" ] && med "$2" 2 || echo 0)" 'BEGIN { printf "%.3f", a - b + c }'; }
+  s_cpu=$(over srec_$w sconv_$w)
+  d_cpu=$(over pdw_$w pconv_$w)
+  slow() { awk -v a="$(med "$1" 1)" -v b="$(med alone_$w 1)" 'BEGIN { printf "%.2fx", a / b }'; }
+  if [ $w = cfp ]; then
+    fp_ns="$(med nsfp_$w 1) [$(rng nsfp_$w 1)] / $(med nsfp_$w 2)"
+    r=$(awk -v a="$(med ns_$w 1)" -v b="$(med nsfp_$w 1)" 'BEGIN { printf "%.2f", a / b }')
+    fp_ns="$fp_ns ($r: $(goal "$r" 1.3 '<='))"
+  else
+    fp_ns="-"
+  fi
+  br=$(awk -v a="$(med bytes_$w)" -v b="$(med dbytes_$w)" 'BEGIN { printf "%.0f", b / a }')
+  cr=$(awk -v a="$s_cpu" -v b="$d_cpu" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')
+  printf '%-7s %-34s %-34s %-32s %-40s %s\n' "$w" "$(med ns_$w 1) [$(rng ns_$w 1)] / $(med ns_$w 2) | $fp_ns" \
+    "$(med bytes_$w) | $(med dbytes_$w) | $(med fbytes_$w) (1/$br: $(goal "$br" 20 '>='))" \
+    "$s_cpu | $d_cpu" "${cr}x ($(goal "$cr" 20 '>='))" \
+    "$(slow srec_$w) | $(slow pdw_$w) | $(slow pfp_$w) (alone $(med alone_$w 1) s)"
+done
+
+# Start-up with 100 more processes running, and memory.
+for ((i = 0; i < 100; i++)); do sleep 60 & done
+/usr/bin/time -f "%M" -o rss "$sframe" record -a --duration 0.2 -o a.data 2>a.err
+kill $(jobs -p) 2>/dev/null || true
+setup=$(sed -n 's/.*set-up \([0-9]*\) ms (BPF load \([0-9]*\) ms).*/\1 \2/p' a.err)
+echo "start-up, -a with $(ls /proc | grep -c '^[0-9]') processes: $(echo "$setup" | awk '{ print $1 }') ms to the first sample (goal < 1000 ms: $(goal "$(echo "$setup" | awk '{ print $1 }')" 1000 '<=')), BPF load and verification $(echo "$setup" | awk '{ print $2 }') ms"
+echo "memory, -a: $(sed -n 's/.*tables: \([^;]*\) left to frame pointers.*/\1/p' a.err); recorder peak RSS $(( $(cat rss) / 1024 )) MB"
