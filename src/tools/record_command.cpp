@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 
@@ -56,8 +57,13 @@ class RecordCommand final : public Command {
   int run() override {
     const int modes = (opt_.all ? 1 : 0) + (pids_.empty() ? 0 : 1) + (opt_.command.empty() ? 0 : 1);
     if (modes != 1) throw UsageError("give one of -a, -p PID or -- COMMAND");
-    for (int p : pids_)
+    for (int p : pids_) {
       if (p <= 0) throw UsageError(fmt::format("-p {}: not a process ID", p));
+      if (kill(p, 0) != 0 && errno == ESRCH) {
+        std::fprintf(stderr, "sframe record: -p %d: no such process\n", p);
+        return 1;
+      }
+    }
     if (opt_.frequency == 0 || opt_.frequency > 100000) throw UsageError("-F: between 1 and 100000 samples per second");
     if (opt_.duration < 0) throw UsageError("--duration: not a number of seconds");
     for (int p : pids_) opt_.pids.push_back(p);

@@ -166,6 +166,12 @@ case $part in
     "$sframe" record -a -p 1 >o.txt 2>e.txt; rc=$?
     set -e
     [ $rc -ne 0 ] && grep -q "one of -a, -p PID or -- COMMAND" e.txt || { echo "FAIL: -a -p 1: exit $rc"; cat e.txt; fail=1; }
+    # A process that does not exist.
+    set +e
+    "$sframe" record -p 999999999 -o np.data >o.txt 2>e.txt; rc=$?
+    set -e
+    [ $rc -eq 1 ] && grep -q "no such process" e.txt && [ ! -e np.data ] ||
+      { echo "FAIL: -p of no process: exit $rc"; cat e.txt; fail=1; }
     # A command that does not exist.
     set +e
     "$sframe" record -o nx.data -- ./no-such-program >o.txt 2>e.txt; rc=$?
