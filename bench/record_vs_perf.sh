@@ -88,8 +88,9 @@ done
 
 # Start-up with 100 more processes running, and memory.
 for ((i = 0; i < 100; i++)); do sleep 60 & done
+nproc_running=$(ls /proc | grep -c '^[0-9]')
 /usr/bin/time -f "%M" -o rss "$sframe" record -a --duration 0.2 -o a.data 2>a.err
 kill $(jobs -p) 2>/dev/null || true
 setup=$(sed -n 's/.*set-up \([0-9]*\) ms (BPF load \([0-9]*\) ms).*/\1 \2/p' a.err)
-echo "start-up, -a with $(ls /proc | grep -c '^[0-9]') processes: $(echo "$setup" | awk '{ print $1 }') ms to the first sample (goal < 1000 ms: $(goal "$(echo "$setup" | awk '{ print $1 }')" 1000 '<=')), BPF load and verification $(echo "$setup" | awk '{ print $2 }') ms"
+echo "start-up, -a with $nproc_running processes: $(echo "$setup" | awk '{ print $1 }') ms to the first sample (goal < 1000 ms: $(goal "$(echo "$setup" | awk '{ print $1 }')" 1000 '<=')), BPF load and verification $(echo "$setup" | awk '{ print $2 }') ms"
 echo "memory, -a: $(sed -n 's/.*tables: \([^;]*\) left to frame pointers.*/\1/p' a.err); recorder peak RSS $(( $(cat rss) / 1024 )) MB"
