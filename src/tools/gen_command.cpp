@@ -379,8 +379,11 @@ int GenCommand::generate() {
              functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
   if (plan)
-    fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers{}\n",
+    fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers {}{}\n",
                opt.elf_output, plan->vaddr, plan->offset, plan->address, plan->phnum,
+               !plan->table_in_place ? "(moved to the new segment)"
+               : plan->shift != 0    ? fmt::format("(grown in place; the sections after them moved up {} bytes)", plan->shift)
+                                     : std::string("(grown in place)"),
                plan->retarget ? fmt::format(" ({}; PT_GNU_SFRAME retargeted)",
                                             repaired ? "the old section did not fit" : "no section header to rewrite")
                : existing     ? fmt::format(" (the unmapped {} replaced)", existing->name)
