@@ -326,6 +326,7 @@ int GenCommand::generate() {
     if (auto ok = raw_out->commit(); !ok) return cannot(opt.output, "cannot write", ok.error());
   if (elf_out)
     if (auto ok = elf_out->commit(); !ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
+  if (plan) warn_if_not_strip_safe("gen", opt.elf_output, *plan);
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
   std::optional<cfi::ReaderComparison> diff;
