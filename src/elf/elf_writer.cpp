@@ -323,7 +323,7 @@ std::string grow_in_place(Elf* e, const GElf_Ehdr& eh, std::span<const std::byte
         return name + " overlaps the program headers";
       continue;
     }
-    if (!(sh.sh_flags & SHF_ALLOC) || sh.sh_addr - sh.sh_offset != bias)
+    if (!(sh.sh_flags & SHF_ALLOC) || sh.sh_addr - sh.sh_offset != bias || sh.sh_size > seg_end - sh.sh_offset)
       return name + " is in the program headers' segment but not loaded with it";
     from = std::min<std::uint64_t>(from, sh.sh_offset);
     align = std::max<std::uint64_t>(align, sh.sh_addralign);
