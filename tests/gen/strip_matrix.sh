@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Retrofits through the packaging tools (issue 29, part 1): `sframe gen
-# --loadable` on bash, busybox-static, python3.11 and a C++ program with
-# exceptions compiled here (with -g), then each tool a distribution runs on
-# them: GNU strip (default, --strip-debug, --strip-unneeded), dh_strip's
+# --loadable` on bash, busybox-static, python3.11, a C++ program with
+# exceptions compiled here (with -g) and libz, then each tool a
+# distribution runs on them: GNU strip (default, --strip-debug, --strip-unneeded), dh_strip's
 # flags (executables: --remove-section=.comment --remove-section=.note;
 # shared libraries: the same plus --strip-unneeded; debug files: objcopy
 # --only-keep-debug --compress-debug-sections, strip, then objcopy
@@ -11,7 +11,8 @@
 # (truths that are not sframepp's code, but for verify's own verdicts):
 #  - the program runs its own checks with the original's output and exit
 #    status (bash -c, busybox sh -c, a python script using json, hashlib and
-#    sqlite3, the C++ program's throw and catch);
+#    sqlite3, the C++ program's throw and catch, python3.11's zlib module
+#    with the library);
 #  - readelf: the same program header types as the retrofit (eu-strip once
 #    wrote PT_NULLs), PT_GNU_SFRAME equal to .sframe inside a PT_LOAD;
 #  - `sframe verify` and `sframe verify --consumer kernel` exit 0;
@@ -80,6 +81,11 @@ print(json.dumps({"sum": c.execute("select sum(x) from t").fetchone()[0],
                   "sha": hashlib.sha256(b"sframe").hexdigest()}))
 sys.exit(6)' 2>&1) ;;
     cxx) o=$(timeout 20 "$2" 2>&1) ;;
+    # A shared library: python3.11's zlib module loads it by its soname.
+    libz) mkdir -p "$2.d" && cp "$2" "$2.d/libz.so.1"
+      o=$(LD_LIBRARY_PATH="$2.d" timeout 20 /usr/bin/python3.11 -c 'import zlib, sys
+print(zlib.crc32(b"sframe" * 1000), len(zlib.compress(bytes(range(256)) * 64)))
+print([l.split()[-1] for l in open("/proc/self/maps") if "libz.so" in l][0].startswith(sys.argv[1]))' "$2.d/" 2>&1) ;;
   esac
   r=$?
   echo "$r|$o"
@@ -126,10 +132,14 @@ valid() {
 }
 
 declare -A want path
-path=([bash]=/bin/bash [busybox]=/bin/busybox [python3.11]=/usr/bin/python3.11 [cxx]=$work/src/cxx)
+libz=$(/usr/bin/python3.11 -c 'import zlib
+print(next(l.split()[-1] for l in open("/proc/self/maps") if "libz.so" in l))')
+cp "$libz" "$work/src/libz.so.1" || bad "no libz.so mapped by python3.11 ($libz)"
+path=([bash]=/bin/bash [busybox]=/bin/busybox [python3.11]=/usr/bin/python3.11 [cxx]=$work/src/cxx
+      [libz]=$work/src/libz.so.1)
 tools=(none strip strip-debug strip-unneeded dh-exec dh-lib dh-debug eu-strip)
 matrix=""
-for prog in bash busybox python3.11 cxx; do
+for prog in bash busybox python3.11 cxx libz; do
   orig=${path[$prog]}
   want[$prog]=$(check "$prog" "$orig")
   [[ ${want[$prog]} =~ ^(124|126|127)\| ]] && bad "$prog: the original does not run: ${want[$prog]}"
