@@ -278,6 +278,12 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> dynamic_addresses(Elf* e, s
   return out;
 }
 
+// Whether `p` is the PT_LOAD that maps the program-header table, file
+// bytes [table, end).
+bool holds_table(const GElf_Phdr& p, std::uint64_t table, std::uint64_t end) noexcept {
+  return p.p_type == PT_LOAD && p.p_offset <= table && p.p_filesz >= end - p.p_offset;
+}
+
 // Decides whether the program-header table of `e` can grow in place to
 // plan.phnum entries (LoadablePlan::table_in_place): the sections after it in
 // its PT_LOAD move up into that segment's slack. Fills plan's table_in_place,
@@ -300,9 +306,10 @@ std::string grow_in_place(Elf* e, const GElf_Ehdr& eh, std::span<const std::byte
   for (std::size_t i = 0; i < phnum; ++i) {
     if (!gelf_getphdr(e, static_cast<int>(i), &phdrs[i])) return "unreadable program headers";
     const auto& p = phdrs[i];
-    if (p.p_type == PT_LOAD && p.p_offset <= table && old_end <= p.p_offset + p.p_filesz && !holder) holder = i;
+    if (holds_table(p, table, old_end) && !holder) holder = i;
   }
   if (!holder) return "no PT_LOAD maps the program headers";
+  if (phdrs[*holder].p_filesz > img.size() - phdrs[*holder].p_offset) return "the program headers' segment passes the end of the file";
   const GElf_Phdr load_ph = phdrs[*holder];
   const std::uint64_t seg_end = load_ph.p_offset + load_ph.p_filesz;
   const std::uint64_t bias = load_ph.p_vaddr - load_ph.p_offset;
@@ -486,11 +493,12 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
 
   std::vector<GElf_Phdr> phdrs;
   std::size_t last_load = 0;
+  bool grown = false;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return make_error(ElfErrc::kElfError, eh.e_phoff);
-    if (plan->table_in_place && ph.p_type == PT_LOAD && ph.p_offset <= eh.e_phoff &&
-        eh.e_phoff < ph.p_offset + ph.p_filesz) {
+    if (plan->table_in_place && !grown && holds_table(ph, eh.e_phoff, old_table_end)) {
+      grown = true;
       from_addr = ph.p_vaddr + (from - ph.p_offset);
       ph.p_filesz = ph.p_memsz = std::max(ph.p_filesz, plan->grown_end - ph.p_offset);
     } else if (ph.p_type != PT_LOAD && ph.p_type != PT_PHDR && ph.p_filesz != 0 && moved(ph.p_offset)) {

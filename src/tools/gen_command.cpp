@@ -251,8 +251,13 @@ int GenCommand::generate() {
     // Streamed into the encoder: one function's rows in memory at a time.
     SectionEncoder enc(*header, Layout::kOptimize, size_options(opt.size, version, header->big_endian));
     // Address space only: pages of the buffer never written are never touched.
-    // An FDE takes at least 24 bytes of CFI.
-    enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
+    // An FDE takes at least 24 bytes of CFI. A corrupt header's sizes are
+    // bounded by the file's.
+    std::error_code size_error;
+    const std::uint64_t file_bytes = std::filesystem::file_size(path, size_error);
+    const std::uint64_t cfi_bytes =
+        size_error ? 0 : std::min(eh, file_bytes) + std::min(debug_frame, file_bytes);
+    enc.reserve(cfi_bytes / 24 + 64, 2 * cfi_bytes + 4096);
     std::optional<Error> enc_error;
     functions_out = 0;
     // The reader's rows go into the encoder in place (a PLT function's are
