@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 # Retrofits through the packaging tools (issue 29, part 1): `sframe gen
 # --loadable` on bash, busybox-static, python3.11, a C++ program with
-# exceptions compiled here (with -g) and libz, then each tool a
-# distribution runs on them: GNU strip (default, --strip-debug, --strip-unneeded), dh_strip's
-# flags (executables: --remove-section=.comment --remove-section=.note;
-# shared libraries: the same plus --strip-unneeded; debug files: objcopy
+# exceptions compiled here (with -g) and libz, and `gen --repair
+# --loadable` on that program assembled with --gsframe after objcopy
+# --remove-section=.sframe; then each tool a distribution runs on them:
+# GNU strip (default, --strip-debug, --strip-unneeded), dh_strip's flags
+# (executables: --remove-section=.comment --remove-section=.note; shared
+# libraries: the same plus --strip-unneeded; debug files: objcopy
 # --only-keep-debug --compress-debug-sections, strip, then objcopy
 # --add-gnu-debuglink) and elfutils eu-strip. After each, valid means
 # (truths that are not sframepp's code, but for verify's own verdicts):
@@ -63,6 +65,10 @@ int main(int argc, char**) {
 EOF
 mkdir -p "$work/src"
 g++ -O2 -g -o "$work/src/cxx" "$work/cxx.cpp" || bad "compile cxx.cpp"
+# --repair --loadable: the same program assembled with --gsframe, its
+# section removed by objcopy (which leaves an empty PT_GNU_SFRAME).
+g++ -O2 -g -Wa,--gsframe -o "$work/src/gsframe" "$work/cxx.cpp" &&
+  objcopy --remove-section=.sframe "$work/src/gsframe" "$work/src/repair" || bad "compile cxx.cpp with --gsframe"
 
 # check PROGRAM FILE: "status|output" of PROGRAM's own checks run with FILE.
 check() {
@@ -80,7 +86,7 @@ c.executemany("insert into t values (?)", [(i,) for i in range(100)])
 print(json.dumps({"sum": c.execute("select sum(x) from t").fetchone()[0],
                   "sha": hashlib.sha256(b"sframe").hexdigest()}))
 sys.exit(6)' 2>&1) ;;
-    cxx) o=$(timeout 20 "$2" 2>&1) ;;
+    cxx | repair) o=$(timeout 20 "$2" 2>&1) ;;
     # A shared library: python3.11's zlib module loads it by its soname.
     libz) mkdir -p "$2.d" && cp "$2" "$2.d/libz.so.1"
       o=$(LD_LIBRARY_PATH="$2.d" timeout 20 /usr/bin/python3.11 -c 'import zlib, sys
@@ -136,15 +142,17 @@ libz=$(/usr/bin/python3.11 -c 'import zlib
 print(next(l.split()[-1] for l in open("/proc/self/maps") if "libz.so" in l))')
 cp "$libz" "$work/src/libz.so.1" || bad "no libz.so mapped by python3.11 ($libz)"
 path=([bash]=/bin/bash [busybox]=/bin/busybox [python3.11]=/usr/bin/python3.11 [cxx]=$work/src/cxx
-      [libz]=$work/src/libz.so.1)
+      [libz]=$work/src/libz.so.1 [repair]=$work/src/repair)
 tools=(none strip strip-debug strip-unneeded dh-exec dh-lib dh-debug eu-strip)
 matrix=""
-for prog in bash busybox python3.11 cxx libz; do
+for prog in bash busybox python3.11 cxx libz repair; do
   orig=${path[$prog]}
   want[$prog]=$(check "$prog" "$orig")
   [[ ${want[$prog]} =~ ^(124|126|127)\| ]] && bad "$prog: the original does not run: ${want[$prog]}"
   d=$work/$prog; mkdir -p "$d"
-  o=$("$bin" gen "$orig" --elf "$d/$prog.sf" --loadable 2>&1 >/dev/null) || { bad "$prog: gen --loadable: $o"; continue; }
+  how=--loadable added=2
+  [ $prog = repair ] && how="--repair --loadable" added=1
+  o=$("$bin" gen "$orig" --elf "$d/$prog.sf" $how 2>&1 >/dev/null) || { bad "$prog: gen $how: $o"; continue; }
   row=$(printf '%-11s' "$prog")
   if [ $prog = busybox ]; then
     # The order the warning names: the tool first, then gen.
@@ -157,7 +165,7 @@ for prog in bash busybox python3.11 cxx libz; do
     done
   else
     [ -z "$o" ] && ok || bad "$prog: gen --loadable said '$o'"
-    [[ $(chk layout "$orig" "$d/$prog.sf" 2) == *in-place ]] && ok || bad "$prog: the program headers did not grow in place"
+    [[ $(chk layout "$orig" "$d/$prog.sf" $added) == *in-place ]] && ok || bad "$prog: the program headers did not grow in place"
     for tool in "${tools[@]}"; do
       if [ $tool = none ]; then cp "$d/$prog.sf" "$d/$tool"; else apply $tool "$d/$prog.sf" "$d/$tool" || bad "$prog: $tool failed"; fi
       valid "$prog: gen, then $tool" $prog "$d/$tool" "$d/$prog.sf" && row+=" $(printf '%-14s' ok)" ||
