@@ -229,6 +229,165 @@ void store_phdr(std::vector<std::byte>& img, std::uint64_t at, const GElf_Phdr& 
   store(img, at + offsetof(Elf64_Phdr, p_align), 8, p.p_align, big);
 }
 
+// Whether dynamic tag `tag` holds an address (d_ptr) rather than a value:
+// the gABI's ("Dynamic Section") classic address tags, the even tags from
+// DT_ENCODING up to DT_LOOS, the DT_ADDRRNGLO..DT_ADDRRNGHI range, and the
+// GNU symbol-version tables.
+bool address_tag(std::int64_t tag) noexcept {
+  switch (tag) {
+    case DT_PLTGOT:
+    case DT_HASH:
+    case DT_STRTAB:
+    case DT_SYMTAB:
+    case DT_RELA:
+    case DT_INIT:
+    case DT_FINI:
+    case DT_REL:
+    case DT_DEBUG:
+    case DT_JMPREL:
+    case DT_INIT_ARRAY:
+    case DT_FINI_ARRAY:
+    case DT_VERSYM:
+    case DT_VERDEF:
+    case DT_VERNEED:
+      return true;
+    default:
+      break;
+  }
+  if (tag >= DT_ENCODING && tag < DT_LOOS) return tag % 2 == 0;
+  return tag >= DT_ADDRRNGLO && tag <= DT_ADDRRNGHI;
+}
+
+// The addresses the dynamic section (PT_DYNAMIC) holds in address tags, and
+// the file offsets of those entries' d_ptr fields.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> dynamic_addresses(Elf* e, std::span<const std::byte> img,
+                                                                       bool big) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  std::size_t phnum = 0;
+  if (elf_getphdrnum(e, &phnum) != 0) return out;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(e, static_cast<int>(i), &ph) || ph.p_type != PT_DYNAMIC) continue;
+    if (ph.p_offset > img.size() || ph.p_filesz > img.size() - ph.p_offset) return out;
+    for (std::uint64_t at = ph.p_offset; at + sizeof(Elf64_Dyn) <= ph.p_offset + ph.p_filesz; at += sizeof(Elf64_Dyn)) {
+      const auto tag = static_cast<std::int64_t>(load(img, at, 8, big));
+      if (tag == DT_NULL) break;
+      if (address_tag(tag)) out.emplace_back(load(img, at + 8, 8, big), at + 8);
+    }
+  }
+  return out;
+}
+
+// Whether `p` is the PT_LOAD that maps the program-header table, file
+// bytes [table, end).
+bool holds_table(const GElf_Phdr& p, std::uint64_t table, std::uint64_t end) noexcept {
+  return p.p_type == PT_LOAD && p.p_offset <= table && p.p_filesz >= end - p.p_offset;
+}
+
+// Decides whether the program-header table of `e` can grow in place to
+// plan.phnum entries (LoadablePlan::table_in_place): the sections after it in
+// its PT_LOAD move up into that segment's slack. Fills plan's table_in_place,
+// shift_from, shift_end, shift and grown_end, or returns why it cannot.
+// Only sections that nothing but program headers and the dynamic section
+// find move (notes, .interp, the dynamic linker's tables): code may hold the
+// address of anything else (a static executable's .rela.plt, through
+// __rela_iplt_start), which a copy cannot update.
+std::string grow_in_place(Elf* e, const GElf_Ehdr& eh, std::span<const std::byte> img, LoadablePlan& plan) {
+  const bool big = eh.e_ident[EI_DATA] == ELFDATA2MSB;
+  std::size_t phnum = 0, shnum = 0, shstrndx = 0;
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || elf_getphdrnum(e, &phnum) != 0)
+    return "unreadable program headers";
+  if (eh.e_shoff == 0 || elf_getshdrnum(e, &shnum) != 0 || shnum == 0 || elf_getshdrstrndx(e, &shstrndx) != 0)
+    return "no section headers to show what follows the program headers";
+  const std::uint64_t table = eh.e_phoff, old_end = table + phnum * sizeof(Elf64_Phdr),
+                      new_end = table + plan.phnum * sizeof(Elf64_Phdr);
+  std::vector<GElf_Phdr> phdrs(phnum);
+  std::optional<std::size_t> holder;
+  for (std::size_t i = 0; i < phnum; ++i) {
+    if (!gelf_getphdr(e, static_cast<int>(i), &phdrs[i])) return "unreadable program headers";
+    const auto& p = phdrs[i];
+    if (holds_table(p, table, old_end) && !holder) holder = i;
+  }
+  if (!holder) return "no PT_LOAD maps the program headers";
+  if (phdrs[*holder].p_filesz > img.size() - phdrs[*holder].p_offset) return "the program headers' segment passes the end of the file";
+  const GElf_Phdr load_ph = phdrs[*holder];
+  const std::uint64_t seg_end = load_ph.p_offset + load_ph.p_filesz;
+  const std::uint64_t bias = load_ph.p_vaddr - load_ph.p_offset;
+  const auto dyn = dynamic_addresses(e, img, big);
+  struct Moved {
+    std::string name;
+    GElf_Shdr sh;
+  };
+  std::vector<Moved> tail;
+  std::uint64_t from = seg_end, align = 1;
+  for (Elf_Scn* s = elf_nextscn(e, nullptr); s; s = elf_nextscn(e, s)) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(s, &sh)) return "unreadable section headers";
+    const char* n = elf_strptr(e, shstrndx, sh.sh_name);
+    std::string name = n ? n : "?";
+    if (sh.sh_type == SHT_NOBITS || sh.sh_offset < old_end || sh.sh_offset >= seg_end) {
+      if (sh.sh_type != SHT_NOBITS && sh.sh_size != 0 && sh.sh_offset < old_end && sh.sh_offset + sh.sh_size > table)
+        return name + " overlaps the program headers";
+      continue;
+    }
+    if (!(sh.sh_flags & SHF_ALLOC) || sh.sh_addr - sh.sh_offset != bias || sh.sh_size > seg_end - sh.sh_offset)
+      return name + " is in the program headers' segment but not loaded with it";
+    from = std::min<std::uint64_t>(from, sh.sh_offset);
+    align = std::max<std::uint64_t>(align, sh.sh_addralign);
+    tail.push_back({std::move(name), sh});
+  }
+  if (!power_of_two(align)) return "a section alignment that is not a power of two";
+  const std::uint64_t shift = from >= new_end ? 0 : align_up(new_end - from, align);
+  if (shift != 0) {
+    for (const auto& m : tail) {
+      const bool found_by_dynamic = std::any_of(dyn.begin(), dyn.end(), [&](const auto& d) { return d.first == m.sh.sh_addr; });
+      if (m.sh.sh_size != 0 && m.sh.sh_type != SHT_NOTE && m.name != ".interp" && !found_by_dynamic)
+        return m.name + " follows the program headers, and code may hold its address";
+    }
+    for (std::size_t i = 0; i < phnum; ++i) {
+      const auto& p = phdrs[i];
+      if (p.p_type == PT_LOAD || p.p_type == PT_PHDR || p.p_filesz == 0) continue;
+      const bool inside = p.p_offset >= from && p.p_offset + p.p_filesz <= seg_end;
+      const bool apart = p.p_offset + p.p_filesz <= from || p.p_offset >= seg_end;
+      if (!inside && !apart) return "a program header covers both moved and unmoved bytes";
+    }
+  }
+  // The segment grows over its slack: file bytes and pages nothing else uses.
+  const std::uint64_t grown = std::max(seg_end + shift, new_end);
+  if (grown > seg_end) {
+    std::uint64_t limit = img.size();
+    for (std::size_t i = 0; i < phnum; ++i) {
+      const auto& p = phdrs[i];
+      if (p.p_type != PT_LOAD || i == *holder) continue;
+      if (p.p_offset + p.p_filesz > seg_end) limit = std::min(limit, std::max(p.p_offset, seg_end));
+      if (p.p_vaddr + p.p_memsz > load_ph.p_vaddr + load_ph.p_filesz) {
+        const std::uint64_t page_start = p.p_vaddr / plan.page * plan.page;
+        const std::uint64_t room = page_start > load_ph.p_vaddr + load_ph.p_filesz
+                                       ? page_start - (load_ph.p_vaddr + load_ph.p_filesz) : 0;
+        limit = std::min(limit, seg_end + room);
+      }
+    }
+    for (Elf_Scn* s = elf_nextscn(e, nullptr); s; s = elf_nextscn(e, s)) {
+      GElf_Shdr sh;
+      if (!gelf_getshdr(s, &sh)) return "unreadable section headers";
+      if (sh.sh_type != SHT_NOBITS && sh.sh_size != 0 && sh.sh_offset + sh.sh_size > seg_end)
+        limit = std::min(limit, std::max<std::uint64_t>(sh.sh_offset, seg_end));
+    }
+    if (eh.e_shoff + shnum * std::uint64_t{eh.e_shentsize} > seg_end)
+      limit = std::min(limit, std::max<std::uint64_t>(eh.e_shoff, seg_end));
+    if (load_ph.p_memsz != load_ph.p_filesz) return "the program headers' segment has more bytes in memory than in the file";
+    if (grown > limit)
+      return "the program headers' segment has " + std::to_string(limit - seg_end) + " bytes of slack, " +
+             std::to_string(grown - seg_end) + " needed";
+  }
+  plan.table_in_place = true;
+  plan.shift_from = from;
+  plan.shift_end = seg_end;
+  plan.shift = shift;
+  plan.grown_end = grown;
+  return {};
+}
+
 }  // namespace
 
 Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget) {
@@ -278,7 +437,9 @@ Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget)
   // The gap between the file's end and the segment is written out as
   // zeros (a non-PIE file's .bss, typically): bounded.
   if (plan.offset - size > kMaxGap) return make_error(EncodeErrc::kNotRepresentable, eh.e_phoff, plan.offset - size);
-  plan.address = plan.vaddr + align_up(plan.phnum * sizeof(Elf64_Phdr), 8);
+  std::span<const std::byte> img(static_cast<const std::byte*>(static_cast<const void*>(elf_rawfile(e, nullptr))), size);
+  plan.no_room = grow_in_place(e, eh, img, plan);
+  plan.address = plan.table_in_place ? plan.vaddr : plan.vaddr + align_up(plan.phnum * sizeof(Elf64_Phdr), 8);
   return plan;
 }
 
@@ -305,22 +466,49 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
     return make_error(ElfErrc::kElfError, eh.e_shoff);
   if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error(ElfErrc::kElfError, eh.e_phoff);
 
-  // The new segment: [program headers][pad to 8][section bytes].
+  // The new segment: [section bytes] with the table in place; else
+  // [program headers][pad to 8][section bytes].
   const std::uint64_t table = plan->phnum * sizeof(Elf64_Phdr);
+  const std::uint64_t table_at = plan->table_in_place ? eh.e_phoff : plan->offset;
   const std::uint64_t sec_off = plan->offset + (plan->address - plan->vaddr);
   const std::uint64_t seg_size = (plan->address - plan->vaddr) + bytes.size();
   std::vector<std::byte> img(sec_off + bytes.size());
   std::memcpy(img.data(), raw, in_size);
   std::copy(bytes.begin(), bytes.end(), img.begin() + static_cast<std::ptrdiff_t>(sec_off));
 
+  // In place: the sections after the table move up by `shift` (into slack
+  // the plan found unused), and what finds them follows: program headers
+  // inside the moved bytes, the dynamic section's addresses, section
+  // headers and symbols (below). The bytes they left, up to the grown
+  // table, are zeroed.
+  const std::uint64_t from = plan->shift_from, upto = plan->shift_end, shift = plan->shift;
+  const std::uint64_t old_table_end = eh.e_phoff + phnum * sizeof(Elf64_Phdr);
+  std::uint64_t from_addr = 0;  // the moved bytes' first address
+  const auto moved = [&](std::uint64_t offset) { return shift != 0 && offset >= from && offset < upto; };
+  if (plan->table_in_place && shift != 0) {
+    std::memmove(img.data() + from + shift, raw + from, upto - from);
+    std::fill(img.begin() + static_cast<std::ptrdiff_t>(old_table_end),
+              img.begin() + static_cast<std::ptrdiff_t>(from + shift), std::byte{0});
+  }
+
   std::vector<GElf_Phdr> phdrs;
   std::size_t last_load = 0;
+  bool grown = false;
   for (std::size_t i = 0; i < phnum; ++i) {
     GElf_Phdr ph;
     if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return make_error(ElfErrc::kElfError, eh.e_phoff);
+    if (plan->table_in_place && !grown && holds_table(ph, eh.e_phoff, old_table_end)) {
+      grown = true;
+      from_addr = ph.p_vaddr + (from - ph.p_offset);
+      ph.p_filesz = ph.p_memsz = std::max(ph.p_filesz, plan->grown_end - ph.p_offset);
+    } else if (ph.p_type != PT_LOAD && ph.p_type != PT_PHDR && ph.p_filesz != 0 && moved(ph.p_offset)) {
+      ph.p_offset += shift;
+      ph.p_vaddr += shift;
+      ph.p_paddr += shift;
+    }
     if (ph.p_type == PT_PHDR) {
-      ph.p_offset = plan->offset;
-      ph.p_vaddr = ph.p_paddr = plan->vaddr;
+      ph.p_offset = table_at;
+      ph.p_vaddr = ph.p_paddr = plan->table_in_place ? ph.p_vaddr : plan->vaddr;
       ph.p_filesz = ph.p_memsz = table;
     } else if (ph.p_type == kPtGnuSframeSegment) {
       ph.p_offset = sec_off;
@@ -349,9 +537,16 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
     phdrs.push_back(sf);
   }
   if (phdrs.size() != plan->phnum) return make_error(ElfErrc::kElfError, eh.e_phoff);
-  for (std::size_t i = 0; i < phdrs.size(); ++i) store_phdr(img, plan->offset + i * sizeof(Elf64_Phdr), phdrs[i], big);
-  store(img, offsetof(Elf64_Ehdr, e_phoff), 8, plan->offset, big);
+  for (std::size_t i = 0; i < phdrs.size(); ++i) store_phdr(img, table_at + i * sizeof(Elf64_Phdr), phdrs[i], big);
+  store(img, offsetof(Elf64_Ehdr, e_phoff), 8, table_at, big);
   store(img, offsetof(Elf64_Ehdr, e_phnum), 2, plan->phnum, big);
+  const std::uint64_t upto_addr = from_addr + (upto - from);
+  if (shift != 0) {
+    // The dynamic section is in another segment: its entries are where
+    // they were in the file.
+    for (const auto& [addr, at] : dynamic_addresses(e, {reinterpret_cast<const std::byte*>(raw), in_size}, big))
+      if (addr >= from_addr && addr < upto_addr) store(img, at, 8, addr + shift, big);
+  }
   if (!has_shdrs) return out.write(img);
 
   // Section headers: the input's, `name`'s added (or retargeted), and the
@@ -360,12 +555,34 @@ Expected<void> write_with_loadable_section(const std::string& in_path, OutputFil
   std::vector<std::byte> shdrs(reinterpret_cast<const std::byte*>(raw) + eh.e_shoff,
                                reinterpret_cast<const std::byte*>(raw) + eh.e_shoff + shnum * sizeof(Elf64_Shdr));
   std::optional<std::size_t> existing;
+  std::vector<bool> moved_index(shnum, false);
   for (std::size_t i = 1; i < shnum; ++i) {
     Elf_Scn* s = elf_getscn(e, i);
     GElf_Shdr sh;
     if (!s || !gelf_getshdr(s, &sh)) return make_error(ElfErrc::kElfError, eh.e_shoff + i * sizeof(Elf64_Shdr));
     const char* n = elf_strptr(e, shstrndx, sh.sh_name);
     if (n && name == n && !existing) existing = i;
+    if (sh.sh_type != SHT_NOBITS && moved(sh.sh_offset)) {
+      moved_index[i] = true;
+      const std::uint64_t h = i * sizeof(Elf64_Shdr);
+      store(shdrs, h + offsetof(Elf64_Shdr, sh_offset), 8, sh.sh_offset + shift, big);
+      store(shdrs, h + offsetof(Elf64_Shdr, sh_addr), 8, sh.sh_addr + shift, big);
+    }
+  }
+  // Symbols defined in a moved section (glibc's __abi_tag in .note.ABI-tag)
+  // keep pointing at their bytes; a moved symbol table is patched where it
+  // now lies.
+  for (std::size_t i = 1; shift != 0 && i < shnum; ++i) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(elf_getscn(e, i), &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)) continue;
+    const std::uint64_t at = sh.sh_offset + (moved_index[i] ? shift : 0);
+    if (sh.sh_offset > in_size || sh.sh_size > in_size - sh.sh_offset) return make_error(ElfErrc::kElfError, sh.sh_offset);
+    for (std::uint64_t k = 0; k + sizeof(Elf64_Sym) <= sh.sh_size; k += sizeof(Elf64_Sym)) {
+      const std::uint64_t ndx = load(img, at + k + offsetof(Elf64_Sym, st_shndx), 2, big);
+      if (ndx == 0 || ndx >= shnum || !moved_index[ndx]) continue;
+      const std::uint64_t v = at + k + offsetof(Elf64_Sym, st_value);
+      store(img, v, 8, load(img, v, 8, big) + shift, big);
+    }
   }
   // A section `name` that exists (retargeted; or one no segment maps, as
   // lld 14 writes) has its header pointed at the new bytes; a file without

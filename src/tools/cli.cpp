@@ -100,6 +100,15 @@ std::string cannot_add_segment(const Error& e) {
   return fmt::format("cannot add a segment: {}", error_text(e));
 }
 
+void warn_if_not_strip_safe(std::string_view cmd, const std::string& out, const elf::LoadablePlan& plan) {
+  if (plan.table_in_place) return;
+  fmt::print(stderr,
+             "sframe: {}: warning: {}: the program headers cannot grow in place ({}), so they moved to the new "
+             "segment: strip, objcopy and eu-strip do not keep that layout (the stripped program crashes); strip "
+             "first, then run sframe\n",
+             cmd, out, plan.no_room);
+}
+
 SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian) {
   if (!flags.optimize) return {};
   std::vector<Consumer> chosen;

@@ -64,6 +64,12 @@ SizeOptions size_options(const SizeFlags& flags, Version v, bool big_endian);
 /// check the common reasons before: 32-bit, not linked, no PT_LOAD).
 std::string cannot_add_segment(const Error& e);
 
+/// Warns on stderr ("sframe: CMD: warning: OUT: ...") when `plan` moves the
+/// program-header table to the new segment (LoadablePlan::table_in_place
+/// false): a layout strip, objcopy and eu-strip do not keep, so the file
+/// must be stripped before, not after (docs/loadable.md). Nothing otherwise.
+void warn_if_not_strip_safe(std::string_view cmd, const std::string& out, const elf::LoadablePlan& plan);
+
 /// The sframe binary itself (/proc/self/exe resolved): what dump, stat and
 /// lookup read when given no FILE.
 std::string self_path();

@@ -171,6 +171,7 @@ int ConvertCommand::convert() {
     return cannot(ok.error());
   }
   if (auto ok = out->commit(); !ok) return cannot(ok.error());
+  if (plan) warn_if_not_strip_safe("convert", dest, *plan);
   if (opt_.json) {
     Json j = envelope("convert");
     j["file"] = path;

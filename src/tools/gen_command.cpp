@@ -251,8 +251,13 @@ int GenCommand::generate() {
     // Streamed into the encoder: one function's rows in memory at a time.
     SectionEncoder enc(*header, Layout::kOptimize, size_options(opt.size, version, header->big_endian));
     // Address space only: pages of the buffer never written are never touched.
-    // An FDE takes at least 24 bytes of CFI.
-    enc.reserve((eh + debug_frame) / 24 + 64, 2 * (eh + debug_frame) + 4096);
+    // An FDE takes at least 24 bytes of CFI. A corrupt header's sizes are
+    // bounded by the file's.
+    std::error_code size_error;
+    const std::uint64_t file_bytes = std::filesystem::file_size(path, size_error);
+    const std::uint64_t cfi_bytes =
+        size_error ? 0 : std::min(eh, file_bytes) + std::min(debug_frame, file_bytes);
+    enc.reserve(cfi_bytes / 24 + 64, 2 * cfi_bytes + 4096);
     std::optional<Error> enc_error;
     functions_out = 0;
     // The reader's rows go into the encoder in place (a PLT function's are
@@ -326,6 +331,7 @@ int GenCommand::generate() {
     if (auto ok = raw_out->commit(); !ok) return cannot(opt.output, "cannot write", ok.error());
   if (elf_out)
     if (auto ok = elf_out->commit(); !ok) return cannot(opt.elf_output, "cannot write a copy with .sframe", ok.error());
+  if (plan) warn_if_not_strip_safe("gen", opt.elf_output, *plan);
   std::map<cfi::Reason, std::uint64_t> by_reason;
   for (const auto& s : g->skipped) ++by_reason[s.reason];
   std::optional<cfi::ReaderComparison> diff;
@@ -379,8 +385,11 @@ int GenCommand::generate() {
              functions_out - g->plt_functions, g->flex_functions, g->plt_functions, g->skipped.size());
   for (const auto& [r, n] : by_reason) fmt::print(report, "    left out: {} x {}\n", n, cfi::describe(r));
   if (plan)
-    fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers{}\n",
+    fmt::print(report, "  {}: new PT_LOAD at 0x{:x} (file offset 0x{:x}), .sframe at 0x{:x}, {} program headers {}{}\n",
                opt.elf_output, plan->vaddr, plan->offset, plan->address, plan->phnum,
+               !plan->table_in_place ? "(moved to the new segment)"
+               : plan->shift != 0    ? fmt::format("(grown in place; the sections after them moved up {} bytes)", plan->shift)
+                                     : std::string("(grown in place)"),
                plan->retarget ? fmt::format(" ({}; PT_GNU_SFRAME retargeted)",
                                             repaired ? "the old section did not fit" : "no section header to rewrite")
                : existing     ? fmt::format(" (the unmapped {} replaced)", existing->name)

@@ -87,7 +87,8 @@ for v in "-pie -fPIE" "-no-pie -fno-PIE" "-static" "-static-pie"; do
   got=$(timeout 20 "$exe.sf" "$exe.loaded"); r=$?
   [ $r = 3 ] && ok || bad "$exe.sf: status $r"
   read -r _ table _ phnum _ sf size <<<"$got"
-  want=$(chk layout "$exe" "$exe.sf" 2)  # "table 0xA phnum N sframe 0xS SIZE" (readelf)
+  want=$(chk layout "$exe" "$exe.sf" 2)  # "table 0xA phnum N sframe 0xS SIZE LAYOUT" (readelf)
+  want=${want% *}
   [ "$got" = "phdr ${want#table }" ] && ok || bad "$exe.sf: at run time '$got'; readelf: '$want'"
   objcopy -O binary --only-section=.sframe "$exe.sf" "$exe.objcopy" || bad "objcopy $exe.sf"
   cmp -s "$exe.loaded" "$exe.objcopy" && ok || bad "$exe.sf: the bytes mapped at PT_GNU_SFRAME are not .sframe's"
@@ -136,6 +137,17 @@ cp "$work/basic" "$work/basic.inplace"
 "$bin" gen "$work/basic.inplace" --in-place --loadable >/dev/null 2>&1 && ok || bad "gen --in-place --loadable"
 cmp -s "$work/basic.inplace" "$work/basic.sf" && [ -x "$work/basic.inplace" ] && ok ||
   bad "gen --in-place --loadable differs from --elf OUT --loadable, or lost the mode"
+# The layout strip keeps (the table grown in place, no warning), or a
+# warning that says to strip first: a static executable's .rela.plt, whose
+# address its code holds, follows its notes (readelf -SW shows it).
+o=$("$bin" gen "$work/basic" --elf "$work/w.basic" --loadable 2>&1 >/dev/null) && [ -z "$o" ] && ok ||
+  bad "gen --loadable basic: stderr '$o'"
+[[ $(chk layout "$work/basic" "$work/w.basic" 2) == *in-place ]] && ok || bad "basic: the table did not grow in place"
+readelf -SW "$work/signals-static" | grep -A1 ' NOTE ' | tail -1 | grep -q '\.rela\.plt' && ok ||
+  bad "signals-static: .rela.plt does not follow the notes (readelf -SW)"
+o=$("$bin" gen "$work/signals-static" --elf "$work/w.static" --loadable 2>&1 >/dev/null)
+grep -q "warning: $work/w.static: .*(\.rela\.plt .*strip first" <<<"$o" && ok || bad "gen --loadable static: no warning: '$o'"
+[[ $(chk layout "$work/signals-static" "$work/w.static" 2) == *moved ]] && ok || bad "signals-static: the table did not move"
 # refused EXPECTED_TEXT ARGS...: gen fails, saying EXPECTED_TEXT.
 refused() {
   local want=$1 o; shift

@@ -4,7 +4,12 @@
 #                          prints them against ORIG's after `sframe gen
 #                          --loadable` (ADDED: program headers added, 2; or 1
 #                          with --repair --loadable, which retargets the
-#                          file's PT_GNU_SFRAME)
+#                          file's PT_GNU_SFRAME); prints "table 0xA phnum N
+#                          sframe 0xS SIZE LAYOUT", LAYOUT "in-place" (the
+#                          table grown where it was, the sections after it
+#                          moved up, each with its bytes, every header and
+#                          dynamic address following them) or "moved" (the
+#                          table at the start of the new segment)
 #   sframe-seg FILE        .sframe's and PT_GNU_SFRAME's "addr off size" check
 #                          (readelf): one PT_GNU_SFRAME, equal to .sframe,
 #                          inside a PT_LOAD; prints "ADDR SIZE"
@@ -77,18 +82,62 @@ def sframe_seg(path):
     return vaddr, filesz
 
 
+def sections(path):
+    """name -> (addr, offset, size, flags) of every section (readelf -SW)."""
+    out = {}
+    for line in readelf("-SW", path).splitlines():
+        m = re.match(r"\s+\[\s*\d+\]\s+(\S+)\s+(\S+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+[0-9a-f]+\s+"
+                     r"([A-Za-z]*)\s", line)
+        if m and m.group(2) != "NOBITS":
+            out.setdefault(m.group(1), (int(m.group(3), 16), int(m.group(4), 16), int(m.group(5), 16), m.group(6)))
+    return out
+
+
+def dynamic(path):
+    """(tag, value) of each readelf -dW entry whose value is a hex number."""
+    return [(m.group(1), int(m.group(2), 16)) for m in
+            (re.match(r"\s+0x[0-9a-f]+\s+\((\w+)\)\s+(0x[0-9a-f]+)$", line)
+             for line in readelf("-dW", path).splitlines()) if m]
+
+
+def symbols(path):
+    """(table, value, section index, name) of every symbol (readelf -sW)."""
+    out, table = [], None
+    for line in readelf("-sW", path).splitlines():
+        m = re.match(r"Symbol table '(\S+)'", line)
+        if m:
+            table = m.group(1)
+        m = re.match(r"\s+\d+:\s+([0-9a-f]+)\s+\d+\s+\w+\s+\w+\s+\w+\s+(\w+)\s*(\S*)", line)
+        if m:
+            out.append((table, int(m.group(1), 16), m.group(2), m.group(3)))
+    return out
+
+
+def section_names(path):
+    """Section index (as readelf -sW prints it) -> name."""
+    return {m.group(1): m.group(2) for m in (re.match(r"\s+\[\s*(\d+)\]\s+(\S+)", line)
+                                             for line in readelf("-SW", path).splitlines()) if m}
+
+
+def where(secs, addr):
+    """(section name, offset in it) of a loaded address, or None."""
+    for name, (a, _, size, flags) in secs.items():
+        if "A" in flags and a <= addr < a + size:
+            return name, addr - a
+    return None
+
+
 def layout(orig, new, added):
-    so, _ = segments(orig)
+    so, phoff_o = segments(orig)
     sn, phoff = segments(new)
+    a, b = open(orig, "rb").read(), open(new, "rb").read()
     if len(sn) != len(so) + added:
         fail(f"{new}: {len(sn)} program headers, want {len(so)} + {added}")
     loads_o = [s for s in so if s[0] == "LOAD"]
     loads_n = [s for s in sn if s[0] == "LOAD"]
-    if loads_n[:-1] != loads_o:
-        fail(f"{new}: the original PT_LOADs changed: {loads_n[:-1]} vs {loads_o}")
     seg = loads_n[-1]
     _, off, vaddr, filesz, memsz, flags, align = seg
-    size_o = len(open(orig, "rb").read())
+    size_o = len(a)
     if flags != "R" or filesz != memsz:
         fail(f"{new}: new PT_LOAD {seg}: not read-only, or memsz != filesz")
     if align < 4096 or align & (align - 1) or off % align != vaddr % align:
@@ -97,10 +146,10 @@ def layout(orig, new, added):
         fail(f"{new}: new PT_LOAD {seg} overlaps the old segments or the old file")
     if [s[2] for s in loads_n] != sorted(s[2] for s in loads_n):
         fail(f"{new}: PT_LOADs not sorted by address")
-    # The program-header table in the new segment, PT_PHDR describing it.
-    if not off <= phoff < off + filesz or phoff + len(sn) * 56 > off + filesz:
-        fail(f"{new}: the program headers (offset {phoff}) are not inside the new PT_LOAD {seg}")
-    table_addr = vaddr + (phoff - off)
+    holder = next((s for s in loads_n if s[1] <= phoff and phoff + len(sn) * 56 <= s[1] + s[3]), None)
+    if holder is None:
+        fail(f"{new}: the program headers (offset {phoff}, {len(sn)} entries) are in no PT_LOAD")
+    table_addr = holder[2] + (phoff - holder[1])
     phdr = [s for s in sn if s[0] == "PHDR"]
     if any(s[0] == "PHDR" for s in so):
         if len(phdr) != 1 or phdr[0][1:5] != (phoff, table_addr, len(sn) * 56, len(sn) * 56):
@@ -112,18 +161,82 @@ def layout(orig, new, added):
     low = min(loads_n, key=lambda s: s[2])
     if low[2] - low[1] + phoff != table_addr:
         fail(f"{new}: lowest PT_LOAD's bias + e_phoff = {low[2] - low[1] + phoff:#x}, table at {table_addr:#x}")
-    # Every other program header as it was.
-    rest = lambda segs: [s for s in segs if s[0] not in ("PHDR", "GNU_SFRAME", "LOAD")]
-    if rest(sn) != rest(so):
-        fail(f"{new}: other program headers changed")
     sf_addr, sf_size = sframe_seg(new)
     if not vaddr <= sf_addr < sf_addr + sf_size <= vaddr + filesz:
         fail(f"{new}: GNU_SFRAME not in the new PT_LOAD")
-    # Every byte of the input past the ELF header kept where it was.
-    a, b = open(orig, "rb").read(), open(new, "rb").read()
-    if a[64:] != b[64:size_o]:
-        fail(f"{new}: bytes of the input changed")
-    print(f"table {table_addr:#x} phnum {len(sn)} sframe {sf_addr:#x} {sf_size}")
+    rest = lambda segs: [s for s in segs if s[0] not in ("PHDR", "GNU_SFRAME", "LOAD")]
+    if phoff != phoff_o:
+        # The table moved to the start of the new segment (no room in place).
+        if holder != seg:
+            fail(f"{new}: the moved program headers are not in the new PT_LOAD {seg}")
+        if loads_n[:-1] != loads_o or rest(sn) != rest(so):
+            fail(f"{new}: program headers other than PT_PHDR changed")
+        if a[64:] != b[64:size_o]:
+            fail(f"{new}: bytes of the input changed")
+        print(f"table {table_addr:#x} phnum {len(sn)} sframe {sf_addr:#x} {sf_size} moved")
+        return
+    # The table grown in place (strip and objcopy keep it there): only the
+    # PT_LOAD holding it may grow, over bytes and pages no other uses.
+    if sf_addr != vaddr:
+        fail(f"{new}: .sframe at {sf_addr:#x}, not at the start of its PT_LOAD {seg}")
+    grown = None
+    for o, n in zip(loads_o, loads_n[:-1]):
+        if o != n:
+            if grown or o[:3] != n[:3] or o[5:] != n[5:] or n[3] < o[3] or n[3] != n[4] or o[3] != o[4]:
+                fail(f"{new}: PT_LOAD {o} became {n}")
+            grown = n
+    if grown:
+        end = grown[1] + grown[3]
+        if any(s != grown and s[1] < end and s[1] + s[3] > grown[1] for s in loads_n) or end > size_o:
+            fail(f"{new}: the grown PT_LOAD {grown} overlaps another's file bytes or passes the file's end")
+        page = max(s[6] for s in loads_o)
+        if any(s[2] > grown[2] and s[2] // page * page < grown[2] + grown[4] for s in loads_n):
+            fail(f"{new}: the grown PT_LOAD {grown} reaches a page another PT_LOAD maps")
+    # Every address the dynamic section holds names the same place; its
+    # bytes are then compared as the input's.
+    sec_o, sec_n = sections(orig), sections(new)
+    dyn_o, dyn_n = dynamic(orig), dynamic(new)
+    if [t for t, _ in dyn_o] != [t for t, _ in dyn_n]:
+        fail(f"{new}: dynamic tags changed")
+    for (t, vo), (_, vn) in zip(dyn_o, dyn_n):
+        if vo != vn and (where(sec_o, vo) is None or where(sec_o, vo) != where(sec_n, vn)):
+            fail(f"{new}: dynamic {t} {vo:#x} became {vn:#x}: not the same place")
+    b = bytearray(b)
+    if ".dynamic" in sec_o and ".dynamic" in sec_n:
+        _, d_off, d_size, _ = sec_n[".dynamic"]
+        b[d_off:d_off + d_size] = a[sec_o[".dynamic"][1]:sec_o[".dynamic"][1] + d_size]
+    ro, rn = rest(so), rest(sn)
+    for o, n in zip(ro, rn):
+        # Moved or not: the same header over the same bytes.
+        if (o[0], o[3], o[4], o[5], o[6]) != (n[0], n[3], n[4], n[5], n[6]) or o[2] - o[1] != n[2] - n[1] or \
+                a[o[1]:o[1] + o[3]] != b[n[1]:n[1] + n[3]]:
+            fail(f"{new}: {o} became {n}, or its bytes changed")
+    for name, (addr, offset, size, fl) in sec_o.items():
+        if name in (".sframe", ".shstrtab"):
+            continue
+        n = sec_n.get(name)
+        if n is None or n[2] != size or n[3] != fl or (n[0] - addr != n[1] - offset and "A" in fl):
+            fail(f"{new}: section {name} {(addr, offset, size, fl)} became {n}")
+        if a[offset:offset + size] != b[n[1]:n[1] + size] and name not in (".symtab", ".dynsym"):
+            fail(f"{new}: the bytes of {name} changed")
+    # Every symbol keeps its place in its section; the symbol tables'
+    # bytes are then compared as the input's.
+    idx = section_names(orig)
+    sym_o, sym_n = symbols(orig), symbols(new)
+    if [(t, x, n) for t, _, x, n in sym_o] != [(t, x, n) for t, _, x, n in sym_n]:
+        fail(f"{new}: the symbols changed")
+    for (t, vo, x, name), (_, vn, _, _) in zip(sym_o, sym_n):
+        sec = idx.get(x)
+        if vo != vn and (sec not in sec_o or vo - sec_o[sec][0] != vn - sec_n[sec][0]):
+            fail(f"{new}: {t} symbol {name} {vo:#x} became {vn:#x}: not the same place")
+    for name in (".symtab", ".dynsym"):
+        if name in sec_o and name in sec_n:
+            b[sec_n[name][1]:sec_n[name][1] + sec_o[name][2]] = a[sec_o[name][1]:sec_o[name][1] + sec_o[name][2]]
+    # Past the grown segment, every input byte where it was.
+    keep = grown[1] + grown[3] if grown else phoff + len(sn) * 56
+    if a[keep:] != b[keep:size_o]:
+        fail(f"{new}: bytes of the input past {keep:#x} changed")
+    print(f"table {table_addr:#x} phnum {len(sn)} sframe {sf_addr:#x} {sf_size} in-place")
 
 
 def patch(mode, path):

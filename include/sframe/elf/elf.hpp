@@ -194,13 +194,29 @@ struct LoadablePlan {
   std::uint64_t offset = 0;
   std::uint64_t vaddr = 0;
   std::uint64_t page = 0;
-  /// Program headers after the change: the table moves to the start of the
-  /// new segment (a linked file has no free slot after it) and grows by the
-  /// PT_LOAD and, unless the file has one to retarget, a PT_GNU_SFRAME.
+  /// Program headers after the change: the table grows by the PT_LOAD and,
+  /// unless the file has one to retarget, a PT_GNU_SFRAME.
   std::uint64_t phnum = 0;
-  /// The section's address (sh_addr, PT_GNU_SFRAME's p_vaddr): in the new
-  /// segment, after the program-header table, 8-byte aligned.
+  /// The section's address (sh_addr, PT_GNU_SFRAME's p_vaddr): the start of
+  /// the new segment when the table grows in place; else after the moved
+  /// table in the new segment, 8-byte aligned.
   std::uint64_t address = 0;
+  /// The table grows where it is (e_phoff kept), which strip and objcopy
+  /// (BFD, which always writes the table right after the ELF header) and
+  /// eu-strip keep: the sections that follow it in its PT_LOAD, file bytes
+  /// [shift_from, shift_end), move up by `shift` bytes (a multiple of their
+  /// largest alignment; 0 when there is room already) into that segment's
+  /// slack, which the segment grows to cover. False: the table moves to the
+  /// start of the new segment (as patchelf moves it), a layout those tools
+  /// do not keep; `no_room` says why it could not grow in place.
+  bool table_in_place = false;
+  std::uint64_t shift_from = 0;
+  std::uint64_t shift_end = 0;
+  std::uint64_t shift = 0;
+  /// With table_in_place: where the table's PT_LOAD ends in the file after
+  /// the change (it grows to cover the table and the moved sections).
+  std::uint64_t grown_end = 0;
+  std::string no_room;
   /// The file has a PT_GNU_SFRAME (and a section `name`): they are retargeted
   /// to the new bytes instead of new ones being added (gen --repair).
   bool retarget = false;
@@ -213,7 +229,13 @@ struct LoadablePlan {
 inline constexpr std::uint64_t kMaxGap = std::uint64_t{1} << 30;
 
 /// Plans write_with_loadable_section() for `file`. With `retarget` false the
-/// file must have no PT_GNU_SFRAME; with it true, it must have one.
+/// file must have no PT_GNU_SFRAME; with it true, it must have one. The
+/// table grows in place when the sections after it in its PT_LOAD are ones
+/// only program headers and the dynamic section find (notes, .interp, the
+/// dynamic linker's hash, symbol, string, version and relocation tables)
+/// and that segment's slack (file bytes and pages no other segment or
+/// section uses) takes the shift; else it moves (no_room says why, e.g. a
+/// static executable's .rela.plt, whose address its code holds).
 /// Errors: kElfError with the offset of what refuses: a 32-bit file (0), a
 /// relocatable or core file (0), no PT_LOAD (e_phoff), a PT_GNU_SFRAME when
 /// `retarget` is false or none when it is true (its program header's
@@ -224,28 +246,37 @@ inline constexpr std::uint64_t kMaxGap = std::uint64_t{1} << 30;
 Expected<LoadablePlan> plan_loadable_section(const ElfFile& file, bool retarget);
 
 /// Writes to `out` (not committed) a copy of `in_path` whose new read-only
-/// PT_LOAD (placed as plan_loadable_section(file, retarget) says) holds the
-/// moved program-header table and `bytes`, with a PT_GNU_SFRAME (SFrame v3 §1.1)
-/// covering exactly `bytes` and a section header `name` of type
-/// SHT_GNU_SFRAME with SHF_ALLOC, so that the kernel, the dynamic linker and
-/// tools (readelf, objdump) find the section. The table moves the way
-/// patchelf moves it: PT_PHDR (if any) is updated to the new table's offset,
-/// address and size; the new PT_LOAD's p_vaddr - p_offset equals the lowest
-/// PT_LOAD's whenever that keeps the offset past the end of the file, so
-/// that AT_PHDR is the same whether a kernel computes it from the PT_LOAD
-/// holding e_phoff (Linux >= 5.18) or as the lowest PT_LOAD's bias +
-/// e_phoff (older kernels); PT_LOADs stay sorted by p_vaddr (the new one
-/// follows the last). Every byte of the input stays where it was (the old
-/// table is left as dead bytes); the grown section-name table and a new
-/// section-header table follow the new segment, unmapped. With `retarget`,
-/// the file's PT_GNU_SFRAME is pointed at the new bytes instead of a new
-/// one being added. A section `name` the file has (with or without
-/// `retarget`: lld 14 writes .sframe with no segment) has its header
-/// pointed at the new bytes, its old bytes left dead; else one is added. `address` must be the plan's address (the caller generated
-/// `bytes` for it). Errors: those of plan_loadable_section(); kIoError
-/// (cannot read or write); kElfError (unreadable headers, or extended section
-/// numbering; offset: the header concerned); kNotRepresentable (`address`
-/// is not the plan's; value: the plan's address).
+/// PT_LOAD (placed as plan_loadable_section(file, retarget) says) holds
+/// `bytes`, with a PT_GNU_SFRAME (SFrame v3 §1.1) covering exactly `bytes`
+/// and a section header `name` of type SHT_GNU_SFRAME with SHF_ALLOC, so
+/// that the kernel, the dynamic linker and tools (readelf, objdump) find the
+/// section. The program-header table grows by the new headers:
+/// - in place when the plan says so (LoadablePlan::table_in_place): the
+///   sections after it in its PT_LOAD move up by the plan's shift, and the
+///   program headers inside the moved bytes (PT_INTERP, PT_NOTE,
+///   PT_GNU_PROPERTY), the dynamic section's addresses into them, their
+///   section headers and the symbols defined in them follow; that PT_LOAD
+///   and PT_PHDR grow; `bytes` start the new segment. strip, objcopy and
+///   eu-strip keep this layout.
+/// - else at the start of the new segment, as patchelf moves it: PT_PHDR
+///   (if any) is updated to the new table's offset, address and size; the
+///   new PT_LOAD's p_vaddr - p_offset equals the lowest PT_LOAD's whenever
+///   that keeps the offset past the end of the file, so that AT_PHDR is the
+///   same whether a kernel computes it from the PT_LOAD holding e_phoff
+///   (Linux >= 5.18) or as the lowest PT_LOAD's bias + e_phoff (older
+///   kernels); the old table is left as dead bytes.
+/// PT_LOADs stay sorted by p_vaddr (the new one follows the last); every
+/// other byte of the input stays where it was; the grown section-name
+/// table and a new section-header table follow the new segment, unmapped.
+/// With `retarget`, the file's PT_GNU_SFRAME is pointed at the new bytes
+/// instead of a new one being added. A section `name` the file has (with or
+/// without `retarget`: lld 14 writes .sframe with no segment) has its header
+/// pointed at the new bytes, its old bytes left dead; else one is added.
+/// `address` must be the plan's address (the caller generated `bytes` for
+/// it). Errors: those of plan_loadable_section(); kIoError (cannot read or
+/// write); kElfError (unreadable headers, or extended section numbering;
+/// offset: the header concerned); kNotRepresentable (`address` is not the
+/// plan's; value: the plan's address).
 Expected<void> write_with_loadable_section(const std::string& in_path, OutputFile& out, std::string_view name,
                                            std::span<const std::byte> bytes, std::uint64_t address, bool retarget);
 
