@@ -16,12 +16,14 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <iterator>
 #include <span>
 #include <sstream>
 
 #include "cli.hpp"
 #include "flamegraph_svg.hpp"
+#include "json_stream.hpp"
 #include "profile.hpp"
 #include "profile_pprof.hpp"
 #include "sframe/elf/output_file.hpp"
@@ -161,7 +163,18 @@ class PerfScript {
     Out out;
     std::map<std::string, std::uint64_t> folded;
     std::string stack;
-    Json samples = Json::array();
+    // --json: written as the samples come (a recording's samples are not
+    // kept): the envelope, the file, then one sample at a time.
+    std::optional<JsonStream> js;
+    if (opt_.json) {
+      js.emplace();
+      js->begin_object();
+      const Json head = envelope("perf script");
+      for (const auto& [k, v] : head.items()) js->member(k, v);
+      js->member("file", opt_.input);
+      js->key("samples");
+      js->begin_array();
+    }
     static const std::string kUnknown = "[unknown]";
     auto r = data->for_each([&](const perf::Record& rec) {
       if (rec.type != perf::kRecordSample) {
@@ -208,7 +221,7 @@ class PerfScript {
         s["stop"] = u.walked ? Json(std::string(u.why)) : Json(nullptr);
         s["stop_address"] = fmt::format("{:#x}", u.stop_address);
         s["stack"] = {{"base", fmt::format("{:#x}", u.stack_base)}, {"size", u.stack_size}};
-        samples.push_back(std::move(s));
+        js->value(s);
         return;
       }
       print_sample(out.buf, compat.layout, rec, u, comm, fields, name_width);
@@ -216,6 +229,15 @@ class PerfScript {
     });
     if (!r) {
       out.flush();
+      if (js) {
+        // Past the first byte there is no second document: this one ends
+        // with the error, as its last member (docs/json.md).
+        complain(opt_.input, error_text(r.error()));
+        while (js->depth() > 1) js->end();
+        js->member("error_detail", error_json(r.error()));
+        js->close_with_error(error_text(r.error()));
+        return 1;
+      }
       return fail(error_text(r.error()), &r.error());
     }
     if (opt_.folded && opt_.folded_output != "-") {
@@ -231,15 +253,16 @@ class PerfScript {
     }
     out.flush();
     if (profiling)
-      if (int rc = write_profiles(prof); rc != 0) return rc;
+      if (int rc = write_profiles(prof); rc != 0) {
+        if (js) js->close_with_error("cannot write a profile (--pprof, --flamegraph)");
+        return rc;
+      }
     const perf::SessionStats& st = session.stats();
     const perf::ReadStats& rs = data->stats();
-    if (opt_.json) {
-      Json doc = envelope("perf script");
-      doc["file"] = opt_.input;
-      doc["samples"] = std::move(samples);
-      doc["summary"] = summary_json(st, rs);
-      print(json_text(doc) + "\n");
+    if (js) {
+      js->end();
+      js->member("summary", summary_json(st, rs));
+      js->finish();
     }
     if (opt_.summary) print_summary(st, rs);
     return 0;

@@ -54,6 +54,28 @@ kill $sleeper 2>/dev/null
 # frames are [unknown], the document is complete) and on a missing file.
 "$bin" perf script --json -i "$src/tests/perf/data/small.data" > "$work/perf.json" 2>/dev/null; check perf-script "$work/perf.json"
 "$bin" perf script --json -i /nonexistent > "$work/perf-err.json" 2>/dev/null; check perf-script-error "$work/perf-err.json"
+# A record broken in the middle of the data: the streamed document ends
+# with the error, still one valid document.
+python3 - "$src/tests/perf/data/small.data" "$work/mid.data" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+off, size = struct.unpack_from("<QQ", b, 40)
+pos, n = off, 0
+while pos < off + size:
+    t, m, sz = struct.unpack_from("<IHH", b, pos)
+    n += t == 9
+    if n == 20:
+        struct.pack_into("<H", b, pos + 6, 4)  # a record size below the header's
+        break
+    pos += sz
+open(sys.argv[2], "wb").write(b)
+PY
+if "$bin" perf script --json -i "$work/mid.data" > "$work/perf-mid.json" 2>/dev/null; then
+  fail=$((fail+1)); echo "FAIL perf script --json of a broken record exits 0"
+fi
+check perf-script-midstream "$work/perf-mid.json"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert list(d)[-1] == "error" and "samples" in d, list(d)' "$work/perf-mid.json" &&
+  pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL perf-script-midstream: error not last"; }
 head -c 300 "$src/tests/perf/data/small.data" > "$work/cut.data"
 "$bin" perf script --json -i "$work/cut.data" > "$work/perf-cut.json" 2>/dev/null; check perf-script-truncated "$work/perf-cut.json"
 # One model, two printers: the FRE rows of the JSON dump equal the text dump's.
