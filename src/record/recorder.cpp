@@ -622,6 +622,7 @@ class Recording {
           sum_.user_frames += c.user_frames;
           for (std::size_t i = 0; i < sum_.by_source.size(); ++i) sum_.by_source[i] += c.by_source[i];
           sum_.no_process += c.no_process;
+          sum_.unmapped_pc += c.unmapped_pc;
           for (std::size_t i = 0; i < sum_.stops.size(); ++i) sum_.stops[i] += c.stops[i];
           sum_.walk_ns += c.walk_ns;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];

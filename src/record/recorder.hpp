@@ -70,6 +70,10 @@ struct RecordSummary {
   std::array<std::uint64_t, 4> by_source{};
   /// Samples of processes not in the tables yet (walked by frame pointers).
   std::uint64_t no_process = 0;
+  /// Samples whose walk met a PC in no mapping of its process's table (a
+  /// library mapped since the last push; or not code): stepped there by
+  /// frame pointers.
+  std::uint64_t unmapped_pc = 0;
   /// Why user walks ended (stop_name()).
   std::array<std::uint64_t, 10> stops{};
   /// The tables: what was built, time to set up before the first sample

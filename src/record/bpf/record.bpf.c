@@ -197,6 +197,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
       }
       s->stop = w->stop;
       s->stop_address = w->stop_address;
+      if (w->unmapped_pc) c->unmapped_pc++;
     }
   }
   s->user_nr = (__u16)w->n;

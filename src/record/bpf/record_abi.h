@@ -160,6 +160,10 @@ struct sframe_record_counters {
   /* Samples of a process whose mappings were not in the table yet: walked
    * by frame pointers alone. */
   __u64 no_process;
+  /* Walks that met a PC in no mapping of their process's table (a library
+   * mapped since the table was last pushed, or not code): the step there
+   * fell back to frame pointers. */
+  __u64 unmapped_pc;
   __u64 kernel_frames;
   __u64 user_frames;
   /* Callers found, by enum sframe_record_source. */

@@ -62,7 +62,10 @@ struct sframe_record_walk {
   __u32 map_module;
   __u32 tgid;
   __u8 have_process; /* walk with the process's tables (else frame pointers only) */
-  __u8 reserved1[3];
+  /* A PC of the walk lay in no mapping of the process's table: code mapped
+   * since the table was last pushed (a dlopen), or no code at all. */
+  __u8 unmapped_pc;
+  __u8 reserved1[2];
   __u32 n; /* frames so far (frame 0 included) */
   __u32 max; /* frames wanted */
   __u8 fp_known;
@@ -150,7 +153,10 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
     const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&w->tgid);
     if (!p) return 0;
     const struct sframe_record_mapping *m = sframe_record_find_mapping(p, lpc);
-    if (!m) return 0;
+    if (!m) {
+      w->unmapped_pc = 1;
+      return 0;
+    }
     w->map_start = m->start;
     w->map_end = m->end;
     w->map_bias = m->bias;
