@@ -224,6 +224,7 @@ class PerfScript {
         js->value(s);
         return;
       }
+      if (!opt_.text) return;
       print_sample(out.buf, compat.layout, rec, u, comm, fields, name_width);
       out.flush_if_full();
     });

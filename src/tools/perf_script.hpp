@@ -21,6 +21,9 @@ struct PerfScriptOptions {
   std::string folded_output = "-";
   /// Print the summary line on stderr.
   bool summary = true;
+  /// Without --folded and --json: print perf script's text (false: only
+  /// --pprof and --flamegraph are written).
+  bool text = true;
   /// The command named in the profiles' titles and comments (empty:
   /// "sframe perf script -i INPUT").
   std::string command_line;

@@ -108,6 +108,7 @@ class RecordCommand final : public Command {
       so.pprof = pprof_;
       so.flamegraph = flamegraph_;
       so.summary = false;
+      so.text = false;
       so.command_line = command_line();
       rc = run_perf_script(so);
     }

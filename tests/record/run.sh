@@ -128,6 +128,11 @@ case $part in
     rec -F 999 -o rec.data -- "${cmd[@]}"
     same_as_perf rec.data
     profile_vs_perf rec.data
+    # The profiles directly: files written, nothing on standard output.
+    rec -F 999 -o rec2.data --pprof rec.pb.gz --flamegraph rec.svg -- "${cmd[@]}"
+    if [ -s rec.out ] || [ ! -s rec.pb.gz ] || ! grep -q '<svg' rec.svg; then
+      echo "FAIL: --pprof/--flamegraph: stdout $(wc -c <rec.out) bytes, profile $(stat -c %s rec.pb.gz 2>/dev/null) bytes"; fail=1
+    fi
     ;;
   pid)
     gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
