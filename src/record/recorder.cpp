@@ -716,10 +716,10 @@ class Recording {
 }  // namespace
 
 const char* stop_name(std::size_t i) noexcept {
-  static const char* const kNames[] = {"outermost frame", "unreadable stack", "CFA not increasing",
-                                       "misaligned frame pointer", "depth limit", "no user stack",
-                                       "no unwind information", "return address 0", "bad rule",
-                                       "process not in the tables yet"};
+  // enum sframe_record_stop's order.
+  static const char* const kNames[] = {"outermost frame", "unreadable stack", "CFA not increasing", "depth limit",
+                                       "no user stack",   "no unwind information", "return address 0", "bad rule"};
+  static_assert(std::size(kNames) == SFRAME_RECORD_STOPS);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 

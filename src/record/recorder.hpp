@@ -75,7 +75,7 @@ struct RecordSummary {
   /// frame pointers.
   std::uint64_t unmapped_pc = 0;
   /// Why user walks ended (stop_name()).
-  std::array<std::uint64_t, 10> stops{};
+  std::array<std::uint64_t, SFRAME_RECORD_STOPS> stops{};
   /// The tables: what was built, time to set up before the first sample
   /// (ns: /proc, tables), time spent building and loading tables (ns).
   TableStats tables;

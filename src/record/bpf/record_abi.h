@@ -85,32 +85,28 @@ struct sframe_record_process {
 
 /* Why a user walk ended. */
 enum sframe_record_stop {
-  /* A frame pointer or return address of 0: the outermost frame. */
+  /* A row with the RA undefined (SFrame errata 2): _start, a thread's
+   * start routine. */
   SFRAME_RECORD_STOP_OUTERMOST = 0,
   /* A read of the user stack failed: not mapped, or not resident (a BPF
    * program cannot fault a page in). */
   SFRAME_RECORD_STOP_UNREADABLE = 1,
   /* The next frame's CFA is not above this one's: a broken chain. */
   SFRAME_RECORD_STOP_CFA_NOT_INCREASING = 2,
-  /* A frame pointer that is not 8-byte aligned. */
-  SFRAME_RECORD_STOP_MISALIGNED = 3,
   /* SFRAME_RECORD_MAX_USER frames walked. */
-  SFRAME_RECORD_STOP_DEPTH = 4,
+  SFRAME_RECORD_STOP_DEPTH = 3,
   /* No user stack: a kernel thread (or the idle task). */
-  SFRAME_RECORD_STOP_NO_USER = 5,
+  SFRAME_RECORD_STOP_NO_USER = 4,
   /* No rule for the PC and no plausible frame-pointer caller (FP 0, a
    * return address outside the process's executable mappings, or a CFA
    * not above SP). */
-  SFRAME_RECORD_STOP_NO_RULE = 6,
+  SFRAME_RECORD_STOP_NO_RULE = 5,
   /* A return address of 0. */
-  SFRAME_RECORD_STOP_ZERO_PC = 7,
+  SFRAME_RECORD_STOP_ZERO_PC = 6,
   /* A rule naming a register the walk does not know (the caller's FP
    * after an unreadable save slot). */
-  SFRAME_RECORD_STOP_BAD_RULE = 8,
-  /* The process's mappings are not in the table yet (it started or
-   * exec'd within the last drain period). */
-  SFRAME_RECORD_STOP_NO_PROCESS = 9,
-  SFRAME_RECORD_STOPS = 10
+  SFRAME_RECORD_STOP_BAD_RULE = 7,
+  SFRAME_RECORD_STOPS = 8
 };
 
 /* Where the rule that found a caller came from. */
