@@ -211,6 +211,23 @@ class Recording {
   }
 
  private:
+  // The side-band records a dummy event writes (MMAP2 with build-ids,
+  // COMM with exec, FORK, EXIT; sample_id on every record; CLOCK_MONOTONIC
+  // times), and what the output's event says its records are: one setting
+  // for both, so the copied records match the attribute that describes them.
+  static void set_sideband(perf_event_attr& a) {
+    a.mmap = 1;
+    a.mmap2 = 1;
+    a.comm = 1;
+    a.comm_exec = 1;
+    a.task = 1;
+    a.sample_id_all = 1;
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    a.build_id = 1;
+    a.exclude_guest = 1;
+  }
+
   // The one event of the output: cpu-clock with callchains; the side-band
   // records share its sample_id layout (TID, TIME, CPU), so they are
   // copied as the kernel wrote them.
@@ -223,17 +240,8 @@ class Recording {
     a.sample_type = perf::kSampleIp | perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu |
                     perf::kSamplePeriod | perf::kSampleCallchain;
     perf_event_attr k{};
-    k.disabled = 0;
-    k.mmap = 1;
-    k.comm = 1;
+    set_sideband(k);
     k.freq = 1;
-    k.task = 1;
-    k.sample_id_all = 1;
-    k.mmap2 = 1;
-    k.comm_exec = 1;
-    k.use_clockid = 1;
-    k.build_id = 1;
-    k.exclude_guest = 1;
     std::uint64_t flags = 0;
     std::memcpy(&flags, reinterpret_cast<const std::byte*>(&k) + L::kFlags, 8);
     a.flags = flags;
@@ -387,16 +395,7 @@ class Recording {
       a.type = PERF_TYPE_SOFTWARE;
       a.config = PERF_COUNT_SW_DUMMY;
       a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
-      a.mmap = 1;
-      a.mmap2 = 1;
-      a.comm = 1;
-      a.comm_exec = 1;
-      a.task = 1;
-      a.sample_id_all = 1;
-      a.use_clockid = 1;
-      a.clockid = CLOCK_MONOTONIC;
-      a.build_id = 1;
-      a.exclude_guest = 1;
+      set_sideband(a);
       auto sb = std::make_unique<SideBand>();
       sb->fd = perf_event_open(&a, -1, cpu);
       if (sb->fd < 0)
