@@ -783,4 +783,16 @@ const SessionStats& Session::stats() const {
   return impl_->stats;
 }
 
+void unwound_callchain(const Record& r, const UnwoundSample& u, std::vector<std::uint64_t>& chain) {
+  chain.clear();
+  for (std::uint64_t i = 0; i < r.sample.callchain_nr && r.sample.callchain(i) != kContextUser; ++i)
+    chain.push_back(r.sample.callchain(i));
+  const std::size_t kernel_end = chain.size();
+  for (const ResolvedFrame& f : u.frames) {
+    if (f.origin == FrameOrigin::kKernel) continue;
+    if (chain.size() == kernel_end) chain.push_back(kContextUser);
+    chain.push_back(f.runtime_ip);
+  }
+}
+
 }  // namespace sframe::perf

@@ -217,4 +217,11 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The callchain of SAMPLE `r` once unwound (`u`), as perf inject
+/// --convert-callchain writes it: the recorded kernel part (up to a
+/// PERF_CONTEXT_USER marker), then PERF_CONTEXT_USER and the user frames
+/// (runtime_ip: callers at return address - 1; a return address after a
+/// call that ends a function names the next one). Replaces `chain`.
+void unwound_callchain(const Record& r, const UnwoundSample& u, std::vector<std::uint64_t>& chain);
+
 }  // namespace sframe::perf

@@ -164,10 +164,15 @@ Expected<void> encode_task(std::vector<std::byte>& out, std::uint32_t type, cons
 
 Expected<void> encode_sample(std::vector<std::byte>& out, std::uint16_t misc, const EventAttr& attr,
                              const SampleId& id, std::uint64_t ip, std::uint64_t addr, std::uint64_t period,
-                             std::span<const std::uint64_t> callchain) {
-  std::uint64_t known = kSampleCallchain;
+                             std::span<const std::uint64_t> callchain, const UserRegsStack& user) {
+  std::uint64_t known = kSampleCallchain | kSampleRegsUser | kSampleStackUser;
   for (std::uint64_t b : kSampleHead) known |= b;
   if (attr.sample_type & ~known) return make_error(PerfErrc::kPerfUnsupported, 0, attr.sample_type & ~known);
+  const bool regs = (attr.sample_type & kSampleRegsUser) && user.abi != RegsAbi::kNone;
+  if (regs && user.regs.size() != static_cast<std::size_t>(std::popcount(attr.sample_regs_user)))
+    return make_error(PerfErrc::kPerfBadRecord, 0, user.regs.size());
+  if ((attr.sample_type & kSampleStackUser) && user.stack.size() > attr.sample_stack_user)
+    return make_error(PerfErrc::kPerfBadRecord, 0, user.stack.size());
   const std::size_t at = begin_record(out, kRecordSample, misc);
   for (std::uint64_t b : kSampleHead) {
     if (!(attr.sample_type & b)) continue;
@@ -176,6 +181,22 @@ Expected<void> encode_sample(std::vector<std::byte>& out, std::uint16_t misc, co
   if (attr.sample_type & kSampleCallchain) {
     put(out, static_cast<std::uint64_t>(callchain.size()));
     put_bytes(out, callchain.data(), callchain.size_bytes());
+  }
+  if (attr.sample_type & kSampleRegsUser) {
+    put(out, static_cast<std::uint64_t>(regs ? user.abi : RegsAbi::kNone));
+    if (regs) put_bytes(out, user.regs.data(), user.regs.size_bytes());
+  }
+  if (attr.sample_type & kSampleStackUser) {
+    // size (8-byte multiple), the bytes, then dyn_size: the bytes valid;
+    // an empty copy is the size word 0 alone (kernel/events/core.c,
+    // perf_output_sample_ustack).
+    const std::uint64_t size = (user.stack.size() + 7) / 8 * 8;
+    put(out, size);
+    if (size) {
+      put_bytes(out, user.stack.data(), user.stack.size());
+      out.resize(out.size() + (size - user.stack.size()));
+      put(out, static_cast<std::uint64_t>(user.stack.size()));
+    }
   }
   return finish_record(out, at);
 }

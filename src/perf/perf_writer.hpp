@@ -50,12 +50,29 @@ Expected<void> encode_comm(std::vector<std::byte>& out, const Comm& c, const Sam
 /// PERF_RECORD_FORK (`type` kRecordFork) or PERF_RECORD_EXIT (kRecordExit).
 Expected<void> encode_task(std::vector<std::byte>& out, std::uint32_t type, const Task& t, const SampleId& id,
                            const EventAttr& attr);
+/// A sample's user registers and stack copy, as perf record
+/// --call-graph=dwarf has the kernel write them (perf_event_open(2):
+/// PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER).
+struct UserRegsStack {
+  /// kNone: no user registers (a kernel thread); `regs` is then ignored.
+  RegsAbi abi = RegsAbi::kNone;
+  /// One value per set bit of attr.sample_regs_user, lowest bit first.
+  std::span<const std::uint64_t> regs;
+  /// The bytes copied from the user SP up (the record's dyn_size; at most
+  /// attr.sample_stack_user).
+  std::span<const std::byte> stack;
+};
+
 /// PERF_RECORD_SAMPLE with the fields of attr.sample_type: those of
-/// SampleId, IP, ADDR, PERIOD and CALLCHAIN (`callchain`, context markers
-/// included). Errors: kPerfUnsupported for any other sample_type bit.
+/// SampleId, IP, ADDR, PERIOD, CALLCHAIN (`callchain`, context markers
+/// included), and REGS_USER and STACK_USER from `user` (none given: no
+/// registers, an empty stack). Errors: kPerfUnsupported for any other
+/// sample_type bit; kPerfBadRecord for registers that do not match
+/// attr.sample_regs_user, a stack larger than attr.sample_stack_user, or a
+/// record over 65,535 bytes.
 Expected<void> encode_sample(std::vector<std::byte>& out, std::uint16_t misc, const EventAttr& attr,
                              const SampleId& id, std::uint64_t ip, std::uint64_t addr, std::uint64_t period,
-                             std::span<const std::uint64_t> callchain);
+                             std::span<const std::uint64_t> callchain, const UserRegsStack& user = {});
 /// A recorded SAMPLE (`r.bytes`, decoded by the reader) rewritten for
 /// `attr`, whose sample_type is the recorded one without REGS_USER and
 /// STACK_USER: CALLCHAIN replaced by `callchain`, REGS_USER and

@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +44,13 @@ namespace sframe::record {
 namespace {
 
 static_assert(offsetof(sframe_record_sample, ips) == SFRAME_RECORD_SAMPLE_HEAD);
+static_assert(offsetof(sframe_record_copy, stack) == SFRAME_RECORD_COPY_HEAD);
+
+// Pending::type of a `--check` sample and of a sample to unwind from its
+// stack copy (side-band types are PERF_RECORD_*, 0 is a sample of the
+// output).
+constexpr std::uint32_t kCheckSample = ~std::uint32_t{0};
+constexpr std::uint32_t kDeferredSample = kCheckSample - 1;
 
 std::uint64_t monotonic_ns() {
   timespec ts{};
@@ -116,7 +122,8 @@ struct Pending {
   std::size_t offset;
   std::size_t size;
   // Side band: the record type (0 for samples, which the BPF program
-  // filtered), its process and, for FORK, the parent.
+  // filtered; kCheckSample, kDeferredSample), its process and, for FORK,
+  // the parent.
   std::uint32_t type = 0;
   std::uint32_t pid = 0;
   std::uint32_t ppid = 0;
@@ -140,18 +147,20 @@ class Recording {
   }
 
   std::string run() {
-    attr_ = output_attr();
-    auto w = perf::PerfWriter::create(opt_.output, false);
-    if (!w) return opt_.output + ": cannot write: " + errno_text(static_cast<int>(w.error().value));
-    writer_ = std::make_unique<perf::PerfWriter>(std::move(*w));
-    if (auto r = writer_->set_attrs(std::span(&attr_, 1)); !r) return "cannot write the attributes";
+    attr_ = output_attr(false);
+    if (std::string e = create(writer_, opt_.output, attr_); !e.empty()) return e;
+    copy_attr_ = output_attr(true);
+    if (opt_.check)
+      if (std::string e = create(check_writer_, opt_.check_output, copy_attr_); !e.empty()) return e;
     perf::FileInfo info;
     info.attrs = {attr_};
     perf::SessionOptions so;
     so.symbols = false;
+    so.max_stack = SFRAME_RECORD_MAX_FRAMES;
     session_ = std::make_unique<perf::Session>(info, so);
     tables_ = std::make_unique<Tables>(*session_);
     decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);
+    copy_decoder_ = std::make_unique<perf::RecordDecoder>(std::vector{copy_attr_});
     if (!opt_.command.empty())
       if (std::string e = start_command(); !e.empty()) return e;
     const std::uint64_t l0 = monotonic_ns();
@@ -228,10 +237,21 @@ class Recording {
     a.exclude_guest = 1;
   }
 
+  static std::string create(std::unique_ptr<perf::PerfWriter>& out, const std::string& path,
+                            const perf::EventAttr& attr) {
+    auto w = perf::PerfWriter::create(path, false);
+    if (!w) return path + ": cannot write: " + errno_text(static_cast<int>(w.error().value));
+    out = std::make_unique<perf::PerfWriter>(std::move(*w));
+    if (auto r = out->set_attrs(std::span(&attr, 1)); !r) return path + ": cannot write the attributes";
+    return {};
+  }
+
   // The one event of the output: cpu-clock with callchains; the side-band
   // records share its sample_id layout (TID, TIME, CPU), so they are
-  // copied as the kernel wrote them.
-  perf::EventAttr output_attr() const {
+  // copied as the kernel wrote them. The `--check` output's event is perf
+  // record --call-graph=dwarf's: the kernel's callchain, user registers and
+  // stack (the same sample_id layout, so the same side-band records).
+  perf::EventAttr output_attr(bool check) const {
     namespace L = perf::layout::attr;
     perf::EventAttr a;
     a.type = PERF_TYPE_SOFTWARE;
@@ -242,6 +262,12 @@ class Recording {
     perf_event_attr k{};
     set_sideband(k);
     k.freq = 1;
+    if (check) {
+      a.sample_type |= perf::kSampleRegsUser | perf::kSampleStackUser;
+      a.sample_regs_user = SFRAME_RECORD_COPY_REGS_MASK;
+      a.sample_stack_user = SFRAME_RECORD_COPY_STACK;
+      k.exclude_callchain_user = 1;
+    }
     std::uint64_t flags = 0;
     std::memcpy(&flags, reinterpret_cast<const std::byte*>(&k) + L::kFlags, 8);
     a.flags = flags;
@@ -307,6 +333,7 @@ class Recording {
     if (!skel_) return "cannot open the BPF program: " + errno_text(errno);
     skel_->rodata->record_all = opt_.all ? 1 : 0;
     skel_->rodata->frame_pointers_only = opt_.frame_pointers_only ? 1 : 0;
+    skel_->rodata->check_every = opt_.check;
     if (record_bpf::load(skel_) != 0) {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
@@ -329,6 +356,8 @@ class Recording {
     }
     rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.samples), &Recording::on_sample, this, nullptr);
     if (!rb_) return "cannot map the BPF ring buffer: " + errno_text(errno);
+    if (ring_buffer__add(rb_, bpf_map__fd(skel_->maps.copies), &Recording::on_copy, this) != 0)
+      return "cannot map the BPF ring buffer of stack copies: " + errno_text(errno);
     return {};
   }
 
@@ -383,6 +412,21 @@ class Recording {
     const std::size_t at = arena_.size();
     if (auto r = perf::encode_sample(arena_, misc, attr_, id, ip, 0, s.period, chain_); !r) return;
     pending_.push_back({s.time, seq_++, at, arena_.size() - at});
+  }
+
+  // A stack copy (record_abi.h): an ordinary --call-graph=dwarf sample, for
+  // the `--check` output and, deferred, to be unwound in time order.
+  static int on_copy(void* ctx, void* data, std::size_t size) {
+    auto* self = static_cast<Recording*>(ctx);
+    if (size < SFRAME_RECORD_COPY_HEAD) return 0;
+    const auto* c = static_cast<const sframe_record_copy*>(data);
+    for (const std::uint32_t use : {kCheckSample, kDeferredSample}) {
+      if (!(c->flags & (use == kCheckSample ? SFRAME_RECORD_COPY_CHECK : SFRAME_RECORD_COPY_DEFERRED))) continue;
+      const std::size_t at = self->arena_.size();
+      if (encode_copy(self->arena_, self->copy_attr_, data, size))
+        self->pending_.push_back({c->time, self->seq_++, at, self->arena_.size() - at, use});
+    }
+    return 0;
   }
 
   // --- side band --------------------------------------------------------
@@ -463,7 +507,7 @@ class Recording {
   // time order: a FORK of a recorded process adds the child before its
   // COMM and MMAP2 records, which another CPU's ring may have held.
   bool keep(const Pending& p) {
-    if (p.type == 0 || opt_.all) return true;
+    if (p.type == 0 || p.type == kCheckSample || p.type == kDeferredSample || opt_.all) return true;
     if (p.type == PERF_RECORD_FORK) {
       if (!tracked_.count(p.ppid) && !tracked_.count(p.pid)) return false;
       tracked_.insert(p.pid);
@@ -498,10 +542,16 @@ class Recording {
 
   // --- writing and feeding ---------------------------------------------
 
+  // One record into the output (`to_check`: the `--check` output too).
+  void emit(std::span<const std::byte> rec, bool to_main, bool to_check) {
+    if (!werr_.empty()) return;
+    if (to_main && !writer_->write(rec)) werr_ = opt_.output + ": cannot write";
+    if (to_check && check_writer_ && !check_writer_->write(rec)) werr_ = opt_.check_output + ": cannot write";
+    if (to_main) ++sum_.records;
+  }
+
   void put(std::vector<std::byte>& rec) {
-    if (werr_.empty())
-      if (auto r = writer_->write(rec); !r) werr_ = opt_.output + ": cannot write";
-    ++sum_.records;
+    emit(rec, true, true);
     feed(rec);
     rec.clear();
   }
@@ -580,16 +630,20 @@ class Recording {
       const Pending& p = pending_[i];
       if (!keep(p)) continue;
       if (p.type == PERF_RECORD_MMAP2) note_build_id(std::span(arena_.data() + p.offset, p.size));
-      if (p.type != 0) feed(std::span(arena_.data() + p.offset, p.size));
-      if (auto r = writer_->write(std::span(arena_.data() + p.offset, p.size)); !r) werr_ = opt_.output + ": cannot write";
-      ++sum_.records;
+      const std::span<const std::byte> rec(arena_.data() + p.offset, p.size);
+      if (p.type == kDeferredSample) {
+        unwind_deferred(rec);
+        continue;
+      }
+      const bool side_band = p.type != 0 && p.type != kCheckSample;
+      if (side_band) feed(rec);
+      emit(rec, p.type != kCheckSample, p.type != 0);
     }
     push_tables();
     if (n) {
       std::vector<std::byte> round;
       perf::encode_finished_round(round);
-      if (werr_.empty())
-        if (auto r = writer_->write(round); !r) werr_ = opt_.output + ": cannot write";
+      emit(round, true, true);
     }
     // Keep the rest, compacted.
     std::vector<std::byte> rest;
@@ -604,6 +658,17 @@ class Recording {
     }
     arena_.swap(rest);
     pending_.swap(keep);
+  }
+
+  // A deferred sample, unwound now that the records before it are in the
+  // process model, written as the walked ones are (sframe perf inject's
+  // conversion).
+  void unwind_deferred(std::span<const std::byte> rec) {
+    perf::Record r;
+    if (!copy_decoder_->decode(rec, r) || r.type != perf::kRecordSample) return;
+    perf::unwound_callchain(r, session_->unwind(r), chain_);
+    std::vector<std::byte> out;
+    if (perf::rewrite_sample(out, r, chain_)) emit(out, true, false);
   }
 
   void read_counters() {
@@ -624,6 +689,9 @@ class Recording {
           sum_.unmapped_pc += c.unmapped_pc;
           for (std::size_t i = 0; i < sum_.stops.size(); ++i) sum_.stops[i] += c.stops[i];
           sum_.walk_ns += c.walk_ns;
+          sum_.checks += c.checks;
+          sum_.deferred += c.deferred;
+          sum_.copies_lost += c.copies_lost;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
         }
         std::uint64_t total = 0, seen = 0;
@@ -646,37 +714,11 @@ class Recording {
   }
 
   std::string finish() {
-    namespace L = perf::layout;
-    const auto fail = [&] { return opt_.output + ": cannot write"; };
-    if (!writer_->add_feature(L::kFeatCmdline, perf::feature_cmdline(opt_.argv))) return fail();
-    if (!writer_->add_feature(L::kFeatEventDesc, perf::feature_event_desc(std::span(&attr_, 1)))) return fail();
-    if (!writer_->add_feature(L::kFeatArch, perf::feature_string("x86_64"))) return fail();
-    utsname u{};
-    if (uname(&u) == 0) {
-      if (!writer_->add_feature(L::kFeatHostname, perf::feature_string(u.nodename))) return fail();
-      if (!writer_->add_feature(L::kFeatOsRelease, perf::feature_string(u.release))) return fail();
-    }
-    std::vector<std::byte> nr(8);
-    const auto avail = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_CONF)));
-    const auto online = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-    std::memcpy(nr.data(), &avail, 4);
-    std::memcpy(nr.data() + 4, &online, 4);
-    if (!writer_->add_feature(L::kFeatNrCpus, std::move(nr))) return fail();
-    std::vector<perf::BuildIdEntry> ids;
-    for (const auto& [path, id] : build_ids_) {
-      perf::BuildIdEntry b;
-      b.pid = -1;
-      b.cpumode = perf::kMiscUser;
-      b.build_id = id;
-      b.filename = path;
-      ids.push_back(std::move(b));
-    }
-    if (!ids.empty()) {
-      auto f = perf::feature_build_ids(ids);
-      if (!f || !writer_->add_feature(L::kFeatBuildId, std::move(*f))) return fail();
-    }
+    if (!add_features(*writer_, opt_.argv, attr_, build_ids_)) return opt_.output + ": cannot write";
+    if (check_writer_ && (!add_features(*check_writer_, opt_.argv, copy_attr_, build_ids_) || !check_writer_->finish()))
+      return opt_.check_output + ": cannot write";
     sum_.bytes = writer_->data_size();
-    if (!writer_->finish()) return fail();
+    if (!writer_->finish()) return opt_.output + ": cannot write";
     if (tables_) sum_.tables = tables_->stats();
     rusage ru{};
     if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -687,11 +729,11 @@ class Recording {
 
   const RecordOptions& opt_;
   RecordSummary& sum_;
-  perf::EventAttr attr_;
-  std::unique_ptr<perf::PerfWriter> writer_;
+  perf::EventAttr attr_, copy_attr_;
+  std::unique_ptr<perf::PerfWriter> writer_, check_writer_;
   std::unique_ptr<perf::Session> session_;
   std::unique_ptr<Tables> tables_;
-  std::unique_ptr<perf::RecordDecoder> decoder_;
+  std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;
   record_bpf* skel_ = nullptr;

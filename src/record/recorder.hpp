@@ -51,6 +51,13 @@ struct RecordOptions {
   /// Walk by frame pointers only, with no tables (the benchmark's
   /// baseline).
   bool frame_pointers_only = false;
+  /// `--check N`: for one sample in N (0: none), also what perf record
+  /// --call-graph=dwarf copies (user registers, up to 8 KB of stack from
+  /// SP), written as such a sample to `check_output`, beside the same
+  /// side-band records: a recording that perf unwinds by itself, sample
+  /// for sample against ours (same TID and time).
+  unsigned check = 0;
+  std::string check_output;
   /// Set by the caller (e.g. from a SIGINT handler) to stop; polled at
   /// least every 100 ms.
   const std::atomic<bool>* stop = nullptr;
@@ -98,6 +105,13 @@ struct RecordSummary {
   /// total run time (ns) and runs.
   std::uint64_t bpf_run_ns = 0;
   std::uint64_t bpf_run_cnt = 0;
+  /// `--check`: samples copied. Deferred: samples whose process or module
+  /// had no table yet, unwound in user space from their stack copy. Copies
+  /// the ring buffer had no room for (a deferred sample is then written as
+  /// walked).
+  std::uint64_t checks = 0;
+  std::uint64_t deferred = 0;
+  std::uint64_t copies_lost = 0;
   /// Side-band records lost by the dummy events' ring buffers.
   std::uint64_t sideband_lost = 0;
   /// Records and bytes of records written.

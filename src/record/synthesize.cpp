@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include <optional>
 #include <string_view>
 
+#include "bpf/record_abi.h"
+#include "perf_layout.hpp"
 #include "perf_writer.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/elf/symbols.hpp"
@@ -213,6 +216,71 @@ void Synthesizer::process(pid_t pid) {
     rec_.clear();
     if (perf::encode_mmap2(rec_, perf::kMiscUser, r, id_of(p, p), attr_)) put_(rec_);
   }
+}
+
+bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const perf::EventAttr& attr,
+                  const std::map<std::string, std::string>& build_ids) {
+  namespace L = perf::layout;
+  if (!w.add_feature(L::kFeatCmdline, perf::feature_cmdline(argv))) return false;
+  if (!w.add_feature(L::kFeatEventDesc, perf::feature_event_desc(std::span(&attr, 1)))) return false;
+  if (!w.add_feature(L::kFeatArch, perf::feature_string("x86_64"))) return false;
+  utsname u{};
+  if (uname(&u) == 0) {
+    if (!w.add_feature(L::kFeatHostname, perf::feature_string(u.nodename))) return false;
+    if (!w.add_feature(L::kFeatOsRelease, perf::feature_string(u.release))) return false;
+  }
+  std::vector<std::byte> nr(8);
+  const auto avail = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_CONF)));
+  const auto online = static_cast<std::uint32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  std::memcpy(nr.data(), &avail, 4);
+  std::memcpy(nr.data() + 4, &online, 4);
+  if (!w.add_feature(L::kFeatNrCpus, std::move(nr))) return false;
+  std::vector<perf::BuildIdEntry> ids;
+  for (const auto& [path, id] : build_ids) {
+    perf::BuildIdEntry b;
+    b.pid = -1;
+    b.cpumode = perf::kMiscUser;
+    b.build_id = id;
+    b.filename = path;
+    ids.push_back(std::move(b));
+  }
+  if (!ids.empty()) {
+    auto f = perf::feature_build_ids(ids);
+    if (!f || !w.add_feature(L::kFeatBuildId, std::move(*f))) return false;
+  }
+  return true;
+}
+
+bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size) {
+  if (size < SFRAME_RECORD_COPY_HEAD) return false;
+  sframe_record_copy head;
+  std::memcpy(&head, data, SFRAME_RECORD_COPY_HEAD);
+  const std::size_t stack =
+      std::min<std::size_t>({head.stack_size, size - SFRAME_RECORD_COPY_HEAD, SFRAME_RECORD_COPY_STACK});
+  const std::size_t kn = std::min<std::size_t>(head.kernel_nr, SFRAME_RECORD_MAX_KERNEL);
+  std::vector<std::uint64_t> chain;
+  if (kn) {
+    chain.push_back(perf::kContextKernel);
+    chain.insert(chain.end(), head.ips, head.ips + kn);
+  }
+  perf::SampleId id;
+  id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+  id.pid = head.pid;
+  id.tid = head.tid;
+  id.time = head.time;
+  id.cpu = head.cpu;
+  std::uint64_t regs[SFRAME_RECORD_COPY_REGS];
+  std::memcpy(regs, head.regs, sizeof regs);
+  perf::UserRegsStack user;
+  if (head.has_user) {
+    user.abi = perf::RegsAbi::k64;
+    user.regs = regs;
+    user.stack = std::span(static_cast<const std::byte*>(data) + SFRAME_RECORD_COPY_HEAD, stack);
+  }
+  // The sampled PC: regs[8] is IP in perf's register order (record_abi.h).
+  const std::uint64_t ip = head.user_mode ? regs[8] : kn ? head.ips[0] : 0;
+  const std::uint16_t misc = head.user_mode ? perf::kMiscUser : perf::kMiscKernel;
+  return static_cast<bool>(perf::encode_sample(out, misc, attr, id, ip, 0, head.period, chain, user));
 }
 
 }  // namespace sframe::record

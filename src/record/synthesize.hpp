@@ -12,11 +12,13 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "perf_data.hpp"
+#include "perf_writer.hpp"
 
 namespace sframe::record {
 
@@ -29,6 +31,20 @@ std::vector<pid_t> all_processes();
 /// process), each by its real path as the kernel reports mappings. Empty
 /// for a command that is not a dynamic ELF executable.
 std::vector<std::string> command_files(const std::string& argv0);
+
+/// The feature sections perf record writes that a reader of `sframe
+/// record`'s output uses: CMDLINE (`argv`), EVENT_DESC (`attr`), ARCH,
+/// HOSTNAME, OSRELEASE, NR_CPUS and BUILD_ID (`build_ids`: path -> hex).
+/// Returns false when the writer refused one.
+bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const perf::EventAttr& attr,
+                  const std::map<std::string, std::string>& build_ids);
+
+/// A stack copy from the BPF program (record_abi.h's sframe_record_copy,
+/// `size` bytes as its ring buffer holds them) as an ordinary
+/// --call-graph=dwarf sample of `attr` (kernel callchain, REGS_USER,
+/// STACK_USER), appended to `out`. False, `out` unchanged, for a copy
+/// shorter than its fixed part.
+bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size);
 
 class Synthesizer {
  public:

@@ -62,16 +62,15 @@ sframe_record_row row_of(const FrameRow& r, bool generated, TableStats& st) {
   return o;
 }
 
-// A PC-mask function (spec §2.3) as one PCMASK row: 16-byte blocks at
-// 16-byte aligned addresses (x86-64 PLTs), one or two SP-based rules with
-// RA at CFA - 8 and FP unchanged; anything else a NONE row.
+// A PC-mask function (spec §2.3) as one PCMASK row: one SP-based rule, or
+// two in 16-byte blocks at 16-byte aligned addresses (x86-64 PLTs), with RA
+// at CFA - 8 and FP unchanged; anything else a NONE row.
 sframe_record_row pc_mask_row(const Section& s, const Fde& fde, bool generated, TableStats& st) {
   sframe_record_row none{};
   none.flags = SFRAME_RECORD_ROW_NONE;
   // v1 has no block-size field: its PC-mask FDEs mask the PC with 0xf
   // (16-byte blocks), as the library's lookup reads them.
   const unsigned block = fde.rep_size ? fde.rep_size : 16;
-  if (block != 16 || fde.start_pc % 16 != 0) return ++st.unsupported_rules, none;
   std::vector<std::pair<std::uint32_t, std::int32_t>> rules;  // block offset, CFA offset
   for (const Expected<Fre>& fre : s.fres(fde)) {
     if (!fre) return ++st.unsupported_rules, none;
@@ -85,6 +84,9 @@ sframe_record_row pc_mask_row(const Section& s, const Fde& fde, bool generated, 
     rules.emplace_back(fre->start_offset, one.cfa_off);
   }
   if (rules.empty() || rules.size() > 2 || rules[0].first != 0) return ++st.unsupported_rules, none;
+  // One rule holds at every PC, whatever the blocks (.plt.got's 8-byte
+  // entries); two need the 16-byte blocks the row encodes.
+  if (rules.size() == 2 && (block != 16 || fde.start_pc % 16 != 0)) return ++st.unsupported_rules, none;
   const std::int32_t second = rules.size() == 2 ? rules[1].second : rules[0].second;
   sframe_record_row o{};
   o.flags = static_cast<std::uint8_t>(SFRAME_RECORD_ROW_PCMASK | (generated ? SFRAME_RECORD_ROW_GENERATED : 0));

@@ -40,26 +40,6 @@ bool carried_over(unsigned bit) {
          bit != kFeatDirFormat;
 }
 
-// The callchain written for sample `r`: its recorded kernel part (up to a
-// PERF_CONTEXT_USER marker), then PERF_CONTEXT_USER and the user frames,
-// callers at return address - 1 as perf's --convert-callchain writes them
-// (a return address after a call that ends a function names the next one).
-void build_callchain(const perf::Record& r, const perf::UnwoundSample& u, std::vector<std::uint64_t>& chain) {
-  chain.clear();
-  const perf::Sample& s = r.sample;
-  for (std::uint64_t i = 0; i < s.callchain_nr; ++i) {
-    const std::uint64_t ip = s.callchain(i);
-    if (ip == perf::kContextUser) break;
-    chain.push_back(ip);
-  }
-  bool user = false;
-  for (const perf::ResolvedFrame& f : u.frames) {
-    if (f.origin == perf::FrameOrigin::kKernel) continue;
-    if (!user) chain.push_back(perf::kContextUser), user = true;
-    chain.push_back(f.runtime_ip);
-  }
-}
-
 }  // namespace
 
 CLI::App* register_perf_inject(CLI::App& perf, PerfInjectOptions& opt) {
@@ -150,7 +130,7 @@ int run_perf_inject(const PerfInjectOptions& opt) {
     }
     const perf::UnwoundSample& u = session.unwind(in);
     if (u.walked) {
-      build_callchain(in, u, chain);
+      perf::unwound_callchain(in, u, chain);
       ++converted;
     } else {
       // No user registers (a kernel thread): the recorded callchain.

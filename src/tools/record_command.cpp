@@ -46,6 +46,10 @@ class RecordCommand final : public Command {
     app_->add_flag("--folded", folded_, "Write collapsed stacks (comm;outer;...;inner COUNT) instead of perf.data");
     app_->add_option("--pprof", pprof_, "Also write a gzipped pprof profile (profile.proto) to this file");
     app_->add_option("--flamegraph", flamegraph_, "Also write a self-contained SVG flame graph to this file");
+    app_->add_option("--check", opt_.check,
+                     "For one sample in N, also copy what perf record --call-graph=dwarf copies (user registers, "
+                     "8 KB of stack) into a second perf.data, for perf to unwind by itself and compare");
+    app_->add_option("--check-output", check_output_, "Where --check writes (default: the output's name + .check)");
     app_->add_option("command", opt_.command, "The command to start and record (after --)");
     // The benchmark's baseline: the same program walking the same stacks
     // by frame pointers alone.
@@ -79,6 +83,10 @@ class RecordCommand final : public Command {
     } else if (!output_.empty()) {
       opt_.output = output_;
     }
+    if (opt_.check)
+      opt_.check_output = !check_output_.empty() ? check_output_ : (folded_ ? std::string("sframe.data") : opt_.output) + ".check";
+    else if (!check_output_.empty())
+      throw UsageError("--check-output needs --check N");
     opt_.frame_pointers_only = walk_ == "fp";
     opt_.argv = {"sframe", "record"};
     opt_.stop = &g_stop;
@@ -98,7 +106,7 @@ class RecordCommand final : public Command {
       std::fprintf(stderr, "sframe record: %s\n", err.c_str());
       return 1;
     }
-    print_summary(sum);
+    print_summary(sum, opt_);
     int rc = 0;
     if (folded_ || !pprof_.empty() || !flamegraph_.empty()) {
       PerfScriptOptions so;
@@ -133,7 +141,7 @@ class RecordCommand final : public Command {
     return c;
   }
 
-  static void print_summary(const record::RecordSummary& s) {
+  static void print_summary(const record::RecordSummary& s, const record::RecordOptions& o) {
     std::string stops;
     for (std::size_t i = 0; i < s.stops.size(); ++i)
       if (s.stops[i]) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", record::stop_name(i), s.stops[i]);
@@ -144,18 +152,21 @@ class RecordCommand final : public Command {
                                            : fmt::format("; the command was killed by signal {}",
                                                          WTERMSIG(s.command_status));
     }
+    if (o.check)
+      status += fmt::format("; --check: {} samples copied to {}", s.checks, o.check_output);
+    if (s.copies_lost) status += fmt::format("; {} stack copies lost", s.copies_lost);
     const record::TableStats& t = s.tables;
     fmt::print(stderr,
                "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); "
                "user callers from: sframe {}, generated {}, frame-pointer {}, signal-frame {}; user walks ended: {}; "
-               "{} samples before their process's tables, {} with a PC in no mapped module's; {:.0f} bytes per sample ({} records, {} bytes); BPF "
+               "{} samples before their process's tables, {} with a PC in no mapped module's ({} of them unwound in user space from a stack copy); {:.0f} bytes per sample ({} records, {} bytes); BPF "
                "program per sample: {:.0f} ns mean (kernel run_time_ns/run_cnt), walk median {} ns; tables: {} "
                "modules ({} with generated SFrame), {} pages, {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
                ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
                "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
                s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
                double(s.kernel_frames) / n, double(s.user_frames) / n, s.by_source[1], s.by_source[2], s.by_source[0],
-               s.by_source[3], stops.empty() ? "none" : stops, s.no_process, s.unmapped_pc, double(s.bytes) / n, s.records, s.bytes,
+               s.by_source[3], stops.empty() ? "none" : stops, s.no_process, s.unmapped_pc, s.deferred, double(s.bytes) / n, s.records, s.bytes,
                s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.walk_ns_median, t.modules,
                t.generated_modules, t.pages, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
                double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
@@ -164,7 +175,7 @@ class RecordCommand final : public Command {
 
   record::RecordOptions opt_;
   std::vector<int> pids_;
-  std::string output_;
+  std::string output_, check_output_;
   bool folded_ = false;
   std::string pprof_, flamegraph_;
   std::string walk_ = "sframe";

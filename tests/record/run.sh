@@ -19,6 +19,18 @@
 #           pointers, with its own .sframe (-Wa,--gsframe);
 #   python  and for python3 (SFrame generated from .eh_frame; run 4x longer
 #           with SFRAMEPP_RECORD_SLOW set, in sanitizer builds).
+#   check   --check 3, sample for sample: for the C program with its own
+#           .sframe, the C++ program that throws, python3 (SFrame generated),
+#           the threads + fork+exec program and the dlopen program, the
+#           current perf (libdw) unwinds the copied stacks of the --check
+#           file, and at least 99% of those samples have the same user frames
+#           (symbol and DSO) in the recording (tests/record/check.py; where
+#           perf's 8 KB copy ran out, its frames a prefix of ours).
+#   profile the profile test program (tests/record/profile.c: two threads,
+#           24 stacks in fixed shares) recorded by `sframe record` and by
+#           perf record --call-graph=dwarf (unwound by the current perf) for
+#           the same time, at least 20,000 samples each: the top 10 stacks of
+#           each are within 2 percentage points of their share in the other.
 #   pid     -p PID of a running process: recorded until it exits.
 #   all     -a --duration 1: the whole system; both perfs read it.
 #   errors  no root, bad usage, SIGINT mid-recording (a complete file), an
@@ -149,6 +161,54 @@ case $part in
     if [ -s rec.out ] || [ ! -s rec.pb.gz ] || ! grep -q '<svg' rec.svg; then
       echo "FAIL: --pprof/--flamegraph: stdout $(wc -c <rec.out) bytes, profile $(stat -c %s rec.pb.gz 2>/dev/null) bytes"; fail=1
     fi
+    ;;
+  check)
+    here=$perf_tests
+    . "$perf_tests/programs.sh"
+    for p in c cxx python threads dlopen; do
+      build_part "$p"
+      [ "$p" = python ] && cmd[0]=$(python3 -c 'import sys; print(sys.executable)')
+      rec -F 999 --check 3 -o "$p.data" -- "${cmd[@]}"
+      [ -s "$p.data.check" ] || { echo "FAIL: --check wrote no $p.data.check"; fail=1; continue; }
+      "$perf7" script --no-inline --max-stack 1024 -i "$p.data.check" -F tid,time,ip,sym,dso >theirs.txt 2>perf72.err ||
+        { echo "FAIL: perf 7.2 cannot read $p.data.check:"; cat perf72.err; fail=1; continue; }
+      "$perf7" script --no-inline -i "$p.data" -F tid,time,ip,sym,dso >ours.txt 2>perf72.err ||
+        { echo "FAIL: perf 7.2 cannot read $p.data:"; cat perf72.err; fail=1; continue; }
+      python3 "$record_tests/check.py" ours.txt theirs.txt "$p.data.check" 99 | sed "s/^/$p: /"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+    done
+    ;;
+  profile)
+    gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$record_tests/profile.c" -lpthread
+    rec -F 999 -o rec.data -- ./prog 15
+    perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o dwarf.data -- ./prog 15 >/dev/null 2>dwarf.err ||
+      { echo "FAIL: perf record --call-graph=dwarf failed:"; cat dwarf.err; exit 1; }
+    "$perf7" script --no-inline --max-stack 1024 -i dwarf.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >theirs.folded
+    "$perf7" script --no-inline -i rec.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >ours.folded
+    python3 - ours.folded theirs.folded <<'PY' || fail=1
+import sys
+def load(p):
+    d = {}
+    for line in open(p):
+        s, n = line.rstrip("\n").rsplit(" ", 1)
+        d[s] = d.get(s, 0) + int(n)
+    return d
+ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+to, tt = sum(ours.values()), sum(theirs.values())
+bad = 0
+for name, n in (("sframe record", to), ("perf --call-graph=dwarf", tt)):
+    if n < 20000:
+        print(f"FAIL: {name} has {n} samples, fewer than 20,000")
+        bad = 1
+top = lambda d: sorted(d, key=d.get, reverse=True)[:10]
+print(f"profiles: sframe record {to} samples, perf record --call-graph=dwarf (perf 7.2, libdw) {tt} samples")
+for s in sorted(set(top(ours)) | set(top(theirs)), key=lambda s: -ours.get(s, 0)):
+    so, st = 100 * ours.get(s, 0) / to, 100 * theirs.get(s, 0) / tt
+    ok = abs(so - st) <= 2
+    bad |= not ok
+    print(f"  {'ok  ' if ok else 'FAIL'} ours {so:5.2f}%  perf {st:5.2f}%  {s.split(';', 1)[0]};...;{';'.join(s.split(';')[-3:])}")
+sys.exit(bad)
+PY
     ;;
   pid)
     gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread

@@ -86,6 +86,21 @@ struct {
   __type(value, struct sframe_record_process);
 } processes SEC(".maps");
 
+// `--check N`: copies for one sample in N (record_abi.h).
+const volatile __u32 check_every = 0;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 << 20);
+} copies SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_copy);
+} copy_scratch SEC(".maps");
+
 // Set before loading: walk by frame pointers only (the benchmark's
 // baseline: the same program, the same stacks).
 const volatile __u8 frame_pointers_only = 0;
@@ -131,6 +146,73 @@ static __always_inline __u32 log2_u64(__u64 v) {
       r += k;
     }
   return r;
+}
+
+// What perf record --call-graph=dwarf copies into a sample: the user
+// registers (perf's order, record_abi.h) and the stack from SP up, a page at
+// a time, to 8 KB or the first page that cannot be read (the stack's top).
+// Returns whether the copy was sent.
+static __always_inline int send_copy(struct bpf_perf_event_data *ctx, const struct sframe_record_sample *s,
+                                     struct task_struct *task, int user_task, __u32 flags) {
+  __u32 zero = 0;
+  struct sframe_record_copy *c = bpf_map_lookup_elem(&copy_scratch, &zero);
+  if (!c) return 0;
+  c->time = s->time;
+  c->period = s->period;
+  c->pid = s->pid;
+  c->tid = s->tid;
+  c->cpu = s->cpu;
+  c->user_mode = s->user_mode;
+  c->has_user = user_task ? 1 : 0;
+  c->kernel_nr = 0;
+  c->stack_size = 0;
+  c->flags = flags;
+  if (!s->user_mode) {
+    long got = bpf_get_stack(ctx, c->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
+    if (got > 0) c->kernel_nr = (__u16)(got / 8);
+  }
+  bpf_user_pt_regs_t r;
+  __builtin_memset(&r, 0, sizeof r);
+  if (user_task) {
+    if (s->user_mode) r = ctx->regs;
+    else bpf_probe_read_kernel(&r, sizeof r, (const void *)bpf_task_pt_regs(task));
+  }
+  c->regs[0] = r.rax;
+  c->regs[1] = r.rbx;
+  c->regs[2] = r.rcx;
+  c->regs[3] = r.rdx;
+  c->regs[4] = r.rsi;
+  c->regs[5] = r.rdi;
+  c->regs[6] = r.rbp;
+  c->regs[7] = r.rsp;
+  c->regs[8] = r.rip;
+  c->regs[9] = r.eflags;
+  c->regs[10] = r.cs;
+  c->regs[11] = r.ss;
+  c->regs[12] = r.r8;
+  c->regs[13] = r.r9;
+  c->regs[14] = r.r10;
+  c->regs[15] = r.r11;
+  c->regs[16] = r.r12;
+  c->regs[17] = r.r13;
+  c->regs[18] = r.r14;
+  c->regs[19] = r.r15;
+  __u32 done = 0;
+  if (user_task) {
+    const __u64 sp = r.rsp;
+    for (int k = 0; k < 3; k++) {
+      const __u32 off = done;
+      if (off >= SFRAME_RECORD_COPY_STACK) break;
+      __u32 len = 4096 - ((sp + off) & 4095);
+      if (len > SFRAME_RECORD_COPY_STACK - off) len = SFRAME_RECORD_COPY_STACK - off;
+      if (len == 0 || len > SFRAME_RECORD_COPY_SLACK) break;
+      if (bpf_probe_read_user(&c->stack[off], len, (const void *)(sp + off))) break;
+      done = off + len;
+    }
+  }
+  if (done > SFRAME_RECORD_COPY_STACK) done = SFRAME_RECORD_COPY_STACK;
+  c->stack_size = done;
+  return bpf_ringbuf_output(&copies, c, SFRAME_RECORD_COPY_HEAD + done, BPF_RB_NO_WAKEUP) == 0;
 }
 
 SEC("perf_event")
@@ -210,7 +292,22 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   const __u64 took = bpf_ktime_get_ns() - start;
   c->walk_ns += took;
   c->walk_ns_log2[log2_u64(took) & 31]++;
-  if (bpf_ringbuf_output(&samples, s, SFRAME_RECORD_SAMPLE_HEAD + n * 8, BPF_RB_NO_WAKEUP)) c->lost++;
+  // A walk that met a process or PC without a table yet: its stack goes to
+  // user space, to be unwound there once the tables are known (the walk's
+  // frames past that point came from frame pointers alone).
+  const int user_task = !kthread && tgid != 0;
+  const int defer = user_task && !frame_pointers_only && (!w->have_process || w->unmapped_pc);
+  const int check = check_every && c->samples % check_every == 0;
+  __u32 flags = (defer ? SFRAME_RECORD_COPY_DEFERRED : 0) | (check ? SFRAME_RECORD_COPY_CHECK : 0);
+  int sent = 0;
+  if (flags) {
+    sent = send_copy(ctx, s, task, user_task, flags);
+    if (!sent) c->copies_lost++;
+    else if (defer) c->deferred++;
+    if (check) c->checks++;
+  }
+  if (!(defer && sent))
+    if (bpf_ringbuf_output(&samples, s, SFRAME_RECORD_SAMPLE_HEAD + n * 8, BPF_RB_NO_WAKEUP)) c->lost++;
   return 0;
 }
 

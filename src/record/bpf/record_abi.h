@@ -146,6 +146,57 @@ struct sframe_record_sample {
 /* Bytes before ips[]. */
 #define SFRAME_RECORD_SAMPLE_HEAD 48
 
+/* --- stack copies: what perf record --call-graph=dwarf copies into a
+ * sample (perf_event_open(2): PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER),
+ * sent through a ring buffer of their own, for two uses (flags):
+ *  - `--check N`: one sample in N, written to a second perf.data for perf
+ *    to unwind by itself;
+ *  - deferred unwinding: a sample whose process or module has no table in
+ *    the maps yet (it started, exec'd or dlopen'd since the last push) is
+ *    sent as a copy instead of a walked sample; user space unwinds it with
+ *    the library's unwinder once the records that map its modules are read
+ *    (sframe::perf::Session, as `sframe perf inject`). */
+enum sframe_record_copy_flags {
+  SFRAME_RECORD_COPY_CHECK = 1,
+  SFRAME_RECORD_COPY_DEFERRED = 2,
+};
+
+/* perf's x86-64 user registers, in PERF_REG_X86_* order without DS, ES, FS
+ * and GS (what perf record asks for: sample_regs_user 0xff0fff): ax bx cx
+ * dx si di bp sp ip flags cs ss r8-r15. */
+#define SFRAME_RECORD_COPY_REGS 20
+#define SFRAME_RECORD_COPY_REGS_MASK 0xff0fffULL
+/* Bytes of stack copied: perf record's default (--call-graph=dwarf,8192). */
+#define SFRAME_RECORD_COPY_STACK 8192
+/* The copy is read a page at a time, so that it ends where the stack's
+ * readable pages end (one read of 8 KB fails whole near the stack's top);
+ * a page's read may start anywhere below SFRAME_RECORD_COPY_STACK, and the
+ * buffer is that much larger for the verifier. */
+#define SFRAME_RECORD_COPY_SLACK 4096
+
+struct sframe_record_copy {
+  __u64 time; /* the sample's (struct sframe_record_sample) */
+  __u64 period;
+  __u32 pid;
+  __u32 tid;
+  __u32 cpu;
+  __u16 kernel_nr;
+  /* 1: the sample interrupted user mode. */
+  __u8 user_mode;
+  /* 1: regs[] and the stack are the user task's; 0: a kernel thread. */
+  __u8 has_user;
+  /* Bytes of stack[] read from regs[sp] up: 0..SFRAME_RECORD_COPY_STACK. */
+  __u32 stack_size;
+  /* enum sframe_record_copy_flags. */
+  __u32 flags;
+  __u64 regs[SFRAME_RECORD_COPY_REGS];
+  __u64 ips[SFRAME_RECORD_MAX_KERNEL];
+  __u8 stack[SFRAME_RECORD_COPY_STACK + SFRAME_RECORD_COPY_SLACK];
+};
+
+/* Bytes before stack[]. */
+#define SFRAME_RECORD_COPY_HEAD (40 + 8 * SFRAME_RECORD_COPY_REGS + 8 * SFRAME_RECORD_MAX_KERNEL)
+
 /* Per-CPU counters, summed by user space. */
 struct sframe_record_counters {
   /* Samples the program ran for, and those of a process it records. */
@@ -170,6 +221,12 @@ struct sframe_record_counters {
    * histogram of it by power of two (bucket k: [2^k, 2^(k+1)) ns). */
   __u64 walk_ns;
   __u64 walk_ns_log2[32];
+  /* Copies sent for `--check`; samples sent as copies for deferred
+   * unwinding; copies the ring buffer had no room for (a deferred sample
+   * is then sent as walked). */
+  __u64 checks;
+  __u64 deferred;
+  __u64 copies_lost;
 };
 
 #endif
