@@ -7,7 +7,8 @@
 #   check.py OURS.txt THEIRS.txt CHECK.data MIN_PERCENT
 # A sample matches when the frames are equal, or when perf's copy ran out
 # (8 KB copied, the stack going on; or nothing readable, as when the process
-# exits) and perf's frames are a prefix of ours.
+# exits) and perf's frames are a prefix of ours, or when our walk stopped at
+# its depth limit and ours are a prefix of perf's.
 # Whether the copy ran out is read from CHECK.data itself (perf.data's
 # layout, tools/perf/Documentation/perf.data-file-format.txt, and
 # perf_event_open(2)'s sample layout), not through sframepp's reader.
@@ -15,6 +16,8 @@ import struct
 import sys
 
 KERNEL = "[kernel.kallsyms]"
+# User frames the in-kernel walk goes to (SFRAME_RECORD_MAX_USER).
+MAX_USER = 127
 
 
 def samples(path):
@@ -100,7 +103,7 @@ def main():
     ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
     copied = copies(sys.argv[3])
     need = float(sys.argv[4])
-    equal = prefix = 0
+    equal = prefix = deep = 0
     diffs = []
     for key, t in sorted(theirs.items()):
         o = ours.get(key)
@@ -111,6 +114,8 @@ def main():
             equal += 1
         elif (dyn >= asked or dyn == 0) and o[:len(t)] == t:
             prefix += 1
+        elif len(o) == MAX_USER and t[:MAX_USER] == o:
+            deep += 1
         else:
             i = next((k for k in range(min(len(o), len(t))) if o[k] != t[k]), min(len(o), len(t)))
             if i == len(t):
@@ -121,10 +126,11 @@ def main():
                 why = f"frame {i} differs: ours {o[i][0]} ({o[i][1]}), perf's {t[i][0]} ({t[i][1]})"
             diffs.append((key, why, t, o))
     n = len(theirs)
-    ok = equal + prefix
+    ok = equal + prefix + deep
     share = 100.0 * ok / n if n else 0.0
     print(f"--check: {n} samples copied; {equal} walked to the same frames as perf 7.2 (libdw) unwinds from the "
-          f"copy, {prefix} where perf's copy ran out (perf's frames a prefix of ours): {share:.2f}% (need {need}%)")
+          f"copy, {prefix} where perf's copy ran out (perf's frames a prefix of ours), {deep} at our depth limit of "
+          f"{MAX_USER} user frames (ours a prefix of perf's): {share:.2f}% (need {need}%)")
     for key, why, t, o in diffs[:20]:
         print(f"  differs: tid {key[0]} at {key[1]}: {why}")
     if len(diffs) > 20:
