@@ -380,38 +380,15 @@ class Recording {
     return {};
   }
 
+  // A walked sample (record_abi.h), into the output in time order.
   static int on_sample(void* ctx, void* data, std::size_t size) {
     auto* self = static_cast<Recording*>(ctx);
     if (size < SFRAME_RECORD_SAMPLE_HEAD) return 0;
-    sframe_record_sample s{};
-    std::memcpy(&s, data, std::min(size, sizeof s));
-    self->add_sample(s, (size - SFRAME_RECORD_SAMPLE_HEAD) / 8);
+    const auto* s = static_cast<const sframe_record_sample*>(data);
+    const std::size_t at = self->arena_.size();
+    if (encode_walked(self->arena_, self->attr_, data, size))
+      self->pending_.push_back({s->time, self->seq_++, at, self->arena_.size() - at});
     return 0;
-  }
-
-  void add_sample(const sframe_record_sample& s, std::size_t words) {
-    const std::size_t kn = std::min<std::size_t>(s.kernel_nr, words);
-    const std::size_t un = std::min<std::size_t>(s.user_nr, words - kn);
-    chain_.clear();
-    if (kn) {
-      chain_.push_back(perf::kContextKernel);
-      chain_.insert(chain_.end(), s.ips, s.ips + kn);
-    }
-    if (un) {
-      chain_.push_back(perf::kContextUser);
-      chain_.insert(chain_.end(), s.ips + kn, s.ips + kn + un);
-    }
-    perf::SampleId id;
-    id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
-    id.pid = s.pid;
-    id.tid = s.tid;
-    id.time = s.time;
-    id.cpu = s.cpu;
-    const std::uint64_t ip = kn ? s.ips[0] : un ? s.ips[kn] : 0;
-    const std::uint16_t misc = s.user_mode ? perf::kMiscUser : perf::kMiscKernel;
-    const std::size_t at = arena_.size();
-    if (auto r = perf::encode_sample(arena_, misc, attr_, id, ip, 0, s.period, chain_); !r) return;
-    pending_.push_back({s.time, seq_++, at, arena_.size() - at});
   }
 
   // A stack copy (record_abi.h): an ordinary --call-graph=dwarf sample, for

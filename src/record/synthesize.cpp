@@ -251,6 +251,40 @@ bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const 
   return true;
 }
 
+namespace {
+perf::SampleId sample_id(std::uint32_t pid, std::uint32_t tid, std::uint64_t time, std::uint32_t cpu) {
+  perf::SampleId id;
+  id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
+  id.pid = pid;
+  id.tid = tid;
+  id.time = time;
+  id.cpu = cpu;
+  return id;
+}
+}  // namespace
+
+bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size) {
+  if (size < SFRAME_RECORD_SAMPLE_HEAD) return false;
+  sframe_record_sample s;
+  std::memcpy(&s, data, std::min(size, sizeof s));
+  const std::size_t words = std::min<std::size_t>((size - SFRAME_RECORD_SAMPLE_HEAD) / 8, SFRAME_RECORD_MAX_FRAMES);
+  const std::size_t kn = std::min<std::size_t>(s.kernel_nr, words);
+  const std::size_t un = std::min<std::size_t>(s.user_nr, words - kn);
+  std::vector<std::uint64_t> chain;
+  if (kn) {
+    chain.push_back(perf::kContextKernel);
+    chain.insert(chain.end(), s.ips, s.ips + kn);
+  }
+  if (un) {
+    chain.push_back(perf::kContextUser);
+    chain.insert(chain.end(), s.ips + kn, s.ips + kn + un);
+  }
+  const std::uint64_t ip = kn ? s.ips[0] : un ? s.ips[kn] : 0;
+  const std::uint16_t misc = s.user_mode ? perf::kMiscUser : perf::kMiscKernel;
+  return static_cast<bool>(
+      perf::encode_sample(out, misc, attr, sample_id(s.pid, s.tid, s.time, s.cpu), ip, 0, s.period, chain));
+}
+
 bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size) {
   if (size < SFRAME_RECORD_COPY_HEAD) return false;
   sframe_record_copy head;
@@ -263,12 +297,7 @@ bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const
     chain.push_back(perf::kContextKernel);
     chain.insert(chain.end(), head.ips, head.ips + kn);
   }
-  perf::SampleId id;
-  id.has = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu;
-  id.pid = head.pid;
-  id.tid = head.tid;
-  id.time = head.time;
-  id.cpu = head.cpu;
+  const perf::SampleId id = sample_id(head.pid, head.tid, head.time, head.cpu);
   std::uint64_t regs[SFRAME_RECORD_COPY_REGS];
   std::memcpy(regs, head.regs, sizeof regs);
   perf::UserRegsStack user;

@@ -4,7 +4,8 @@
 // events.c): the kernel's text mapping ("[kernel.kallsyms]_text", MMAP2 of
 // pid -1 from _text to _etext, as perf reads them from kallsyms), and per
 // process a COMM per thread and an MMAP2 per executable mapping of
-// /proc/PID/maps, carrying the file's build-id.
+// /proc/PID/maps, carrying the file's build-id; and the perf records of
+// what its BPF program sends (walked samples, stack copies).
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +39,13 @@ std::vector<std::string> command_files(const std::string& argv0);
 /// Returns false when the writer refused one.
 bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const perf::EventAttr& attr,
                   const std::map<std::string, std::string>& build_ids);
+
+/// A walked sample from the BPF program (record_abi.h's
+/// sframe_record_sample, `size` bytes as its ring buffer holds them) as a
+/// sample of `attr` with its callchain (kernel frames after
+/// PERF_CONTEXT_KERNEL, user frames after PERF_CONTEXT_USER), appended to
+/// `out`. False, `out` unchanged, for a record shorter than its fixed part.
+bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size);
 
 /// A stack copy from the BPF program (record_abi.h's sframe_record_copy,
 /// `size` bytes as its ring buffer holds them) as an ordinary

@@ -93,39 +93,17 @@ same_as_perf() { # FILE [COMM]
 }
 
 # The same program recorded by perf record --call-graph=dwarf and unwound
-# by the current perf (libdw): the same hottest stack, its share within 5
-# percentage points (both printed by the current perf, --no-inline).
-profile_vs_perf() { # OURS.data (of ${cmd[@]})
+# by the current perf (libdw), both printed by the current perf
+# (--no-inline), collapsed and compared by profiles.py (its arguments after
+# the two profiles: "hottest [COMM]" or "top N POINTS MIN_SAMPLES").
+profile_vs_perf() { # OURS.data (of ${cmd[@]}) COMPARISON...
+  local ours=$1
+  shift
   perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o dwarf.data -- "${cmd[@]}" >/dev/null 2>dwarf.err ||
     { echo "FAIL: perf record --call-graph=dwarf failed:"; cat dwarf.err; exit 1; }
   "$perf7" script --no-inline --max-stack 1024 -i dwarf.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >theirs.folded
-  "$perf7" script --no-inline -i "$1" -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >ours.folded
-  python3 - ours.folded theirs.folded "${2:-}" <<'PY' || fail=1
-import sys
-def load(p):
-    d = {}
-    for line in open(p):
-        s, n = line.rstrip("\n").rsplit(" ", 1)
-        d[s] = d.get(s, 0) + int(n)
-    return d
-ours, theirs = load(sys.argv[1]), load(sys.argv[2])
-to, tt = sum(ours.values()), sum(theirs.values())
-top_o = max(ours, key=ours.get)
-top_t = max(theirs, key=theirs.get)
-so, st = 100 * ours[top_o] / to, 100 * theirs.get(top_o, 0) / tt
-# Two samplings of one share differ by chance: 5 points, or three standard
-# errors of the difference where the samples are fewer.
-p = (so + st) / 200
-allowed = max(5.0, 300 * (p * (1 - p) * (1 / to + 1 / tt)) ** 0.5)
-print(f"hottest stack: ours {top_o} {so:.1f}% of {to}; perf --call-graph=dwarf (libdw): {st:.1f}% of {tt} "
-      f"(its hottest: {top_t}); allowed difference {allowed:.1f} points")
-if abs(so - st) > allowed:
-    print(f"FAIL: the hottest stack's shares differ by more than {allowed:.1f} points")
-    sys.exit(1)
-if sys.argv[3] and not any(s.startswith(sys.argv[3] + ";") and ";main;" in s for s in ours):
-    print(f"FAIL: no named sample of {sys.argv[3]}")
-    sys.exit(1)
-PY
+  "$perf7" script --no-inline -i "$ours" -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >ours.folded
+  python3 "$record_tests/profiles.py" ours.folded theirs.folded "$@" || fail=1
 }
 
 case $part in
@@ -137,7 +115,7 @@ case $part in
     cmd=(sh -c "./prog 15000 fork $work/child; ./child 10000")
     rec -F 999 -o rec.data -- "${cmd[@]}"
     same_as_perf rec.data
-    profile_vs_perf rec.data child
+    profile_vs_perf rec.data hottest child
     ;;
   c|python)
     # No frame pointers: a C program with its own .sframe, python3 with
@@ -155,7 +133,7 @@ case $part in
     [ "$part" = python ] && [ -n "${SFRAMEPP_RECORD_SLOW:-}" ] && sed -i 's/range(25)/range(100)/' work.py
     rec -F 999 -o rec.data -- "${cmd[@]}"
     same_as_perf rec.data
-    profile_vs_perf rec.data
+    profile_vs_perf rec.data hottest
     # The profiles directly: files written, nothing on standard output.
     rec -F 999 -o rec2.data --pprof rec.pb.gz --flamegraph rec.svg -- "${cmd[@]}"
     if [ -s rec.out ] || [ ! -s rec.pb.gz ] || ! grep -q '<svg' rec.svg; then
@@ -180,35 +158,9 @@ case $part in
     ;;
   profile)
     gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$record_tests/profile.c" -lpthread
-    rec -F 999 -o rec.data -- ./prog 15
-    perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o dwarf.data -- ./prog 15 >/dev/null 2>dwarf.err ||
-      { echo "FAIL: perf record --call-graph=dwarf failed:"; cat dwarf.err; exit 1; }
-    "$perf7" script --no-inline --max-stack 1024 -i dwarf.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >theirs.folded
-    "$perf7" script --no-inline -i rec.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >ours.folded
-    python3 - ours.folded theirs.folded <<'PY' || fail=1
-import sys
-def load(p):
-    d = {}
-    for line in open(p):
-        s, n = line.rstrip("\n").rsplit(" ", 1)
-        d[s] = d.get(s, 0) + int(n)
-    return d
-ours, theirs = load(sys.argv[1]), load(sys.argv[2])
-to, tt = sum(ours.values()), sum(theirs.values())
-bad = 0
-for name, n in (("sframe record", to), ("perf --call-graph=dwarf", tt)):
-    if n < 20000:
-        print(f"FAIL: {name} has {n} samples, fewer than 20,000")
-        bad = 1
-top = lambda d: sorted(d, key=d.get, reverse=True)[:10]
-print(f"profiles: sframe record {to} samples, perf record --call-graph=dwarf (perf 7.2, libdw) {tt} samples")
-for s in sorted(set(top(ours)) | set(top(theirs)), key=lambda s: -ours.get(s, 0)):
-    so, st = 100 * ours.get(s, 0) / to, 100 * theirs.get(s, 0) / tt
-    ok = abs(so - st) <= 2
-    bad |= not ok
-    print(f"  {'ok  ' if ok else 'FAIL'} ours {so:5.2f}%  perf {st:5.2f}%  {s.split(';', 1)[0]};...;{';'.join(s.split(';')[-3:])}")
-sys.exit(bad)
-PY
+    cmd=(./prog 15)
+    rec -F 999 -o rec.data -- "${cmd[@]}"
+    profile_vs_perf rec.data top 10 2 20000
     ;;
   pid)
     gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
