@@ -63,12 +63,8 @@ class DumpCommand final : public Command {
   // The document is written as it is produced (a library's section gives
   // hundreds of megabytes of JSON): one file at a time, one FRE at a time.
   int run_json() {
-    JsonStream doc;
-    try {
+    return stream_document("dump", opt_.files.front(), [&](JsonStream& doc) {
       int rc = 0;
-      doc.begin_object();
-      const Json head = envelope("dump");
-      for (const auto& [k, v] : head.items()) doc.member(k, v);
       doc.key("files");
       doc.begin_array();
       for (const auto& path : opt_.files) {
@@ -99,15 +95,9 @@ class DumpCommand final : public Command {
         }
         doc.end();
       }
-      doc.finish();
+      doc.end();
       return rc;
-    } catch (const std::exception& e) {
-      // Past the first byte there is no second document to print: the
-      // error closes this one, as its last member.
-      complain(opt_.files.front(), e.what());
-      doc.close_with_error(e.what());
-      return 1;
-    }
+    });
   }
 
   DumpOptions opt_;
