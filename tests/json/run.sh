@@ -138,6 +138,20 @@ sys.exit(0 if len(names) == 2 and names[1].endswith("bad-\ufffd-name.o") and "er
 PY
   then check "$cmd with a non-UTF-8 file name" "$work/badname-$cmd.json"; else fail=$((fail+1)); echo "FAIL $cmd --json with a non-UTF-8 file name (exit $rc)"; fi
 done
+# gen with several files writes each summary when its file is done: a file
+# that fails between two others is one element with its error, and a name
+# that is not UTF-8 is written as U+FFFD (it aborted the whole array).
+cp "$shared/corpus/x86_64-v2-linked/cxx" "${bad_name%.o}"
+"$bin" gen --json "$shared/corpus/x86_64-v2-linked/cxx" /nonexistent "${bad_name%.o}" > "$work/gen-several.json" 2>/dev/null
+rc=$?
+if [ $rc -eq 1 ] && python3 -m json.tool "$work/gen-several.json" > /dev/null && python3 - "$work/gen-several.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+ok = (len(a) == 3 and a[1]["file"] == "/nonexistent" and list(a[1])[-2:] == ["error", "seconds"]
+      and a[2]["file"].endswith("bad-\ufffd-name") and "error" not in a[0] and "error" not in a[2])
+sys.exit(0 if ok else 1)
+PY
+then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL gen --json with several files, one failing, one not UTF-8 (exit $rc)"; fi
 
 echo "json: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
