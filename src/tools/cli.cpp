@@ -44,6 +44,23 @@ int stream_document(std::string_view command, const std::string& where, const st
   }
 }
 
+int run_per_file(std::string_view command, const std::vector<std::string>& files, bool json,
+                 const std::function<int(const std::string&, JsonStream*)>& one) {
+  if (!json) {
+    int rc = 0;
+    for (const auto& path : files) rc |= one(path, nullptr);
+    return rc;
+  }
+  return stream_document(command, files.empty() ? std::string(command) : files.front(), [&](JsonStream& js) {
+    int rc = 0;
+    js.key("files");
+    js.begin_array();
+    for (const auto& path : files) rc |= one(path, &js);
+    js.end();
+    return rc;
+  });
+}
+
 std::optional<std::uint64_t> parse_number(std::string_view text, std::string& why) {
   const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
   const auto hex_value = [&](char c) -> int {

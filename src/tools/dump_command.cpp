@@ -63,39 +63,34 @@ class DumpCommand final : public Command {
   // The document is written as it is produced (a library's section gives
   // hundreds of megabytes of JSON): one file at a time, one FRE at a time.
   int run_json() {
-    return stream_document("dump", opt_.files.front(), [&](JsonStream& doc) {
-      int rc = 0;
-      doc.key("files");
-      doc.begin_array();
-      for (const auto& path : opt_.files) {
-        std::string why;
-        auto l = load(path, load_options(nullptr), why);
-        doc.begin_object();
-        doc.member("file", path);
-        if (l && l->empty) {
-          doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
-          doc.member("empty_section", l->data.name);
-        } else if (l) {
-          if (l->raw) {
-            doc.member("raw", raw_json(*l));
-          } else {
-            doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
-          }
-          doc.key("section");
-          if (auto ok = write_section_json(doc, l->section, l->raw ? std::string_view(".sframe") : l->data.name);
-              !ok) {
-            why = section_error_text(*l, opt_.section, ok.error());
-            l.reset();
-          }
+    return run_per_file("dump", opt_.files, true, [&](const std::string& path, JsonStream* doc) {
+      std::string why;
+      auto l = load(path, load_options(nullptr), why);
+      doc->begin_object();
+      doc->member("file", path);
+      if (l && l->empty) {
+        doc->member("elf_format", std::string(bfd_target_name(l->file->info())));
+        doc->member("empty_section", l->data.name);
+      } else if (l) {
+        if (l->raw) {
+          doc->member("raw", raw_json(*l));
+        } else {
+          doc->member("elf_format", std::string(bfd_target_name(l->file->info())));
         }
-        if (!l) {
-          doc.member("error", why);
-          rc = 1;
-          complain(path, why);
+        doc->key("section");
+        if (auto ok = write_section_json(*doc, l->section, l->raw ? std::string_view(".sframe") : l->data.name);
+            !ok) {
+          why = section_error_text(*l, opt_.section, ok.error());
+          l.reset();
         }
-        doc.end();
       }
-      doc.end();
+      int rc = 0;
+      if (!l) {
+        doc->member("error", why);
+        rc = 1;
+        complain(path, why);
+      }
+      doc->end();
       return rc;
     });
   }

@@ -79,21 +79,11 @@ class StatCommand final : public Command {
 
   int run() override {
     if (opt_.files.empty()) opt_.files.push_back(self_path());
-    if (!opt_.json) {
-      int rc = 0;
-      for (const auto& path : opt_.files) rc |= stat_file(path, nullptr);
-      return rc;
-    }
     // Bad usage is found before the document begins (its own document, exit 2).
-    for (const auto& path : opt_.files) split_input(path);
-    return stream_document("stat", opt_.files.front(), [&](JsonStream& js) {
-      int rc = 0;
-      js.key("files");
-      js.begin_array();
-      for (const auto& path : opt_.files) rc |= stat_file(path, &js);
-      js.end();
-      return rc;
-    });
+    if (opt_.json)
+      for (const auto& path : opt_.files) split_input(path);
+    return run_per_file("stat", opt_.files, opt_.json,
+                        [&](const std::string& path, JsonStream* js) { return stat_file(path, js); });
   }
 
  private:

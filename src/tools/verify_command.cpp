@@ -290,22 +290,11 @@ class VerifyCommand final : public Command {
 
   int run() override {
     if (!opt_.raw.empty()) split_input(opt_.raw);  // a bad @ADDRESS is bad usage
-    if (!opt_.json) {
-      int rc = 0;
-      for (const auto& path : opt_.files) rc |= check_file(path, nullptr);
-      return rc;
-    }
     // Bad usage is found before the document begins (its own document, exit 2).
-    if (opt_.raw.empty())
+    if (opt_.json && opt_.raw.empty())
       for (const auto& path : opt_.files) split_input(path);
-    return stream_document("verify", opt_.files.front(), [&](JsonStream& js) {
-      int rc = 0;
-      js.key("files");
-      js.begin_array();
-      for (const auto& path : opt_.files) rc |= check_file(path, &js);
-      js.end();
-      return rc;
-    });
+    return run_per_file("verify", opt_.files, opt_.json,
+                        [&](const std::string& path, JsonStream* js) { return check_file(path, js); });
   }
 
  private:
