@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "commands.hpp"
+#include "json_stream.hpp"
 #include "objdump_text.hpp"
 
 namespace sframe::tools {
@@ -23,6 +24,41 @@ Json envelope(std::string_view command) {
   j["sframepp_json"] = kJsonVersion;
   j["command"] = std::string(command);
   return j;
+}
+
+int stream_document(std::string_view command, const std::string& where, const std::function<int(JsonStream&)>& body) {
+  JsonStream doc;
+  try {
+    doc.begin_object();
+    const Json head = envelope(command);
+    for (const auto& [k, v] : head.items()) doc.member(k, v);
+    const int rc = body(doc);
+    doc.finish();
+    return rc;
+  } catch (const std::exception& e) {
+    // Past the first byte there is no second document to print: the error
+    // closes this one, as its last member.
+    complain(where, e.what());
+    doc.close_with_error(e.what());
+    return 1;
+  }
+}
+
+int run_per_file(std::string_view command, const std::vector<std::string>& files, bool json,
+                 const std::function<int(const std::string&, JsonStream*)>& one) {
+  if (!json) {
+    int rc = 0;
+    for (const auto& path : files) rc |= one(path, nullptr);
+    return rc;
+  }
+  return stream_document(command, files.empty() ? std::string(command) : files.front(), [&](JsonStream& js) {
+    int rc = 0;
+    js.key("files");
+    js.begin_array();
+    for (const auto& path : files) rc |= one(path, &js);
+    js.end();
+    return rc;
+  });
 }
 
 std::optional<std::uint64_t> parse_number(std::string_view text, std::string& why) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,22 @@ inline constexpr int kJsonVersion = 1;
 
 /// `{"sframepp_json": 1, "command": COMMAND}`: every JSON document starts so.
 Json envelope(std::string_view command);
+
+class JsonStream;
+/// Writes one JSON document to stdout as it is produced (docs/json.md): the
+/// envelope of `command`, then the members `body` writes into the top
+/// object, then closes it; returns `body`'s exit status. An exception out
+/// of `body`, after any number of bytes, is said on stderr ("sframe: WHERE:
+/// WHY") and closes the document with `"error"` as its last member: exit
+/// status 1. Bad usage (UsageError) belongs before the first byte: the
+/// caller checks what can be bad before calling this.
+int stream_document(std::string_view command, const std::string& where, const std::function<int(JsonStream&)>& body);
+/// Runs `one` on each of `files` in turn, combining their exit statuses (0
+/// or 1): with `json`, in one streamed document (stream_document) whose
+/// `files` array gets one element from each call; else `one` prints text
+/// (and is given no stream).
+int run_per_file(std::string_view command, const std::vector<std::string>& files, bool json,
+                 const std::function<int(const std::string&, JsonStream*)>& one);
 
 /// Bad usage (a bad number, a bad option value): `main` prints "sframe:
 /// COMMAND: what" (and the JSON error document with --json), exit status 2.

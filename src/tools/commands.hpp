@@ -90,23 +90,6 @@ struct GenOptions {
   SizeFlags size;              // --optimize-size, --for
 };
 
-/// The DWARF half of `sframe verify` for one file.
-struct DwarfVerdict {
-  /// The comparison failed: rules disagree, the CFI could not be read on a
-  /// file that has it, or no PC was compared where both sides have some.
-  bool failed = false;
-  /// "DWARF: N functions, M PCs, K mismatches" or "DWARF: not compared: REASON".
-  std::string summary;
-  /// Text lines for after the verdict line: mismatches, missing ranges.
-  std::string details;
-  /// Why it failed, in words (empty unless `failed`).
-  std::string error;
-};
-
-/// Compares `s` with the DWARF CFI of `file` (for a relocatable object: its
-/// ElfFile::relocated_copy()) and fills j["dwarf"].
-DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Json& j);
-
 /// Why a file has no CFI gen can read, in words; empty if none of these.
 std::string why_no_cfi(const elf::ElfFile& f);
 

@@ -63,51 +63,36 @@ class DumpCommand final : public Command {
   // The document is written as it is produced (a library's section gives
   // hundreds of megabytes of JSON): one file at a time, one FRE at a time.
   int run_json() {
-    JsonStream doc;
-    try {
-      int rc = 0;
-      doc.begin_object();
-      const Json head = envelope("dump");
-      for (const auto& [k, v] : head.items()) doc.member(k, v);
-      doc.key("files");
-      doc.begin_array();
-      for (const auto& path : opt_.files) {
-        std::string why;
-        auto l = load(path, load_options(nullptr), why);
-        doc.begin_object();
-        doc.member("file", path);
-        if (l && l->empty) {
-          doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
-          doc.member("empty_section", l->data.name);
-        } else if (l) {
-          if (l->raw) {
-            doc.member("raw", raw_json(*l));
-          } else {
-            doc.member("elf_format", std::string(bfd_target_name(l->file->info())));
-          }
-          doc.key("section");
-          if (auto ok = write_section_json(doc, l->section, l->raw ? std::string_view(".sframe") : l->data.name);
-              !ok) {
-            why = section_error_text(*l, opt_.section, ok.error());
-            l.reset();
-          }
+    return run_per_file("dump", opt_.files, true, [&](const std::string& path, JsonStream* doc) {
+      std::string why;
+      auto l = load(path, load_options(nullptr), why);
+      doc->begin_object();
+      doc->member("file", path);
+      if (l && l->empty) {
+        doc->member("elf_format", std::string(bfd_target_name(l->file->info())));
+        doc->member("empty_section", l->data.name);
+      } else if (l) {
+        if (l->raw) {
+          doc->member("raw", raw_json(*l));
+        } else {
+          doc->member("elf_format", std::string(bfd_target_name(l->file->info())));
         }
-        if (!l) {
-          doc.member("error", why);
-          rc = 1;
-          complain(path, why);
+        doc->key("section");
+        if (auto ok = write_section_json(*doc, l->section, l->raw ? std::string_view(".sframe") : l->data.name);
+            !ok) {
+          why = section_error_text(*l, opt_.section, ok.error());
+          l.reset();
         }
-        doc.end();
       }
-      doc.finish();
+      int rc = 0;
+      if (!l) {
+        doc->member("error", why);
+        rc = 1;
+        complain(path, why);
+      }
+      doc->end();
       return rc;
-    } catch (const std::exception& e) {
-      // Past the first byte there is no second document to print: the
-      // error closes this one, as its last member.
-      complain(opt_.files.front(), e.what());
-      doc.close_with_error(e.what());
-      return 1;
-    }
+    });
   }
 
   DumpOptions opt_;

@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "json_stream.hpp"
 #include "sframe/cfi/cfi.hpp"
 #include "sframe/format/encode.hpp"
 #include "sframe/elf/output_file.hpp"
@@ -112,7 +113,13 @@ class GenCommand final : public Command {
       return 2;
     }
     opt_.output_dir = opt_.output;
-    Json all = Json::array();
+    // --json: each file's summary is written when the file is done (an
+    // array, laid out as dump(1) lays it out), not kept for the end.
+    std::optional<JsonStream> js;
+    if (opt_.json) {
+      js.emplace(stdout, 1);
+      js->begin_array();
+    }
     int rc = 0;
     for (const std::string& f : opt_.files) {
       opt_.file = f;
@@ -125,17 +132,17 @@ class GenCommand final : public Command {
       const int one = generate();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rc = std::max(rc, one);
-      if (opt_.json) {
+      if (js) {
         if (one != 0) {
           json_ = envelope("gen");
           json_["file"] = f;
           json_["error"] = error_;
         }
         json_["seconds"] = secs;
-        all.push_back(std::move(json_));
+        js->value(json_);
       }
     }
-    if (opt_.json) print(all.dump(1) + "\n");
+    if (js) js->finish();
     return rc;
   }
 

@@ -7,19 +7,19 @@
 
 namespace sframe::tools {
 
-JsonStream::JsonStream(std::FILE* out) : out_(out) {}
+JsonStream::JsonStream(std::FILE* out, unsigned indent) : out_(out), indent_(indent) {}
 
 JsonStream::~JsonStream() { flush(); }
 
 void JsonStream::indent(std::size_t depth) {
   static constexpr std::string_view kPad =
       "\n                                                                ";
-  const std::size_t n = 1 + 2 * depth;
+  const std::size_t n = 1 + indent_ * depth;
   if (n <= kPad.size()) {
     buf_.append(kPad.data(), n);
   } else {
     buf_ += '\n';
-    buf_.append(2 * depth, ' ');
+    buf_.append(indent_ * depth, ' ');
   }
 }
 
@@ -61,14 +61,14 @@ void JsonStream::begin_array() {
 }
 
 void JsonStream::value(const Json& v) {
-  // dump(2) indents from column 0; nested here, every line after the first
+  // dump() indents from column 0; nested here, every line after the first
   // moves right by this depth (JSON strings hold no raw newline).
-  const std::string text = json_text(v);
+  const std::string text = json_text(v, static_cast<int>(indent_));
   before_value();
   if (levels_.empty()) {
     buf_ += text;
   } else {
-    const std::string pad(2 * levels_.size(), ' ');
+    const std::string pad(indent_ * levels_.size(), ' ');
     std::size_t from = 0;
     for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1) {
       buf_.append(text, from, nl + 1 - from);

@@ -17,9 +17,9 @@
 namespace sframe::tools {
 
 /// Writes one JSON document to a stdio stream as it goes, laid out as
-/// nlohmann's dump(2) lays out the whole document (two-space indent), so a
-/// streamed document reads byte for byte as the same document built in
-/// memory. Containers are opened and closed in order; members and array
+/// nlohmann's dump(indent) lays out the whole document (two-space indent
+/// unless given), so a streamed document reads byte for byte as the same
+/// document built in memory. Containers are opened and closed in order; members and array
 /// elements are written whole from a Json value. Output is buffered and
 /// written when the buffer passes 256 KiB and by finish().
 ///
@@ -27,7 +27,8 @@ namespace sframe::tools {
 /// programming errors and throw std::logic_error.
 class JsonStream {
  public:
-  explicit JsonStream(std::FILE* out = stdout);
+  /// `indent`: spaces per level (`gen` with several files writes 1).
+  explicit JsonStream(std::FILE* out = stdout, unsigned indent = 2);
   JsonStream(const JsonStream&) = delete;
   JsonStream& operator=(const JsonStream&) = delete;
   /// Writes what is buffered; does not close open containers (finish()
@@ -93,6 +94,7 @@ class JsonStream {
   void flush();
 
   std::FILE* out_;
+  unsigned indent_;
   std::string buf_;
   std::vector<Level> levels_;
   bool keyed_ = false;  // key() written, its value not yet

@@ -11,11 +11,13 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "json_stream.hpp"
 #include "sframe/format/lookup.hpp"
 #include "sframe/process/process.hpp"
 #include "sframe/elf/symbols.hpp"
@@ -158,7 +160,6 @@ class LookupCommand final : public Command {
   }
 
   int run() override {
-    doc_ = envelope("lookup");
     if (!pid_.empty()) return run_pid();
     if (args_.empty()) throw UsageError("FILE and PC required (lookup FILE PC..., FILE+OFFSET, or PC...)");
     std::string file = args_[0];
@@ -179,30 +180,39 @@ class LookupCommand final : public Command {
     // A refused number is bad usage (exit 2, docs/tool.md), found before
     // any file is read.
     const std::vector<std::uint64_t> pc_values = parse_all(pcs);
-    doc_["file"] = file;
-    auto o = open_input(file, opt_.section);
-    if (!o->l) return failed(file, o->why);
-    if (o->l->raw) {
-      doc_["raw"] = raw_json(*o->l);
-      if (!opt_.json) fmt::print("{}: {}\n", o->l->path, raw_note(*o->l));
-    }
-    int rc = 0;
-    doc_["results"] = Json::array();
-    if (offset) {
-      const std::uint64_t base = o->l->file ? load_base(*o->l->file) : 0;
-      Json r;
-      const std::string given = fmt::format("{}+0x{:x}", file, *offset);
-      r["as_given"] = given;
-      if (!one(*o, base + *offset, given + " = ", r)) rc = 1;
-      doc_["results"].push_back(std::move(r));
-    }
-    for (const std::uint64_t pc : pc_values) {
-      Json r;
-      if (!one(*o, pc, "", r)) rc = 1;
-      doc_["results"].push_back(std::move(r));
-    }
-    if (opt_.json) print(json_text(doc_) + "\n");
-    return rc;
+    split_input(file);
+    return output(file, [&](JsonStream* js) {
+      if (js) js->member("file", file);
+      auto o = open_input(file, opt_.section);
+      if (!o->l) return failed(js, file, o->why);
+      if (o->l->raw) {
+        if (js) {
+          js->member("raw", raw_json(*o->l));
+        } else {
+          fmt::print("{}: {}\n", o->l->path, raw_note(*o->l));
+        }
+      }
+      int rc = 0;
+      if (js) {
+        js->key("results");
+        js->begin_array();
+      }
+      if (offset) {
+        const std::uint64_t base = o->l->file ? load_base(*o->l->file) : 0;
+        Json r;
+        const std::string given = fmt::format("{}+0x{:x}", file, *offset);
+        r["as_given"] = given;
+        if (!one(*o, base + *offset, given + " = ", r)) rc = 1;
+        if (js) js->value(r);
+      }
+      for (const std::uint64_t pc : pc_values) {
+        Json r;
+        if (!one(*o, pc, "", r)) rc = 1;
+        if (js) js->value(r);
+      }
+      if (js) js->end();
+      return rc;
+    });
   }
 
  private:
@@ -219,12 +229,19 @@ class LookupCommand final : public Command {
     return out;
   }
 
-  int failed(const std::string& where, const std::string& why) {
+  // Runs `body` with the JSON document to write the results to (--json,
+  // streamed: one result at a time) or without (text); `where` names the
+  // input in a message.
+  int output(const std::string& where, const std::function<int(JsonStream*)>& body) {
+    if (!opt_.json) return body(nullptr);
+    return stream_document("lookup", where, [&](JsonStream& js) { return body(&js); });
+  }
+
+  // A failure of the whole command: said on stderr and as the document's
+  // `error`.
+  static int failed(JsonStream* js, const std::string& where, const std::string& why) {
     complain(where, why);
-    if (opt_.json) {
-      doc_["error"] = why;
-      print(json_text(doc_) + "\n");
-    }
+    if (js) js->member("error", why);
     return 1;
   }
 
@@ -309,14 +326,18 @@ class LookupCommand final : public Command {
       throw UsageError(fmt::format("--pid {}: not a process ID (a positive decimal number, as ps shows it)", pid_));
     if (args_.empty()) throw UsageError("--pid: an ADDRESS is required (lookup --pid PID ADDRESS...)");
     const std::vector<std::uint64_t> addrs = parse_all(args_);
-    doc_["pid"] = pid;
+    return output(fmt::format("process {}", pid), [&](JsonStream* js) { return lookup_in_process(js, pid, addrs); });
+  }
+
+  int lookup_in_process(JsonStream* js, long pid, const std::vector<std::uint64_t>& addrs) {
+    if (js) js->member("pid", pid);
     auto maps = process::read_maps(static_cast<pid_t>(pid));
     if (!maps) {
       // No /proc/PID (proc(5)) is no process PID: ENOENT's "No such file or
       // directory" would name a file the user never gave.
       const Error& e = maps.error();
       const bool gone = e.code() == IoErrc::kIoError && e.value == ENOENT;
-      return failed(fmt::format("process {}", pid),
+      return failed(js, fmt::format("process {}", pid),
                     gone ? std::string("no such process")
                          : errno_or(e, "cannot read its memory map (no such process?)"));
     }
@@ -326,7 +347,10 @@ class LookupCommand final : public Command {
     auto mods = process::LoadedModules::load(static_cast<pid_t>(pid), *maps, mem, mo);
     std::map<std::string, std::unique_ptr<Opened>> opened;
     int rc = 0;
-    doc_["results"] = Json::array();
+    if (js) {
+      js->key("results");
+      js->begin_array();
+    }
     for (const std::uint64_t addr : addrs) {
       Json r;
       r["address"] = hex(addr);
@@ -336,27 +360,25 @@ class LookupCommand final : public Command {
         r["pc"] = hex(addr);
         r["found"] = false;
         r["reason"] = fmt::format("in no executable mapping of process {}", pid);
-        if (!opt_.json) fmt::print("0x{:x}: in no executable mapping of process {}\n", addr, pid);
-        doc_["results"].push_back(std::move(r));
-        continue;
+        if (!js) fmt::print("0x{:x}: in no executable mapping of process {}\n", addr, pid);
+      } else {
+        r["module"] = m->path;
+        const std::uint64_t pc = addr - m->bias;
+        auto& o = opened[m->path];
+        if (!o) o = open_input(m->path, opt_.section);
+        if (!o->l) {
+          rc = 1;
+          r["pc"] = hex(pc);
+          r["found"] = false;
+          r["reason"] = o->why;
+          if (!js) fmt::print("0x{:x} in {} at 0x{:x}: {}\n", addr, m->path, pc, o->why);
+        } else if (!one(*o, pc, fmt::format("0x{:x} in {} at ", addr, m->path), r)) {
+          rc = 1;
+        }
       }
-      r["module"] = m->path;
-      const std::uint64_t pc = addr - m->bias;
-      auto& o = opened[m->path];
-      if (!o) o = open_input(m->path, opt_.section);
-      if (!o->l) {
-        rc = 1;
-        r["pc"] = hex(pc);
-        r["found"] = false;
-        r["reason"] = o->why;
-        if (!opt_.json) fmt::print("0x{:x} in {} at 0x{:x}: {}\n", addr, m->path, pc, o->why);
-        doc_["results"].push_back(std::move(r));
-        continue;
-      }
-      if (!one(*o, pc, fmt::format("0x{:x} in {} at ", addr, m->path), r)) rc = 1;
-      doc_["results"].push_back(std::move(r));
+      if (js) js->value(r);
     }
-    if (opt_.json) print(json_text(doc_) + "\n");
+    if (js) js->end();
     return rc;
   }
 
@@ -368,7 +390,6 @@ class LookupCommand final : public Command {
   LookupOptions opt_;
   std::vector<std::string> args_;
   std::string pid_;
-  Json doc_;
 };
 
 }  // namespace

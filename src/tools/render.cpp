@@ -150,7 +150,9 @@ std::string rules_in_words(const Section& s, const FrameRow& row) {
   return out;
 }
 
-std::string json_text(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
+std::string json_text(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
 
 std::string hex(std::uint64_t v) {
   char tmp[2 + 16];

@@ -72,10 +72,10 @@ std::string error_text(const Error& e);
 /// An error from writing an output file: the system's words for errno
 /// (e.g. "No space left on device") when the error carries one.
 std::string write_error_text(const Error& e);
-/// A JSON document as every command prints it: dump(2), with bytes that
-/// are not UTF-8 (a file or symbol name) written as U+FFFD rather than
-/// thrown on.
-std::string json_text(const Json& j);
+/// A JSON document as every command prints it: dump(indent), with bytes
+/// that are not UTF-8 (a file or symbol name) written as U+FFFD rather than
+/// thrown on. `indent`: spaces per level (2, but `gen` with several files 1).
+std::string json_text(const Json& j, int indent = 2);
 /// "0x..." for addresses (64-bit values exceed JSON's exact integer range).
 std::string hex(std::uint64_t v);
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "json_stream.hpp"
 #include "render.hpp"
 #include "sframe/process/process.hpp"
 #include "sframe/unwind/unwind.hpp"
@@ -164,11 +165,12 @@ std::string source_words(const process::SourceFrame& s) {
   return w;
 }
 
-void add_source(Json& j, const process::SourceFrame& s) {
+template <class Out>
+void write_source(Out& out, const process::SourceFrame& s) {
   if (s.file.empty()) return;
-  j["file"] = s.file;
-  if (s.line > 0) j["line"] = s.line;
-  if (s.column > 0) j["column"] = s.column;
+  out.member("file", s.file);
+  if (s.line > 0) out.member("line", s.line);
+  if (s.column > 0) out.member("column", s.column);
 }
 
 // The frames to print, eu-stack's way: with -i, a frame that DWARF
@@ -229,73 +231,82 @@ void print_text(pid_t pid, const process::LoadedModules& mods, const std::vector
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
-void print_json(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
-                const std::vector<ThreadTrace>& traces, const StackOptions& opt) {
-  Json j;
-  j["sframepp_json"] = 1;
-  j["command"] = "stack";
-  j["pid"] = pid;
-  j["process"] = pname;
-  j["modules"] = Json::array();
-  for (const auto& m : mods.modules()) {
-    Json jm;
-    jm["path"] = m.path;
-    jm["deleted"] = m.deleted;
-    jm["start"] = hex(m.start);
-    jm["end"] = hex(m.end);
-    jm["bias"] = hex(m.bias);
-    jm["source"] = std::string(process::to_string(m.source));
-    if (const std::string why = module_why(m); !why.empty()) jm["why"] = why;
-    jm["symbols_from"] = std::string(elf::source_name(m.symbols.source()));
-    j["modules"].push_back(std::move(jm));
-  }
-  j["threads"] = Json::array();
-  for (const auto& t : traces) {
-    Json jt;
-    jt["tid"] = t.tid;
-    jt["name"] = t.name;
-    if (!t.error.empty()) {
-      jt["error"] = t.error;
-      j["threads"].push_back(std::move(jt));
-      continue;
+// The document is written as it is produced: one module, one frame at a
+// time. Returns the exit status (1: the document was cut by a failure).
+int print_json(pid_t pid, const std::string& pname, const process::LoadedModules& mods,
+               const std::vector<ThreadTrace>& traces, const StackOptions& opt) {
+  return stream_document("stack", "stack", [&](JsonStream& js) {
+    js.member("pid", pid);
+    js.member("process", pname);
+    js.key("modules");
+    js.begin_array();
+    for (const auto& m : mods.modules()) {
+      js.begin_object();
+      js.member("path", m.path);
+      js.member("deleted", m.deleted);
+      js.member("start", hex(m.start));
+      js.member("end", hex(m.end));
+      js.member("bias", hex(m.bias));
+      js.member("source", process::to_string(m.source));
+      if (const std::string why = module_why(m); !why.empty()) js.member("why", why);
+      js.member("symbols_from", elf::source_name(m.symbols.source()));
+      js.end();
     }
-    jt["frames"] = Json::array();
-    // Physical frames, each with the inline frames shown at its PC.
-    for (std::size_t i = 0; i < t.shown.size(); ++i) {
-      const ShownFrame& s = t.shown[i];
-      const FrameLine& f = *s.frame;
-      if (s.inline_caller) continue;
-      Json jf;
-      jf["pc"] = hex(f.pc);
-      jf["return_address"] = f.return_address;
-      if (f.module) jf["module"] = f.module->path;
-      if (!f.symbol.empty()) {
-        jf["symbol"] = f.symbol;
-        jf["offset"] = f.offset;
+    js.end();
+    js.key("threads");
+    js.begin_array();
+    for (const auto& t : traces) {
+      js.begin_object();
+      js.member("tid", t.tid);
+      js.member("name", t.name);
+      if (!t.error.empty()) {
+        js.member("error", t.error);
+        js.end();
+        continue;
       }
-      jf["rule"] = f.rule;
-      if (opt.inlines && !f.inlines.empty()) jf["function"] = s.name;
-      if (opt.source && s.source) add_source(jf, *s.source);
-      if (opt.inlines && !f.inlines.empty()) {
-        jf["inlined_into"] = Json::array();
-        for (std::size_t k = i + 1; k < t.shown.size() && t.shown[k].inline_caller; ++k) {
-          Json ji;
-          ji["function"] = t.shown[k].name;
-          if (opt.source) add_source(ji, *t.shown[k].source);
-          jf["inlined_into"].push_back(std::move(ji));
+      js.key("frames");
+      js.begin_array();
+      // Physical frames, each with the inline frames shown at its PC.
+      for (std::size_t i = 0; i < t.shown.size(); ++i) {
+        const ShownFrame& s = t.shown[i];
+        const FrameLine& f = *s.frame;
+        if (s.inline_caller) continue;
+        js.begin_object();
+        js.member("pc", hex(f.pc));
+        js.member("return_address", f.return_address);
+        if (f.module) js.member("module", f.module->path);
+        if (!f.symbol.empty()) {
+          js.member("symbol", f.symbol);
+          js.member("offset", f.offset);
         }
+        js.member("rule", f.rule);
+        if (opt.inlines && !f.inlines.empty()) js.member("function", s.name);
+        if (opt.source && s.source) write_source(js, *s.source);
+        if (opt.inlines && !f.inlines.empty()) {
+          js.key("inlined_into");
+          js.begin_array();
+          for (std::size_t k = i + 1; k < t.shown.size() && t.shown[k].inline_caller; ++k) {
+            js.begin_object();
+            js.member("function", t.shown[k].name);
+            if (opt.source) write_source(js, *t.shown[k].source);
+            js.end();
+          }
+          js.end();
+        }
+        js.end();
       }
-      jt["frames"].push_back(std::move(jf));
+      js.end();
+      js.member("truncated", t.truncated);
+      Json stop = {{"reason", std::string(stop_reason_name(t.reason))},
+                   {"description", std::string(describe(t.reason))},
+                   {"address", hex(t.stop_address)}};
+      if (!t.fp_rejected.empty()) stop["fp_rejected"] = t.fp_rejected;
+      js.member("stop", stop);
+      js.end();
     }
-    jt["truncated"] = t.truncated;
-    jt["stop"] = {{"reason", std::string(stop_reason_name(t.reason))},
-                  {"description", std::string(describe(t.reason))},
-                  {"address", hex(t.stop_address)}};
-    if (!t.fp_rejected.empty()) jt["stop"]["fp_rejected"] = t.fp_rejected;
-    j["threads"].push_back(std::move(jt));
-  }
-  const std::string s = json_text(j) + "\n";
-  std::fwrite(s.data(), 1, s.size(), stdout);
+    js.end();
+    return 0;
+  });
 }
 
 // The tool's own termination handlers (the library installs none): they set
@@ -409,13 +420,13 @@ int run_stack(pid_t pid, const StackOptions& opt) {
     }
     choose_shown(t, opt);
   }
+  int status = 0;
   if (opt.json) {
-    print_json(pid, pname, *mods, traces, opt);
+    status = print_json(pid, pname, *mods, traces, opt);
   } else {
     print_text(pid, *mods, traces, opt);
   }
   // As eu-stack: the cut is said on stderr, and the exit status is 1.
-  int status = 0;
   for (const auto& t : traces) {
     if (!t.truncated) continue;
     std::fflush(stdout);

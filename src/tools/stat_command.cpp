@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "json_stream.hpp"
 
 namespace sframe::tools {
 namespace {
@@ -78,57 +79,69 @@ class StatCommand final : public Command {
 
   int run() override {
     if (opt_.files.empty()) opt_.files.push_back(self_path());
-    int rc = 0;
-    Json doc = envelope("stat");
-    doc["files"] = Json::array();
-    for (const auto& path : opt_.files) {
-      std::string why;
-      LoadOptions lo;
-      lo.section = opt_.section;
-      lo.allow_empty = true;
-      auto l = load(path, lo, why);
-      Json f;
-      f["file"] = path;
-      if (l && l->empty) {
-        // A section without data: nothing to count, and nothing wrong.
-        if (opt_.json) {
-          f["section"] = l->data.name;
-          f["address"] = hex(l->data.address);
-          f["from_segment"] = l->data.from_segment;
-          f["empty"] = true;
-        } else {
-          fmt::print("{}: section {} at 0x{:x}{}: empty (0 bytes), no SFrame data\n", path, l->data.name,
-                     l->data.address, l->data.from_segment ? " (from PT_GNU_SFRAME)" : "");
-        }
-        doc["files"].push_back(std::move(f));
-        continue;
-      }
-      std::optional<Stats> st;
-      if (l) {
-        auto r = compute_stats(l->section, l->file ? l->file->sections() : std::vector<elf::SectionHeader>(),
-                               l->data.bytes.size());
-        if (r) st = *r; else why = section_error_text(*l, opt_.section, r.error());
-      }
-      if (!st) {
-        rc = 1;
-        complain(path, why);
-        f["error"] = why;
-      } else if (opt_.json) {
-        f["section"] = l->raw ? std::string(".sframe") : l->data.name;
-        f["address"] = hex(l->data.address);
-        f["from_segment"] = l->data.from_segment;
-        if (l->raw) f["raw"] = raw_json(*l);
-        f["stats"] = stats_json(l->section, *st);
-      } else {
-        print_stats(path, *l, *st);
-      }
-      doc["files"].push_back(std::move(f));
-    }
-    if (opt_.json) print(json_text(doc) + "\n");
-    return rc;
+    // Bad usage is found before the document begins (its own document, exit 2).
+    if (opt_.json)
+      for (const auto& path : opt_.files) split_input(path);
+    return run_per_file("stat", opt_.files, opt_.json,
+                        [&](const std::string& path, JsonStream* js) { return stat_file(path, js); });
   }
 
  private:
+  // Prints one file's statistics: as text, or as one element of `files` to
+  // `js`. Returns its exit status (0 or 1).
+  int stat_file(const std::string& path, JsonStream* js) {
+    std::string why;
+    LoadOptions lo;
+    lo.section = opt_.section;
+    lo.allow_empty = true;
+    auto l = load(path, lo, why);
+    if (l && l->empty) {
+      // A section without data: nothing to count, and nothing wrong.
+      if (js) {
+        js->begin_object();
+        js->member("file", path);
+        js->member("section", l->data.name);
+        js->member("address", hex(l->data.address));
+        js->member("from_segment", l->data.from_segment);
+        js->member("empty", true);
+        js->end();
+      } else {
+        fmt::print("{}: section {} at 0x{:x}{}: empty (0 bytes), no SFrame data\n", path, l->data.name,
+                   l->data.address, l->data.from_segment ? " (from PT_GNU_SFRAME)" : "");
+      }
+      return 0;
+    }
+    std::optional<Stats> st;
+    if (l) {
+      auto r = compute_stats(l->section, l->file ? l->file->sections() : std::vector<elf::SectionHeader>(),
+                             l->data.bytes.size());
+      if (r) st = *r; else why = section_error_text(*l, opt_.section, r.error());
+    }
+    if (!st) {
+      complain(path, why);
+      if (js) {
+        js->begin_object();
+        js->member("file", path);
+        js->member("error", why);
+        js->end();
+      }
+      return 1;
+    }
+    if (!js) {
+      print_stats(path, *l, *st);
+      return 0;
+    }
+    js->begin_object();
+    js->member("file", path);
+    js->member("section", l->raw ? std::string(".sframe") : l->data.name);
+    js->member("address", hex(l->data.address));
+    js->member("from_segment", l->data.from_segment);
+    if (l->raw) js->member("raw", raw_json(*l));
+    js->member("stats", stats_json(l->section, *st));
+    js->end();
+    return 0;
+  }
+
   StatOptions opt_;
 };
 

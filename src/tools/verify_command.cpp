@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "json_stream.hpp"
 #include "sframe/cfi/cfi.hpp"
 #include "sframe/format/consumers.hpp"
 #include "sframe/elf/symbols.hpp"
@@ -83,7 +84,9 @@ std::string violation_text(const ConsumerViolation& v) {
   return fmt::format("{}: {} [{}] ({}, value 0x{:x})", consumer_name(r.consumer), r.words, r.id, where, v.value);
 }
 
-ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, bool raw_given, Json& j) {
+// `consumers` gets each consumer's verdict as JSON (bounded: at most
+// check_consumer()'s 64 violations each).
+ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, bool raw_given, Json& consumers) {
   ConsumerVerdict out;
   const Version v = l.section.version();
   std::string why_no_file;
@@ -91,7 +94,7 @@ ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, b
   const bool all = requested == "all";
   std::vector<std::string> accept, reject;
   std::size_t selected_reading = 0;
-  j["consumers"] = Json::array();
+  consumers = Json::array();
   for (Consumer c : kAllConsumers) {
     const bool reads = reads_version(c, v);
     // "all": every consumer that reads this version; a named one: that one.
@@ -112,7 +115,7 @@ ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, b
       vs.push_back(std::move(vj));
     }
     cj["violations"] = std::move(vs);
-    j["consumers"].push_back(std::move(cj));
+    consumers.push_back(std::move(cj));
     if (rep.accepted()) {
       accept.push_back(name);
     } else {
@@ -169,16 +172,39 @@ ConsumerVerdict check_consumers(const Loaded& l, const std::string& requested, b
   return out;
 }
 
-// The functions the DWARF CFI covers and the SFrame section does not, from
-// the file's JSON record (j["dwarf"]["missing"]; verify_against_dwarf): a
-// file of many (a C++ program's cold clones) would bury the verdict under
-// hundreds of lines of kilobyte-long demangled names, so without `verbose`
-// a count, the first few and their names cut to one line's width.
-std::string missing_text(const Json& f, bool verbose) {
+// The DWARF half of `sframe verify` for one file: the verdict, and what the
+// text and the JSON are printed from.
+struct DwarfVerdict {
+  // The comparison failed: rules disagree, the CFI could not be read on a
+  // file that has it, or no PC was compared where both sides have some.
+  bool failed = false;
+  // "DWARF: N functions, M PCs, K mismatches" or "DWARF: not compared: REASON".
+  std::string summary;
+  // Text lines for after the verdict line: mismatches, missing ranges.
+  std::string details;
+  // Why it failed, in words (empty unless `failed`).
+  std::string error;
+  // The comparison, when one ran (else `reason` says why not), and the
+  // file's symbols that name its functions.
+  std::optional<cfi::Comparison> cmp;
+  std::string reason;
+  elf::SymbolTable syms;
+};
+
+// Compares `s` with the DWARF CFI of `file` (for a relocatable object: its
+// ElfFile::relocated_copy()); `text`: also the lines of `details`.
+DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, bool text);
+
+// The functions the DWARF CFI covers and the SFrame section does not
+// (Comparison::missing): a file of many (a C++ program's cold clones) would
+// bury the verdict under hundreds of lines of kilobyte-long demangled
+// names, so without `verbose` a count, the first few and their names cut to
+// one line's width.
+std::string missing_text(const DwarfVerdict& d, bool verbose) {
   constexpr std::size_t kShown = 5;
   constexpr std::size_t kNameWidth = 100;
-  if (!f.contains("dwarf") || !f["dwarf"].contains("missing")) return {};
-  const Json& miss = f["dwarf"]["missing"];
+  if (!d.cmp) return {};
+  const std::vector<cfi::Missing>& miss = d.cmp->missing;
   const bool all = verbose || miss.size() <= kShown;
   std::string out;
   if (!all)
@@ -186,15 +212,60 @@ std::string missing_text(const Json& f, bool verbose) {
                       miss.size(), kShown);
   const std::string_view representable = cfi::describe(cfi::Reason::kNone);
   std::size_t n = 0;
-  for (const Json& m : miss) {
+  for (const cfi::Missing& m : miss) {
     if (!all && n++ == kShown) break;
-    std::string name = m["function"].get<std::string>();
+    std::string name = where(d.syms, m.start);
     if (!verbose && name.size() > kNameWidth) name = name.substr(0, kNameWidth - 3) + "...";
-    const std::string reason = m["reason"].get<std::string>();
-    out += fmt::format("{}{}-{} <{}>{}\n", all ? "  not in SFrame: " : "    ", m["start"].get<std::string>(),
-                       m["end"].get<std::string>(), name, reason == representable ? "" : ": " + reason);
+    const std::string_view reason = cfi::describe(m.reason);
+    out += fmt::format("{}{}-{} <{}>{}\n", all ? "  not in SFrame: " : "    ", hex(m.start), hex(m.end), name,
+                       reason == representable ? "" : ": " + std::string(reason));
   }
   return out;
+}
+
+// The file's `dwarf` object (docs/json.md), one finding at a time.
+void write_dwarf_json(JsonStream& js, const Section& s, const DwarfVerdict& d) {
+  js.key("dwarf");
+  js.begin_object();
+  js.member("compared", d.cmp.has_value());
+  if (!d.cmp) {
+    js.member("reason", d.reason);
+    js.end();
+    return;
+  }
+  const cfi::Comparison& c = *d.cmp;
+  js.member("functions_checked", c.functions_checked);
+  js.member("pcs_checked", c.pcs_checked);
+  js.key("mismatches");
+  js.begin_array();
+  for (const auto& m : c.mismatches) {
+    js.begin_object();
+    js.member("pc", hex(m.pc));
+    js.member("function", where(d.syms, m.pc));
+    js.member("what", m.what);
+    js.member("sframe", rules_in_words(s, m.sframe));
+    js.member("dwarf", rules_in_words(s, m.dwarf));
+    js.end();
+  }
+  js.end();
+  // `missing` gives every reason; `no_rules` none where none is known.
+  const auto ranges = [&](std::string_view key, const std::vector<cfi::Missing>& list, bool none_as_empty) {
+    js.key(key);
+    js.begin_array();
+    for (const auto& m : list) {
+      js.begin_object();
+      js.member("start", hex(m.start));
+      js.member("end", hex(m.end));
+      js.member("function", where(d.syms, m.start));
+      js.member("reason", none_as_empty && m.reason == cfi::Reason::kNone ? std::string_view()
+                                                                           : cfi::describe(m.reason));
+      js.end();
+    }
+    js.end();
+  };
+  ranges("missing", c.missing, false);
+  ranges("no_rules", c.no_rules, true);
+  js.end();
 }
 
 class VerifyCommand final : public Command {
@@ -219,96 +290,108 @@ class VerifyCommand final : public Command {
 
   int run() override {
     if (!opt_.raw.empty()) split_input(opt_.raw);  // a bad @ADDRESS is bad usage
-    int rc = 0;
-    Json doc = envelope("verify");
-    doc["files"] = Json::array();
-    for (const auto& path : opt_.files) {
-      std::string why;
-      std::optional<Loaded> l;
-      if (opt_.raw.empty()) {
-        LoadOptions lo;
-        lo.section = opt_.section;
-        lo.strictness = Strictness::kStrict;
-        lo.for_cfi = true;
-        lo.allow_empty = true;
-        l = load(path, lo, why);
-      } else if (auto file = open_elf(path, true, why); file) {
-        // The file need not have SFrame of its own (e.g. `gen` output for it).
-        Loaded own;
-        own.path = path;
-        if (auto s = file->sframe_section(opt_.section)) own.data.address = s->address;
-        own.file.emplace(std::move(*file));
-        l.emplace(std::move(own));
-        if (!use_raw(*l, opt_.raw, why)) l.reset();
-      }
-      Json f;
-      f["file"] = path;
-      f["ok"] = l.has_value();
-      if (!l) {
-        rc = 1;
-        f["error"] = why;
-        if (!opt_.json) complain(path, why);
-        doc["files"].push_back(std::move(f));
-        continue;
-      }
-      if (l->empty) {
-        // No header, FDE or FRE to check, so no rule broken; and no SFrame
-        // rule to hold against the CFI: every function is simply not in it.
-        const std::string reason = fmt::format("section {} is empty (0 bytes): no SFrame data", l->data.name);
-        f["empty"] = true;
-        f["num_fdes"] = 0;
-        f["num_fres"] = 0;
-        f["dwarf"] = {{"compared", false}, {"reason", reason}};
-        if (!opt_.json) fmt::print("{}: format ok; DWARF: not compared: {}\n", path, reason);
-        doc["files"].push_back(std::move(f));
-        continue;
-      }
-      if (l->raw) f["raw"] = raw_json(*l);
-      f["version"] = static_cast<int>(l->section.version());
-      f["num_fdes"] = l->section.num_fdes();
-      f["num_fres"] = l->section.header().num_fres;
-      // The semantic half: the same recovery rules as the file's DWARF CFI.
-      // Its verdict comes first on the verdict line, so that line never says
-      // "ok" about a file that fails.
-      DwarfVerdict d;
-      if (l->file) {
-        d = verify_against_dwarf(*l->file, l->section, f);
-      } else {
-        const std::string reason = "a raw section has no DWARF CFI (verify ELF --raw RAW@ADDRESS compares it)";
-        d.summary = "DWARF: not compared: " + reason;
-        f["dwarf"] = {{"compared", false}, {"reason", reason}};
-      }
-      if (d.failed) {
-        rc = 1;
-        f["ok"] = false;
-        f["error"] = d.error;
-      }
-      // Without --consumer only the summary line, which never fails the file.
-      const ConsumerVerdict cv = check_consumers(*l, opt_.consumer, !opt_.raw.empty(), f);
-      const bool consumer_failed = !opt_.consumer.empty() && cv.failed;
-      if (consumer_failed) {
-        rc = 1;
-        if (!d.failed) f["error"] = cv.error;
-        f["ok"] = false;
-      }
-      if (!opt_.json) {
-        fmt::print("{}: {}; {}\n", path, d.failed || consumer_failed ? "FAILED: format valid" : "format ok",
-                   d.summary);
-        fmt::print("  {}: SFrame v{}, {} FDEs, {} FREs{}\n", l->data.name, static_cast<int>(l->section.version()),
-                   l->section.num_fdes(), l->section.header().num_fres, l->raw ? "; " + raw_note(*l) : "");
-        print(d.details);
-        print(missing_text(f, verbose_));
-        print(cv.text);
-        if (d.failed) complain(path, d.error);
-        if (consumer_failed) complain(path, cv.error);
-      }
-      doc["files"].push_back(std::move(f));
-    }
-    if (opt_.json) print(json_text(doc) + "\n");
-    return rc;
+    // Bad usage is found before the document begins (its own document, exit 2).
+    if (opt_.json && opt_.raw.empty())
+      for (const auto& path : opt_.files) split_input(path);
+    return run_per_file("verify", opt_.files, opt_.json,
+                        [&](const std::string& path, JsonStream* js) { return check_file(path, js); });
   }
 
  private:
+  // Verifies one file and prints its verdict: as text, or as one element of
+  // `files` to `js`. Returns its exit status (0 or 1).
+  int check_file(const std::string& path, JsonStream* js) {
+    std::string why;
+    std::optional<Loaded> l;
+    if (opt_.raw.empty()) {
+      LoadOptions lo;
+      lo.section = opt_.section;
+      lo.strictness = Strictness::kStrict;
+      lo.for_cfi = true;
+      lo.allow_empty = true;
+      l = load(path, lo, why);
+    } else if (auto file = open_elf(path, true, why); file) {
+      // The file need not have SFrame of its own (e.g. `gen` output for it).
+      Loaded own;
+      own.path = path;
+      if (auto s = file->sframe_section(opt_.section)) own.data.address = s->address;
+      own.file.emplace(std::move(*file));
+      l.emplace(std::move(own));
+      if (!use_raw(*l, opt_.raw, why)) l.reset();
+    }
+    if (!l) {
+      if (js) {
+        js->begin_object();
+        js->member("file", path);
+        js->member("ok", false);
+        js->member("error", why);
+        js->end();
+      } else {
+        complain(path, why);
+      }
+      return 1;
+    }
+    DwarfVerdict d;
+    if (l->empty) {
+      // No header, FDE or FRE to check, so no rule broken; and no SFrame
+      // rule to hold against the CFI: every function is simply not in it.
+      d.reason = fmt::format("section {} is empty (0 bytes): no SFrame data", l->data.name);
+      if (js) {
+        js->begin_object();
+        js->member("file", path);
+        js->member("ok", true);
+        js->member("empty", true);
+        js->member("num_fdes", 0);
+        js->member("num_fres", 0);
+        write_dwarf_json(*js, l->section, d);
+        js->end();
+      } else {
+        fmt::print("{}: format ok; DWARF: not compared: {}\n", path, d.reason);
+      }
+      return 0;
+    }
+    // The semantic half: the same recovery rules as the file's DWARF CFI.
+    // Its verdict comes first on the verdict line, so that line never says
+    // "ok" about a file that fails.
+    if (l->file) {
+      d = verify_against_dwarf(*l->file, l->section, js == nullptr);
+    } else {
+      d.reason = "a raw section has no DWARF CFI (verify ELF --raw RAW@ADDRESS compares it)";
+      d.summary = "DWARF: not compared: " + d.reason;
+    }
+    // Without --consumer only the summary line, which never fails the file.
+    Json consumers;
+    const ConsumerVerdict cv = check_consumers(*l, opt_.consumer, !opt_.raw.empty(), consumers);
+    const bool consumer_failed = !opt_.consumer.empty() && cv.failed;
+    if (js) {
+      // The file's `error` follows the part that failed first: `dwarf`, or
+      // else `consumers`.
+      js->begin_object();
+      js->member("file", path);
+      js->member("ok", !d.failed && !consumer_failed);
+      if (l->raw) js->member("raw", raw_json(*l));
+      js->member("version", static_cast<int>(l->section.version()));
+      js->member("num_fdes", l->section.num_fdes());
+      js->member("num_fres", l->section.header().num_fres);
+      write_dwarf_json(*js, l->section, d);
+      if (d.failed) js->member("error", d.error);
+      js->member("consumers", consumers);
+      if (consumer_failed && !d.failed) js->member("error", cv.error);
+      js->end();
+    } else {
+      fmt::print("{}: {}; {}\n", path, d.failed || consumer_failed ? "FAILED: format valid" : "format ok",
+                 d.summary);
+      fmt::print("  {}: SFrame v{}, {} FDEs, {} FREs{}\n", l->data.name, static_cast<int>(l->section.version()),
+                 l->section.num_fdes(), l->section.header().num_fres, l->raw ? "; " + raw_note(*l) : "");
+      print(d.details);
+      print(missing_text(d, verbose_));
+      print(cv.text);
+      if (d.failed) complain(path, d.error);
+      if (consumer_failed) complain(path, cv.error);
+    }
+    return d.failed || consumer_failed ? 1 : 0;
+  }
+
   VerifyOptions opt_;
   bool verbose_ = false;
 };
@@ -317,7 +400,9 @@ class VerifyCommand final : public Command {
 
 std::unique_ptr<Command> make_verify_command() { return std::make_unique<VerifyCommand>(); }
 
-DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Json& j) {
+namespace {
+
+DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, bool text) {
   DwarfVerdict v;
   // Not comparing is acceptable only where there is nothing to compare
   // with; a comparison that cannot run on a file with CFI is a failure.
@@ -325,7 +410,7 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
     v.summary = "DWARF: not compared: " + reason;
     v.failed = failure;
     if (failure) v.error = "DWARF CFI not compared: " + reason;
-    j["dwarf"] = {{"compared", false}, {"reason", reason}};
+    v.reason = reason;
     return v;
   };
   if (!cfi::abi_of(file.info()))
@@ -346,36 +431,22 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
                                     "cut short, {} unreadable FDEs",
                                     cmp->large_regno, cmp->long_leb, cmp->truncated_fdes, cmp->ours_unreadable),
                         true);
-  const auto syms = elf::SymbolTable::read(file);
-  Json mism = Json::array(), miss = Json::array();
+  v.syms = elf::SymbolTable::read(file);
+  const elf::SymbolTable& syms = v.syms;
+  // The text's lines (the JSON is written from the comparison itself).
   for (const auto& m : cmp->mismatches) {
-    const std::string sf = rules_in_words(s, m.sframe), dw = rules_in_words(s, m.dwarf);
-    mism.push_back({{"pc", hex(m.pc)}, {"function", where(syms, m.pc)}, {"what", std::string(m.what)},
-                    {"sframe", sf}, {"dwarf", dw}});
+    if (!text) break;
     v.details += fmt::format("  mismatch at 0x{:x} <{}>: {} differs\n    SFrame: {}\n    DWARF:  {}\n", m.pc,
-                             where(syms, m.pc), m.what, sf, dw);
+                             where(syms, m.pc), m.what, rules_in_words(s, m.sframe), rules_in_words(s, m.dwarf));
   }
-  for (const auto& m : cmp->missing) {
-    // Printed from this record by missing_text (bounded unless -v).
-    miss.push_back({{"start", hex(m.start)}, {"end", hex(m.end)}, {"function", where(syms, m.start)},
-                    {"reason", std::string(cfi::describe(m.reason))}});
-  }
-  Json bare = Json::array();
   for (const auto& m : cmp->no_rules) {
+    if (!text) break;
     const std::string why = m.reason == cfi::Reason::kNone ? std::string() : std::string(cfi::describe(m.reason));
-    bare.push_back({{"start", hex(m.start)}, {"end", hex(m.end)}, {"function", where(syms, m.start)},
-                    {"reason", why}});
     v.details += fmt::format(
         "  no SFrame rules: 0x{:x}-0x{:x} <{}>: a signal-frame FDE without FREs (an outermost frame, SFrame v3 "
         "§1.2), where DWARF CFI recovers the caller{}\n",
         m.start, m.end, where(syms, m.start), why.empty() ? "" : " (" + why + ")");
   }
-  j["dwarf"] = {{"compared", true},
-                {"functions_checked", cmp->functions_checked},
-                {"pcs_checked", cmp->pcs_checked},
-                {"mismatches", mism},
-                {"missing", miss},
-                {"no_rules", bare}};
   v.summary = fmt::format("DWARF: {} functions, {} PCs, {} mismatch{}", cmp->functions_checked, cmp->pcs_checked,
                           cmp->mismatches.size(), cmp->mismatches.size() == 1 ? "" : "es");
   if (!cmp->mismatches.empty()) {
@@ -397,7 +468,10 @@ DwarfVerdict verify_against_dwarf(const elf::ElfFile& file, const Section& s, Js
     v.error = "no PC of the DWARF CFI is in the SFrame section (wrong section address?)";
     v.details += "  " + v.error + "\n";
   }
+  v.cmp.emplace(std::move(*cmp));
   return v;
 }
+
+}  // namespace
 
 }  // namespace sframe::tools

@@ -252,6 +252,36 @@ C
   one_line "lookup --pid of a dead process"
   j 1 "doc['pid'] == $dead and len(doc['error']) > 0" lookup --json --pid "$dead" 0x10
   t 2 "sframe: lookup: --pid abc: not a process ID" lookup --pid abc 0x10
+  # A module damaged on disk once mapped (its last FDE's FRE type made 15;
+  # spec §2.2.1: 0-2 defined): the results streamed around its own, which
+  # says why, make one document (python's parser).
+  cp liba.so libd.so
+  gcc -O2 -fPIE -pie -Wa,--gsframe parked.c -o parked-d -Wl,--no-as-needed -L. -l:libd.so -Wl,-rpath,"$PWD" || exit 1
+  ./parked-d & dpid=$!
+  trap 'kill $ppid $dpid 2>/dev/null' EXIT
+  sleep 0.3
+  dpath=$(readlink -f parked-d) lpath=$(readlink -f libd.so)
+  dbase=$(awk -v p="$dpath" '$6 == p && $3 == "00000000" { split($1, a, "-"); print a[1]; exit }' /proc/$dpid/maps)
+  lbase=$(awk -v p="$lpath" '$6 == p && $3 == "00000000" { split($1, a, "-"); print a[1]; exit }' /proc/$dpid/maps)
+  in_main=$(printf '0x%x' $((0x$dbase + 0x$(nm parked-d | awk '$3 == "parked_mid" { print $1 }') + 2)))
+  in_lib=$(printf '0x%x' $((0x$lbase + 0x$(nm libd.so | awk '$3 == "lib_leaf" { print $1 }') + 2)))
+  sec=$(readelf -SW libd.so | sed -n 's/^ *\[ *[0-9]*\] *\.sframe  *[A-Z_0-9+a-fx]*  *[0-9a-f]*  *\([0-9a-f]*\) .*/\1/p')
+  last=$(python3 - libd.so "$sec" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); sec = int(sys.argv[2], 16)
+magic, version, flags, abi, fp, ra, aux, nfdes, nfres, frelen, fdeoff, freoff = struct.unpack_from("<HBBBbbBIIIII", b, sec)
+assert magic == 0xdee2 and version in (1, 2), (hex(magic), version)
+size = 17 if version == 1 else 20  # §2.2: v2 adds sfde_func_rep_size and padding
+info = sec + 28 + aux + fdeoff + size * (nfdes - 1) + 16
+with open(sys.argv[1], "r+b") as f:  # in place: the mapped file itself
+    f.seek(info); f.write(bytes([b[info] | 0x0f]))
+print(nfdes - 1)
+PY
+)
+  j 1 "(r := doc['results']) and list(doc)[-1] == 'results' and len(r) == 3 and r[0]['found'] and r[2]['found'] and r[1]['found'] is False and list(r[1])[-1] == 'reason' and 'FDE $last (value 0xf)' in r[1]['reason'] and r[1]['module'] == '$lpath'" \
+    lookup --json --pid "$dpid" "$in_main" "$in_lib" "$in_main"
+  python3 -m json.tool out.json > /dev/null && ok || bad "lookup --pid with a damaged module: not one JSON document"
+  kill $dpid
   kill $ppid
   # FILE+OFFSET: the address relative to the load base (0 for a PIE).
   t 0 "" lookup parked "0x$off"

@@ -78,6 +78,36 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert list(d)[-
   pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL perf-script-midstream: error not last"; }
 head -c 300 "$src/tests/perf/data/small.data" > "$work/cut.data"
 "$bin" perf script --json -i "$work/cut.data" > "$work/perf-cut.json" 2>/dev/null; check perf-script-truncated "$work/perf-cut.json"
+# verify and stat stream their documents one file at a time: a file that
+# fails after others were written (a raw v2 section whose last FDE has FRE
+# type 15, spec v2 §2.2.1: 0-2 defined) is one element with its `error`
+# last, between complete ones, in one document (read by python's parser).
+"$bin" gen --format-version 2 -o "$work/cxx.sframe" "$shared/corpus/x86_64-v2-linked/cxx" > /dev/null 2>&1
+read -r last at < <(python3 - "$work/cxx.sframe" "$work/late.sframe" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+magic, version, flags, abi, fp, ra, aux, nfdes, nfres, frelen, fdeoff, freoff = struct.unpack_from("<HBBBbbBIIIII", b, 0)
+assert magic == 0xdee2 and version == 2 and nfdes > 1, (hex(magic), version, nfdes)
+info = 28 + aux + fdeoff + 20 * (nfdes - 1) + 16  # §2.2: 20-byte FDEs, sfde_func_info at 16
+b[info] |= 0x0f
+open(sys.argv[2], "wb").write(b)
+print(nfdes - 1, hex(info))
+PY
+)
+for cmd in verify stat; do
+  "$bin" $cmd --json "$work/cxx.sframe" "$work/late.sframe" "$work/cxx.sframe" > "$work/late-$cmd.json" 2>/dev/null
+  rc=$?
+  if [ $rc -eq 1 ] && python3 -m json.tool "$work/late-$cmd.json" > /dev/null && python3 - "$work/late-$cmd.json" "$last" "$at" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+f = doc["files"]
+bad = f[1]
+ok = (len(f) == 3 and list(doc)[-1] == "files" and list(bad)[-1] == "error" and "error" not in f[0] and "error" not in f[2]
+      and bad["error"].endswith(f"at byte {sys.argv[3]}, FDE {sys.argv[2]} (value 0xf)"))
+sys.exit(0 if ok else 1)
+PY
+  then check "$cmd with a section damaged at its last FDE" "$work/late-$cmd.json"; else fail=$((fail+1)); echo "FAIL $cmd --json with a section damaged at its last FDE (exit $rc)"; fi
+done
 # One model, two printers: the FRE rows of the JSON dump equal the text dump's.
 python3 - "$work/dump.json" "$bin" <<'PY' && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL json/text agreement"; }
 import json, subprocess, sys
@@ -108,6 +138,20 @@ sys.exit(0 if len(names) == 2 and names[1].endswith("bad-\ufffd-name.o") and "er
 PY
   then check "$cmd with a non-UTF-8 file name" "$work/badname-$cmd.json"; else fail=$((fail+1)); echo "FAIL $cmd --json with a non-UTF-8 file name (exit $rc)"; fi
 done
+# gen with several files writes each summary when its file is done: a file
+# that fails between two others is one element with its error, and a name
+# that is not UTF-8 is written as U+FFFD (it aborted the whole array).
+cp "$shared/corpus/x86_64-v2-linked/cxx" "${bad_name%.o}"
+"$bin" gen --json "$shared/corpus/x86_64-v2-linked/cxx" /nonexistent "${bad_name%.o}" > "$work/gen-several.json" 2>/dev/null
+rc=$?
+if [ $rc -eq 1 ] && python3 -m json.tool "$work/gen-several.json" > /dev/null && python3 - "$work/gen-several.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+ok = (len(a) == 3 and a[1]["file"] == "/nonexistent" and list(a[1])[-2:] == ["error", "seconds"]
+      and a[2]["file"].endswith("bad-\ufffd-name") and "error" not in a[0] and "error" not in a[2])
+sys.exit(0 if ok else 1)
+PY
+then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL gen --json with several files, one failing, one not UTF-8 (exit $rc)"; fi
 
 echo "json: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
