@@ -15,8 +15,8 @@ namespace sframe::record {
 namespace {
 
 constexpr std::uint64_t kPage = std::uint64_t{1} << SFRAME_RECORD_PAGE_SHIFT;
-// x86-64 DWARF register numbers (psABI): RSP 7, RBP 6.
-constexpr std::uint16_t kDwarfSp = 7, kDwarfFp = 6;
+// x86-64 DWARF register numbers (psABI): RSP 7, RBP 6, RBX 3.
+constexpr std::uint16_t kDwarfSp = 7, kDwarfFp = 6, kDwarfBx = 3;
 
 // One rule over link-time [lo, hi).
 struct Span {
@@ -44,11 +44,12 @@ sframe_record_row row_of(const FrameRow& r, bool generated, TableStats& st) {
     return n;
   };
   if (r.cfa.kind != Rule::Kind::kExpr || r.cfa.base != Rule::Base::kRegister || r.cfa.deref ||
-      (r.cfa.regnum != kDwarfSp && r.cfa.regnum != kDwarfFp))
+      (r.cfa.regnum != kDwarfSp && r.cfa.regnum != kDwarfFp && r.cfa.regnum != kDwarfBx))
     return none();
   if (r.ra.kind != Rule::Kind::kExpr || r.ra.base != Rule::Base::kCfa || !r.ra.deref || r.ra.offset != -8)
     return none();
   if (r.cfa.regnum == kDwarfFp) o.flags |= SFRAME_RECORD_ROW_CFA_FP;
+  if (r.cfa.regnum == kDwarfBx) o.flags |= SFRAME_RECORD_ROW_CFA_RBX;
   o.cfa_off = r.cfa.offset;
   if (r.fp.kind == Rule::Kind::kExpr) {
     if (r.fp.base != Rule::Base::kCfa || !r.fp.deref || r.fp.offset % 8 != 0 || r.fp.offset / 8 < -128 ||
@@ -78,7 +79,7 @@ sframe_record_row pc_mask_row(const Section& s, const Fde& fde, bool generated, 
     if (!r) return ++st.unsupported_rules, none;
     const sframe_record_row one = row_of(*r, generated, st);
     if (one.flags & (SFRAME_RECORD_ROW_NONE | SFRAME_RECORD_ROW_OUTERMOST | SFRAME_RECORD_ROW_CFA_FP |
-                     SFRAME_RECORD_ROW_FP_SAVED) ||
+                     SFRAME_RECORD_ROW_CFA_RBX | SFRAME_RECORD_ROW_FP_SAVED) ||
         one.cfa_off < 0 || one.cfa_off > 0xffff || fre->start_offset >= 16)
       return ++st.unsupported_rules, none;
     rules.emplace_back(fre->start_offset, one.cfa_off);

@@ -38,8 +38,10 @@ struct TableStats {
   std::uint64_t rows = 0;
   /// Modules whose rules are (partly) SFrame generated from .eh_frame.
   std::uint64_t generated_modules = 0;
-  /// Rules the page layout cannot hold, left to frame pointers: FLEX or
-  /// register-based rules, RA not at CFA - 8, PC-mask (PLT) functions.
+  /// Rules the page layout cannot hold, left to frame pointers: FLEX rules
+  /// with a CFA not based on SP, FP or RBX, or a dereferenced one; RA not at
+  /// CFA - 8; PC-mask (PLT) functions of more than one rule not in 16-byte
+  /// blocks.
   std::uint64_t unsupported_rules = 0;
   /// Pages with more than SFRAME_RECORD_PAGE_ROWS rows, left to frame
   /// pointers.

@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
     w.sp = reg[perf::kX86Sp];
     w.fp = reg[perf::kX86Bp];
     w.fp_known = 1;
+    w.rbx = reg[perf::kX86Bx];
+    w.rbx_known = has >> perf::kX86Bx & 1;
     w.exact = 1;
     w.max = SFRAME_RECORD_MAX_USER;
     w.tgid = rec.id.pid;

@@ -16,6 +16,7 @@
 // CO-RE views of the kernel types used (relocated against the running
 // kernel's BTF at load; the ___kern suffix is dropped when matching names).
 struct pt_regs___kern {
+  unsigned long bx;
   unsigned long bp;
   unsigned long sp;
   unsigned long ip;
@@ -253,13 +254,16 @@ int on_sample(struct bpf_perf_event_data *ctx) {
       w->pc = ctx->regs.rip;
       w->sp = ctx->regs.rsp;
       w->fp = ctx->regs.rbp;
+      w->rbx = ctx->regs.rbx;
     } else {
       struct pt_regs___kern *u = (struct pt_regs___kern *)bpf_task_pt_regs(task);
       w->pc = BPF_CORE_READ(u, ip);
       w->sp = BPF_CORE_READ(u, sp);
       w->fp = BPF_CORE_READ(u, bp);
+      w->rbx = BPF_CORE_READ(u, bx);
     }
     w->fp_known = 1;
+    w->rbx_known = 1;
     w->exact = 1;
     w->max = SFRAME_RECORD_MAX_USER;
     w->tgid = tgid;

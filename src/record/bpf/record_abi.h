@@ -43,6 +43,12 @@ enum sframe_record_row_flags {
    * 16-byte aligned addresses: CFA = SP + (cfa_off & 0xffff) for block
    * offsets below fp_off8, else SP + (cfa_off >> 16); FP unchanged. */
   SFRAME_RECORD_ROW_PCMASK = 64,
+  /* CFA = RBX + cfa_off (a FLEX rule, spec v3 §3.2: DWARF register 3; the
+   * dynamic linker's lazy-binding trampolines realign the stack and keep
+   * their CFA in RBX). The walk knows RBX in frame 0 (the sample's
+   * registers) and after a signal frame, as the library's does; elsewhere
+   * such a row ends the walk (bad rule). */
+  SFRAME_RECORD_ROW_CFA_RBX = 128,
 };
 
 /* One rule, from page offset `start` to the next row's start. On x86-64 the

@@ -10,7 +10,8 @@
  *    its module's page (a map lookup), the page's last row at or before the
  *    PC (binary search); callers are looked up at return address - 1
  *    (SFrame spec v3 §1.2: the PC inside the call);
- *  - an SFrame row: CFA = SP or FP + offset, RA at CFA - 8, the caller's FP
+ *  - an SFrame row: CFA = SP, FP or RBX + offset (RBX where known: frame 0
+ *    and after a signal frame), RA at CFA - 8, the caller's FP
  *    at CFA + offset or unchanged (spec §3.1); in a PC-mask (PLT) function,
  *    the row of the PC's offset in its 16-byte block; an unreadable FP slot leaves
  *    the caller's FP unknown; a row with RA undefined ends the walk;
@@ -53,6 +54,7 @@
  * unknown and the callback's states converge. */
 struct sframe_record_walk {
   __u64 pc, sp, fp;
+  __u64 rbx; /* valid when rbx_known */
   __u64 prev_cfa;
   /* The address a stop concerns (the unreadable one, the CFA). */
   __u64 stop_address;
@@ -74,7 +76,8 @@ struct sframe_record_walk {
   __u8 exact; /* pc is exact (frame 0, after a signal frame), else an RA */
   __u8 stop;
   __u8 last_source; /* enum sframe_record_source of the last step */
-  __u8 reserved[2];
+  __u8 rbx_known;
+  __u8 reserved;
 };
 
 /* The index of the mapping holding `pc`, or -1. */
@@ -179,8 +182,8 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
   if (!w) return 0;
   const __u64 lpc = w->exact ? w->pc : w->pc - 1;
   const struct sframe_record_row *row = sframe_record_rule(w, lpc);
-  __u64 cfa = 0, ra = 0, fp = w->fp, sp = 0;
-  __u8 fp_known = w->fp_known, signal = 0, source;
+  __u64 cfa = 0, ra = 0, fp = w->fp, sp = 0, rbx = 0;
+  __u8 fp_known = w->fp_known, signal = 0, rbx_known = 0, source;
   if (row && (row->flags & SFRAME_RECORD_ROW_SIGNAL)) {
     const __u64 g = w->sp + SFRAME_RECORD_SIGFRAME_GREGS;
     if (SFRAME_RECORD_READ(&fp, g + 10 * 8)) {
@@ -198,6 +201,13 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
       w->stop_address = g + 16 * 8;
       return 0;
     }
+    /* REG_RBX is 11. */
+    if (SFRAME_RECORD_READ(&rbx, g + 11 * 8)) {
+      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
+      w->stop_address = g + 11 * 8;
+      return 0;
+    }
+    rbx_known = 1;
     cfa = w->sp;
     fp_known = 1;
     signal = 1;
@@ -219,6 +229,13 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
         return 0;
       }
       cfa = w->fp + (__u64)(__s64)row->cfa_off;
+    } else if (row->flags & SFRAME_RECORD_ROW_CFA_RBX) {
+      if (!w->rbx_known) {
+        w->stop = SFRAME_RECORD_STOP_BAD_RULE;
+        w->stop_address = lpc;
+        return 0;
+      }
+      cfa = w->rbx + (__u64)(__s64)row->cfa_off;
     } else {
       cfa = w->sp + (__u64)(__s64)row->cfa_off;
     }
@@ -282,6 +299,8 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
   w->sp = sp;
   w->fp = fp;
   w->fp_known = fp_known;
+  w->rbx = rbx;
+  w->rbx_known = rbx_known;
   w->exact = signal;
   if (ra == 0) {
     w->stop = SFRAME_RECORD_STOP_ZERO_PC;
