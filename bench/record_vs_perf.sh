@@ -5,7 +5,10 @@
 #   bench/record_vs_perf.sh [SFRAME]     (root; RUNS=3 runs per figure)
 # Workloads: cfp (the perf tests' C program with frame pointers and its own
 # .sframe: SFrame and frame-pointer walks of the same stacks), c (no frame
-# pointers, own .sframe), python (python3: SFrame generated from .eh_frame).
+# pointers, own .sframe), python (python3: SFrame generated from .eh_frame),
+# clong (c for ten times as long, some 30 s: the recorder's fixed costs,
+# its BPF load and tables, spread over more samples, as in a recording
+# people leave running). WORKLOADS="c python" picks some.
 # Prints, per workload (medians over the runs, the range in brackets):
 #  - in-kernel cost per sample: the BPF program's mean (kernel
 #    run_time_ns / run_cnt) and the in-program median, walking SFrame and,
@@ -43,10 +46,12 @@ rng() { col "$1" "${2:-1}" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END 
 
 printf '%-7s %-34s %-34s %-32s %-40s %s\n' workload "BPF ns/sample sframe | fp (ratio)" \
   "bytes/sample sframe | dwarf | fp" "profiling CPU s: sframe | dwarf" "perf dwarf / sframe CPU" "workload slowdown: sframe | dwarf | fp"
-for w in cfp c python; do
+for w in ${WORKLOADS:-cfp c python clong}; do
   case $w in
     cfp) gcc -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
          cmd=(./prog 60000) ;;
+    clong) build_workload c
+           cmd[1]=$((cmd[1] * 10)) ;;
     *) build_workload "$w" ;;
   esac
   rm -f alone_$w srec_$w sfp_$w pdw_$w pfp_$w sconv_$w pconv_$w ns_$w nsfp_$w bytes_$w
