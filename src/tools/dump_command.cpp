@@ -63,6 +63,9 @@ class DumpCommand final : public Command {
   // The document is written as it is produced (a library's section gives
   // hundreds of megabytes of JSON): one file at a time, one FRE at a time.
   int run_json() {
+    // Bad usage is found before the document begins (its own document,
+    // exit 2), as in stat and verify.
+    for (const auto& path : opt_.files) split_input(path);
     return run_per_file("dump", opt_.files, true, [&](const std::string& path, JsonStream* doc) {
       std::string why;
       auto l = load(path, load_options(nullptr), why);

@@ -33,6 +33,14 @@ mapfile -t files < <(find "$shared/corpus" -type f ! -name '*.txt' ! -name '*.sf
 "$bin" dump --json "$shared"/corpus/raw-sections/*.sframe > "$work/dump-raw.json" 2>/dev/null; check dump-raw "$work/dump-raw.json"
 "$bin" stat --json "$shared"/corpus/raw-sections/gnu-v3-amd64.sframe@0x1000 > "$work/stat-raw.json" 2>/dev/null; check stat-raw "$work/stat-raw.json"
 "$bin" lookup --json /nonexistent 0x10 > "$work/lookup-err.json" 2>/dev/null; check lookup-error "$work/lookup-err.json"
+# A bad RAW@ADDRESS is bad usage (exit 2, the README's exit statuses), found
+# before the document begins: one document with the error, for each command.
+for c in dump stat verify; do
+  "$bin" $c --json "$shared"/corpus/raw-sections/gnu-v3-amd64.sframe@zz > "$work/$c-usage.json" 2>/dev/null
+  rc=$?
+  if [ $rc -ne 2 ]; then fail=$((fail+1)); echo "FAIL $c --json RAW@zz: exit $rc, not 2"; fi
+  check "$c-usage" "$work/$c-usage.json"
+done
 for f in x86_64-v3-linked/usesolib x86_64-v3-linked/realign s390x-v3-O2/basic.o aarch64-v3-pauth/basic.o raw-sections/gnu-v3-s390x.o; do
   "$bin" lookup --json "$shared/corpus/$f" 0x0 0x10 0x1040 0x1190 0x11a0 0x72 0x70 notanumber > "$work/lookup.json" 2>/dev/null
   check "lookup $f" "$work/lookup.json"
