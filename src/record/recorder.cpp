@@ -386,7 +386,7 @@ class Recording {
     if (size < SFRAME_RECORD_SAMPLE_HEAD) return 0;
     const auto* s = static_cast<const sframe_record_sample*>(data);
     const std::size_t at = self->arena_.size();
-    if (encode_walked(self->arena_, self->attr_, data, size))
+    if (encode_walked(self->arena_, self->attr_, data, size, self->chain_))
       self->pending_.push_back({s->time, self->seq_++, at, self->arena_.size() - at});
     return 0;
   }
@@ -397,12 +397,13 @@ class Recording {
     auto* self = static_cast<Recording*>(ctx);
     if (size < SFRAME_RECORD_COPY_HEAD) return 0;
     const auto* c = static_cast<const sframe_record_copy*>(data);
-    for (const std::uint32_t use : {kCheckSample, kDeferredSample}) {
-      if (!(c->flags & (use == kCheckSample ? SFRAME_RECORD_COPY_CHECK : SFRAME_RECORD_COPY_DEFERRED))) continue;
-      const std::size_t at = self->arena_.size();
-      if (encode_copy(self->arena_, self->copy_attr_, data, size))
-        self->pending_.push_back({c->time, self->seq_++, at, self->arena_.size() - at, use});
-    }
+    const std::size_t at = self->arena_.size();
+    if (!encode_copy(self->arena_, self->copy_attr_, data, size, self->chain_)) return 0;
+    // One encoding serves both uses (drain() keeps each pending's bytes).
+    const std::size_t n = self->arena_.size() - at;
+    if (c->flags & SFRAME_RECORD_COPY_CHECK) self->pending_.push_back({c->time, self->seq_++, at, n, kCheckSample});
+    if (c->flags & SFRAME_RECORD_COPY_DEFERRED)
+      self->pending_.push_back({c->time, self->seq_++, at, n, kDeferredSample});
     return 0;
   }
 
@@ -644,8 +645,8 @@ class Recording {
     perf::Record r;
     if (!copy_decoder_->decode(rec, r) || r.type != perf::kRecordSample) return;
     perf::unwound_callchain(r, session_->unwind(r), chain_);
-    std::vector<std::byte> out;
-    if (perf::rewrite_sample(out, r, chain_)) emit(out, true, false);
+    rewritten_.clear();
+    if (perf::rewrite_sample(rewritten_, r, chain_)) emit(rewritten_, true, false);
   }
 
   void read_counters() {
@@ -724,6 +725,7 @@ class Recording {
   std::vector<std::byte> arena_;
   std::vector<Pending> pending_;
   std::vector<std::uint64_t> chain_;
+  std::vector<std::byte> rewritten_;
   std::uint64_t seq_ = 0;
   std::string werr_;
   pid_t child_ = -1;

@@ -261,42 +261,41 @@ perf::SampleId sample_id(std::uint32_t pid, std::uint32_t tid, std::uint64_t tim
   id.cpu = cpu;
   return id;
 }
+// Appends a callchain part: its context marker, then `n` addresses.
+void append_part(std::vector<std::uint64_t>& chain, std::uint64_t marker, const __u64* ips, std::size_t n) {
+  if (!n) return;
+  chain.push_back(marker);
+  chain.insert(chain.end(), ips, ips + n);
+}
 }  // namespace
 
-bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size) {
+bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size,
+                   std::vector<std::uint64_t>& chain) {
   if (size < SFRAME_RECORD_SAMPLE_HEAD) return false;
   sframe_record_sample s;
   std::memcpy(&s, data, std::min(size, sizeof s));
   const std::size_t words = std::min<std::size_t>((size - SFRAME_RECORD_SAMPLE_HEAD) / 8, SFRAME_RECORD_MAX_FRAMES);
   const std::size_t kn = std::min<std::size_t>(s.kernel_nr, words);
   const std::size_t un = std::min<std::size_t>(s.user_nr, words - kn);
-  std::vector<std::uint64_t> chain;
-  if (kn) {
-    chain.push_back(perf::kContextKernel);
-    chain.insert(chain.end(), s.ips, s.ips + kn);
-  }
-  if (un) {
-    chain.push_back(perf::kContextUser);
-    chain.insert(chain.end(), s.ips + kn, s.ips + kn + un);
-  }
+  chain.clear();
+  append_part(chain, perf::kContextKernel, s.ips, kn);
+  append_part(chain, perf::kContextUser, s.ips + kn, un);
   const std::uint64_t ip = kn ? s.ips[0] : un ? s.ips[kn] : 0;
   const std::uint16_t misc = s.user_mode ? perf::kMiscUser : perf::kMiscKernel;
   return static_cast<bool>(
       perf::encode_sample(out, misc, attr, sample_id(s.pid, s.tid, s.time, s.cpu), ip, 0, s.period, chain));
 }
 
-bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size) {
+bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size,
+                 std::vector<std::uint64_t>& chain) {
   if (size < SFRAME_RECORD_COPY_HEAD) return false;
   sframe_record_copy head;
   std::memcpy(&head, data, SFRAME_RECORD_COPY_HEAD);
   const std::size_t stack =
       std::min<std::size_t>({head.stack_size, size - SFRAME_RECORD_COPY_HEAD, SFRAME_RECORD_COPY_STACK});
   const std::size_t kn = std::min<std::size_t>(head.kernel_nr, SFRAME_RECORD_MAX_KERNEL);
-  std::vector<std::uint64_t> chain;
-  if (kn) {
-    chain.push_back(perf::kContextKernel);
-    chain.insert(chain.end(), head.ips, head.ips + kn);
-  }
+  chain.clear();
+  append_part(chain, perf::kContextKernel, head.ips, kn);
   const perf::SampleId id = sample_id(head.pid, head.tid, head.time, head.cpu);
   std::uint64_t regs[SFRAME_RECORD_COPY_REGS];
   std::memcpy(regs, head.regs, sizeof regs);

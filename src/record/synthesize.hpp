@@ -45,14 +45,18 @@ bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const 
 /// sample of `attr` with its callchain (kernel frames after
 /// PERF_CONTEXT_KERNEL, user frames after PERF_CONTEXT_USER), appended to
 /// `out`. False, `out` unchanged, for a record shorter than its fixed part.
-bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size);
+/// `chain`: scratch for the callchain (reused across calls: no allocation
+/// per sample).
+bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size,
+                   std::vector<std::uint64_t>& chain);
 
 /// A stack copy from the BPF program (record_abi.h's sframe_record_copy,
 /// `size` bytes as its ring buffer holds them) as an ordinary
 /// --call-graph=dwarf sample of `attr` (kernel callchain, REGS_USER,
 /// STACK_USER), appended to `out`. False, `out` unchanged, for a copy
-/// shorter than its fixed part.
-bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size);
+/// shorter than its fixed part. `chain`: scratch, as for encode_walked().
+bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size,
+                 std::vector<std::uint64_t>& chain);
 
 class Synthesizer {
  public:

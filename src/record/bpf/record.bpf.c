@@ -168,10 +168,9 @@ static __always_inline int send_copy(struct bpf_perf_event_data *ctx, const stru
   c->kernel_nr = 0;
   c->stack_size = 0;
   c->flags = flags;
-  if (!s->user_mode) {
-    long got = bpf_get_stack(ctx, c->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
-    if (got > 0) c->kernel_nr = (__u16)(got / 8);
-  }
+  // The kernel callchain the sample already holds (its first kernel_nr
+  // entries), not a second bpf_get_stack().
+  if (s->kernel_nr && !bpf_probe_read_kernel(c->ips, sizeof c->ips, s->ips)) c->kernel_nr = s->kernel_nr;
   bpf_user_pt_regs_t r;
   __builtin_memset(&r, 0, sizeof r);
   if (user_task) {
