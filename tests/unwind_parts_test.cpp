@@ -122,6 +122,57 @@ TEST(UnwindModuleMap, SortedAllocationFreeAndChecked) {
   EXPECT_EQ(map.find(0x1000), nullptr);
 }
 
+TEST(UnwindModuleMap, AddSortedMergesAllOrNothing) {
+  std::array<Module, 6> storage;
+  ModuleMap map(storage);
+  ASSERT_TRUE(map.add(mod(0x3000, 0x4000)));
+  ASSERT_TRUE(map.add(mod(0x7000, 0x8000)));
+  const std::uint64_t g0 = map.generation();
+  EXPECT_TRUE(map.add_sorted({}));
+  EXPECT_EQ(map.generation(), g0);  // nothing added: same generation
+  // Before, between and after the present ones, touching them.
+  const std::array<Module, 3> in{mod(0x1000, 0x3000), mod(0x4000, 0x5000), mod(0x8000, 0x9000)};
+  ASSERT_TRUE(map.add_sorted(in));
+  EXPECT_NE(map.generation(), g0);
+  const std::uint64_t want[][2] = {{0x1000, 0x3000}, {0x3000, 0x4000}, {0x4000, 0x5000}, {0x7000, 0x8000}, {0x8000, 0x9000}};
+  ASSERT_EQ(map.modules().size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(map.modules()[i].range.begin, want[i][0]) << i;
+    EXPECT_EQ(map.modules()[i].range.end, want[i][1]) << i;
+  }
+  EXPECT_EQ(map.find(0x4800), &map.modules()[2]);
+  // Errors leave the map as it was.
+  const std::uint64_t g1 = map.generation();
+  const auto unchanged = [&] {
+    EXPECT_EQ(map.generation(), g1);
+    ASSERT_EQ(map.modules().size(), 5u);
+    for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(map.modules()[i].range.begin, want[i][0]);
+  };
+  const std::array<Module, 2> too_many{mod(0x9000, 0xa000), mod(0xa000, 0xb000)};
+  auto r = map.add_sorted(too_many);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), IoErrc::kModuleMapFull);
+  unchanged();
+  const std::array<Module, 1> overlapping{mod(0x6000, 0x7001)};
+  r = map.add_sorted(overlapping);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), IoErrc::kModulesOverlap);
+  EXPECT_EQ(r.error().value, 0x6000u);
+  unchanged();
+  const std::array<Module, 1> empty{mod(0x9000, 0x9000)};
+  r = map.add_sorted(empty);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), IoErrc::kBadModuleRange);
+  unchanged();
+  std::array<Module, 4> big_storage;
+  ModuleMap fresh(big_storage);
+  const std::array<Module, 2> self_overlap{mod(0x1000, 0x2000), mod(0x1800, 0x2800)};
+  r = fresh.add_sorted(self_overlap);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), IoErrc::kModulesOverlap);
+  EXPECT_TRUE(fresh.modules().empty());
+}
+
 TEST(UnwindRuleCache, DirectMappedAndGenerationKeyed) {
   std::array<RuleCache::Entry, 100> storage;  // not a power of two: 64 used
   RuleCache cache(storage);

@@ -87,6 +87,7 @@ struct MapEntry {
   std::uint64_t start = 0, end = 0, pgoff = 0;
   Dso* dso = nullptr;  // null: anonymous or unreadable file
   std::uint64_t bias = 0;
+  bool before_exec = false;  // the process's image before its last exec
 };
 
 // One process's executable mappings and the unwinder's maps over them.
@@ -157,6 +158,25 @@ struct Space {
     // the unwinder's maps as they are.
     if (exec || cut) dirty = true;
     if (cut) cut_since_build = true;
+  }
+  // After an exec the old image's mappings stay until the new image runs
+  // (see Impl::process, kRecordComm): marked here, dropped by settle_exec().
+  bool before_exec = false;
+  void mark_exec() {
+    for (auto& [start, m] : maps) m.before_exec = true;
+    before_exec = !maps.empty();
+  }
+  // Drops the old image's mappings once a sample's user PC lies in a
+  // mapping made since the exec: execve() has returned. A process kept them
+  // for good otherwise (every image a shell script's execs went through),
+  // and every build of the unwinder's maps took their modules along.
+  void settle_exec(std::uint64_t user_pc) {
+    if (!before_exec) return;
+    const MapEntry* m = find(user_pc);
+    if (!m || m->before_exec) return;
+    std::erase_if(maps, [](const auto& kv) { return kv.second.before_exec; });
+    before_exec = false;
+    reset_maps();
   }
   // Every mapping changes (exec, a fork's copy): the next build is full.
   void reset_maps() {
@@ -449,7 +469,9 @@ struct Session::Impl {
         // An exec keeps the old mappings until new ones replace them, as
         // perf's map state does: a sample taken inside execve, after the
         // new image's MMAP records, still holds the old image's user PC.
+        // Until the new image runs (Space::settle_exec()).
         comms[r.comm.tid] = std::string(r.comm.comm);
+        if (r.comm.exec && r.comm.pid == r.comm.tid) space(r.comm.pid).mark_exec();
         return;
       case kRecordExit:
         // perf 7.2 forgets an exited thread: a later sample of its tid
@@ -474,6 +496,7 @@ struct Session::Impl {
           auto p = spaces.find(t.ppid);
           Space& s = space(t.pid);
           s.maps = p != spaces.end() ? p->second->maps : std::map<std::uint64_t, MapEntry>{};
+          s.before_exec = p != spaces.end() && p->second->before_exec;
           s.reset_maps();
         }
         return;
@@ -666,6 +689,7 @@ struct Session::Impl {
       // No stack copy: the recorded user frames, already at return
       // address - 1 for callers.
       Space& s = space(r.id.pid);
+      s.settle_exec(smp.callchain(user_at));
       if (s.dirty || s.built_epoch != epoch) update(s);
       for (std::uint64_t i = user_at; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
         const std::uint64_t v = smp.callchain(i);
@@ -677,6 +701,7 @@ struct Session::Impl {
       const std::uint64_t sp = reg[kX86Sp];
       out.walked = true;
       Space& s = space(r.id.pid);
+      s.settle_exec(reg[kX86Ip]);
       if (s.dirty || s.built_epoch != epoch) update(s);
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
       s.cache->sync(s.table.primary().generation());

@@ -43,6 +43,33 @@ Expected<void> ModuleMap::add(const Module& m) noexcept {
   return {};
 }
 
+Expected<void> ModuleMap::add_sorted(std::span<const Module> ms) noexcept {
+  if (ms.empty()) return {};
+  if (ms.size() > storage_.size() - size_) return make_error(IoErrc::kModuleMapFull, 0, storage_.size());
+  // Checked in merged order before anything moves, so that an error leaves
+  // the map as it was.
+  const Module* prev = nullptr;
+  for (std::size_t i = 0, j = 0; i < size_ || j < ms.size();) {
+    const bool take_new = j < ms.size() && (i == size_ || ms[j].range.begin < storage_[i].range.begin);
+    const Module& m = take_new ? ms[j++] : storage_[i++];
+    if (take_new && m.range.begin >= m.range.end) return make_error(IoErrc::kBadModuleRange, 0, m.range.begin);
+    if (prev && prev->range.end > m.range.begin)
+      return make_error(IoErrc::kModulesOverlap, 0, take_new ? m.range.begin : prev->range.begin);
+    prev = &m;
+  }
+  // From the top down, in place: each module moves at most once.
+  std::size_t i = size_, j = ms.size(), k = size_ + ms.size();
+  while (j > 0) {
+    if (i > 0 && storage_[i - 1].range.begin > ms[j - 1].range.begin)
+      storage_[--k] = storage_[--i];
+    else
+      storage_[--k] = ms[--j];
+  }
+  size_ += ms.size();
+  generation_ = next_generation();
+  return {};
+}
+
 bool ModuleMap::remove(std::uint64_t begin) noexcept {
   for (std::size_t i = 0; i < size_; ++i) {
     if (storage_[i].range.begin != begin) continue;

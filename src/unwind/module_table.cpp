@@ -15,6 +15,25 @@ namespace {
 // cache).
 std::size_t with_room(std::size_t n) { return n + std::max<std::size_t>(64, n); }
 
+// The indices of `entries` in address order, equal starts in their order.
+// Sorted as (start, index) keys: moving the Modules themselves (a Section
+// each) costs more than the rest of a refill.
+std::vector<std::size_t> address_order(std::span<const Module> entries) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> keys(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) keys[i] = {entries[i].range.begin, i};
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::size_t> order(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].second;
+  return order;
+}
+
+std::vector<Module> by_address(std::span<const Module> entries) {
+  std::vector<Module> out;
+  out.reserve(entries.size());
+  for (std::size_t i : address_order(entries)) out.push_back(entries[i]);
+  return out;
+}
+
 }  // namespace
 
 std::optional<Module> ModuleTable::entry(const cfi::UnwindSection& u, AddressRange range, std::uint64_t bias) noexcept {
@@ -54,13 +73,9 @@ void ModuleTable::fill(std::span<const Module> entries, std::vector<Module>& sto
                        std::size_t capacity) {
   storage.assign(std::max(entries.size(), capacity), Module{});
   map = ModuleMap(std::span<Module>(storage));
-  // In address order, so that each add() appends. Sorted as (start, index)
-  // keys: moving the Modules themselves (a Section each) costs more than the
-  // rest of a refill; equal starts keep their order, as a stable sort would.
-  std::vector<std::pair<std::uint64_t, std::size_t>> order(entries.size());
-  for (std::size_t i = 0; i < entries.size(); ++i) order[i] = {entries[i].range.begin, i};
-  std::sort(order.begin(), order.end());
-  for (const auto& [begin, i] : order) (void)map.add(entries[i]);
+  // In address order, so that each add() appends; one at a time, so that
+  // an entry overlapping an earlier one is left out alone.
+  for (std::size_t i : address_order(entries)) (void)map.add(entries[i]);
 }
 
 ModuleTable::ModuleTable() : primary_(std::span<Module>()), extra_(std::span<Module>()) {}
@@ -87,11 +102,15 @@ bool ModuleTable::extend(const Entries& e, RuleCache* cache) {
   if (primary_.modules().size() + e.primary.size() > primary_.capacity() ||
       extra_.modules().size() + e.extra.size() > extra_.capacity())
     return false;
-  for (const Module& m : e.primary)
-    if (!add_adopted(primary_, m, cache)) return false;
-  for (const Module& m : e.extra)
-    if (!extra_.add(m)) return false;
-  return true;
+  // Merged in one pass each: a process's maps hold thousands of generated
+  // FDEs, and inserting a new mapping's entries one at a time shifted them
+  // all for each.
+  const std::vector<Module> prim = by_address(e.primary), extra = by_address(e.extra);
+  const std::uint64_t gen = primary_.generation();
+  if (!primary_.add_sorted(prim)) return false;
+  if (cache && cache->generation() == gen)
+    for (const Module& m : prim) cache->adopt(primary_.generation(), m.range.begin, m.range.end);
+  return static_cast<bool>(extra_.add_sorted(extra));
 }
 
 ModuleTable::Generated ModuleTable::generate_for_pc(cfi::ModuleUnwind& u, AddressRange range, std::uint64_t bias,

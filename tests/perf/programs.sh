@@ -52,7 +52,10 @@ for _ in range(25):
     json.loads(s)
     ET.fromstring("<r>" + "".join("<a b='%d'/>" % i for i in range(2000)) + "</r>")
 PY
-      cmd=(python3 work.py) ;;
+      # The interpreter itself: a version manager's shim (pyenv's) would put
+      # its chain of execs in the recording, samples inside execve that the
+      # perfs name differently.
+      cmd=("$(python3 -c 'import sys; print(sys.executable)')" work.py) ;;
     *) echo "unknown part $1" >&2; exit 2 ;;
   esac
 }

@@ -94,6 +94,13 @@ class ModuleMap {
   /// storage left), kBadModuleRange (empty range), kModulesOverlap (its
   /// range overlaps a module already present; `value` = m.range.begin).
   Expected<void> add(const Module& m) noexcept;
+  /// Inserts every module of `ms`, which must be sorted by range.begin, in
+  /// one merge: O(size() + ms.size()), where add() one at a time shifts the
+  /// map for each. All or nothing: on an error the map is unchanged. Errors
+  /// as add(): kModuleMapFull, kBadModuleRange, kModulesOverlap (also for
+  /// `ms` unsorted or overlapping itself; `value` = the begin of the module
+  /// found overlapping). One new generation when anything was added.
+  Expected<void> add_sorted(std::span<const Module> ms) noexcept;
   /// Removes the module whose range starts at `begin`; false if none.
   bool remove(std::uint64_t begin) noexcept;
   /// Removes every module.
