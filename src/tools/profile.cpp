@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
+#include <string>
 
 namespace sframe::tools::profile {
 namespace {
@@ -81,7 +83,7 @@ std::size_t Profile::FrameKeyHash::operator()(const FrameKey& k) const noexcept 
 }
 
 std::size_t Profile::RootHash::operator()(const Root& r) const noexcept {
-  return mix(mix(mix(std::hash<std::uint64_t>{}(r.pid), r.tid), r.comm), r.event);
+  return mix(mix(mix(std::hash<std::uint64_t>{}(r.pid), r.tid), r.raw_comm), r.event);
 }
 
 Profile::Profile() { intern(""); }
@@ -112,12 +114,19 @@ std::uint32_t Profile::frame_id(const Frame& f) {
                      m.pgoff,
                      {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
                      {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
-  Cached& c = frame_cache_[(f.pc * 0x9e3779b97f4a7c15ull) >> 52];
-  if (c.id != kNone && c.key == key) return c.id;
-  auto [it, fresh] = frame_ids_.try_emplace(key, static_cast<std::uint32_t>(frames_.size()));
-  c = {key, it->second};
-  if (!fresh) return it->second;
-  FrameEntry e{f.pc, intern(f.function), intern(f.source), kNone};
+  if (2 * (frames_.size() + 1) > frame_slots_.size()) {
+    // At most half full: probes stay short.
+    frame_slots_.assign(frame_slots_.empty() ? 1024 : 2 * frame_slots_.size(), kNone);
+    frame_shift_ = 64 - static_cast<unsigned>(std::countr_zero(frame_slots_.size()));
+    for (std::size_t id = 0; id < frame_keys_.size(); ++id)
+      frame_slots_[frame_slot(frame_keys_[id])] = static_cast<std::uint32_t>(id);
+  }
+  const std::size_t slot = frame_slot(key);
+  if (frame_slots_[slot] != kNone) return frame_slots_[slot];
+  const auto id = static_cast<std::uint32_t>(frames_.size());
+  frame_slots_[slot] = id;
+  frame_keys_.push_back(key);
+  FrameEntry e{f.pc, intern(f.function), intern(f.source), kNone, f.function};
   if (!m.file.empty() || m.end != 0) {
     const FrameKey mkey{0, m.start, m.end, m.pgoff, {nullptr, nullptr, m.file.data(), m.build_id.data()},
                         {0, 0, m.file.size(), m.build_id.size()}};
@@ -126,7 +135,19 @@ std::uint32_t Profile::frame_id(const Frame& f) {
     e.mapping = mit->second;
   }
   frames_.push_back(e);
-  return it->second;
+  return id;
+}
+
+std::size_t Profile::frame_slot(const FrameKey& k) const {
+  // Fibonacci hashing of a cheap mix: the top bits depend on every bit of
+  // the PC, the name's address and the mapping's start.
+  const std::uint64_t h = k.pc ^ std::rotl(reinterpret_cast<std::uintptr_t>(k.p[0]), 21) ^ std::rotl(k.start, 42);
+  const std::size_t mask = frame_slots_.size() - 1;
+  for (std::size_t i = (h * 0x9e3779b97f4a7c15ull) >> frame_shift_;; i = (i + 1) & mask) {
+    const std::uint32_t id = frame_slots_[i];
+    // The whole key, bytewise: it has no padding (a static_assert says so).
+    if (id == kNone || std::memcmp(&frame_keys_[id], &k, sizeof k) == 0) return i;
+  }
 }
 
 void Profile::add_event(std::string_view event) {
@@ -139,8 +160,19 @@ void Profile::add(const Sample& s) {
   if (nodes_.size() + s.frames.size() + 1 >= kNone || frames_.size() + s.frames.size() >= kNone)
     throw std::length_error("profile: more than 2^32 distinct frames or stack prefixes");
   ++samples_;
-  const Root root{s.pid, s.tid, intern(s.comm), intern(s.event)};
-  if (std::find(events_.begin(), events_.end(), root.event) == events_.end()) events_.push_back(root.event);
+  if (last_comm_.id == kNone || last_comm_.name != s.comm) {
+    auto it = raw_comm_ids_.find(s.comm);
+    if (it == raw_comm_ids_.end()) {
+      raw_comms_.emplace_back(s.comm);  // a deque keeps it in place for the key's view
+      it = raw_comm_ids_.emplace(raw_comms_.back(), static_cast<std::uint32_t>(raw_comms_.size() - 1)).first;
+    }
+    last_comm_ = {std::string(s.comm), intern(s.comm), it->second};
+  }
+  if (last_event_.id == kNone || last_event_.name != s.event) {
+    last_event_ = {std::string(s.event), intern(s.event)};
+    if (std::find(events_.begin(), events_.end(), last_event_.id) == events_.end()) events_.push_back(last_event_.id);
+  }
+  const Root root{s.pid, s.tid, last_comm_.id, last_event_.id, last_comm_.raw};
   auto [rit, rfresh] = root_nodes_.try_emplace(root, static_cast<std::uint32_t>(nodes_.size()));
   if (rfresh) {
     nodes_.push_back({kNone, static_cast<std::uint32_t>(roots_.size())});
@@ -149,28 +181,106 @@ void Profile::add(const Sample& s) {
   std::uint32_t node = rit->second;
   if (node != last_root_) {
     last_root_ = node;
-    last_frames_.clear();
-    last_nodes_.clear();
+    last_depth_ = 0;
   }
+  if (last_frames_.size() < s.frames.size()) {
+    last_frames_.resize(s.frames.size());
+    last_nodes_.resize(s.frames.size());
+  }
+  bool shared = true;  // the frames so far are the last sample's
   std::size_t depth = 0;
   for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f, ++depth) {
     const std::uint32_t fid = frame_id(*f);
-    if (depth < last_frames_.size() && last_frames_[depth] == fid) {
+    if (shared && depth < last_depth_ && last_frames_[depth] == fid) {
       node = last_nodes_[depth];
       continue;
     }
+    shared = false;
     auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
     if (fresh) nodes_.push_back({node, fid});
     node = child;
     // From the first difference on, this sample's path replaces the last
-    // (a longer last path stays valid: each entry is a path from the root).
-    last_frames_.resize(depth);
-    last_nodes_.resize(depth);
-    last_frames_.push_back(fid);
-    last_nodes_.push_back(node);
+    // (a longer last path stays valid while no frame differed: each entry
+    // is a path from the root).
+    last_frames_[depth] = fid;
+    last_nodes_[depth] = node;
+    last_depth_ = depth + 1;
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;
+}
+
+std::string folded_stacks(const Profile& p) {
+  // The call tree by folded names: one node per distinct (parent, name),
+  // node 0 above the comms. Names get ids once per frame and per root, so
+  // the tree is built with one index lookup per Profile node.
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+  std::vector<std::string_view> names;
+  const auto name_id = [&](std::string s) {
+    auto [it, fresh] = name_ids.try_emplace(std::move(s), static_cast<std::uint32_t>(names.size()));
+    if (fresh) names.push_back(it->first);  // node keys stay in place
+    return it->second;
+  };
+  std::vector<std::uint32_t> frame_name(p.frames().size());
+  for (std::size_t i = 0; i < frame_name.size(); ++i) {
+    const std::string_view raw = p.frames()[i].raw_function;
+    std::string n = raw.data() ? std::string(raw) : std::string("[unknown]");
+    std::replace(n.begin(), n.end(), ';', ':');
+    frame_name[i] = name_id(std::move(n));
+  }
+  std::vector<std::uint32_t> root_name(p.roots().size());
+  for (std::size_t i = 0; i < root_name.size(); ++i) {
+    std::string n = p.raw_comms()[p.roots()[i].raw_comm];
+    std::replace(n.begin(), n.end(), ' ', '_');
+    root_name[i] = name_id(std::move(n));
+  }
+  struct Node {
+    std::uint32_t parent, name;
+    std::uint64_t count;
+  };
+  std::vector<Node> tree{{Profile::kNone, Profile::kNone, 0}};
+  FlatIndex child;
+  const auto& nodes = p.nodes();
+  std::vector<std::uint32_t> at(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Profile::Node& n = nodes[i];
+    const std::uint32_t parent = n.parent == Profile::kNone ? 0 : at[n.parent];
+    const std::uint32_t name = n.parent == Profile::kNone ? root_name[n.frame] : frame_name[n.frame];
+    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()));
+    if (fresh) tree.push_back({parent, name, 0});
+    tree[id].count += n.count;
+    at[i] = id;
+  }
+  child = {};
+  at = {};
+  // A line per node where stacks end; lines equal as text (a comm holding
+  // ';' reads as frames) are one.
+  std::vector<std::pair<std::string, std::uint64_t>> lines;
+  std::vector<std::uint32_t> path;
+  for (std::uint32_t i = 1; i < tree.size(); ++i) {
+    if (tree[i].count == 0) continue;
+    path.clear();
+    for (std::uint32_t k = i; k != 0; k = tree[k].parent) path.push_back(tree[k].name);
+    std::string line;
+    for (auto n = path.rbegin(); n != path.rend(); ++n) {
+      if (n != path.rbegin()) line += ';';
+      line += names[*n];
+    }
+    lines.emplace_back(std::move(line), tree[i].count);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (std::size_t i = 0; i < lines.size();) {
+    std::uint64_t count = 0;
+    std::size_t k = i;
+    for (; k < lines.size() && lines[k].first == lines[i].first; ++k) count += lines[k].second;
+    out += lines[i].first;
+    out += ' ';
+    out += std::to_string(count);
+    out += '\n';
+    i = k;
+  }
+  return out;
 }
 
 }  // namespace sframe::tools::profile

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,7 +40,9 @@ struct Mapping {
 struct Frame {
   /// Runtime address: the sampled PC, or return address - 1 for callers.
   std::uint64_t pc = 0;
-  /// Demangled function name; empty: unknown.
+  /// Demangled function name; empty: unknown to pprof and the SVG
+  /// ("[unknown]" in folded stacks only when data() is null: an empty name
+  /// given stays empty there).
   std::string_view function;
   /// Source file of the function; empty: unknown.
   std::string_view source;
@@ -103,11 +106,15 @@ class Profile {
     std::uint64_t pc;
     std::uint32_t function, source;  // string ids (0: unknown)
     std::uint32_t mapping;           // index into mappings(), kNone: none
+    /// The function name as given (Frame::function), bytes not made UTF-8.
+    std::string_view raw_function;
   };
   /// The pid, tid, comm and event a tree of stacks belongs to.
   struct Root {
     std::uint32_t pid, tid;
     std::uint32_t comm, event;  // string ids
+    /// Index of the comm as given (bytes not made UTF-8) in raw_comms().
+    std::uint32_t raw_comm;
   };
   /// A call tree node: a frame called from `parent` (kNone: `frame` is the
   /// index of a Root), with the samples and period whose stack ends here.
@@ -135,6 +142,8 @@ class Profile {
   const std::vector<std::uint32_t>& events() const { return events_; }
   /// Index of `event` (a string id) in events().
   std::size_t event_index(std::uint32_t event) const;
+  /// The comms as given, by Root::raw_comm.
+  const std::deque<std::string>& raw_comms() const { return raw_comms_; }
   std::uint64_t samples() const { return samples_; }
 
   /// The id of `s`, added if new.
@@ -147,6 +156,7 @@ class Profile {
     std::size_t n[4];
     bool operator==(const FrameKey&) const = default;
   };
+  static_assert(std::has_unique_object_representations_v<FrameKey>, "FrameKey is compared bytewise");
   struct FrameKeyHash {
     std::size_t operator()(const FrameKey& k) const noexcept;
   };
@@ -155,24 +165,34 @@ class Profile {
   };
   struct RootEq {
     bool operator()(const Root& a, const Root& b) const noexcept {
-      return a.pid == b.pid && a.tid == b.tid && a.comm == b.comm && a.event == b.event;
+      return a.pid == b.pid && a.tid == b.tid && a.raw_comm == b.raw_comm && a.event == b.event;
     }
   };
   std::uint32_t frame_id(const Frame& f);
+  // The comm's or the event's ids: samples come in runs of one thread and
+  // one event, so the last one given is compared before any hashing.
+  struct LastName {
+    std::string name;
+    std::uint32_t id = kNone, raw = kNone;
+  };
+  LastName last_comm_, last_event_;
+  std::deque<std::string> raw_comms_;
+  std::unordered_map<std::string_view, std::uint32_t> raw_comm_ids_;
 
   std::deque<std::string> strings_;
   std::unordered_map<std::string_view, std::uint32_t> string_ids_;
   std::vector<MappingEntry> mappings_;
   std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> mapping_ids_;
   std::vector<FrameEntry> frames_;
-  std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> frame_ids_;
-  // The frames seen last, by PC: a profile repeats a few thousand frames,
-  // and a comparison here costs less than hashing the whole key.
-  struct Cached {
-    FrameKey key{};
-    std::uint32_t id = kNone;
-  };
-  std::vector<Cached> frame_cache_ = std::vector<Cached>(4096);
+  // The frames' keys (by frame id) and an open-addressed index of them:
+  // slots hold frame ids (kNone: empty), hashed on the PC, the name and the
+  // mapping's start, compared on the whole key. A profile repeats a few
+  // thousand frames; a node-based map's hashing of the whole key cost more
+  // than the rest of the aggregation.
+  std::vector<FrameKey> frame_keys_;
+  std::vector<std::uint32_t> frame_slots_;
+  unsigned frame_shift_ = 64;  // 64 - log2(frame_slots_.size())
+  std::size_t frame_slot(const FrameKey& k) const;
   std::vector<Root> roots_;
   std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
   std::vector<Node> nodes_;
@@ -183,8 +203,16 @@ class Profile {
   // first): consecutive samples of a thread mostly share their outer
   // frames, whose nodes are then taken from here, not looked up again.
   std::uint32_t last_root_ = kNone;
+  std::size_t last_depth_ = 0;  // the valid entries of the two below
   std::vector<std::uint32_t> last_frames_;
   std::vector<std::uint32_t> last_nodes_;
 };
+
+/// The profile's stacks collapsed as stackcollapse-perf.pl writes them
+/// (`sframe perf script --folded`): "COMM;OUTER;...;INNER COUNT" per line,
+/// the comm's spaces as '_', ';' in function names as ':', "[unknown]" for
+/// a frame without name, names and comm as given (not made UTF-8); pid,
+/// tid, event and PCs merged; lines in byte order.
+std::string folded_stacks(const Profile& p);
 
 }  // namespace sframe::tools::profile
