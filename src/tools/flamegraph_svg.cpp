@@ -174,7 +174,8 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
   tree.push_back({kUnknown, Profile::kNone, 0});
   FlatIndex child;
   const auto child_of = [&](std::uint32_t parent, std::uint32_t name) {
-    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()));
+    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
+                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
     if (fresh) {
       tree.push_back({name, parent, tree[parent].depth + 1, Profile::kNone, tree[parent].first_child});
       tree[parent].first_child = id;

@@ -18,32 +18,6 @@ std::size_t mix(std::size_t h, std::uint64_t v) {
 
 }  // namespace
 
-std::pair<std::uint32_t, bool> FlatIndex::try_emplace(std::uint64_t key, std::uint32_t value) {
-  // At most half full: probes stay short.
-  if (2 * (size_ + 1) > slots_.size()) grow();
-  const std::size_t mask = slots_.size() - 1;
-  // Fibonacci hashing: the product's top bits depend on every bit of the
-  // key (parent and child alike).
-  for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (s.key == key) return {s.value, false};
-    if (s.key == ~std::uint64_t{0}) {
-      s = {key, value};
-      ++size_;
-      return {value, true};
-    }
-  }
-}
-
-void FlatIndex::grow() {
-  std::vector<Slot> old(slots_.empty() ? 64 : 2 * slots_.size());
-  old.swap(slots_);
-  shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
-  size_ = 0;
-  for (const Slot& s : old)
-    if (s.key != ~std::uint64_t{0}) try_emplace(s.key, s.value);
-}
-
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -196,7 +170,8 @@ void Profile::add(const Sample& s) {
       continue;
     }
     shared = false;
-    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
+    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()),
+                                                [this](std::uint32_t id) { return key_of(nodes_[id]); });
     if (fresh) nodes_.push_back({node, fid});
     node = child;
     // From the first difference on, this sample's path replaces the last
@@ -246,7 +221,8 @@ std::string folded_stacks(const Profile& p) {
     const Profile::Node& n = nodes[i];
     const std::uint32_t parent = n.parent == Profile::kNone ? 0 : at[n.parent];
     const std::uint32_t name = n.parent == Profile::kNone ? root_name[n.frame] : frame_name[n.frame];
-    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()));
+    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
+                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
     if (fresh) tree.push_back({parent, name, 0});
     tree[id].count += n.count;
     at[i] = id;

@@ -10,6 +10,7 @@
 // the distinct frames and stack prefixes seen, not with the sample count.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -63,23 +64,47 @@ struct Sample {
   std::span<const Frame> frames;
 };
 
-/// A map from 64-bit keys (all but ~0) to 32-bit values, open addressing
-/// with linear probing in one array: the call trees' (parent, child) index,
+/// An index of call tree nodes by their 64-bit key (parent << 32 | name or
+/// frame): open addressing with linear probing in one array of node ids,
 /// where a node-based map's allocation per entry costs more than the rest
-/// of the aggregation.
+/// of the aggregation. Slots hold only the ids (4 bytes, not a 16-byte key
+/// and value): a node's key is read back from the node through `key_of`,
+/// which keeps a million-stack profile's index a quarter of the size.
 class FlatIndex {
  public:
-  /// The value of `key`, inserting `value` if absent; true when inserted.
-  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t value);
+  /// The id whose key_of() is `key`, inserting `id` (not yet known to
+  /// key_of) if there is none; true when inserted.
+  template <class KeyOf>
+  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t id, KeyOf key_of) {
+    // At most half full: probes stay short.
+    if (2 * (size_ + 1) > slots_.size()) grow(key_of);
+    std::uint32_t& slot = find(key, key_of);
+    if (slot != kEmpty) return {slot, false};
+    slot = id;
+    ++size_;
+    return {id, true};
+  }
   std::size_t size() const { return size_; }
 
  private:
-  struct Slot {
-    std::uint64_t key = ~std::uint64_t{0};
-    std::uint32_t value = 0;
-  };
-  void grow();
-  std::vector<Slot> slots_;
+  static constexpr std::uint32_t kEmpty = 0xffffffffu;
+  template <class KeyOf>
+  std::uint32_t& find(std::uint64_t key, KeyOf& key_of) {
+    const std::size_t mask = slots_.size() - 1;
+    // Fibonacci hashing: the product's top bits depend on every bit of the
+    // key (parent and child alike).
+    for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask)
+      if (slots_[i] == kEmpty || key_of(slots_[i]) == key) return slots_[i];
+  }
+  template <class KeyOf>
+  void grow(KeyOf& key_of) {
+    std::vector<std::uint32_t> old(slots_.empty() ? 64 : 2 * slots_.size(), kEmpty);
+    old.swap(slots_);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
+    for (std::uint32_t id : old)
+      if (id != kEmpty) find(key_of(id), key_of) = id;
+  }
+  std::vector<std::uint32_t> slots_;
   std::size_t size_ = 0;
   unsigned shift_ = 64;  // 64 - log2(slots_.size())
 };
@@ -197,6 +222,7 @@ class Profile {
   std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
   std::vector<Node> nodes_;
   FlatIndex children_;  // parent << 32 | frame -> node
+  static std::uint64_t key_of(const Node& n) { return std::uint64_t{n.parent} << 32 | n.frame; }
   std::vector<std::uint32_t> events_;
   std::uint64_t samples_ = 0;
   // The previous sample's root node, frame ids and nodes (outermost
