@@ -80,14 +80,23 @@ std::size_t Profile::event_index(std::uint32_t event) const {
   return static_cast<std::size_t>(std::find(events_.begin(), events_.end(), event) - events_.begin());
 }
 
-std::uint32_t Profile::frame_id(const Frame& f) {
+Profile::FrameKey Profile::frame_key(const Frame& f) {
   const Mapping& m = f.mapping;
-  const FrameKey key{f.pc,
-                     m.start,
-                     m.end,
-                     m.pgoff,
-                     {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
-                     {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
+  return {f.pc,
+          m.start,
+          m.end,
+          m.pgoff,
+          {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
+          {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
+}
+
+bool Profile::same_key(const FrameKey& a, const FrameKey& b) {
+  // Bytewise: the key has no padding (a static_assert says so).
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+std::uint32_t Profile::frame_id(const Frame& f, const FrameKey& key) {
+  const Mapping& m = f.mapping;
   if (2 * (frames_.size() + 1) > frame_slots_.size()) {
     // At most half full: probes stay short.
     frame_slots_.assign(frame_slots_.empty() ? 1024 : 2 * frame_slots_.size(), kNone);
@@ -119,8 +128,7 @@ std::size_t Profile::frame_slot(const FrameKey& k) const {
   const std::size_t mask = frame_slots_.size() - 1;
   for (std::size_t i = (h * 0x9e3779b97f4a7c15ull) >> frame_shift_;; i = (i + 1) & mask) {
     const std::uint32_t id = frame_slots_[i];
-    // The whole key, bytewise: it has no padding (a static_assert says so).
-    if (id == kNone || std::memcmp(&frame_keys_[id], &k, sizeof k) == 0) return i;
+    if (id == kNone || same_key(frame_keys_[id], k)) return i;
   }
 }
 
@@ -147,16 +155,16 @@ void Profile::add(const Sample& s) {
     if (std::find(events_.begin(), events_.end(), last_event_.id) == events_.end()) events_.push_back(last_event_.id);
   }
   const Root root{s.pid, s.tid, last_comm_.id, last_event_.id, last_comm_.raw};
-  auto [rit, rfresh] = root_nodes_.try_emplace(root, static_cast<std::uint32_t>(nodes_.size()));
-  if (rfresh) {
-    nodes_.push_back({kNone, static_cast<std::uint32_t>(roots_.size())});
-    roots_.push_back(root);
-  }
-  std::uint32_t node = rit->second;
-  if (node != last_root_) {
-    last_root_ = node;
+  if (last_root_ == kNone || !RootEq{}(root, roots_[nodes_[last_root_].frame])) {
+    auto [rit, rfresh] = root_nodes_.try_emplace(root, static_cast<std::uint32_t>(nodes_.size()));
+    if (rfresh) {
+      nodes_.push_back({kNone, static_cast<std::uint32_t>(roots_.size())});
+      roots_.push_back(root);
+    }
+    last_root_ = rit->second;
     last_depth_ = 0;
   }
+  std::uint32_t node = last_root_;
   if (last_frames_.size() < s.frames.size()) {
     last_frames_.resize(s.frames.size());
     last_nodes_.resize(s.frames.size());
@@ -164,12 +172,15 @@ void Profile::add(const Sample& s) {
   bool shared = true;  // the frames so far are the last sample's
   std::size_t depth = 0;
   for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f, ++depth) {
-    const std::uint32_t fid = frame_id(*f);
-    if (shared && depth < last_depth_ && last_frames_[depth] == fid) {
+    // A frame the last sample has at this depth is taken from there, with
+    // its node, without looking it up.
+    const FrameKey key = frame_key(*f);
+    if (shared && depth < last_depth_ && same_key(frame_keys_[last_frames_[depth]], key)) {
       node = last_nodes_[depth];
       continue;
     }
     shared = false;
+    const std::uint32_t fid = frame_id(*f, key);
     auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()),
                                                 [this](std::uint32_t id) { return key_of(nodes_[id]); });
     if (fresh) nodes_.push_back({node, fid});

@@ -193,7 +193,10 @@ class Profile {
       return a.pid == b.pid && a.tid == b.tid && a.raw_comm == b.raw_comm && a.event == b.event;
     }
   };
-  std::uint32_t frame_id(const Frame& f);
+  static FrameKey frame_key(const Frame& f);
+  static bool same_key(const FrameKey& a, const FrameKey& b);
+  /// The id of frame `f` (whose key is `key`), added if new.
+  std::uint32_t frame_id(const Frame& f, const FrameKey& key);
   // The comm's or the event's ids: samples come in runs of one thread and
   // one event, so the last one given is compared before any hashing.
   struct LastName {
