@@ -22,7 +22,7 @@ namespace pb = perftools::profiles;
 // gzip (RFC 1952) with zlib, fed piece by piece: windowBits 15 + 16
 // selects the gzip wrapper, which `go tool pprof` and the back ends expect.
 // Level 1, as Go's runtime/pprof writes its profiles: the default level took
-// twice the time of the rest of the writer for a few percent of size.
+// more than the rest of the writer, for files about 8% smaller.
 class Gzip {
  public:
   Gzip() {
