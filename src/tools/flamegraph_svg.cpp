@@ -10,22 +10,12 @@
 #include <cmath>
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace sframe::tools::profile {
 namespace {
 
-// The call paths by name: comm, then function names outermost first.
-struct NameNode {
-  std::uint32_t name;    // string id; kUnknown: "[unknown]"
-  std::uint32_t parent;  // Profile::kNone: the root
-  std::uint32_t depth;
-  // Callees: the first, and each one's next (Profile::kNone: no more).
-  std::uint32_t first_child = Profile::kNone;
-  std::uint32_t next_sibling = Profile::kNone;
-  std::uint64_t total = 0;
-};
+// The name of a frame without one ("[unknown]") in the name tree.
 constexpr std::uint32_t kUnknown = Profile::kNone;
 
 // Appends `s` (UTF-8: valid_utf8()) as XML character data or attribute
@@ -143,34 +133,16 @@ constexpr std::string_view kScript = R"JS(
 }  // namespace
 
 std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
-  // The name tree: one node per distinct (parent, name); node 0 the root.
-  std::vector<NameNode> tree;
-  tree.push_back({kUnknown, Profile::kNone, 0});
-  FlatIndex child;
-  const auto child_of = [&](std::uint32_t parent, std::uint32_t name) {
-    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
-                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
-    if (fresh) {
-      tree.push_back({name, parent, tree[parent].depth + 1, Profile::kNone, tree[parent].first_child});
-      tree[parent].first_child = id;
-    }
-    return id;
-  };
-  const auto& nodes = p.nodes();
-  std::vector<std::uint32_t> at(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Profile::Node& n = nodes[i];
-    if (n.parent == Profile::kNone) {
-      at[i] = child_of(0, p.roots()[n.frame].comm);
-    } else {
-      const std::uint32_t f = p.frames()[n.frame].function;
-      at[i] = child_of(at[n.parent], f == 0 ? kUnknown : f);
-    }
-    tree[at[i]].total += n.count;
-  }
-  child = {};
-  // Totals: children come after their parents.
-  for (std::size_t i = tree.size(); i-- > 1;) tree[tree[i].parent].total += tree[i].total;
+  // The call paths by name: comm, then function names outermost first;
+  // node 0 the root.
+  std::vector<std::uint32_t> root_name(p.roots().size()), frame_name(p.frames().size());
+  for (std::size_t i = 0; i < root_name.size(); ++i) root_name[i] = p.roots()[i].comm;
+  for (std::size_t i = 0; i < frame_name.size(); ++i)
+    frame_name[i] = p.frames()[i].function == 0 ? kUnknown : p.frames()[i].function;
+  std::vector<NameNode> tree = name_tree(p, root_name, frame_name);
+  // From here on, a node's count is its total: its own samples and its
+  // callees' (children come after their parents).
+  for (std::size_t i = tree.size(); i-- > 1;) tree[tree[i].parent].count += tree[i].count;
   const auto name_of = [&](const NameNode& n) -> std::string_view {
     return &n == &tree[0] ? std::string_view("all") : n.name == kUnknown ? std::string_view("[unknown]")
                                                                           : std::string_view(p.strings()[n.name]);
@@ -187,13 +159,14 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
 
   const unsigned width = std::max(opt.width, 200u);
   const double pad = 10, plot = width - 2 * pad;
-  const std::uint64_t total = tree[0].total;
+  const std::uint64_t total = tree[0].count;
   const auto px_of = [&](std::uint64_t n) { return total ? double(n) / double(total) * plot : plot; };
 
   // The frames drawn at threshold `t`, in preorder, with their sample
   // offsets; and the bytes they will take, roughly.
   struct Drawn {
     std::uint32_t node;
+    std::uint32_t depth;  // root 0
     std::uint64_t x;
   };
   std::vector<Drawn> drawn;
@@ -204,24 +177,24 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
     drawn.clear();
     depth = 0;
     std::size_t bytes = 0;
-    stack.push_back({0, 0});
+    stack.push_back({0, 0, 0});
     while (!stack.empty()) {
       const Drawn d = stack.back();
       stack.pop_back();
       const NameNode& n = tree[d.node];
-      if (d.node != 0 && px_of(n.total) < min_width) continue;
+      if (d.node != 0 && px_of(n.count) < min_width) continue;
       drawn.push_back(d);
-      depth = std::max(depth, n.depth);
+      depth = std::max(depth, d.depth);
       const std::size_t name_size = name_of(n).size();
-      bytes += 230 + name_size + std::min(name_size, static_cast<std::size_t>(px_of(n.total) / 7));
+      bytes += 230 + name_size + std::min(name_size, static_cast<std::size_t>(px_of(n.count) / 7));
       // Children side by side from the frame's start (its own samples to
       // their right), pushed last first so that they come out in order.
       const std::vector<std::uint32_t>& sorted = children_of(n);
       std::uint64_t x = d.x;
-      for (std::uint32_t c : sorted) x += tree[c].total;
+      for (std::uint32_t c : sorted) x += tree[c].count;
       for (auto c = sorted.rbegin(); c != sorted.rend(); ++c) {
-        x -= tree[*c].total;
-        stack.push_back({*c, x});
+        x -= tree[*c].count;
+        stack.push_back({*c, d.depth + 1, x});
       }
     }
     if (bytes <= opt.max_bytes || drawn.size() <= 1) break;
@@ -262,21 +235,21 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
   for (const Drawn& d : drawn) {
     const NameNode& n = tree[d.node];
     const std::string_view name = name_of(n);
-    const double x = pad + px_of(d.x), w = px_of(n.total);
+    const double x = pad + px_of(d.x), w = px_of(n.count);
     // Whole pixels (top and frame_h are): written as integers, which is how
     // fmt writes a double holding one, and the label's baseline half a pixel
     // lower.
-    const auto y = static_cast<std::uint64_t>(top + (depth - n.depth) * frame_h);
+    const auto y = static_cast<std::uint64_t>(top + (depth - d.depth) * frame_h);
     name_buf.clear();
     put_escaped(name_buf, name);
     const Colour c = colour(name);
     frame_buf.clear();
-    const Fixed2 share(total ? 100.0 * double(n.total) / double(total) : 0.0), fx(x), fw(w), tx(x + 3);
+    const Fixed2 share(total ? 100.0 * double(n.count) / double(total) : 0.0), fx(x), fw(w), tx(x + 3);
     fmt::format_to(fmt::appender(frame_buf),
                    FMT_COMPILE("<g class=\"f\" id=\"f{}\" data-n=\"{}\" data-x=\"{}\" data-d=\"{}\"><title>{} ({} "
                                "samples, {}%)</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
                                "fill=\"rgb({},{},{})\" rx=\"2\"/><text x=\"{}\" y=\"{}.5\">"),
-                   d.node, n.total, d.x, n.depth, name_buf, n.total, share.view(), fx.view(), y, fw.view(),
+                   d.node, n.count, d.x, d.depth, name_buf, n.count, share.view(), fx.view(), y, fw.view(),
                    static_cast<int>(frame_h) - 1, c.r, c.g, c.b, tx.view(), y + 11);
     out.append(frame_buf.data(), frame_buf.size());
     // The label: as much of the name as fits (about 7 px a character).

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -196,10 +197,31 @@ void Profile::add(const Sample& s) {
   nodes_[node].period += s.period;
 }
 
+std::vector<NameNode> name_tree(const Profile& p, std::span<const std::uint32_t> root_name,
+                                std::span<const std::uint32_t> frame_name) {
+  std::vector<NameNode> tree{{Profile::kNone, Profile::kNone}};
+  FlatIndex child;
+  const auto& nodes = p.nodes();
+  std::vector<std::uint32_t> at(nodes.size());  // Profile node -> name node
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Profile::Node& n = nodes[i];
+    const std::uint32_t parent = n.parent == Profile::kNone ? 0 : at[n.parent];
+    const std::uint32_t name = n.parent == Profile::kNone ? root_name[n.frame] : frame_name[n.frame];
+    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
+                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
+    if (fresh) {
+      tree.push_back({parent, name, Profile::kNone, tree[parent].first_child});
+      tree[parent].first_child = id;
+    }
+    tree[id].count += n.count;
+    at[i] = id;
+  }
+  return tree;
+}
+
 std::string folded_stacks(const Profile& p) {
-  // The call tree by folded names: one node per distinct (parent, name),
-  // node 0 above the comms. Names get ids once per frame and per root, so
-  // the tree is built with one index lookup per Profile node.
+  // The call tree by folded names. Names get ids once per frame and per
+  // root, so the tree is built with one index lookup per Profile node.
   std::unordered_map<std::string, std::uint32_t> name_ids;
   std::vector<std::string_view> names;
   const auto name_id = [&](std::string s) {
@@ -220,26 +242,7 @@ std::string folded_stacks(const Profile& p) {
     std::replace(n.begin(), n.end(), ' ', '_');
     root_name[i] = name_id(std::move(n));
   }
-  struct Node {
-    std::uint32_t parent, name;
-    std::uint64_t count;
-  };
-  std::vector<Node> tree{{Profile::kNone, Profile::kNone, 0}};
-  FlatIndex child;
-  const auto& nodes = p.nodes();
-  std::vector<std::uint32_t> at(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Profile::Node& n = nodes[i];
-    const std::uint32_t parent = n.parent == Profile::kNone ? 0 : at[n.parent];
-    const std::uint32_t name = n.parent == Profile::kNone ? root_name[n.frame] : frame_name[n.frame];
-    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
-                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
-    if (fresh) tree.push_back({parent, name, 0});
-    tree[id].count += n.count;
-    at[i] = id;
-  }
-  child = {};
-  at = {};
+  std::vector<NameNode> tree = name_tree(p, root_name, frame_name);
   // A line per node where stacks end; lines equal as text (a comm holding
   // ';' reads as frames) are one.
   std::vector<std::pair<std::string, std::uint64_t>> lines;

@@ -237,6 +237,26 @@ class Profile {
   std::vector<std::uint32_t> last_nodes_;
 };
 
+/// A node of a Profile's call trees re-keyed by name (name_tree()).
+struct NameNode {
+  std::uint32_t parent;  // Profile::kNone: node 0, above the roots
+  std::uint32_t name;    // the caller's name id
+  /// The callees: the first, and each one's next (Profile::kNone: no
+  /// more), the last made first.
+  std::uint32_t first_child = Profile::kNone;
+  std::uint32_t next_sibling = Profile::kNone;
+  /// The samples whose stack ends here.
+  std::uint64_t count = 0;
+};
+
+/// `p`'s call trees merged by name, as the flame graph and folded stacks
+/// show them: a node per distinct path of names (a root's name, then its
+/// frames' names outermost first), node 0 above the roots, parents before
+/// children. Names are ids the caller gives: `root_name[i]` for
+/// p.roots()[i], `frame_name[i]` for p.frames()[i]; equal ids merge.
+std::vector<NameNode> name_tree(const Profile& p, std::span<const std::uint32_t> root_name,
+                                std::span<const std::uint32_t> frame_name);
+
 /// The profile's stacks collapsed as stackcollapse-perf.pl writes them
 /// (`sframe perf script --folded`): "COMM;OUTER;...;INNER COUNT" per line,
 /// the comm's spaces as '_', ';' in function names as ':', "[unknown]" for
