@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "flamegraph_svg.hpp"
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <concepts>
+#include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -22,29 +23,70 @@ constexpr std::uint32_t kUnknown = Profile::kNone;
 // text, at most `max_chars` characters: the five special characters as
 // entities, the control characters XML 1.0 does not allow as U+FFFD.
 void put_escaped(std::string& out, std::string_view s, std::size_t max_chars = std::string_view::npos) {
-  std::size_t chars = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  std::size_t chars = 0, i = 0;
+  std::size_t plain = 0;  // where the bytes not yet appended begin: appended in runs
+  for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     // A character ends where the next begins (continuation bytes go with
     // their lead byte).
     if ((c & 0xc0) != 0x80 && chars++ == max_chars) break;
+    std::string_view entity;
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&': entity = "&amp;"; break;
+      case '<': entity = "&lt;"; break;
+      case '>': entity = "&gt;"; break;
+      case '"': entity = "&quot;"; break;
+      case '\'': entity = "&#39;"; break;
       default:
-        if (c < 0x20 && c != '\t')
-          out += "\xef\xbf\xbd";
-        else
-          out += static_cast<char>(c);
+        if (c < 0x20 && c != '\t') entity = "\xef\xbf\xbd";
     }
+    if (entity.empty()) continue;
+    out.append(s.substr(plain, i - plain));
+    out.append(entity);
+    plain = i + 1;
   }
+  out.append(s.substr(plain, i - plain));
 }
 
 // A warm colour from the name (flamegraph.pl's default palette), the same
 // for the same name in every graph.
+
+// Writes text and unsigned integers (in decimal, as fmt writes them) at
+// `p`, which has room for them (see room()): the frames' markup, written
+// through fmt (run-time or compiled format strings) or appended to a
+// std::string piece by piece, was most of the writer's time.
+template <std::size_t N>
+void put(char*& p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  p += N - 1;
+}
+void put(char*& p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  p += s.size();
+}
+constexpr std::size_t kDigits = 20;  // of 2^64 - 1
+template <std::unsigned_integral U>
+void put(char*& p, U v) {
+  p = std::to_chars(p, p + kDigits, v).ptr;
+}
+template <std::size_t N>
+constexpr std::size_t room(const char (&)[N]) {
+  return N - 1;
+}
+inline std::size_t room(std::string_view s) { return s.size(); }
+template <std::unsigned_integral U>
+constexpr std::size_t room(U) {
+  return kDigits;
+}
+// Appends the parts to `out`.
+template <class... Parts>
+void append(std::string& out, const Parts&... parts) {
+  const std::size_t at = out.size();
+  out.resize(at + (room(parts) + ...));
+  char* p = out.data() + at;
+  (put(p, parts), ...);
+  out.resize(static_cast<std::size_t>(p - out.data()));
+}
 
 struct Colour {
   unsigned r, g, b;
@@ -229,9 +271,6 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
                  "placeholder=\"Search (regular expression)\" style=\"width:250px\"/></foreignObject>\n",
                  pad, width - pad, height - 12, pad, height - 12, width - pad - 260);
   std::string name_buf;
-  // The frames' markup goes through a buffer formatted with compiled format
-  // strings: parsed at run time, the format was most of the writer's time.
-  fmt::memory_buffer frame_buf;
   for (const Drawn& d : drawn) {
     const NameNode& n = tree[d.node];
     const std::string_view name = name_of(n);
@@ -243,15 +282,12 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
     name_buf.clear();
     put_escaped(name_buf, name);
     const Colour c = colour(name);
-    frame_buf.clear();
     const Fixed2 share(total ? 100.0 * double(n.count) / double(total) : 0.0), fx(x), fw(w), tx(x + 3);
-    fmt::format_to(fmt::appender(frame_buf),
-                   FMT_COMPILE("<g class=\"f\" id=\"f{}\" data-n=\"{}\" data-x=\"{}\" data-d=\"{}\"><title>{} ({} "
-                               "samples, {}%)</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-                               "fill=\"rgb({},{},{})\" rx=\"2\"/><text x=\"{}\" y=\"{}.5\">"),
-                   d.node, n.count, d.x, d.depth, name_buf, n.count, share.view(), fx.view(), y, fw.view(),
-                   static_cast<int>(frame_h) - 1, c.r, c.g, c.b, tx.view(), y + 11);
-    out.append(frame_buf.data(), frame_buf.size());
+    append(out, "<g class=\"f\" id=\"f", d.node, "\" data-n=\"", n.count, "\" data-x=\"", d.x, "\" data-d=\"", d.depth,
+           "\"><title>", std::string_view(name_buf), " (", n.count, " samples, ", share.view(), "%)</title><rect x=\"", fx.view(),
+           "\" y=\"", y, "\" width=\"", fw.view(), "\" height=\"", static_cast<unsigned>(frame_h) - 1,
+           "\" fill=\"rgb(", c.r, ",", c.g, ",", c.b, ")\" rx=\"2\"/><text x=\"", tx.view(), "\" y=\"", y + 11,
+           ".5\">");
     // The label: as much of the name as fits (about 7 px a character).
     const auto fit = static_cast<std::size_t>(std::max(0.0, (w - 6) / 7));
     if (fit >= 3) {
