@@ -4,58 +4,97 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <charconv>
+#include <concepts>
+#include <cstring>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace sframe::tools::profile {
 namespace {
 
-// The call paths by name: comm, then function names outermost first.
-struct NameNode {
-  std::uint32_t name;    // string id; kUnknown: "[unknown]"
-  std::uint32_t parent;  // Profile::kNone: the root
-  std::uint32_t depth;
-  // Callees: the first, and each one's next (Profile::kNone: no more).
-  std::uint32_t first_child = Profile::kNone;
-  std::uint32_t next_sibling = Profile::kNone;
-  std::uint64_t total = 0;
-};
+// The name of a frame without one ("[unknown]") in the name tree.
 constexpr std::uint32_t kUnknown = Profile::kNone;
 
 // Appends `s` (UTF-8: valid_utf8()) as XML character data or attribute
 // text, at most `max_chars` characters: the five special characters as
 // entities, the control characters XML 1.0 does not allow as U+FFFD.
 void put_escaped(std::string& out, std::string_view s, std::size_t max_chars = std::string_view::npos) {
-  std::size_t chars = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  std::size_t chars = 0, i = 0;
+  std::size_t plain = 0;  // where the bytes not yet appended begin: appended in runs
+  for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     // A character ends where the next begins (continuation bytes go with
     // their lead byte).
     if ((c & 0xc0) != 0x80 && chars++ == max_chars) break;
+    std::string_view entity;
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&': entity = "&amp;"; break;
+      case '<': entity = "&lt;"; break;
+      case '>': entity = "&gt;"; break;
+      case '"': entity = "&quot;"; break;
+      case '\'': entity = "&#39;"; break;
       default:
-        if (c < 0x20 && c != '\t')
-          out += "\xef\xbf\xbd";
-        else
-          out += static_cast<char>(c);
+        if (c < 0x20 && c != '\t') entity = "\xef\xbf\xbd";
     }
+    if (entity.empty()) continue;
+    out.append(s.substr(plain, i - plain));
+    out.append(entity);
+    plain = i + 1;
   }
+  out.append(s.substr(plain, i - plain));
 }
 
 // A warm colour from the name (flamegraph.pl's default palette), the same
 // for the same name in every graph.
-std::string colour(std::string_view name) {
+
+// Writes text and unsigned integers (in decimal, as fmt writes them) at
+// `p`, which has room for them (see room()): the frames' markup, written
+// through fmt (run-time or compiled format strings) or appended to a
+// std::string piece by piece, was most of the writer's time.
+template <std::size_t N>
+void put(char*& p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  p += N - 1;
+}
+void put(char*& p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  p += s.size();
+}
+constexpr std::size_t kDigits = 20;  // of 2^64 - 1
+template <std::unsigned_integral U>
+void put(char*& p, U v) {
+  p = std::to_chars(p, p + kDigits, v).ptr;
+}
+template <std::size_t N>
+constexpr std::size_t room(const char (&)[N]) {
+  return N - 1;
+}
+inline std::size_t room(std::string_view s) { return s.size(); }
+template <std::unsigned_integral U>
+constexpr std::size_t room(U) {
+  return kDigits;
+}
+// Appends the parts to `out`.
+template <class... Parts>
+void append(std::string& out, const Parts&... parts) {
+  const std::size_t at = out.size();
+  out.resize(at + (room(parts) + ...));
+  char* p = out.data() + at;
+  (put(p, parts), ...);
+  out.resize(static_cast<std::size_t>(p - out.data()));
+}
+
+struct Colour {
+  unsigned r, g, b;
+};
+Colour colour(std::string_view name) {
   std::uint32_t h = 2166136261u;  // FNV-1a
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  const unsigned r = 205 + (h % 50), g = (h >> 8) % 230, b = (h >> 16) % 55;
-  return fmt::format("rgb({},{},{})", r, g, b);
+  return {205 + (h % 50), (h >> 8) % 230, (h >> 16) % 55};
 }
 
 // The viewer's script: zoom (click, #zoom=ID, #zoom-name=NAME), search (the
@@ -136,33 +175,16 @@ constexpr std::string_view kScript = R"JS(
 }  // namespace
 
 std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
-  // The name tree: one node per distinct (parent, name); node 0 the root.
-  std::vector<NameNode> tree;
-  tree.push_back({kUnknown, Profile::kNone, 0});
-  FlatIndex child;
-  const auto child_of = [&](std::uint32_t parent, std::uint32_t name) {
-    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()));
-    if (fresh) {
-      tree.push_back({name, parent, tree[parent].depth + 1, Profile::kNone, tree[parent].first_child});
-      tree[parent].first_child = id;
-    }
-    return id;
-  };
-  const auto& nodes = p.nodes();
-  std::vector<std::uint32_t> at(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Profile::Node& n = nodes[i];
-    if (n.parent == Profile::kNone) {
-      at[i] = child_of(0, p.roots()[n.frame].comm);
-    } else {
-      const std::uint32_t f = p.frames()[n.frame].function;
-      at[i] = child_of(at[n.parent], f == 0 ? kUnknown : f);
-    }
-    tree[at[i]].total += n.count;
-  }
-  child = {};
-  // Totals: children come after their parents.
-  for (std::size_t i = tree.size(); i-- > 1;) tree[tree[i].parent].total += tree[i].total;
+  // The call paths by name: comm, then function names outermost first;
+  // node 0 the root.
+  std::vector<std::uint32_t> root_name(p.roots().size()), frame_name(p.frames().size());
+  for (std::size_t i = 0; i < root_name.size(); ++i) root_name[i] = p.roots()[i].comm;
+  for (std::size_t i = 0; i < frame_name.size(); ++i)
+    frame_name[i] = p.frames()[i].function == 0 ? kUnknown : p.frames()[i].function;
+  std::vector<NameNode> tree = name_tree(p, root_name, frame_name);
+  // From here on, a node's count is its total: its own samples and its
+  // callees' (children come after their parents).
+  for (std::size_t i = tree.size(); i-- > 1;) tree[tree[i].parent].count += tree[i].count;
   const auto name_of = [&](const NameNode& n) -> std::string_view {
     return &n == &tree[0] ? std::string_view("all") : n.name == kUnknown ? std::string_view("[unknown]")
                                                                           : std::string_view(p.strings()[n.name]);
@@ -179,13 +201,14 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
 
   const unsigned width = std::max(opt.width, 200u);
   const double pad = 10, plot = width - 2 * pad;
-  const std::uint64_t total = tree[0].total;
+  const std::uint64_t total = tree[0].count;
   const auto px_of = [&](std::uint64_t n) { return total ? double(n) / double(total) * plot : plot; };
 
   // The frames drawn at threshold `t`, in preorder, with their sample
   // offsets; and the bytes they will take, roughly.
   struct Drawn {
     std::uint32_t node;
+    std::uint32_t depth;  // root 0
     std::uint64_t x;
   };
   std::vector<Drawn> drawn;
@@ -196,24 +219,24 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
     drawn.clear();
     depth = 0;
     std::size_t bytes = 0;
-    stack.push_back({0, 0});
+    stack.push_back({0, 0, 0});
     while (!stack.empty()) {
       const Drawn d = stack.back();
       stack.pop_back();
       const NameNode& n = tree[d.node];
-      if (d.node != 0 && px_of(n.total) < min_width) continue;
+      if (d.node != 0 && px_of(n.count) < min_width) continue;
       drawn.push_back(d);
-      depth = std::max(depth, n.depth);
+      depth = std::max(depth, d.depth);
       const std::size_t name_size = name_of(n).size();
-      bytes += 230 + name_size + std::min(name_size, static_cast<std::size_t>(px_of(n.total) / 7));
+      bytes += 230 + name_size + std::min(name_size, static_cast<std::size_t>(px_of(n.count) / 7));
       // Children side by side from the frame's start (its own samples to
       // their right), pushed last first so that they come out in order.
       const std::vector<std::uint32_t>& sorted = children_of(n);
       std::uint64_t x = d.x;
-      for (std::uint32_t c : sorted) x += tree[c].total;
+      for (std::uint32_t c : sorted) x += tree[c].count;
       for (auto c = sorted.rbegin(); c != sorted.rend(); ++c) {
-        x -= tree[*c].total;
-        stack.push_back({*c, x});
+        x -= tree[*c].count;
+        stack.push_back({*c, d.depth + 1, x});
       }
     }
     if (bytes <= opt.max_bytes || drawn.size() <= 1) break;
@@ -251,17 +274,20 @@ std::string flamegraph_svg(const Profile& p, const FlameGraphOptions& opt) {
   for (const Drawn& d : drawn) {
     const NameNode& n = tree[d.node];
     const std::string_view name = name_of(n);
-    const double x = pad + px_of(d.x), w = px_of(n.total);
-    const double y = top + (depth - n.depth) * frame_h;
+    const double x = pad + px_of(d.x), w = px_of(n.count);
+    // Whole pixels (top and frame_h are): written as integers, which is how
+    // fmt writes a double holding one, and the label's baseline half a pixel
+    // lower.
+    const auto y = static_cast<std::uint64_t>(top + (depth - d.depth) * frame_h);
     name_buf.clear();
     put_escaped(name_buf, name);
-    fmt::format_to(std::back_inserter(out),
-                   "<g class=\"f\" id=\"f{}\" data-n=\"{}\" data-x=\"{}\" data-d=\"{}\"><title>{} ({} samples, "
-                   "{:.2f}%)</title><rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>"
-                   "<text x=\"{:.2f}\" y=\"{}\">",
-                   d.node, n.total, d.x, n.depth, name_buf, n.total,
-                   total ? 100.0 * double(n.total) / double(total) : 0.0, x, y, w, frame_h - 1, colour(name), x + 3,
-                   y + 11.5);
+    const Colour c = colour(name);
+    const Fixed2 share(total ? 100.0 * double(n.count) / double(total) : 0.0), fx(x), fw(w), tx(x + 3);
+    append(out, "<g class=\"f\" id=\"f", d.node, "\" data-n=\"", n.count, "\" data-x=\"", d.x, "\" data-d=\"", d.depth,
+           "\"><title>", std::string_view(name_buf), " (", n.count, " samples, ", share.view(), "%)</title><rect x=\"", fx.view(),
+           "\" y=\"", y, "\" width=\"", fw.view(), "\" height=\"", static_cast<unsigned>(frame_h) - 1,
+           "\" fill=\"rgb(", c.r, ",", c.g, ",", c.b, ")\" rx=\"2\"/><text x=\"", tx.view(), "\" y=\"", y + 11,
+           ".5\">");
     // The label: as much of the name as fits (about 7 px a character).
     const auto fit = static_cast<std::size_t>(std::max(0.0, (w - 6) / 7));
     if (fit >= 3) {

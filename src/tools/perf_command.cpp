@@ -15,7 +15,6 @@
 #include <bit>
 #include <cstring>
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <iterator>
 #include <span>
@@ -151,8 +150,10 @@ class PerfScript {
     [[gnu::used]] static perf::Session* kept = nullptr;
     kept = new perf::Session(info, text ? compat.session : perf::SessionOptions{});
     perf::Session& session = *kept;
-    // --pprof, --flamegraph: every sample also goes into one Profile.
+    // --folded, --pprof, --flamegraph: every sample goes into one Profile,
+    // the one aggregation they are all written from.
     const bool profiling = !opt_.pprof.empty() || !opt_.flamegraph.empty();
+    const bool aggregating = opt_.folded || profiling;
     profile::Profile prof;
     std::vector<profile::Frame> pframes;
     std::string_view kernel_build_id;
@@ -161,8 +162,6 @@ class PerfScript {
     if (profiling)
       for (const auto& a : info.attrs) prof.add_event(a.name);
     Out out;
-    std::map<std::string, std::uint64_t> folded;
-    std::string stack;
     // --json: written as the samples come (a recording's samples are not
     // kept): the envelope, the file, then one sample at a time.
     std::optional<JsonStream> js;
@@ -175,7 +174,6 @@ class PerfScript {
       js->key("samples");
       js->begin_array();
     }
-    static const std::string kUnknown = "[unknown]";
     auto r = data->for_each([&](const perf::Record& rec) {
       if (rec.type != perf::kRecordSample) {
         session.process(rec);
@@ -183,21 +181,8 @@ class PerfScript {
       }
       const perf::UnwoundSample& u = session.unwind(rec);
       const std::string_view comm = session.comm(rec.id.tid);
-      if (profiling) add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
-      if (opt_.folded) {
-        // stackcollapse.py: comm (spaces as '_'), then the frames outermost
-        // first, ';' in names as ':'.
-        stack.assign(comm);
-        std::replace(stack.begin(), stack.end(), ' ', '_');
-        for (auto it = u.frames.rbegin(); it != u.frames.rend(); ++it) {
-          stack += ';';
-          const std::size_t at = stack.size();
-          stack += it->symbol ? *it->symbol : kUnknown;
-          std::replace(stack.begin() + static_cast<std::ptrdiff_t>(at), stack.end(), ';', ':');
-        }
-        ++folded[stack];
-        return;
-      }
+      if (aggregating) add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
+      if (opt_.folded) return;
       if (opt_.json) {
         Json s;
         s["comm"] = std::string(comm);
@@ -242,15 +227,16 @@ class PerfScript {
       return fail(error_text(r.error()), &r.error());
     }
     if (opt_.folded && opt_.folded_output != "-") {
-      std::string lines;
-      for (const auto& [s, n] : folded) fmt::format_to(std::back_inserter(lines), "{} {}\n", s, n);
+      const std::string lines = profile::folded_stacks(prof);
       auto f = OutputFile::create(opt_.folded_output);
       if (!f) return fail_output(opt_.folded_output, f.error());
       if (auto ok = f->write(std::as_bytes(std::span(lines.data(), lines.size()))); !ok)
         return fail_output(opt_.folded_output, ok.error());
       if (auto ok = f->commit(); !ok) return fail_output(opt_.folded_output, ok.error());
     } else if (opt_.folded) {
-      for (const auto& [s, n] : folded) fmt::format_to(fmt::appender(out.buf), "{} {}\n", s, n), out.flush_if_full();
+      const std::string lines = profile::folded_stacks(prof);
+      out.flush();
+      std::fwrite(lines.data(), 1, lines.size(), stdout);
     }
     out.flush();
     if (profiling)

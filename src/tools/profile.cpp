@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <functional>
+#include <span>
 #include <stdexcept>
+#include <string>
 
 namespace sframe::tools::profile {
 namespace {
@@ -15,32 +18,6 @@ std::size_t mix(std::size_t h, std::uint64_t v) {
 }
 
 }  // namespace
-
-std::pair<std::uint32_t, bool> FlatIndex::try_emplace(std::uint64_t key, std::uint32_t value) {
-  // At most half full: probes stay short.
-  if (2 * (size_ + 1) > slots_.size()) grow();
-  const std::size_t mask = slots_.size() - 1;
-  // Fibonacci hashing: the product's top bits depend on every bit of the
-  // key (parent and child alike).
-  for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (s.key == key) return {s.value, false};
-    if (s.key == ~std::uint64_t{0}) {
-      s = {key, value};
-      ++size_;
-      return {value, true};
-    }
-  }
-}
-
-void FlatIndex::grow() {
-  std::vector<Slot> old(slots_.empty() ? 64 : 2 * slots_.size());
-  old.swap(slots_);
-  shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
-  size_ = 0;
-  for (const Slot& s : old)
-    if (s.key != ~std::uint64_t{0}) try_emplace(s.key, s.value);
-}
 
 std::string valid_utf8(std::string_view s) {
   std::string out;
@@ -81,7 +58,7 @@ std::size_t Profile::FrameKeyHash::operator()(const FrameKey& k) const noexcept 
 }
 
 std::size_t Profile::RootHash::operator()(const Root& r) const noexcept {
-  return mix(mix(mix(std::hash<std::uint64_t>{}(r.pid), r.tid), r.comm), r.event);
+  return mix(mix(mix(std::hash<std::uint64_t>{}(r.pid), r.tid), r.raw_comm), r.event);
 }
 
 Profile::Profile() { intern(""); }
@@ -104,20 +81,36 @@ std::size_t Profile::event_index(std::uint32_t event) const {
   return static_cast<std::size_t>(std::find(events_.begin(), events_.end(), event) - events_.begin());
 }
 
-std::uint32_t Profile::frame_id(const Frame& f) {
+Profile::FrameKey Profile::frame_key(const Frame& f) {
   const Mapping& m = f.mapping;
-  const FrameKey key{f.pc,
-                     m.start,
-                     m.end,
-                     m.pgoff,
-                     {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
-                     {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
-  Cached& c = frame_cache_[(f.pc * 0x9e3779b97f4a7c15ull) >> 52];
-  if (c.id != kNone && c.key == key) return c.id;
-  auto [it, fresh] = frame_ids_.try_emplace(key, static_cast<std::uint32_t>(frames_.size()));
-  c = {key, it->second};
-  if (!fresh) return it->second;
-  FrameEntry e{f.pc, intern(f.function), intern(f.source), kNone};
+  return {f.pc,
+          m.start,
+          m.end,
+          m.pgoff,
+          {f.function.data(), f.source.data(), m.file.data(), m.build_id.data()},
+          {f.function.size(), f.source.size(), m.file.size(), m.build_id.size()}};
+}
+
+bool Profile::same_key(const FrameKey& a, const FrameKey& b) {
+  // Bytewise: the key has no padding (a static_assert says so).
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+std::uint32_t Profile::frame_id(const Frame& f, const FrameKey& key) {
+  const Mapping& m = f.mapping;
+  if (2 * (frames_.size() + 1) > frame_slots_.size()) {
+    // At most half full: probes stay short.
+    frame_slots_.assign(frame_slots_.empty() ? 1024 : 2 * frame_slots_.size(), kNone);
+    frame_shift_ = 64 - static_cast<unsigned>(std::countr_zero(frame_slots_.size()));
+    for (std::size_t id = 0; id < frame_keys_.size(); ++id)
+      frame_slots_[frame_slot(frame_keys_[id])] = static_cast<std::uint32_t>(id);
+  }
+  const std::size_t slot = frame_slot(key);
+  if (frame_slots_[slot] != kNone) return frame_slots_[slot];
+  const auto id = static_cast<std::uint32_t>(frames_.size());
+  frame_slots_[slot] = id;
+  frame_keys_.push_back(key);
+  FrameEntry e{f.pc, intern(f.function), intern(f.source), kNone, f.function};
   if (!m.file.empty() || m.end != 0) {
     const FrameKey mkey{0, m.start, m.end, m.pgoff, {nullptr, nullptr, m.file.data(), m.build_id.data()},
                         {0, 0, m.file.size(), m.build_id.size()}};
@@ -126,7 +119,18 @@ std::uint32_t Profile::frame_id(const Frame& f) {
     e.mapping = mit->second;
   }
   frames_.push_back(e);
-  return it->second;
+  return id;
+}
+
+std::size_t Profile::frame_slot(const FrameKey& k) const {
+  // Fibonacci hashing of a cheap mix: the top bits depend on every bit of
+  // the PC, the name's address and the mapping's start.
+  const std::uint64_t h = k.pc ^ std::rotl(reinterpret_cast<std::uintptr_t>(k.p[0]), 21) ^ std::rotl(k.start, 42);
+  const std::size_t mask = frame_slots_.size() - 1;
+  for (std::size_t i = (h * 0x9e3779b97f4a7c15ull) >> frame_shift_;; i = (i + 1) & mask) {
+    const std::uint32_t id = frame_slots_[i];
+    if (id == kNone || same_key(frame_keys_[id], k)) return i;
+  }
 }
 
 void Profile::add_event(std::string_view event) {
@@ -139,38 +143,134 @@ void Profile::add(const Sample& s) {
   if (nodes_.size() + s.frames.size() + 1 >= kNone || frames_.size() + s.frames.size() >= kNone)
     throw std::length_error("profile: more than 2^32 distinct frames or stack prefixes");
   ++samples_;
-  const Root root{s.pid, s.tid, intern(s.comm), intern(s.event)};
-  if (std::find(events_.begin(), events_.end(), root.event) == events_.end()) events_.push_back(root.event);
-  auto [rit, rfresh] = root_nodes_.try_emplace(root, static_cast<std::uint32_t>(nodes_.size()));
-  if (rfresh) {
-    nodes_.push_back({kNone, static_cast<std::uint32_t>(roots_.size())});
-    roots_.push_back(root);
+  if (last_comm_.id == kNone || last_comm_.name != s.comm) {
+    auto it = raw_comm_ids_.find(s.comm);
+    if (it == raw_comm_ids_.end()) {
+      raw_comms_.emplace_back(s.comm);  // a deque keeps it in place for the key's view
+      it = raw_comm_ids_.emplace(raw_comms_.back(), static_cast<std::uint32_t>(raw_comms_.size() - 1)).first;
+    }
+    last_comm_ = {std::string(s.comm), intern(s.comm), it->second};
   }
-  std::uint32_t node = rit->second;
-  if (node != last_root_) {
-    last_root_ = node;
-    last_frames_.clear();
-    last_nodes_.clear();
+  if (last_event_.id == kNone || last_event_.name != s.event) {
+    last_event_ = {std::string(s.event), intern(s.event)};
+    if (std::find(events_.begin(), events_.end(), last_event_.id) == events_.end()) events_.push_back(last_event_.id);
   }
+  const Root root{s.pid, s.tid, last_comm_.id, last_event_.id, last_comm_.raw};
+  if (last_root_ == kNone || !RootEq{}(root, roots_[nodes_[last_root_].frame])) {
+    auto [rit, rfresh] = root_nodes_.try_emplace(root, static_cast<std::uint32_t>(nodes_.size()));
+    if (rfresh) {
+      nodes_.push_back({kNone, static_cast<std::uint32_t>(roots_.size())});
+      roots_.push_back(root);
+    }
+    last_root_ = rit->second;
+    last_depth_ = 0;
+  }
+  std::uint32_t node = last_root_;
+  if (last_frames_.size() < s.frames.size()) {
+    last_frames_.resize(s.frames.size());
+    last_nodes_.resize(s.frames.size());
+  }
+  bool shared = true;  // the frames so far are the last sample's
   std::size_t depth = 0;
   for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f, ++depth) {
-    const std::uint32_t fid = frame_id(*f);
-    if (depth < last_frames_.size() && last_frames_[depth] == fid) {
+    // A frame the last sample has at this depth is taken from there, with
+    // its node, without looking it up.
+    const FrameKey key = frame_key(*f);
+    if (shared && depth < last_depth_ && same_key(frame_keys_[last_frames_[depth]], key)) {
       node = last_nodes_[depth];
       continue;
     }
-    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()));
+    shared = false;
+    const std::uint32_t fid = frame_id(*f, key);
+    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()),
+                                                [this](std::uint32_t id) { return key_of(nodes_[id]); });
     if (fresh) nodes_.push_back({node, fid});
     node = child;
     // From the first difference on, this sample's path replaces the last
-    // (a longer last path stays valid: each entry is a path from the root).
-    last_frames_.resize(depth);
-    last_nodes_.resize(depth);
-    last_frames_.push_back(fid);
-    last_nodes_.push_back(node);
+    // (a longer last path stays valid while no frame differed: each entry
+    // is a path from the root).
+    last_frames_[depth] = fid;
+    last_nodes_[depth] = node;
+    last_depth_ = depth + 1;
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;
+}
+
+std::vector<NameNode> name_tree(const Profile& p, std::span<const std::uint32_t> root_name,
+                                std::span<const std::uint32_t> frame_name) {
+  std::vector<NameNode> tree{{Profile::kNone, Profile::kNone}};
+  FlatIndex child;
+  const auto& nodes = p.nodes();
+  std::vector<std::uint32_t> at(nodes.size());  // Profile node -> name node
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Profile::Node& n = nodes[i];
+    const std::uint32_t parent = n.parent == Profile::kNone ? 0 : at[n.parent];
+    const std::uint32_t name = n.parent == Profile::kNone ? root_name[n.frame] : frame_name[n.frame];
+    auto [id, fresh] = child.try_emplace(std::uint64_t{parent} << 32 | name, static_cast<std::uint32_t>(tree.size()),
+                                         [&tree](std::uint32_t k) { return std::uint64_t{tree[k].parent} << 32 | tree[k].name; });
+    if (fresh) {
+      tree.push_back({parent, name, Profile::kNone, tree[parent].first_child});
+      tree[parent].first_child = id;
+    }
+    tree[id].count += n.count;
+    at[i] = id;
+  }
+  return tree;
+}
+
+std::string folded_stacks(const Profile& p) {
+  // The call tree by folded names. Names get ids once per frame and per
+  // root, so the tree is built with one index lookup per Profile node.
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+  std::vector<std::string_view> names;
+  const auto name_id = [&](std::string s) {
+    auto [it, fresh] = name_ids.try_emplace(std::move(s), static_cast<std::uint32_t>(names.size()));
+    if (fresh) names.push_back(it->first);  // node keys stay in place
+    return it->second;
+  };
+  std::vector<std::uint32_t> frame_name(p.frames().size());
+  for (std::size_t i = 0; i < frame_name.size(); ++i) {
+    const std::string_view raw = p.frames()[i].raw_function;
+    std::string n = raw.data() ? std::string(raw) : std::string("[unknown]");
+    std::replace(n.begin(), n.end(), ';', ':');
+    frame_name[i] = name_id(std::move(n));
+  }
+  std::vector<std::uint32_t> root_name(p.roots().size());
+  for (std::size_t i = 0; i < root_name.size(); ++i) {
+    std::string n = p.raw_comms()[p.roots()[i].raw_comm];
+    std::replace(n.begin(), n.end(), ' ', '_');
+    root_name[i] = name_id(std::move(n));
+  }
+  std::vector<NameNode> tree = name_tree(p, root_name, frame_name);
+  // A line per node where stacks end; lines equal as text (a comm holding
+  // ';' reads as frames) are one.
+  std::vector<std::pair<std::string, std::uint64_t>> lines;
+  std::vector<std::uint32_t> path;
+  for (std::uint32_t i = 1; i < tree.size(); ++i) {
+    if (tree[i].count == 0) continue;
+    path.clear();
+    for (std::uint32_t k = i; k != 0; k = tree[k].parent) path.push_back(tree[k].name);
+    std::string line;
+    for (auto n = path.rbegin(); n != path.rend(); ++n) {
+      if (n != path.rbegin()) line += ';';
+      line += names[*n];
+    }
+    lines.emplace_back(std::move(line), tree[i].count);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (std::size_t i = 0; i < lines.size();) {
+    std::uint64_t count = 0;
+    std::size_t k = i;
+    for (; k < lines.size() && lines[k].first == lines[i].first; ++k) count += lines[k].second;
+    out += lines[i].first;
+    out += ' ';
+    out += std::to_string(count);
+    out += '\n';
+    i = k;
+  }
+  return out;
 }
 
 }  // namespace sframe::tools::profile

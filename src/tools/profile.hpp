@@ -10,11 +10,13 @@
 // the distinct frames and stack prefixes seen, not with the sample count.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,7 +41,9 @@ struct Mapping {
 struct Frame {
   /// Runtime address: the sampled PC, or return address - 1 for callers.
   std::uint64_t pc = 0;
-  /// Demangled function name; empty: unknown.
+  /// Demangled function name; empty: unknown to pprof and the SVG
+  /// ("[unknown]" in folded stacks only when data() is null: an empty name
+  /// given stays empty there).
   std::string_view function;
   /// Source file of the function; empty: unknown.
   std::string_view source;
@@ -60,23 +64,47 @@ struct Sample {
   std::span<const Frame> frames;
 };
 
-/// A map from 64-bit keys (all but ~0) to 32-bit values, open addressing
-/// with linear probing in one array: the call trees' (parent, child) index,
+/// An index of call tree nodes by their 64-bit key (parent << 32 | name or
+/// frame): open addressing with linear probing in one array of node ids,
 /// where a node-based map's allocation per entry costs more than the rest
-/// of the aggregation.
+/// of the aggregation. Slots hold only the ids (4 bytes, not a 16-byte key
+/// and value): a node's key is read back from the node through `key_of`,
+/// which keeps a million-stack profile's index a quarter of the size.
 class FlatIndex {
  public:
-  /// The value of `key`, inserting `value` if absent; true when inserted.
-  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t value);
+  /// The id whose key_of() is `key`, inserting `id` (not yet known to
+  /// key_of) if there is none; true when inserted.
+  template <class KeyOf>
+  std::pair<std::uint32_t, bool> try_emplace(std::uint64_t key, std::uint32_t id, KeyOf key_of) {
+    // At most half full: probes stay short.
+    if (2 * (size_ + 1) > slots_.size()) grow(key_of);
+    std::uint32_t& slot = find(key, key_of);
+    if (slot != kEmpty) return {slot, false};
+    slot = id;
+    ++size_;
+    return {id, true};
+  }
   std::size_t size() const { return size_; }
 
  private:
-  struct Slot {
-    std::uint64_t key = ~std::uint64_t{0};
-    std::uint32_t value = 0;
-  };
-  void grow();
-  std::vector<Slot> slots_;
+  static constexpr std::uint32_t kEmpty = 0xffffffffu;
+  template <class KeyOf>
+  std::uint32_t& find(std::uint64_t key, KeyOf& key_of) {
+    const std::size_t mask = slots_.size() - 1;
+    // Fibonacci hashing: the product's top bits depend on every bit of the
+    // key (parent and child alike).
+    for (std::size_t i = (key * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask)
+      if (slots_[i] == kEmpty || key_of(slots_[i]) == key) return slots_[i];
+  }
+  template <class KeyOf>
+  void grow(KeyOf& key_of) {
+    std::vector<std::uint32_t> old(slots_.empty() ? 64 : 2 * slots_.size(), kEmpty);
+    old.swap(slots_);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
+    for (std::uint32_t id : old)
+      if (id != kEmpty) find(key_of(id), key_of) = id;
+  }
+  std::vector<std::uint32_t> slots_;
   std::size_t size_ = 0;
   unsigned shift_ = 64;  // 64 - log2(slots_.size())
 };
@@ -103,11 +131,15 @@ class Profile {
     std::uint64_t pc;
     std::uint32_t function, source;  // string ids (0: unknown)
     std::uint32_t mapping;           // index into mappings(), kNone: none
+    /// The function name as given (Frame::function), bytes not made UTF-8.
+    std::string_view raw_function;
   };
   /// The pid, tid, comm and event a tree of stacks belongs to.
   struct Root {
     std::uint32_t pid, tid;
     std::uint32_t comm, event;  // string ids
+    /// Index of the comm as given (bytes not made UTF-8) in raw_comms().
+    std::uint32_t raw_comm;
   };
   /// A call tree node: a frame called from `parent` (kNone: `frame` is the
   /// index of a Root), with the samples and period whose stack ends here.
@@ -135,6 +167,8 @@ class Profile {
   const std::vector<std::uint32_t>& events() const { return events_; }
   /// Index of `event` (a string id) in events().
   std::size_t event_index(std::uint32_t event) const;
+  /// The comms as given, by Root::raw_comm.
+  const std::deque<std::string>& raw_comms() const { return raw_comms_; }
   std::uint64_t samples() const { return samples_; }
 
   /// The id of `s`, added if new.
@@ -147,6 +181,7 @@ class Profile {
     std::size_t n[4];
     bool operator==(const FrameKey&) const = default;
   };
+  static_assert(std::has_unique_object_representations_v<FrameKey>, "FrameKey is compared bytewise");
   struct FrameKeyHash {
     std::size_t operator()(const FrameKey& k) const noexcept;
   };
@@ -155,36 +190,78 @@ class Profile {
   };
   struct RootEq {
     bool operator()(const Root& a, const Root& b) const noexcept {
-      return a.pid == b.pid && a.tid == b.tid && a.comm == b.comm && a.event == b.event;
+      return a.pid == b.pid && a.tid == b.tid && a.raw_comm == b.raw_comm && a.event == b.event;
     }
   };
-  std::uint32_t frame_id(const Frame& f);
+  static FrameKey frame_key(const Frame& f);
+  static bool same_key(const FrameKey& a, const FrameKey& b);
+  /// The id of frame `f` (whose key is `key`), added if new.
+  std::uint32_t frame_id(const Frame& f, const FrameKey& key);
+  // The comm's or the event's ids: samples come in runs of one thread and
+  // one event, so the last one given is compared before any hashing.
+  struct LastName {
+    std::string name;
+    std::uint32_t id = kNone, raw = kNone;
+  };
+  LastName last_comm_, last_event_;
+  std::deque<std::string> raw_comms_;
+  std::unordered_map<std::string_view, std::uint32_t> raw_comm_ids_;
 
   std::deque<std::string> strings_;
   std::unordered_map<std::string_view, std::uint32_t> string_ids_;
   std::vector<MappingEntry> mappings_;
   std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> mapping_ids_;
   std::vector<FrameEntry> frames_;
-  std::unordered_map<FrameKey, std::uint32_t, FrameKeyHash> frame_ids_;
-  // The frames seen last, by PC: a profile repeats a few thousand frames,
-  // and a comparison here costs less than hashing the whole key.
-  struct Cached {
-    FrameKey key{};
-    std::uint32_t id = kNone;
-  };
-  std::vector<Cached> frame_cache_ = std::vector<Cached>(4096);
+  // The frames' keys (by frame id) and an open-addressed index of them:
+  // slots hold frame ids (kNone: empty), hashed on the PC, the name and the
+  // mapping's start, compared on the whole key. A profile repeats a few
+  // thousand frames; a node-based map's hashing of the whole key cost more
+  // than the rest of the aggregation.
+  std::vector<FrameKey> frame_keys_;
+  std::vector<std::uint32_t> frame_slots_;
+  unsigned frame_shift_ = 64;  // 64 - log2(frame_slots_.size())
+  std::size_t frame_slot(const FrameKey& k) const;
   std::vector<Root> roots_;
   std::unordered_map<Root, std::uint32_t, RootHash, RootEq> root_nodes_;
   std::vector<Node> nodes_;
   FlatIndex children_;  // parent << 32 | frame -> node
+  static std::uint64_t key_of(const Node& n) { return std::uint64_t{n.parent} << 32 | n.frame; }
   std::vector<std::uint32_t> events_;
   std::uint64_t samples_ = 0;
   // The previous sample's root node, frame ids and nodes (outermost
   // first): consecutive samples of a thread mostly share their outer
   // frames, whose nodes are then taken from here, not looked up again.
   std::uint32_t last_root_ = kNone;
+  std::size_t last_depth_ = 0;  // the valid entries of the two below
   std::vector<std::uint32_t> last_frames_;
   std::vector<std::uint32_t> last_nodes_;
 };
+
+/// A node of a Profile's call trees re-keyed by name (name_tree()).
+struct NameNode {
+  std::uint32_t parent;  // Profile::kNone: node 0, above the roots
+  std::uint32_t name;    // the caller's name id
+  /// The callees: the first, and each one's next (Profile::kNone: no
+  /// more), the last made first.
+  std::uint32_t first_child = Profile::kNone;
+  std::uint32_t next_sibling = Profile::kNone;
+  /// The samples whose stack ends here.
+  std::uint64_t count = 0;
+};
+
+/// `p`'s call trees merged by name, as the flame graph and folded stacks
+/// show them: a node per distinct path of names (a root's name, then its
+/// frames' names outermost first), node 0 above the roots, parents before
+/// children. Names are ids the caller gives: `root_name[i]` for
+/// p.roots()[i], `frame_name[i]` for p.frames()[i]; equal ids merge.
+std::vector<NameNode> name_tree(const Profile& p, std::span<const std::uint32_t> root_name,
+                                std::span<const std::uint32_t> frame_name);
+
+/// The profile's stacks collapsed as stackcollapse-perf.pl writes them
+/// (`sframe perf script --folded`): "COMM;OUTER;...;INNER COUNT" per line,
+/// the comm's spaces as '_', ';' in function names as ':', "[unknown]" for
+/// a frame without name, names and comm as given (not made UTF-8); pid,
+/// tid, event and PCs merged; lines in byte order.
+std::string folded_stacks(const Profile& p);
 
 }  // namespace sframe::tools::profile
