@@ -48,6 +48,21 @@ struct WalkState {
   bool have_prev = false;
   bool unchecked = false;
   std::uint64_t prev_cfa = 0;
+
+  /// Where a run of frames that each passed the CFA check (memo_run(),
+  /// cold_run()) left the walk: at PC `at` with stack pointer `sp_at` and
+  /// frame pointer `frame` (known when `frame_ok`), the last frame's CFA
+  /// `last_cfa` the next one must lie above.
+  void resume_after_run(CodeAddress at, std::uint64_t sp_at, std::uint64_t frame, bool frame_ok,
+                        std::uint64_t last_cfa) noexcept {
+    pc = at;
+    sp = sp_at;
+    fp = frame;
+    fp_ok = frame_ok;
+    prev_cfa = last_cfa;
+    have_prev = true;
+    unchecked = false;
+  }
 };
 
 /// Takes frames `n`, `n + 1`, ... while each has the PC the memo holds for
@@ -97,13 +112,7 @@ struct WalkState {
     key = st.ra;
   }
   if (n != start) {
-    ws.pc = CodeAddress::return_address(pcv);
-    ws.sp = sp;
-    ws.fp = fp;
-    ws.fp_ok = fp_ok;
-    ws.prev_cfa = prev_cfa;
-    ws.have_prev = true;
-    ws.unchecked = false;
+    ws.resume_after_run(CodeAddress::return_address(pcv), sp, fp, fp_ok, prev_cfa);
   }
   return n;
 }
@@ -313,13 +322,7 @@ constexpr std::uint16_t kFpRaRule =
   if (n != start) {
     memo.cover(n);
     if (!outermost) {
-      ws.pc = CodeAddress::return_address(key);
-      ws.sp = sp;
-      ws.fp = fp;
-      ws.fp_ok = fp_ok;
-      ws.prev_cfa = sp;
-      ws.have_prev = true;
-      ws.unchecked = false;
+      ws.resume_after_run(CodeAddress::return_address(key), sp, fp, fp_ok, sp);
     }
   }
   return n;
