@@ -65,6 +65,23 @@ static_assert(offsetof(sframe::BacktraceResult, size) == 0 && offsetof(sframe::B
 // 8 throughout (nothing is pushed), as the CFI says.
 asm(R"(
   .text
+  # The run's count and the caller's saved words written back, the thread
+  # no longer busy; %rdx = the BacktraceResult (both exits of the run).
+  .macro sfpp_publish
+  movq -24(%rsp), %rsi
+  movq -32(%rsp), %r11
+  movq %r11, (%rsi)
+  addq %r10, )" SFPP_STR(SFPP_TS_HITS) R"((%rax)
+  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
+  movq -8(%rsp), %rdx
+  .endm
+  # Returns the count (%r10) with the stop reason `why` and no address.
+  .macro sfpp_return why
+  movb $\why, 8(%rdx)
+  movq $0, 16(%rdx)
+  movq %r10, %rax
+  ret
+  .endm
   .p2align 6
   .globl sframepp_backtrace_here
   .type sframepp_backtrace_here,@function
@@ -158,12 +175,7 @@ sframepp_backtrace_here:
   je .Lsfpp_loop
 
 .Lsfpp_stop:
-  movq -24(%rsp), %rsi
-  movq -32(%rsp), %r11
-  movq %r11, (%rsi)
-  addq %r10, )" SFPP_STR(SFPP_TS_HITS) R"((%rax)
-  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
-  movq -8(%rsp), %rdx
+  sfpp_publish
   movq -16(%rsp), %rsi
   movq %r10, (%rdx)
   testq %r10, %r10
@@ -174,31 +186,17 @@ sframepp_backtrace_here:
   jz .Lsfpp_zero_pc
   jmp sframepp_backtrace_walk_on
 .Lsfpp_full:
-  movb $)" SFPP_STR(SFPP_STOP_DEPTH_LIMIT) R"(, 8(%rdx)
-  movq $0, 16(%rdx)
-  movq %r10, %rax
-  ret
+  sfpp_return )" SFPP_STR(SFPP_STOP_DEPTH_LIMIT) R"(
 .Lsfpp_zero_pc:
-  movb $)" SFPP_STR(SFPP_STOP_ZERO_PC) R"(, 8(%rdx)
-  movq $0, 16(%rdx)
-  movq %r10, %rax
-  ret
+  sfpp_return )" SFPP_STR(SFPP_STOP_ZERO_PC) R"(
   # The outermost frame (StraightCode::kOutermost): its PC is the last
   # (frame n < the stop at the output's end, so out[n] is inside).
 .Lsfpp_outermost:
   movq %rcx, (%rdi,%r10,8)
   addq $1, %r10
-  movq -24(%rsp), %rsi
-  movq -32(%rsp), %r11
-  movq %r11, (%rsi)
-  addq %r10, )" SFPP_STR(SFPP_TS_HITS) R"((%rax)
-  movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
-  movq -8(%rsp), %rdx
+  sfpp_publish
   movq %r10, (%rdx)
-  movb $)" SFPP_STR(SFPP_STOP_OUTERMOST) R"(, 8(%rdx)
-  movq $0, 16(%rdx)
-  movq %r10, %rax
-  ret
+  sfpp_return )" SFPP_STR(SFPP_STOP_OUTERMOST) R"(
 .Lsfpp_not_busy:
   movl $0, )" SFPP_STR(SFPP_TS_BUSY) R"((%rax)
 .Lsfpp_general:
@@ -206,6 +204,8 @@ sframepp_backtrace_here:
   jmp sframepp_backtrace_walk_on
   .cfi_endproc
   .size sframepp_backtrace_here, .-sframepp_backtrace_here
+  .purgem sfpp_publish
+  .purgem sfpp_return
 )");
 
 #else  // not x86-64 Linux

@@ -175,6 +175,14 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
   return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
 }
 
+/* Ends the walk: why (enum sframe_record_stop) and the address concerned
+ * (0 where none). Returns 0, sframe_record_step()'s "the walk ends". */
+static SFRAME_RECORD_INLINE int sframe_record_end(struct sframe_record_walk *w, __u8 why, __u64 address) {
+  w->stop = why;
+  w->stop_address = address;
+  return 0;
+}
+
 /* One step from the current frame to its caller. Returns 1 when the walk
  * goes on (w->pc etc. are the caller's), 0 when it ends (w->stop says why).
  * `source` gets the enum sframe_record_source of the step taken. */
@@ -186,64 +194,40 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
   __u8 fp_known = w->fp_known, signal = 0, rbx_known = 0, source;
   if (row && (row->flags & SFRAME_RECORD_ROW_SIGNAL)) {
     const __u64 g = w->sp + SFRAME_RECORD_SIGFRAME_GREGS;
-    if (SFRAME_RECORD_READ(&fp, g + 10 * 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = g + 10 * 8;
-      return 0;
-    }
-    if (SFRAME_RECORD_READ(&sp, g + 15 * 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = g + 15 * 8;
-      return 0;
-    }
-    if (SFRAME_RECORD_READ(&ra, g + 16 * 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = g + 16 * 8;
-      return 0;
-    }
+    if (SFRAME_RECORD_READ(&fp, g + 10 * 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, g + 10 * 8);
+    if (SFRAME_RECORD_READ(&sp, g + 15 * 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, g + 15 * 8);
+    if (SFRAME_RECORD_READ(&ra, g + 16 * 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, g + 16 * 8);
     /* REG_RBX is 11. */
-    if (SFRAME_RECORD_READ(&rbx, g + 11 * 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = g + 11 * 8;
-      return 0;
-    }
+    if (SFRAME_RECORD_READ(&rbx, g + 11 * 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, g + 11 * 8);
     rbx_known = 1;
     cfa = w->sp;
     fp_known = 1;
     signal = 1;
     source = SFRAME_RECORD_SOURCE_SIGNAL;
   } else if (row && !(row->flags & SFRAME_RECORD_ROW_NONE)) {
-    if (row->flags & SFRAME_RECORD_ROW_OUTERMOST) {
-      w->stop = SFRAME_RECORD_STOP_OUTERMOST;
-      w->stop_address = 0;
-      return 0;
-    }
+    if (row->flags & SFRAME_RECORD_ROW_OUTERMOST)
+      return sframe_record_end(w, SFRAME_RECORD_STOP_OUTERMOST, 0);
     if (row->flags & SFRAME_RECORD_ROW_PCMASK) {
       const __u32 both = (__u32)row->cfa_off;
       const __u32 off = (__u32)(lpc & 15) >= (__u32)(__u8)row->fp_off8 ? both >> 16 : both & 0xffff;
       cfa = w->sp + off;
     } else if (row->flags & SFRAME_RECORD_ROW_CFA_FP) {
-      if (!w->fp_known) {
-        w->stop = SFRAME_RECORD_STOP_BAD_RULE;
-        w->stop_address = lpc;
-        return 0;
-      }
+      if (!w->fp_known)
+        return sframe_record_end(w, SFRAME_RECORD_STOP_BAD_RULE, lpc);
       cfa = w->fp + (__u64)(__s64)row->cfa_off;
     } else if (row->flags & SFRAME_RECORD_ROW_CFA_RBX) {
-      if (!w->rbx_known) {
-        w->stop = SFRAME_RECORD_STOP_BAD_RULE;
-        w->stop_address = lpc;
-        return 0;
-      }
+      if (!w->rbx_known)
+        return sframe_record_end(w, SFRAME_RECORD_STOP_BAD_RULE, lpc);
       cfa = w->rbx + (__u64)(__s64)row->cfa_off;
     } else {
       cfa = w->sp + (__u64)(__s64)row->cfa_off;
     }
-    if (SFRAME_RECORD_READ(&ra, cfa - 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = cfa - 8;
-      return 0;
-    }
+    if (SFRAME_RECORD_READ(&ra, cfa - 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, cfa - 8);
     if ((row->flags & SFRAME_RECORD_ROW_FP_SAVED) && !(row->flags & SFRAME_RECORD_ROW_PCMASK)) {
       const __u64 at = cfa + (__u64)((__s64)row->fp_off8 * 8);
       __u64 v = 0;
@@ -259,38 +243,23 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
     source = (row->flags & SFRAME_RECORD_ROW_GENERATED) ? SFRAME_RECORD_SOURCE_GENERATED : SFRAME_RECORD_SOURCE_SFRAME;
   } else {
     /* Frame pointers, only where they give a plausible caller. */
-    if (!w->fp_known || w->fp == 0) {
-      w->stop = SFRAME_RECORD_STOP_NO_RULE;
-      w->stop_address = lpc;
-      return 0;
-    }
-    if (SFRAME_RECORD_READ(&fp, w->fp)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = w->fp;
-      return 0;
-    }
-    if (SFRAME_RECORD_READ(&ra, w->fp + 8)) {
-      w->stop = SFRAME_RECORD_STOP_UNREADABLE;
-      w->stop_address = w->fp + 8;
-      return 0;
-    }
+    if (!w->fp_known || w->fp == 0)
+      return sframe_record_end(w, SFRAME_RECORD_STOP_NO_RULE, lpc);
+    if (SFRAME_RECORD_READ(&fp, w->fp))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, w->fp);
+    if (SFRAME_RECORD_READ(&ra, w->fp + 8))
+      return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, w->fp + 8);
     cfa = w->fp + 16;
-    if ((ra != 0 && w->have_process && !sframe_record_executable(w, ra)) || cfa <= w->sp) {
-      w->stop = SFRAME_RECORD_STOP_NO_RULE;
-      w->stop_address = lpc;
-      return 0;
-    }
+    if ((ra != 0 && w->have_process && !sframe_record_executable(w, ra)) || cfa <= w->sp)
+      return sframe_record_end(w, SFRAME_RECORD_STOP_NO_RULE, lpc);
     fp_known = 1;
     sp = cfa;
     source = SFRAME_RECORD_SOURCE_FRAME_POINTER;
   }
   /* Between frames. */
   const int signal_equal = signal && cfa == w->prev_cfa;
-  if (w->have_prev && !w->unchecked && cfa <= w->prev_cfa && !signal_equal) {
-    w->stop = SFRAME_RECORD_STOP_CFA_NOT_INCREASING;
-    w->stop_address = cfa;
-    return 0;
-  }
+  if (w->have_prev && !w->unchecked && cfa <= w->prev_cfa && !signal_equal)
+    return sframe_record_end(w, SFRAME_RECORD_STOP_CFA_NOT_INCREASING, cfa);
   w->prev_cfa = cfa;
   w->have_prev = 1;
   w->unchecked = signal;
@@ -302,16 +271,10 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
   w->rbx = rbx;
   w->rbx_known = rbx_known;
   w->exact = signal;
-  if (ra == 0) {
-    w->stop = SFRAME_RECORD_STOP_ZERO_PC;
-    w->stop_address = 0;
-    return 0;
-  }
-  if (w->n >= w->max) {
-    w->stop = SFRAME_RECORD_STOP_DEPTH;
-    w->stop_address = 0;
-    return 0;
-  }
+  if (ra == 0)
+    return sframe_record_end(w, SFRAME_RECORD_STOP_ZERO_PC, 0);
+  if (w->n >= w->max)
+    return sframe_record_end(w, SFRAME_RECORD_STOP_DEPTH, 0);
   return 1;
 }
 
