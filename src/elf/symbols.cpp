@@ -425,24 +425,39 @@ std::string_view source_name(SymbolSource s) noexcept {
   return "";
 }
 
+std::optional<std::string> gnu_build_id(std::span<const std::byte> notes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(notes.data());
+  const std::uint64_t size = notes.size();
+  const auto padded = [](std::uint64_t n) { return (n + 3) & ~std::uint64_t{3}; };
+  for (std::uint64_t at = 0; size - at >= 12;) {
+    std::uint32_t namesz, descsz, type;
+    std::memcpy(&namesz, p + at, 4);
+    std::memcpy(&descsz, p + at + 4, 4);
+    std::memcpy(&type, p + at + 8, 4);
+    const std::uint64_t name_at = at + 12;
+    if (padded(namesz) > size - name_at) return std::nullopt;
+    const std::uint64_t desc_at = name_at + padded(namesz);
+    if (descsz > size - desc_at) return std::nullopt;
+    if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(p + name_at, "GNU", 4) == 0) {
+      if (descsz == 0 || descsz > 64) return std::nullopt;
+      std::string hex;
+      for (std::uint32_t i = 0; i < descsz; ++i) {
+        char b[3];
+        std::snprintf(b, sizeof b, "%02x", p[desc_at + i]);
+        hex += b;
+      }
+      return hex;
+    }
+    // The last note's padding may be cut off at the end of the section.
+    at = desc_at + std::min(padded(descsz), size - desc_at);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> build_id(const ElfFile& file) {
   auto note = file.section_bytes(".note.gnu.build-id");
-  if (!note || note->bytes.size() < 16) return std::nullopt;
-  const auto* p = reinterpret_cast<const unsigned char*>(note->bytes.data());
-  std::uint32_t namesz, descsz, type;
-  std::memcpy(&namesz, p, 4);
-  std::memcpy(&descsz, p + 4, 4);
-  std::memcpy(&type, p + 8, 4);
-  const std::uint64_t desc_at = 12 + ((std::uint64_t{namesz} + 3) & ~std::uint64_t{3});
-  if (type != NT_GNU_BUILD_ID || descsz == 0 || descsz > 64 || desc_at + descsz > note->bytes.size())
-    return std::nullopt;
-  std::string hex;
-  for (std::uint32_t i = 0; i < descsz; ++i) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", p[desc_at + i]);
-    hex += b;
-  }
-  return hex;
+  if (!note) return std::nullopt;
+  return gnu_build_id(note->bytes);
 }
 
 SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options) {

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <span>
 #include <optional>
 #include <string_view>
 
@@ -29,6 +31,9 @@
 
 namespace sframe::record {
 namespace {
+
+// The kernel's name in BUILD_ID entries, as perf record writes it.
+constexpr std::string_view kKernelDso = "[kernel.kallsyms]";
 
 // The numeric entries of directory `dir` (/proc, /proc/PID/task).
 std::vector<std::uint32_t> numbers_in(const std::string& dir) {
@@ -45,7 +50,30 @@ std::vector<std::uint32_t> numbers_in(const std::string& dir) {
   return out;
 }
 
-// [_text, _etext) of the running kernel (/proc/kallsyms).
+// The length of the running kernel's text from /proc/iomem: on x86-64 its
+// "Kernel code" resource spans [__pa(_text), __pa(_etext) - 1]
+// (arch/x86/kernel/setup.c). 0 when iomem hides addresses (it prints zeros
+// to all but root) or lacks the line.
+std::uint64_t iomem_kernel_code_size() {
+  std::ifstream in("/proc/iomem");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.ends_with(" : Kernel code")) continue;
+    char* end = nullptr;
+    const std::uint64_t lo = std::strtoull(line.c_str(), &end, 16);
+    if (!end || *end != '-') return 0;
+    const std::uint64_t hi = std::strtoull(end + 1, nullptr, 16);
+    return hi > lo ? hi - lo + 1 : 0;
+  }
+  return 0;
+}
+
+// [_text, _etext) of the running kernel. /proc/kallsyms lists symbols by
+// address, _text among its first lines (after the per-CPU ones), _etext
+// some 100,000 lines on: having the kernel format those costs about as
+// much CPU as the rest of the recorder's set-up, so the length comes from
+// /proc/iomem where it can, and kallsyms is read on to _etext only where
+// not.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
   std::ifstream in("/proc/kallsyms");
   std::string line;
@@ -57,10 +85,22 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
     if (name == "_text" || name == "_etext") {
       const std::uint64_t a = std::strtoull(line.c_str(), nullptr, 16);
       (name == "_text" ? text : etext) = a;
+      if (name == "_text" && a != 0)
+        if (const std::uint64_t size = iomem_kernel_code_size()) etext = a + size;
     }
   }
   if (!text || etext <= text) return std::nullopt;
   return std::make_pair(text, etext);
+}
+
+// The running kernel's GNU build ID (/sys/kernel/notes, the notes of its
+// image), as perf record notes it for [kernel.kallsyms]; empty when the
+// file cannot be read.
+std::string kernel_build_id() {
+  std::ifstream in("/sys/kernel/notes", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() > (std::size_t{1} << 20)) return {};
+  return elf::gnu_build_id(std::as_bytes(std::span(bytes))).value_or("");
 }
 
 perf::SampleId id_of(std::uint32_t pid, std::uint32_t tid) {
@@ -174,6 +214,9 @@ void Synthesizer::kernel() {
   m.prot = PROT_READ | PROT_EXEC;
   m.filename = "[kernel.kallsyms]_text";
   m.exec = true;
+  // Readers find perf's copy of this kernel's symbols by it (perf's
+  // build-id cache), which is cheaper to read than /proc/kallsyms.
+  if (std::string id = kernel_build_id(); !id.empty()) build_ids_.emplace(std::string(kKernelDso), std::move(id));
   rec_.clear();
   if (perf::encode_mmap2(rec_, perf::kMiscKernel, m, id_of(m.pid, 0), attr_)) put_(rec_);
 }
@@ -239,7 +282,7 @@ bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const 
   for (const auto& [path, id] : build_ids) {
     perf::BuildIdEntry b;
     b.pid = -1;
-    b.cpumode = perf::kMiscUser;
+    b.cpumode = path == kKernelDso ? perf::kMiscKernel : perf::kMiscUser;
     b.build_id = id;
     b.filename = path;
     ids.push_back(std::move(b));

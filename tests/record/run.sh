@@ -92,6 +92,22 @@ same_as_perf() { # FILE [COMM]
   echo "$f: $n samples, perf 6.1 and 7.2 print what sframe perf script prints"
 }
 
+# The kernel as perf record notes it: the build-id perf reads off the
+# running kernel (perf buildid-list -k) under [kernel.kallsyms], and the
+# text mapping [_text, _etext) as /proc/kallsyms lists the two symbols.
+kernel_as_perf() { # FILE
+  local f=$1 want got text etext
+  want="$(perf buildid-list -k 2>/dev/null) [kernel.kallsyms]"
+  got=$(perf buildid-list -i "$f" 2>/dev/null | grep ' \[kernel.kallsyms\]$' || true)
+  [ "$got" = "$want" ] || { echo "FAIL: $f: kernel build-id '$got', perf buildid-list -k says '$want'"; fail=1; }
+  text=$(awk '$3 == "_text" { print $1; exit }' /proc/kallsyms)
+  etext=$(awk '$3 == "_etext" { print $1; exit }' /proc/kallsyms)
+  want=$(printf '[0x%x(0x%x) @ 0x%x' $((0x$text)) $((0x$etext - 0x$text)) $((0x$text)))
+  got=$(perf script -i "$f" --show-mmap-events 2>/dev/null | grep -o '\[0x[0-9a-f]*(0x[0-9a-f]*) @ 0x[0-9a-f]*.*\[kernel.kallsyms\]_text' | head -1)
+  [ "${got%% 00:00*}" = "$want" ] || { echo "FAIL: $f: kernel mapping '$got', /proc/kallsyms gives '$want'"; fail=1; }
+  echo "$f: kernel build-id and text mapping as perf buildid-list -k and /proc/kallsyms give them"
+}
+
 # The same program recorded by perf record --call-graph=dwarf and unwound
 # by the current perf (libdw), both printed by the current perf
 # (--no-inline), collapsed and compared by profiles.py (its arguments after
@@ -186,6 +202,7 @@ case $part in
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     same_as_perf rec.data prog
+    kernel_as_perf rec.data
     grep -q "^prog;.*;outer;.*leaf " <("$sframe" perf script --folded -i rec.data 2>/dev/null) ||
       { echo "FAIL: -a recorded no prog;...;outer;...leaf stack"; fail=1; }
     ;;

@@ -175,6 +175,15 @@ std::string display_name(std::string_view name, NamingPolicy policy);
 /// lower-case hex; nullopt when it has none or the note is malformed.
 std::optional<std::string> build_id(const ElfFile& file);
 
+/// The GNU build ID in `notes`, a sequence of ELF notes in the host's byte
+/// order (a note section's bytes, or the running kernel's
+/// /sys/kernel/notes): the first note named "GNU" of type NT_GNU_BUILD_ID,
+/// in lower-case hex (gABI "Note Section": namesz, descsz, type, then name
+/// and descriptor each padded to 4 bytes). nullopt when there is none, or
+/// a note before it runs past the end of `notes`; a descriptor of more
+/// than 64 bytes is not taken for a build ID.
+std::optional<std::string> gnu_build_id(std::span<const std::byte> notes);
+
 }  // namespace sframe::elf
 
 #pragma GCC visibility pop
