@@ -43,9 +43,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u8 record_all = 0;
 
 // Processes (tgid) to record when !record_all; children join at fork.
+// Not preallocated: a preallocated map of this size costs the recorder's
+// start-up more CPU than verifying the program does.
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, __u32);
   __type(value, __u8);
 } targets SEC(".maps");

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+// The in-kernel walk's two searches (src/record/bpf/walk.h, compiled here
+// for the host), the mapping holding a PC and the row covering a page
+// offset, against a linear scan over the same entries, on every size the
+// maps allow and at every boundary: the searches halve a range a fixed
+// number of times (for the verifier), so a wrong count or bound shows at
+// the largest sizes and the edges.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "bpf/record_abi.h"
+
+namespace {
+int no_read(__u64*, __u64) { return -1; }
+const sframe_record_page* no_page(const sframe_record_page_key*) { return nullptr; }
+const sframe_record_process* no_process(const __u32*) { return nullptr; }
+}  // namespace
+
+#define SFRAME_RECORD_INLINE inline
+#define SFRAME_RECORD_OPAQUE(v) (void)0
+#define SFRAME_RECORD_STEP_LINKAGE static inline
+#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
+#define SFRAME_RECORD_PAGE(key) no_page(key)
+#define SFRAME_RECORD_PROCESS(tgid) no_process(tgid)
+#include "bpf/walk.h"
+
+namespace {
+
+int linear_mapping(const sframe_record_process& p, std::uint64_t pc) {
+  for (std::uint32_t i = 0; i < p.n; ++i)
+    if (p.maps[i].start <= pc && pc < p.maps[i].end) return static_cast<int>(i);
+  return -1;
+}
+
+int linear_row(const sframe_record_page& pg, std::uint32_t off) {
+  int last = -1;
+  for (std::uint32_t i = 0; i < pg.n; ++i)
+    if (pg.rows[i].start <= off) last = static_cast<int>(i);
+  return last;
+}
+
+TEST(RecordSearch, MappingIndexIsTheLinearScansOnEverySize) {
+  std::mt19937_64 rng(7);
+  auto process = std::make_unique<sframe_record_process>();
+  for (std::uint32_t n = 0; n <= SFRAME_RECORD_MAX_MAPPINGS; ++n) {
+    for (int layout = 0; layout < 4; ++layout) {
+      *process = {};
+      process->n = n;
+      // Sorted, disjoint, sometimes touching; user addresses (below 2^47).
+      std::uint64_t at = 0x1000 + (rng() % 4) * 0x1000;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        at += (layout == 0 ? 0 : (rng() % 3) * 0x1000);
+        const std::uint64_t len = 0x1000 * (1 + rng() % 8);
+        process->maps[i].start = at;
+        process->maps[i].end = at + len;
+        at += len;
+      }
+      std::vector<std::uint64_t> pcs = {0, 1, 0x7fffffffffffull};
+      for (std::uint32_t i = 0; i < n; ++i)
+        for (std::uint64_t a : {process->maps[i].start, process->maps[i].end})
+          for (std::uint64_t d : {-1, 0, 1}) pcs.push_back(a + d);
+      for (std::uint64_t pc : pcs)
+        ASSERT_EQ(sframe_record_mapping_index(process.get(), pc), linear_mapping(*process, pc))
+            << "n=" << n << " layout=" << layout << " pc=0x" << std::hex << pc;
+    }
+  }
+  EXPECT_EQ(sframe_record_mapping_index(nullptr, 0x1000), -1);
+}
+
+TEST(RecordSearch, RowIndexIsTheLinearScansOnEverySize) {
+  std::mt19937_64 rng(11);
+  auto page = std::make_unique<sframe_record_page>();
+  const std::uint32_t page_bytes = 1u << SFRAME_RECORD_PAGE_SHIFT;
+  for (std::uint32_t n = 0; n <= SFRAME_RECORD_PAGE_ROWS; ++n) {
+    for (int layout = 0; layout < 4; ++layout) {
+      *page = {};
+      page->n = n;
+      // Row 0 at offset 0, the others at increasing offsets in the page
+      // (dense: every byte a row, as a PC-mask or 1-byte instructions give).
+      std::uint32_t at = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        page->rows[i].start = static_cast<__u16>(at);
+        at += layout == 0 ? 1 : 1 + static_cast<std::uint32_t>(rng() % 15);
+        if (at >= page_bytes) at = page_bytes - 1;
+      }
+      for (std::uint32_t off = 0; off < page_bytes; ++off)
+        ASSERT_EQ(sframe_record_row_index(page.get(), off), linear_row(*page, off))
+            << "n=" << n << " layout=" << layout << " off=" << off;
+    }
+  }
+  EXPECT_EQ(sframe_record_row_index(nullptr, 0), -1);
+}
+
+}  // namespace
