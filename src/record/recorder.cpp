@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdarg>
 #include <cstddef>
@@ -334,6 +335,20 @@ class Recording {
     skel_->rodata->record_all = opt_.all ? 1 : 0;
     skel_->rodata->frame_pointers_only = opt_.frame_pointers_only ? 1 : 0;
     skel_->rodata->check_every = opt_.check;
+    // The ring buffers hold what arrives while user space does not drain
+    // them (a poll, or the build of a big module's table): a quarter of a
+    // second of every CPU's samples. A stack copy (8 KB and the registers)
+    // may be wanted for each of them, as for all the samples of a process
+    // before its tables. Allocating and mapping the buffers costs start-up
+    // CPU in proportion to their size, so they are not made larger than
+    // that (lost samples and copies are counted in the summary).
+    const double burst = double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) * opt_.frequency / 4;
+    const auto ring_size = [burst](double bytes_each) {
+      const double want = std::clamp(burst * bytes_each, double(1 << 20), double(256 << 20));
+      return std::bit_ceil(static_cast<std::uint32_t>(want));
+    };
+    bpf_map__set_max_entries(skel_->maps.samples, ring_size(512));
+    bpf_map__set_max_entries(skel_->maps.copies, ring_size(SFRAME_RECORD_COPY_HEAD + SFRAME_RECORD_COPY_STACK));
     if (record_bpf::load(skel_) != 0) {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
