@@ -12,9 +12,15 @@ layout, perf 6.1 for --perf-compat 6.1) with `sframe perf script`.
   compare.py --folded PERF.folded OURS.folded
       Collapsed stacks: at least 99% of the samples must fall on stacks
       with the same count on both sides; the others are listed.
+  compare.py --where REGEX MIN PERF.txt OURS.txt
+      The samples whose text in PERF (header and frame lines, stripped,
+      one a line) matches REGEX (Python, re.DOTALL): at least MIN of them,
+      and ours must match it too, with the same text in its group 1 (the
+      whole match when REGEX has no group); the others are listed.
 Exit status 1 when below the threshold or the sample counts differ.
 """
 import json
+import re
 import sys
 
 THRESHOLD = 0.99
@@ -126,11 +132,41 @@ def compare_folded(perf_path, ours_path):
     return 0
 
 
+def compare_where(pattern, least, perf_path, ours_path):
+    ps, os_ = samples(perf_path), samples(ours_path)
+    if len(ps) != len(os_):
+        print("FAIL: the sample counts differ: %d (perf), %d (sframe)" % (len(ps), len(os_)))
+        return 1
+    rx = re.compile(pattern, re.DOTALL)
+    group = 1 if rx.groups else 0
+
+    def part(s):
+        m = rx.search("\n".join([s["header"]] + s["frames"]))
+        return m.group(group) if m else None
+
+    theirs = [(i, part(p)) for i, p in enumerate(ps)]
+    picked = [(i, t) for i, t in theirs if t is not None]
+    diffs = [i for i, t in picked if part(os_[i]) != t]
+    print("%s: %d samples where perf matches, %d printed the same by sframe (at least %d wanted)" % (
+        ours_path, len(picked), len(picked) - len(diffs), least))
+    for i in diffs:
+        print("  sample %d: perf %r, ours %r" % (i, ps[i]["frames"], os_[i]["frames"]))
+    if len(picked) < least:
+        print("FAIL: too few such samples: the case is not exercised")
+        return 1
+    if diffs:
+        print("FAIL: ours prints %d of them otherwise" % len(diffs))
+        return 1
+    return 0
+
+
 def main(argv):
     quiet = "--quiet" in argv
     argv = [a for a in argv if a != "--quiet"]
     if argv and argv[0] == "--folded":
         return compare_folded(argv[1], argv[2])
+    if argv and argv[0] == "--where":
+        return compare_where(argv[1], int(argv[2]), argv[3], argv[4])
     return compare(argv[0], argv[1], argv[2], quiet)
 
 

@@ -6,7 +6,8 @@
 # PART: c (the perf tests' C program, -O2 -fomit-frame-pointer -Wa,--gsframe;
 # also pipe mode in and out, -z input, and bad input), cxx (C++ with
 # libstdc++), python (python3.11 running a small workload: a non-PIE
-# interpreter, libc, libm, libz, libexpat). Truths:
+# interpreter, libc, libm, libz, libexpat), exec (one process through a
+# chain of execs: tests/perf/programs.sh). Truths:
 #  - Debian 12's perf 6.1 and the current perf (tests/perf/current_perf.sh)
 #    read the injected file, and `perf script -F tid,ip,sym,dso --no-inline
 #    --max-stack 1024` of it names the same frames (symbol and dso, per
@@ -36,6 +37,7 @@ case $part in
   c) build_part c 3000 ;;
   cxx) build_part cxx 40 ;;
   python) build_part python ;;
+  exec) build_part exec ;;
   *) echo "inject.sh: unknown part $part" >&2; exit 2 ;;
 esac
 

@@ -3,7 +3,9 @@
 # how. Needs $here (this folder) and $work (the current directory).
 #   build_part PART   builds PART's program(s) into the current directory and
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
-#                     cxx, plt, python, names (run as ${cmd[@]})
+#                     cxx, plt, python, names, exec (run as ${cmd[@]}; perf
+#                     record itself run under ${launch[@]}, with
+#                     ${record_opts[@]}: both empty but for exec)
 #   record OUT [perf record options...]
 #                     perf record -e cpu-clock --call-graph=dwarf of ${cmd[@]};
 #                     refused (or failing) is a FAILURE with perf's words,
@@ -11,6 +13,7 @@
 
 build_part() {
   local cflags=(-O2 -g -fomit-frame-pointer) gsframe=(-Wa,--gsframe)
+  launch=() record_opts=()
   case $1 in
     c)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
@@ -26,6 +29,33 @@ build_part() {
       # parent; with setarch -R, every process exec'd after a sample). The
       # child's few samples are listed by compare.py with that reason.
       cmd=(./prog 3000 fork "$work/child") ;;
+    exec)
+      # One process through a chain of execs (Space::settle_exec): pre
+      # (work.c with frame pointers) works ~25 ms, execs sh, which execs
+      # setarch, which execs prog (the c part's program) for the real work.
+      gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
+      gcc -O1 -g -fno-omit-frame-pointer -o pre "$here/work.c" -lpthread
+      # pre's exec of sh carries 50,000 empty arguments (sh's positional
+      # parameters, not passed on), which the kernel goes through again
+      # after the exec's COMM record, before sh runs: samples there hold
+      # pre's user PC (its libc's execve), named by pre's mappings alone
+      # (and, pre's stack and sh's in the same place, walked by both perfs).
+      # perf 6.1 finds a library's unwind table from the lowest start among
+      # the process's mappings of that file (read_unwind_spec_eh_frame),
+      # old images' included: with every image placed at random, its walk
+      # of a later image goes wrong whenever an earlier libc.so or ld.so lay
+      # lower (seen: most of prog's samples stop after
+      # __libc_start_call_main). So perf record runs under setarch -R: pre,
+      # sh and setarch map their libraries at the top, each replacing the
+      # last, and `setarch $(uname -m)` drops that flag, which places
+      # prog's at random below them.
+      # Under setarch -R, perf 6.1's record dies adding this recording's
+      # files to its build-id cache (stack smashing after "assertion failed
+      # at util/build-id.c:1010", 3 runs in 4 here): -N, the files stay
+      # where they are.
+      launch=(setarch -R)
+      record_opts=(-N)
+      cmd=(./pre 1000 exec 50000 /bin/sh -c "exec setarch $(uname -m) ./prog ${2:-30000}") ;;
     dlopen)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/dl_main.c" -ldl
       gcc "${cflags[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"
@@ -63,7 +93,7 @@ PY
 record() { # OUT EXTRA...
   local out=$1
   shift
-  if ! perf record -q -e cpu-clock --call-graph=dwarf "$@" -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
+  if ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf "${record_opts[@]}" "$@" -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
     echo "FAIL: perf record failed (perf_event_open refused?):"
     sed 's/^/  | /' record.err
     echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"

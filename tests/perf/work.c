@@ -2,7 +2,9 @@
 // perf script test program: a call chain burning CPU, built with
 // -O2 -fomit-frame-pointer -Wa,--gsframe (its own .sframe). `work N`
 // loops N times; `work N fork PROGRAM` also runs two threads and a
-// fork+exec of PROGRAM (given N / 200 + 1).
+// fork+exec of PROGRAM (given N / 200 + 1); `work N exec PAD PROGRAM
+// ARGS...` then execs PROGRAM ARGS... and PAD empty arguments in the same
+// process (a chain of execs).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,5 +55,19 @@ int main(int argc, char** argv) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
   }
   thread_main(NULL);
+  if (argc > 4 && strcmp(argv[2], "exec") == 0) {
+    // PAD empty arguments after ARGS: the kernel reads each of them
+    // (create_elf_tables) after the exec's COMM record and before the new
+    // image runs, so samples land in between.
+    const long pad = atol(argv[3]);
+    const int nargs = argc - 4;
+    char** args = calloc((size_t)(nargs + pad + 1), sizeof *args);
+    if (!args) return 1;
+    for (int i = 0; i < nargs; i++) args[i] = argv[4 + i];
+    for (long i = 0; i < pad; i++) args[nargs + i] = (char*)"";
+    execv(argv[4], args);
+    perror(argv[4]);
+    return 127;
+  }
   return 0;
 }
