@@ -10,8 +10,11 @@
 # its BPF load and tables, spread over more samples, as in a recording
 # people leave running). WORKLOADS="c python" picks some.
 # Prints, per workload (medians over the runs, the range in brackets):
-#  - in-kernel cost per sample: the BPF program's mean (kernel
-#    run_time_ns / run_cnt) and the in-program median, walking SFrame and,
+#  - in-kernel cost per sample: the BPF program's kernel run_time_ns
+#    (BPF_ENABLE_STATS) over the samples recorded (not over its run_cnt:
+#    the per-CPU events run it for every task on every CPU, and the runs
+#    that record nothing would halve the mean) and the in-program median,
+#    walking SFrame and,
 #    the same program, frame pointers only (--walk fp). Goal: SFrame
 #    <= 1.3x the frame-pointer walk;
 #  - bytes per sample: sframe record, perf --call-graph=dwarf (8192-byte
@@ -44,9 +47,9 @@ collapse="python3 $here/tests/record/collapse.py"
 
 # The summary's field after LABEL, e.g. field "bytes per sample" -> 123.
 field() { sed -n "s/.*[;,(] *\([0-9.]*\) $1.*/\1/p" "$2" | head -1; }
-mean_ns() { sed -n 's/.*per sample: \([0-9]*\) ns mean.*/\1/p' "$1"; }
+mean_ns() { sed -n 's/.*BPF program: \([0-9]*\) ns per sample.*/\1/p' "$1"; }
 median_ns() { sed -n 's/.*walk median \([0-9]*\) ns.*/\1/p' "$1"; }
-bpf_s() { sed -n 's/.*; \([0-9.]*\) ms in all).*/\1/p' "$1" | awk '{ printf "%.6f\n", $1 / 1000 }'; }
+bpf_s() { sed -n 's/.*BPF program: [0-9]* ns per sample (\([0-9.]*\) ms of kernel.*/\1/p' "$1" | awk '{ printf "%.6f\n", $1 / 1000 }'; }
 # One run's own CPU (task-clock of the command, not of its children): "cpu"
 # (seconds) appended to ./$name.
 run_self() {

@@ -638,19 +638,25 @@ class Recording {
       perf::encode_finished_round(round);
       emit(round, true, true);
     }
-    // Keep the rest, compacted.
-    std::vector<std::byte> rest;
-    std::vector<Pending> keep;
-    for (std::size_t i = n; i < pending_.size(); ++i) {
-      Pending p = pending_[i];
-      const std::size_t at = rest.size();
-      rest.insert(rest.end(), arena_.begin() + static_cast<std::ptrdiff_t>(p.offset),
-                  arena_.begin() + static_cast<std::ptrdiff_t>(p.offset + p.size));
-      p.offset = at;
-      keep.push_back(p);
+    // Keep the rest, compacted in place: the arena and the list keep their
+    // room for the next poll's records (new ones, grown from empty at every
+    // poll, were most of the recorder's allocation and copying).
+    // (The next poll sorts them by time again.)
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
+    // A stack copy's two uses (--check, deferred) share their bytes.
+    std::size_t at = 0, last_from = ~std::size_t{0}, last_to = 0;
+    for (Pending& p : pending_) {
+      if (p.offset == last_from) {
+        p.offset = last_to;
+        continue;
+      }
+      std::memmove(arena_.data() + at, arena_.data() + p.offset, p.size);
+      last_from = p.offset;
+      last_to = p.offset = at;
+      at += p.size;
     }
-    arena_.swap(rest);
-    pending_.swap(keep);
+    arena_.resize(at);
   }
 
   // A deferred sample, unwound now that the records before it are in the
