@@ -16,9 +16,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -374,6 +376,32 @@ TEST(Symbols, BuildIdMatchesReadelf) {
   const auto id = build_id(*f);
   ASSERT_TRUE(id);
   EXPECT_NE(run("readelf -n '" + path + "'").find("Build ID: " + *id), std::string::npos) << *id;
+}
+
+// A sequence of notes as the running kernel's /sys/kernel/notes holds them
+// (Xen's and Linux's before GNU's), written out by hand.
+TEST(Symbols, GnuBuildIdAfterOtherNotesAndCutNotes) {
+  std::vector<std::byte> notes;
+  const auto word = [&notes](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) notes.push_back(std::byte(v >> (8 * i)));
+  };
+  const auto text = [&notes](const char* s, std::size_t padded) {
+    for (std::size_t i = 0; i < padded; ++i) notes.push_back(std::byte(i < std::strlen(s) ? s[i] : 0));
+  };
+  word(4), word(4), word(3), text("Xen", 4), word(0x11223344);       // Xen's type 3: not a build ID
+  word(6), word(1), word(1), text("Linux", 8), notes.push_back(std::byte{7}), text("", 3);
+  word(4), word(5), word(3), text("GNU", 4), text("\x01\x02\x03\xfe\xff", 8);
+  EXPECT_EQ(gnu_build_id(notes), "010203feff");
+  // Cut inside the GNU note's descriptor, then inside the first note.
+  EXPECT_EQ(gnu_build_id(std::span(notes).first(notes.size() - 5)), std::nullopt);
+  EXPECT_EQ(gnu_build_id(std::span(notes).first(10)), std::nullopt);
+  // Only the last note's padding cut off: still whole.
+  EXPECT_EQ(gnu_build_id(std::span(notes).first(notes.size() - 3)), "010203feff");
+  // A name size past the end.
+  std::vector<std::byte> bad(12);
+  bad[0] = std::byte{0xff};
+  bad[1] = std::byte{0xff};
+  EXPECT_EQ(gnu_build_id(bad), std::nullopt);
 }
 
 TEST(Symbols, LibcDebugFileMatchesNmAndEuStack) {

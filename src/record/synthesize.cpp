@@ -17,7 +17,6 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <span>
 #include <optional>
 #include <string_view>
@@ -98,8 +97,9 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
 // file cannot be read.
 std::string kernel_build_id() {
   std::ifstream in("/sys/kernel/notes", std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() > (std::size_t{1} << 20)) return {};
+  std::vector<char> bytes(64 << 10);  // a kernel's notes take a few hundred bytes
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<std::size_t>(in.gcount()));
   return elf::gnu_build_id(std::as_bytes(std::span(bytes))).value_or("");
 }
 
