@@ -90,6 +90,25 @@ struct sframe_record_walk {
  * range of one element moves nothing, so the extra ones are harmless, and
  * every read is of an element of the range (base + half < base + len). */
 
+/* The element a halving probes, base + half, masked to the array's bound
+ * (`mask`: its power-of-two size - 1) behind a barrier, so that the mask
+ * survives the compiler's rewriting of the index and the verifier sees it
+ * in bounds. */
+static SFRAME_RECORD_INLINE __u32 sframe_record_probe(__u32 base, __u32 half, __u32 mask) {
+  __u32 k = base + half;
+  SFRAME_RECORD_OPAQUE(k);
+  return k & mask;
+}
+
+/* The halving's new base: base + half when the probed `start` <= `key`
+ * (by the sign of key - start: both below 2^63, as user addresses and page
+ * offsets are), else base. */
+static SFRAME_RECORD_INLINE __u32 sframe_record_advance(__u32 base, __u32 half, __u64 key, __u64 start) {
+  __u64 at_or_below = ((key - start) >> 63) ^ 1;
+  SFRAME_RECORD_OPAQUE(at_or_below);
+  return base + (__u32)at_or_below * half;
+}
+
 /* The index of the mapping holding `pc`, or -1. */
 SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_mapping_index(const struct sframe_record_process *p, __u64 pc) {
   if (!p) return -1;
@@ -102,13 +121,8 @@ SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_mapping_index(const struct sframe
   __u32 base = 0, len = n;
   for (int i = 0; i < 8; i++) { /* 2^8 = SFRAME_RECORD_MAX_MAPPINGS */
     const __u32 half = len / 2;
-    __u32 k = base + half;
-    SFRAME_RECORD_OPAQUE(k);
-    k &= SFRAME_RECORD_MAX_MAPPINGS - 1;
-    /* start <= pc, by the sign of pc - start: user addresses are below 2^63. */
-    __u64 at_or_below = ((pc - p->maps[k].start) >> 63) ^ 1;
-    SFRAME_RECORD_OPAQUE(at_or_below);
-    base += (__u32)at_or_below * half;
+    const __u32 k = sframe_record_probe(base, half, SFRAME_RECORD_MAX_MAPPINGS - 1);
+    base = sframe_record_advance(base, half, pc, p->maps[k].start);
     len -= half;
   }
   base &= SFRAME_RECORD_MAX_MAPPINGS - 1;
@@ -135,12 +149,8 @@ SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const struct sframe_rec
   __u32 base = 0, len = n;
   for (int i = 0; i < 7; i++) { /* 2^7 = SFRAME_RECORD_PAGE_ROWS */
     const __u32 half = len / 2;
-    __u32 k = base + half;
-    SFRAME_RECORD_OPAQUE(k);
-    k &= SFRAME_RECORD_PAGE_ROWS - 1;
-    __u64 at_or_before = (((__u64)off - pg->rows[k].start) >> 63) ^ 1; /* start <= off */
-    SFRAME_RECORD_OPAQUE(at_or_before);
-    base += (__u32)at_or_before * half;
+    const __u32 k = sframe_record_probe(base, half, SFRAME_RECORD_PAGE_ROWS - 1);
+    base = sframe_record_advance(base, half, off, pg->rows[k].start);
     len -= half;
   }
   return (int)(base & (SFRAME_RECORD_PAGE_ROWS - 1));
