@@ -638,10 +638,10 @@ class Recording {
       perf::encode_finished_round(round);
       emit(round, true, true);
     }
-    // Keep the rest, compacted in place: the arena and the list keep their
-    // room for the next poll's records (new ones, grown from empty at every
-    // poll, were most of the recorder's allocation and copying).
-    // (The next poll sorts them by time again.)
+    // Keep the rest, compacted in place (in the arena's order; the next
+    // poll sorts them by time again): the arena and the list keep their
+    // room for the next poll's records, where new ones grew from empty at
+    // every poll.
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
     std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
     // A stack copy's two uses (--check, deferred) share their bytes.
