@@ -39,7 +39,7 @@ t() {
   out=$(cat out.txt) err=$(cat err.txt)
   [ "$rc" -eq "$want" ] && ok || bad "sframe $*: exit $rc, want $want: $(head -c 300 err.txt)"
   if [ -n "$re" ]; then
-    cat out.txt err.txt | grep -Eq -- "$re" && ok || bad "sframe $*: no match for /$re/ in: $(head -c 400 out.txt) $(head -c 300 err.txt)"
+    grep -Eq -- "$re" out.txt err.txt && ok || bad "sframe $*: no match for /$re/ in: $(head -c 400 out.txt) $(head -c 300 err.txt)"
   fi
 }
 # j WANT_STATUS PYTHON_CONDITION ARGS...: runs the tool (ARGS hold --json);

@@ -4,10 +4,17 @@
 their frames: symbol and dso per frame, addresses left out (perf prints
 user frames map-relative or absolute, by version).
 
-  inject_compare.py THRESHOLD TRUTH.txt OTHER.txt
+  inject_compare.py THRESHOLD TRUTH.txt OTHER.txt [OTHERS_OWN.txt]
       Sample by sample, in order; at least THRESHOLD (0-1) of the samples
       must have the same tid and the same (symbol, dso) list. Every
-      differing sample is listed with where the lists part.
+      differing sample is listed with where the lists part. With
+      OTHERS_OWN.txt (the reading perf's own `perf script` of the
+      recording), a frame OTHER names as that perf names the same frame
+      when it reads the recording itself also counts as the same: perf 6.1
+      names the first slot of a program's .plt after `_init` (a zero-size
+      symbol it extends over the PLT), whichever file it reads, where
+      `--perf-compat 6.1` names the slot's @plt symbol. Such samples are
+      counted and listed apart.
   inject_compare.py --vs-perf-inject THRESHOLD PERF_SCRIPT.txt PERF_INJ.txt OURS_INJ.txt
       The current perf's `perf inject --convert-callchain` output against
       ours, both printed by the current perf, with the current perf's own
@@ -86,26 +93,40 @@ def main(argv):
         return vs_perf_inject(float(argv[1]), argv[2], argv[3], argv[4])
     threshold = float(argv[0])
     a, b = samples(argv[1]), samples(argv[2])
+    own = samples(argv[3]) if len(argv) > 3 else None
     print("%s: %d samples, %s: %d samples" % (argv[1], len(a), argv[2], len(b)))
-    if len(a) != len(b) or not a:
+    if len(a) != len(b) or not a or (own is not None and len(own) != len(a)):
         print("FAIL: the sample counts differ (or there are none)")
         return 1
-    same = 0
+    same = as_own = 0
     diffs = []
+    own_named = []
     for i, (x, y) in enumerate(zip(a, b)):
         (tx, fx), (ty, fy) = names(x), names(y)
         if tx == ty and same_frames(fx, fy):
             same += 1
             continue
+        if own is not None and tx == ty and len(fx) == len(fy):
+            fo = names(own[i])[1]
+            parts = [k for k in range(len(fx)) if fx[k] != fy[k]]
+            if parts and all(k < len(fo) and fy[k] == fo[k] for k in parts):
+                as_own += 1
+                k = parts[0]
+                own_named.append((i, "frame %d: %r, as it names it reading the recording; ours %r" % (k, fy[k], fx[k])))
+                continue
         if tx != ty:
             diffs.append((i, "tid %s against %s" % (tx, ty)))
             continue
         k = next((j for j in range(min(len(fx), len(fy))) if fx[j] != fy[j]), min(len(fx), len(fy)))
         diffs.append((i, "frame %d: %r against %r (%d and %d frames)" % (
             k, fx[k] if k < len(fx) else None, fy[k] if k < len(fy) else None, len(fx), len(fy))))
-    frac = same / len(a)
-    print("same frame names: %d of %d samples (%.2f%%), threshold %.0f%%" % (same, len(a), 100 * frac,
+    frac = (same + as_own) / len(a)
+    print("same frame names: %d of %d samples (%.2f%%), threshold %.0f%%" % (same + as_own, len(a), 100 * frac,
                                                                            100 * threshold))
+    if own is not None:
+        print("  of them named as %s names them reading the recording itself: %d" % (argv[3], as_own))
+        for i, r in own_named[:10]:
+            print("    sample %d: %s" % (i, r))
     for i, r in diffs[:50]:
         print("  sample %d: %s" % (i, r))
     if len(diffs) > 50:

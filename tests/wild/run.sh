@@ -54,7 +54,7 @@ t() {
   local want=$1 re=$2; shift 2
   "$bin" "$@" >out.txt 2>err.txt; local rc=$?
   [ "$rc" -eq "$want" ] && ok || bad "sframe $*: exit $rc, want $want: $(head -c 300 err.txt)"
-  cat out.txt err.txt | grep -Eq -- "$re" && ok || bad "sframe $*: no /$re/ in: $(head -c 400 out.txt) $(head -c 300 err.txt)"
+  grep -Eq -- "$re" out.txt err.txt && ok || bad "sframe $*: no /$re/ in: $(head -c 400 out.txt) $(head -c 300 err.txt)"
 }
 sframe_size() { local h; h=$("$B/readelf" -SW "$1" | sed -n 's/.* \.sframe  *[A-Z_]*  *[0-9a-f]*  *[0-9a-f]*  *\([0-9a-f]*\) .*/\1/p'); [ -n "$h" ] && echo $((16#$h)); }
 
