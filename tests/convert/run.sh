@@ -105,7 +105,7 @@ same_run "$corpus/x86_64-v3-linked/signals" "$work/inplace"
 #    rows match its DWARF CFI (verify --raw, and strict verify of the file),
 #    and the consumers of the version accept it (v3: the kernel).
 gcc -O2 -Wa,--gsframe -o "$work/v1prog" "$corpus/src/basic.c" 2>/dev/null || bad "compile v1prog"
-objdump --sframe "$work/v1prog" | grep -q SFRAME_VERSION_1 && ok || bad "v1prog: no SFrame v1 section"
+grep -q SFRAME_VERSION_1 <(objdump --sframe "$work/v1prog") && ok || bad "v1prog: no SFrame v1 section"
 space=$(sec_size "$work/v1prog")
 chk() { python3 "$srcdir/tests/gen/loadable_check.py" "$@"; }
 for v in 2 3; do
@@ -117,8 +117,8 @@ for v in 2 3; do
   o=$(chk layout "$work/v1prog" "$out" 1) && ok || bad "v1 -> v$v layout: $o"
   o=$(chk sframe-seg "$out") && ok || bad "v1 -> v$v PT_GNU_SFRAME: $o"
   [ "$(readelf -lW "$out" | grep -c ' LOAD ')" = "$(( $(readelf -lW "$work/v1prog" | grep -c ' LOAD ') + 1 ))" ] &&
-    readelf -lW "$out" | grep -q GNU_SFRAME && ok || bad "v1 -> v$v: readelf -lW: $(readelf -lW "$out" | grep -E 'LOAD|SFRAME')"
-  "$bin" dump "$out" | grep -q "Version: SFRAME_VERSION_$v" && ok || bad "v1 -> v$v: not version $v"
+    grep -q GNU_SFRAME <(readelf -lW "$out") && ok || bad "v1 -> v$v: readelf -lW: $(readelf -lW "$out" | grep -E 'LOAD|SFRAME')"
+  grep -q "Version: SFRAME_VERSION_$v" <("$bin" dump "$out") && ok || bad "v1 -> v$v: not version $v"
   objcopy -O binary --only-section=.sframe "$out" "$work/v1to$v.sec" || bad "objcopy v1to$v"
   "$bin" verify "$work/v1prog" --raw "$work/v1to$v.sec@$(sec_addr "$out")" >"$work/vr.txt" 2>&1 &&
     grep -q ' 0 mismatches$' "$work/vr.txt" && ok || bad "verify v1prog --raw v1to$v.sec: $(head -3 "$work/vr.txt")"

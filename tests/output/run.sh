@@ -72,9 +72,9 @@ setcap cap_net_raw+ep "$work/c" || bad "setcap"
 python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.sframepp", b"kept")' "$work/c" || bad "setxattr"
 ino=$(stat -c %i "$work/c")
 "$bin" gen --in-place "$work/c" >/dev/null 2>"$work/err.txt" && ok || bad "gen --in-place: $(cat "$work/err.txt")"
-readelf -SW "$work/c" | grep -q ' \.sframe ' && ok || bad "gen --in-place: no .sframe section"
+grep -q ' \.sframe ' <(readelf -SW "$work/c") && ok || bad "gen --in-place: no .sframe section"
 # (objdump 2.40 reads SFrame v1 only: the section is checked against libdw.)
-"$bin" verify "$work/c" 2>&1 | head -1 | grep -q 'format ok; DWARF: [1-9][0-9]* functions, [1-9][0-9]* PCs, 0 mismatches$' &&
+grep -q 'format ok; DWARF: [1-9][0-9]* functions, [1-9][0-9]* PCs, 0 mismatches$' <("$bin" verify "$work/c" 2>&1 | head -1) &&
   ok || bad "gen --in-place: section does not verify against the DWARF CFI"
 [ "$("$work/c" 2>&1; echo "status $?")" = "$want_run" ] && ok || bad "gen --in-place: runs differently"
 [ "$(stat -c '%a %u %g' "$work/c")" = "751 1234 5678" ] && ok || bad "gen --in-place: mode/owner $(stat -c '%a %u %g' "$work/c")"

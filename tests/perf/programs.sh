@@ -28,7 +28,11 @@ build_part() {
       # (seen here: ~25% of the samples when the child works as long as the
       # parent; with setarch -R, every process exec'd after a sample). The
       # child's few samples are listed by compare.py with that reason.
-      cmd=(./prog 3000 fork "$work/child") ;;
+      # The samples taken inside an exec (perf's of prog, prog's of child)
+      # hold the old image's user registers, which each perf names its own
+      # way: a fixed handful, up to 10 seen under ASan's load. 12,000 loops
+      # (~3,000 samples) keep them well under 1%; 3,000 loops did not.
+      cmd=(./prog "${2:-12000}" fork "$work/child") ;;
     exec)
       # One process through a chain of execs (Space::settle_exec): pre
       # (work.c with frame pointers) works ~25 ms, execs sh, which execs

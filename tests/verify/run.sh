@@ -162,7 +162,7 @@ for reg in '0x80, 0x80, 0x80, 0x20:67108864' '0xfe, 0xff, 0xff, 0x7f:268435454';
     "__asm__(\".text\\n.globl hostile\\n.type hostile,@function\\nhostile:\\n.cfi_startproc\\nnop\\n.cfi_escape 0x05, $bytes, 0x01\\nnop\\nret\\n.cfi_endproc\\n.size hostile, .-hostile\\n\");" \
     > "$h.c"
   gcc -O2 -Wa,--gsframe -o "$h" "$h.c" 2>/dev/null || { bad "compile $h"; continue; }
-  readelf --debug-dump=frames "$h" 2>/dev/null | grep -q "DW_CFA_offset_extended: .*r$num " && ok ||
+  grep -q "DW_CFA_offset_extended: .*r$num " <(readelf --debug-dump=frames "$h" 2>/dev/null) && ok ||
     bad "$h: readelf does not show a rule for r$num"
   run 1 "$h"
   [[ "$line" == *"DWARF: not compared: CFI on which libdw could allocate without bound"* ]] && ok ||
