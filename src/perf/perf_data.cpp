@@ -705,6 +705,8 @@ struct PerfData::Impl {
 
   std::vector<Located> located;
   bool scanned = false;
+  static constexpr std::size_t kPrefetchAhead = 2;
+  static constexpr std::uint32_t kPrefetchBytes = 1024;
 
   Expected<void> scan_all() {
     if (scanned) return {};
@@ -729,7 +731,17 @@ struct PerfData::Impl {
     // the walk with its error, after the records before it.
     const bool first = stats.samples == 0 && stats.lost_records == 0;
     Record rec;
-    for (const Located& l : located) {
+    for (std::size_t i = 0; i < located.size(); ++i) {
+      const Located& l = located[i];
+      // A record is read by a load that misses: its header, registers
+      // and the top of a stack copy lie one 8 KB record (a new page) from
+      // the last. Asking for the first lines of the record two ahead lets
+      // those misses overlap this record's decoding and walk.
+      if (i + kPrefetchAhead < located.size()) {
+        const Located& ahead = located[i + kPrefetchAhead];
+        const std::uint32_t n = std::min(ahead.size, kPrefetchBytes);
+        for (std::uint32_t o = 0; o < n; o += 64) __builtin_prefetch(ahead.data + o);
+      }
       rec = Record{};
       Cursor c{{l.data, l.size}, l.base, 0, l.outer};
       if (auto r = decode(c, rec); !r) return r;
