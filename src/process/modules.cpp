@@ -141,6 +141,7 @@ cfi::ModuleImage module_image(const elf::ElfFile& f, const Expected<elf::SFrameS
     img.eh_frame_hdr = hdr->bytes;
     img.eh_frame_hdr_address = hdr->header.address;
   }
+  if (auto eh = f.section_bytes(".eh_frame")) img.has_eh_frame = !eh->bytes.empty();
   Elf* e = static_cast<Elf*>(f.native_handle());
   std::size_t size = 0;
   const char* raw = elf_rawfile(e, &size);

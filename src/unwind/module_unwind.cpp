@@ -225,17 +225,21 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
       listed = *n;
     else
       hdr_known = false;
+  } else if (image.has_eh_frame) {
+    hdr_known = false;  // FDEs not listed (a static executable)
   }
   m.listed_ = hdr_known ? listed : 1;
   if (m.source_ == ModuleSource::kNative) {
     if (!hdr_known) {
-      m.pending_ = 1;  // unreadable table: let generation decide
+      m.pending_ = 1;  // no readable table: let generation decide
+      m.reason_ = image.eh_frame_hdr.empty() ? "own SFrame section; .eh_frame FDEs not listed (no .eh_frame_hdr)"
+                                             : "own SFrame section; .eh_frame_hdr unreadable";
     } else {
       for (std::uint64_t pc : starts)
         if (!m.primary_.covers(pc)) ++m.pending_;
+      m.reason_ = m.pending_ == 0 ? "own SFrame section covers every .eh_frame FDE"
+                                  : "own SFrame section; " + std::to_string(m.pending_) + " .eh_frame FDEs it lacks";
     }
-    m.reason_ = m.pending_ == 0 ? "own SFrame section covers every .eh_frame FDE"
-                                : "own SFrame section; " + std::to_string(m.pending_) + " .eh_frame FDEs it lacks";
   } else {
     m.pending_ = m.listed_;
     m.reason_ = m.listed_ == 0 ? own_note + "; no .eh_frame FDEs (no code to unwind)" : own_note;

@@ -3,7 +3,8 @@
 # how. Needs $here (this folder) and $work (the current directory).
 #   build_part PART   builds PART's program(s) into the current directory and
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
-#                     cxx, plt, python, names, exec (run as ${cmd[@]}; perf
+#                     cxx, plt, python, names, exec, static,
+#                     static_gsframe (run as ${cmd[@]}; perf
 #                     record itself run under ${launch[@]}, with
 #                     ${record_opts[@]}: both empty but for exec)
 #   record OUT [perf record options...]
@@ -60,6 +61,15 @@ build_part() {
       launch=(setarch -R)
       record_opts=(-N)
       cmd=(./pre 1000 exec 50000 /bin/sh -c "exec setarch $(uname -m) ./prog ${2:-30000}") ;;
+    static | static_gsframe)
+      # A static executable: GNU ld writes no .eh_frame_hdr for it, so its
+      # .eh_frame FDEs are not listed. static: no SFrame at all (generated
+      # from .eh_frame whole); static_gsframe: work.c's functions in its own
+      # .sframe, libc.a's (main's callers) only in .eh_frame.
+      local g=()
+      [ "$1" = static_gsframe ] && g=("${gsframe[@]}")
+      gcc "${cflags[@]}" "${g[@]}" -static -o prog "$here/work.c" -lpthread
+      cmd=(./prog "${2:-4000}") ;;
     dlopen)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/dl_main.c" -ldl
       gcc "${cflags[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"

@@ -9,6 +9,8 @@
 #   A-g  the same process with --ignore-sframe: every module generated.
 #   B    program and library built without SFrame, given SFrame by
 #        `sframe gen` (added to the files as a .sframe section by objcopy).
+#   S    program and library linked -static, with their own SFrame; libc.a's
+#        functions have .eh_frame only, and no .eh_frame_hdr lists them.
 #   The machine's sleep, perl, tail and python3 (4 threads): modules without
 #   SFrame, all generated, compared with eu-stack and gdb.
 #   Robustness: a thread with an unmapped stack pointer, threads created and
@@ -100,6 +102,22 @@ fi
 if start "$work/B"; then
   compare B "$work/B"
   grep -Eq "stacktest: native( \(|,)" "$work/B.txt" && ok || bad "B: gen's section not used"
+  stop_target
+fi
+
+# --- S: a static executable ----------------------------------------------
+# The program's functions in its own .sframe, libc.a's only in .eh_frame,
+# which no .eh_frame_hdr lists (GNU ld writes none for static links): their
+# SFrame is generated from .eh_frame whole.
+mkdir -p "$work/S"
+gcc $cflags -Wa,--gsframe -static -o "$work/S/stacktest" "$here/stacktest.c" "$here/stacklib.c" -pthread ||
+  bad "compile S"
+readelf -SW "$work/S/stacktest" > "$work/S/sections.txt"
+grep -q ' \.eh_frame_hdr ' "$work/S/sections.txt" && bad "S has .eh_frame_hdr: not the case meant"
+if [ -x "$work/S/stacktest" ] && start "$work/S"; then
+  compare S "$work/S"
+  grep -Eq "^#[0-9]+ .* __libc_start_call_main - .*/stacktest +\[generated\]$" "$work/S.txt" && ok ||
+    bad "S: __libc_start_call_main not stepped with SFrame generated from .eh_frame"
   stop_target
 fi
 
