@@ -153,6 +153,13 @@ struct EventAttr {
   std::array<std::byte, 128> raw{};
 };
 
+/// The kernel's name as perf writes it: in BUILD_ID entries and in perf
+/// script's frames; also the folder of its kallsyms copy in perf's
+/// build-id cache.
+inline constexpr std::string_view kKernelDso = "[kernel.kallsyms]";
+/// The file name of the kernel text's MMAP record, as perf record writes it.
+inline constexpr std::string_view kKernelTextMmap = "[kernel.kallsyms]_text";
+
 /// One entry of the BUILD_ID feature (or a HEADER_BUILD_ID record).
 struct BuildIdEntry {
   std::int32_t pid = 0;

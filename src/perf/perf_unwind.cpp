@@ -129,7 +129,7 @@ struct Session::Impl {
   std::unordered_map<std::uint64_t, KFrame> kframes;
   bool kallsyms_read = false;
   std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
-  const std::string kernel_dso = "[kernel.kallsyms]";
+  const std::string kernel_dso{kKernelDso};
   std::string why_buf;
   std::string comm_buf;
 
@@ -431,8 +431,8 @@ struct Session::Impl {
     kallsyms_read = true;
     std::string path = opt.kallsyms;
     for (const BuildIdEntry& b : info.build_ids) {
-      if (b.filename != "[kernel.kallsyms]" || b.build_id.empty()) continue;
-      const std::string cached = opt.buildid_dir + "/[kernel.kallsyms]/" + b.build_id + "/kallsyms";
+      if (b.filename != kKernelDso || b.build_id.empty()) continue;
+      const std::string cached = opt.buildid_dir + "/" + kernel_dso + "/" + b.build_id + "/kallsyms";
       if (::access(cached.c_str(), R_OK) == 0) path = cached;
     }
     // /proc/kallsyms is read (it cannot be mapped), perf's cached copy

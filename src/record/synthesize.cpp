@@ -31,9 +31,6 @@
 namespace sframe::record {
 namespace {
 
-// The kernel's name in BUILD_ID entries, as perf record writes it.
-constexpr std::string_view kKernelDso = "[kernel.kallsyms]";
-
 // The numeric entries of directory `dir` (/proc, /proc/PID/task).
 std::vector<std::uint32_t> numbers_in(const std::string& dir) {
   std::vector<std::uint32_t> out;
@@ -212,11 +209,11 @@ void Synthesizer::kernel() {
   m.len = text->second - text->first;
   m.pgoff = text->first;
   m.prot = PROT_READ | PROT_EXEC;
-  m.filename = "[kernel.kallsyms]_text";
+  m.filename = perf::kKernelTextMmap;
   m.exec = true;
   // Readers find perf's copy of this kernel's symbols by it (perf's
   // build-id cache), which is cheaper to read than /proc/kallsyms.
-  if (std::string id = kernel_build_id(); !id.empty()) build_ids_.emplace(std::string(kKernelDso), std::move(id));
+  if (std::string id = kernel_build_id(); !id.empty()) build_ids_.emplace(std::string(perf::kKernelDso), std::move(id));
   rec_.clear();
   if (perf::encode_mmap2(rec_, perf::kMiscKernel, m, id_of(m.pid, 0), attr_)) put_(rec_);
 }
@@ -282,7 +279,7 @@ bool add_features(perf::PerfWriter& w, std::span<const std::string> argv, const 
   for (const auto& [path, id] : build_ids) {
     perf::BuildIdEntry b;
     b.pid = -1;
-    b.cpumode = path == kKernelDso ? perf::kMiscKernel : perf::kMiscUser;
+    b.cpumode = path == perf::kKernelDso ? perf::kMiscKernel : perf::kMiscUser;
     b.build_id = id;
     b.filename = path;
     ids.push_back(std::move(b));

@@ -158,7 +158,7 @@ class PerfScript {
     std::vector<profile::Frame> pframes;
     std::string_view kernel_build_id;
     for (const perf::BuildIdEntry& b : info.build_ids)
-      if (b.filename == "[kernel.kallsyms]") kernel_build_id = b.build_id;
+      if (b.filename == perf::kKernelDso) kernel_build_id = b.build_id;
     if (profiling)
       for (const auto& a : info.attrs) prof.add_event(a.name);
     Out out;

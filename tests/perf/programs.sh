@@ -5,16 +5,17 @@
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
 #                     cxx, plt, python, names, exec, static,
 #                     static_gsframe (run as ${cmd[@]}; perf
-#                     record itself run under ${launch[@]}, with
-#                     ${record_opts[@]}: both empty but for exec)
+#                     record itself run under ${launch[@]}, empty but
+#                     for exec)
 #   record OUT [perf record options...]
-#                     perf record -e cpu-clock --call-graph=dwarf of ${cmd[@]};
+#                     perf record -e cpu-clock --call-graph=dwarf of ${cmd[@]}
+#                     (-N unless record_cache=1: see below);
 #                     refused (or failing) is a FAILURE with perf's words,
 #                     never a skip.
 
 build_part() {
   local cflags=(-O2 -g -fomit-frame-pointer) gsframe=(-Wa,--gsframe)
-  launch=() record_opts=()
+  launch=()
   case $1 in
     c)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/work.c" -lpthread
@@ -55,11 +56,8 @@ build_part() {
       # last, and `setarch $(uname -m)` drops that flag, which places
       # prog's at random below them.
       # Under setarch -R, perf 6.1's record dies adding this recording's
-      # files to its build-id cache (stack smashing after "assertion failed
-      # at util/build-id.c:1010", 3 runs in 4 here): -N, the files stay
-      # where they are.
+      # files to its build-id cache (3 runs in 4 here): record() passes -N.
       launch=(setarch -R)
-      record_opts=(-N)
       cmd=(./pre 1000 exec 50000 /bin/sh -c "exec setarch $(uname -m) ./prog ${2:-30000}") ;;
     static | static_gsframe)
       # A static executable: GNU ld writes no .eh_frame_hdr for it, so its
@@ -104,13 +102,26 @@ PY
   esac
 }
 
+# perf 6.1's record aborts adding a recording's files to its build-id cache
+# (~/.debug), after "assertion failed at util/build-id.c:1010": always
+# while a BPF program is loaded (2 runs in 3 while `sframe record` ran
+# here), now and then without (perf_script_plt in a ctest run). So -N
+# (files not cached) unless the test reads the cache (record_cache=1),
+# where that abort alone is retried, twice at most.
+record_cache=0
 record() { # OUT EXTRA...
-  local out=$1
+  local out=$1 tries=0 cache=(-N)
   shift
-  if ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf "${record_opts[@]}" "$@" -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
+  [ "$record_cache" = 1 ] && cache=()
+  while ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf "${cache[@]}" "$@" \
+          -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; do
+    if [ $((tries += 1)) -le 2 ] && grep -q 'assertion failed at util/build-id.c' record.err; then
+      echo "perf 6.1's record aborted in its build-id cache code: again"
+      continue
+    fi
     echo "FAIL: perf record failed (perf_event_open refused?):"
     sed 's/^/  | /' record.err
     echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
     exit 1
-  fi
+  done
 }
