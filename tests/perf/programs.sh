@@ -103,9 +103,9 @@ PY
 }
 
 # perf 6.1's record aborts adding a recording's files to its build-id cache
-# (~/.debug), after "assertion failed at util/build-id.c:1010": always
-# while a BPF program is loaded (2 runs in 3 while `sframe record` ran
-# here), now and then without (perf_script_plt in a ctest run). So -N
+# (~/.debug), after "assertion failed at util/build-id.c:1010": every time
+# while `sframe record` runs (4 runs in 4 here), now and then without
+# (perf_script_plt in a ctest run). So -N
 # (files not cached) unless the test reads the cache (record_cache=1),
 # where that abort alone is retried, twice at most.
 record_cache=0
