@@ -141,7 +141,9 @@ cfi::ModuleImage module_image(const elf::ElfFile& f, const Expected<elf::SFrameS
     img.eh_frame_hdr = hdr->bytes;
     img.eh_frame_hdr_address = hdr->header.address;
   }
-  if (auto eh = f.section_bytes(".eh_frame")) img.has_eh_frame = !eh->bytes.empty();
+  // Records beyond a zero terminator, in either section (cfi_sources()).
+  for (const char* name : {".eh_frame", ".debug_frame"})
+    if (auto s = f.section_bytes(name); s && s->header.type != SHT_NOBITS && s->bytes.size() >= 8) img.has_cfi = true;
   Elf* e = static_cast<Elf*>(f.native_handle());
   std::size_t size = 0;
   const char* raw = elf_rawfile(e, &size);

@@ -225,7 +225,7 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
       listed = *n;
     else
       hdr_known = false;
-  } else if (image.has_eh_frame) {
+  } else if (image.has_cfi) {
     hdr_known = false;  // FDEs not listed (a static executable)
   }
   m.listed_ = hdr_known ? listed : 1;

@@ -4,7 +4,7 @@
 #   build_part PART   builds PART's program(s) into the current directory and
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
 #                     cxx, plt, python, names, exec, static,
-#                     static_gsframe (run as ${cmd[@]}; perf
+#                     static_gsframe, dlopen_debug_frame (run as ${cmd[@]}; perf
 #                     record itself run under ${launch[@]}, empty but
 #                     for exec)
 #   record OUT [perf record options...]
@@ -68,9 +68,13 @@ build_part() {
       [ "$1" = static_gsframe ] && g=("${gsframe[@]}")
       gcc "${cflags[@]}" "${g[@]}" -static -o prog "$here/work.c" -lpthread
       cmd=(./prog "${2:-4000}") ;;
-    dlopen)
+    dlopen | dlopen_debug_frame)
       gcc "${cflags[@]}" "${gsframe[@]}" -o prog "$here/dl_main.c" -ldl
-      gcc "${cflags[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"
+      # dlopen_debug_frame: the library's CFI in .debug_frame alone (its
+      # .eh_frame an empty terminator, no .eh_frame_hdr).
+      local cfi=()
+      [ "$1" = dlopen_debug_frame ] && cfi=(-fno-asynchronous-unwind-tables)
+      gcc "${cflags[@]}" "${cfi[@]}" -shared -fPIC -o libburn.so "$here/dl_lib.c"
       cmd=(./prog "$work/libburn.so" 4000) ;;
     cxx)
       g++ "${cflags[@]}" "${gsframe[@]}" -o prog "$here/cxx.cpp"

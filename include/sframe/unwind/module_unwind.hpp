@@ -106,10 +106,11 @@ struct ModuleImage {
   std::uint64_t eh_frame_hdr_address = 0;
   /// The executable segments, scanned for signal trampolines.
   std::vector<CodeBytes> code;
-  /// The module has a non-empty .eh_frame section. Without .eh_frame_hdr
-  /// (GNU ld writes none for a static executable) its FDEs are not listed:
-  /// generation then reads .eh_frame whole, when a PC first needs it.
-  bool has_eh_frame = false;
+  /// The module has CFI records (.eh_frame or .debug_frame). Without
+  /// .eh_frame_hdr (GNU ld writes none for a static executable; it never
+  /// lists .debug_frame) its FDEs are not listed: generation then reads
+  /// the sections whole, when a PC first needs it.
+  bool has_cfi = false;
 };
 
 /// What per-FDE (on-demand) generation reads: the module's .eh_frame_hdr
