@@ -21,7 +21,8 @@
 #           with SFRAMEPP_RECORD_SLOW set, in sanitizer builds).
 #   check   --check 1, sample for sample: for the C program with its own
 #           .sframe, the C++ program that throws, python3 (SFrame generated),
-#           the threads + fork+exec program, the dlopen program and the C
+#           the threads + fork+exec program, the dlopen program (its
+#           library's CFI in .eh_frame, or in .debug_frame alone) and the C
 #           program linked -static, without and with its own .sframe (libc's
 #           SFrame generated from an .eh_frame no .eh_frame_hdr lists), the
 #           current perf (libdw) unwinds the copied stacks of the --check
@@ -165,9 +166,9 @@ case $part in
     . "$perf_tests/programs.sh"
     # Every sample checked, some 250 or more per program: the 99% then
     # allows a difference or two.
-    for p in c cxx python threads dlopen static static_gsframe; do
+    for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe; do
       case $p in c | static*) build_part "$p" 12000 ;; cxx) build_part cxx 180 ;; *) build_part "$p" ;; esac
-      [ "$p" = dlopen ] && cmd[2]=12000
+      [[ $p = dlopen* ]] && cmd[2]=12000
       [ "$p" = python ] && cmd[0]=$(python3 -c 'import sys; print(sys.executable)')
       rec -F 999 --check 1 -o "$p.data" -- "${cmd[@]}"
       [ -s "$p.data.check" ] || { echo "FAIL: --check wrote no $p.data.check"; fail=1; continue; }
