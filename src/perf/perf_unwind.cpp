@@ -608,6 +608,22 @@ struct Session::Impl {
       Space& s = space(r.id.pid);
       s.settle_exec(reg[kX86Ip]);
       if (s.dirty || s.built_epoch != epoch) update(s);
+      if (!s.find(reg[kX86Ip])) {
+        // The sampled PC in no mapping of the process: a sample inside an
+        // exec, its registers those of an image whose mappings were never
+        // recorded (perf record's own child before the exec that enables
+        // its events). Neither perf prints a user frame then: their
+        // unwinders find no module to start from.
+        out.stop = StopReason::kNoSFrameForPc;
+        out.why = "sampled PC in no mapping";
+        out.stop_address = reg[kX86Ip];
+        out.stack_base = sp;
+        out.stack_size = smp.stack.size();
+        stats.frames += out.frames.size();
+        for (const ResolvedFrame& f : out.frames) ++stats.by_origin[static_cast<std::size_t>(f.origin)];
+        ++stops[out.why];
+        return out;
+      }
       if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
       s.cache->sync(s.table.primary().generation());
       Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
