@@ -608,14 +608,13 @@ struct Session::Impl {
       Space& s = space(r.id.pid);
       s.settle_exec(reg[kX86Ip]);
       if (s.dirty || s.built_epoch != epoch) update(s);
-      if (!s.find(reg[kX86Ip])) {
-        // The sampled PC in no mapping of the process: a sample inside an
-        // exec, its registers those of an image whose mappings were never
-        // recorded (perf record's own child before the exec that enables
-        // its events). Neither perf prints a user frame then: their
-        // unwinders find no module to start from.
-        out.stop = StopReason::kNoSFrameForPc;
-        out.why = "sampled PC in no mapping";
+      if (smp.stack.empty()) {
+        // Nothing copied (dyn_size 0): a sample inside an exec, after the
+        // switch to the new image's memory, whose stack the old SP does not
+        // reach. Both perfs then print no user frame: their dwarf unwinding
+        // bails out when no stack was captured.
+        out.stop = StopReason::kUnreadableMemory;
+        out.why = "no stack copied";
         out.stop_address = reg[kX86Ip];
         out.stack_base = sp;
         out.stack_size = smp.stack.size();
