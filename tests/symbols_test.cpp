@@ -639,6 +639,14 @@ TEST(Symbols, CompiledCxxProgramDemangledAsNm) {
   EXPECT_EQ(display_name("_ZN4demo1gEv@@V_1", NamingPolicy::kPerf), "demo::g@@V_1");
   EXPECT_EQ(display_name("_ZNSt6vectorIiSaIiEE9push_backERKi", NamingPolicy::kPerf), "std::vector<int, std::allocator<int> >::push_back");
   EXPECT_EQ(display_name("_ZnwmPv", NamingPolicy::kPerf), "operator new");
+  // As perf 6.1 printed them in a clang-16 recording (libLLVM-16,
+  // libclang-cpp.so.16): an operator template keeps its name, a thunk its
+  // target's parameters.
+  EXPECT_EQ(display_name("_ZN4llvmlsIRNS_18raw_string_ostreamEEERT_OS3_RKNS_10InlineCostE@@LLVM_16", NamingPolicy::kPerf),
+            "llvm::operator<< <llvm::raw_string_ostream&>@@LLVM_16");
+  EXPECT_EQ(display_name("_ZNK4llvm8TypeSizecvmEv", NamingPolicy::kPerf), "llvm::TypeSize::operator unsigned long");
+  EXPECT_EQ(display_name("_ZThn24_N5clang9ASTReader22hasExternalDefinitionsEPKNS_4DeclE", NamingPolicy::kPerf),
+            "non-virtual thunk to clang::ASTReader::hasExternalDefinitions(clang::Decl const*)");
   std::system(("rm -rf " + std::string(dir)).c_str());
 }
 

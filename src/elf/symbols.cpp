@@ -360,14 +360,35 @@ std::size_t leading_underscores(const std::string& s) {
   return n;
 }
 
-// True if `a` is preferred over `b` (both at one address) under `policy`.
-bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy policy) {
+std::string perf_short_name(std::string d);
+
+// The name perf's choice among aliases compares: perf stores a symbol
+// demangled (util/symbol-elf.c, demangle_sym; perf 6.1 without the
+// parameter list) before choose_best_symbol counts its leading underscores
+// and its length.
+std::string perf_compared_name(const std::string& name, PerfPlt perf) {
+  const auto at = name.find('@');
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
+  const std::string_view base = std::string_view(name).substr(0, at);
+  std::string d = demangle(base);
+  if (perf == PerfPlt::k6_1 && d != base) d = perf_short_name(std::move(d));
+  if (at != std::string::npos) d += name.substr(at);
+  return d;
+}
+
+// True if `a` is preferred over `b` (both at one address) under `policy`;
+// for kPerf, `na` and `nb` are their perf_compared_name()s.
+bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy policy, const std::string& na = {},
+               const std::string& nb = {}) {
   if (policy == NamingPolicy::kPerf) {
-    const auto key = [](const FunctionSymbol& s) {
-      return std::make_tuple(s.size == 0, s.binding == STB_WEAK, s.binding != STB_GLOBAL, leading_underscores(s.name),
-                             -static_cast<std::ptrdiff_t>(s.name.size()));
+    // perf's choose_best_symbol (util/symbol.c), on the sizes its
+    // symbols__fixup_end gave first: non-zero length, not weak, global,
+    // fewer leading underscores, the longer name.
+    const auto key = [](const FunctionSymbol& s, const std::string& n) {
+      return std::make_tuple(s.size == 0, s.binding == STB_WEAK, s.binding != STB_GLOBAL, leading_underscores(n),
+                             -static_cast<std::ptrdiff_t>(n.size()));
     };
-    const auto ka = key(a), kb = key(b);
+    const auto ka = key(a, na), kb = key(b, nb);
     if (ka != kb) return ka < kb;
     // Then the first in table order: perf keeps aliases of one address in
     // the order it read them, and its last rule (arch__choose_best_symbol)
@@ -463,6 +484,7 @@ std::optional<std::string> build_id(const ElfFile& file) {
 SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options) {
   SymbolTable t;
   t.policy_ = options.policy;
+  t.perf_ = options.perf_plt;
   Elf* e = static_cast<Elf*>(file.native_handle());
   std::uint32_t order = 0;
   const bool labels = options.policy == NamingPolicy::kPerf;
@@ -537,30 +559,52 @@ void SymbolTable::finish() {
     };
     std::vector<Key> keys(t.symbols_.size());
     for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = {t.symbols_[i].address, static_cast<std::uint32_t>(i)};
-    const auto before = [&](const Key& a, const Key& b) {
-      if (a.address != b.address) return a.address < b.address;
-      const FunctionSymbol& x = t.symbols_[a.index];
-      const FunctionSymbol& y = t.symbols_[b.index];
-      if (preferred(x, y, policy)) return true;
-      if (preferred(y, x, policy)) return false;
-      return a.index < b.index;  // the same order on every run
-    };
-    if (keys.size() < 256) {
-      std::sort(keys.begin(), keys.end(), before);
-    } else {
-      // By address first, with a stable LSD radix sort over the address
-      // bits that vary (a few passes for one file's symbols, where the
-      // comparison sort of a libc-sized table cost most of reading it);
-      // equal addresses keep index order, and only those groups (aliases)
-      // are then ordered by `before`: the same order as sorting by it.
-      radix_sort(keys, [](const Key& k) { return k.address; });
-      for (std::size_t i = 0; i < keys.size();) {
-        std::size_t j = i + 1;
-        while (j < keys.size() && keys[j].address == keys[i].address) ++j;
-        const auto first = keys.begin() + static_cast<std::ptrdiff_t>(i);
-        if (j - i > 1) std::sort(first, first + static_cast<std::ptrdiff_t>(j - i), before);
-        i = j;
+    // By address first, stably (a stable LSD radix sort over the address
+    // bits that vary: a few passes for one file's symbols, where a
+    // comparison sort of a libc-sized table cost most of reading it), so
+    // that aliases keep the order they were read in.
+    radix_sort(keys, [](const Key& k) { return k.address; });
+    if (policy == NamingPolicy::kPerf) {
+      // perf (util/symbol.c, symbols__fixup_end), before it chooses among
+      // aliases: a zero-sized symbol reaches the start of the one after it
+      // in address and table order (an alias read after it leaves it at
+      // zero); the last reaches the end of the page after its own (perf
+      // 6.1 and 7.2 alike: libm's _fini, the last in its debug file's
+      // .symtab, names _fini+4 in both).
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        FunctionSymbol& s = t.symbols_[keys[i].index];
+        if (s.size != 0) continue;
+        if (i + 1 < keys.size()) {
+          s.size = keys[i + 1].address - s.address;
+        } else if (s.address <= ~std::uint64_t{0} - 2 * 4096) {
+          s.size = (s.address + 4095) / 4096 * 4096 + 4096 - s.address;
+        }
       }
+    }
+    // Then each group of aliases, best first: perf keeps that one alone.
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < keys.size();) {
+      std::size_t j = i + 1;
+      while (j < keys.size() && keys[j].address == keys[i].address) ++j;
+      if (j - i > 1) {
+        const auto first = keys.begin() + static_cast<std::ptrdiff_t>(i);
+        names.clear();
+        if (policy == NamingPolicy::kPerf)
+          for (std::size_t k = i; k < j; ++k) names.push_back(perf_compared_name(t.symbols_[keys[k].index].name, t.perf_));
+        // names[] by position in the group: sort (position, key) pairs.
+        std::vector<std::pair<std::uint32_t, Key>> group;
+        for (std::size_t k = i; k < j; ++k) group.push_back({static_cast<std::uint32_t>(k - i), keys[k]});
+        const auto name_of = [&](std::uint32_t pos) -> const std::string& {
+          static const std::string kNone;
+          return names.empty() ? kNone : names[pos];
+        };
+        std::stable_sort(group.begin(), group.end(), [&](const auto& a, const auto& b) {
+          return preferred(t.symbols_[a.second.index], t.symbols_[b.second.index], policy, name_of(a.first),
+                           name_of(b.first));
+        });
+        for (std::size_t k = i; k < j; ++k) *(first + static_cast<std::ptrdiff_t>(k - i)) = group[k - i].second;
+      }
+      i = j;
     }
     // Position i takes symbol keys[i].index: applied in place, one cycle
     // of the permutation at a time (a done position points at itself), so
@@ -579,23 +623,6 @@ void SymbolTable::finish() {
         }
         t.symbols_[j] = std::move(t.symbols_[from]);
         j = from;
-      }
-    }
-  }
-  if (policy == NamingPolicy::kPerf) {
-    // perf (util/symbol.c, symbols__fixup_end): a zero-sized symbol
-    // reaches the start of the next symbol (asm labels such as _start).
-    for (std::size_t i = 0; i < t.symbols_.size(); ++i) {
-      if (t.symbols_[i].size != 0) continue;
-      std::size_t j = i + 1;
-      while (j < t.symbols_.size() && t.symbols_[j].address == t.symbols_[i].address) ++j;
-      if (j < t.symbols_.size()) {
-        t.symbols_[i].size = t.symbols_[j].address - t.symbols_[i].address;
-      } else if (const std::uint64_t a = t.symbols_[i].address; a <= ~std::uint64_t{0} - 2 * 4096) {
-        // The last one reaches the end of the page after its own (perf 6.1
-        // and 7.2 alike: libm's _fini, the last in its debug file's
-        // .symtab, names _fini+4 in both).
-        t.symbols_[i].size = (a + 4095) / 4096 * 4096 + 4096 - a;
       }
     }
   }
@@ -621,7 +648,9 @@ std::optional<SymbolHit> SymbolTable::find(std::uint64_t address) const noexcept
   while (hi > 0 && max_last_[hi - 1] >= address) {
     std::size_t lo = hi - 1;
     while (lo > 0 && symbols_[lo - 1].address == symbols_[hi - 1].address) --lo;
-    for (std::size_t k = lo; k < hi; ++k) {
+    // perf keeps the best of a group of aliases alone (symbols__fixup_duplicate).
+    const std::size_t end = policy_ == NamingPolicy::kPerf ? lo + 1 : hi;
+    for (std::size_t k = lo; k < end; ++k) {
       const FunctionSymbol& s = symbols_[k];
       if (!covers(s, address)) continue;
       if (policy_ == NamingPolicy::kPerf) return SymbolHit{&s, address - s.address};
@@ -666,6 +695,10 @@ namespace {
 // before it (text up to the last space outside brackets, except the
 // space of "operator new", "operator delete", conversion operators).
 std::string perf_short_name(std::string d) {
+  // Thunks keep their target's parameters (perf 6.1: "non-virtual thunk to
+  // clang::ASTReader::hasExternalDefinitions(clang::Decl const*)").
+  for (std::string_view thunk : {"non-virtual thunk to ", "virtual thunk to ", "covariant return thunk to "})
+    if (d.rfind(thunk, 0) == 0) return d;
   while (d.size() > 2 && d.back() == ']') {
     const auto open = d.rfind(" [clone ");
     if (open == std::string::npos) break;
@@ -687,16 +720,43 @@ std::string perf_short_name(std::string d) {
   if (open == std::string::npos || open == 0) return d;
   d.resize(open);
   // The return type: the last space outside <> and () before the name.
+  // An operator's own characters ("operator<<", "operator()") are no
+  // brackets, and the spaces of "operator new", "operator bool" and before
+  // an operator's template arguments ("llvm::operator<<
+  // <llvm::raw_string_ostream&>") are part of the name.
+  constexpr std::string_view kOperatorChars = "+-*/%^&|~!=<>,()[]";
+  // The start of "operator" when it ends just before `end` (opchars after
+  // it skipped), else npos.
+  const auto operator_before = [&](std::size_t end) {
+    std::size_t op = end;
+    while (op > 0 && kOperatorChars.find(d[op - 1]) != std::string_view::npos) --op;
+    return op >= 8 && d.compare(op - 8, 8, "operator") == 0 ? op - 8 : std::string::npos;
+  };
   int angle = 0, paren = 0;
   for (std::size_t i = d.size(); i-- > 0;) {
     const char c = d[i];
+    if (kOperatorChars.find(c) != std::string_view::npos) {
+      if (const std::size_t at = operator_before(i + 1); at != std::string::npos) {
+        i = at;  // the next pass looks at the character before "operator"
+        continue;
+      }
+    }
     if (c == '>') ++angle;
     if (c == '<') --angle;
     if (c == ')') ++paren;
     if (c == '(') --paren;
     if (c == ' ' && angle == 0 && paren == 0) {
-      // "operator new", "operator delete[]", "operator bool": part of the name.
-      if (i >= 8 && d.compare(i - 8, 8, "operator") == 0) continue;
+      if (const std::size_t at = operator_before(i); at != std::string::npos) {
+        i = at;
+        continue;
+      }
+      // A conversion operator's type ("llvm::TypeSize::operator unsigned
+      // long"): its spaces are the name's.
+      if (const std::size_t conv = d.rfind("operator ", i);
+          conv != std::string::npos && conv < i && (conv == 0 || d[conv - 1] == ':')) {
+        i = conv;
+        continue;
+      }
       return d.substr(i + 1);
     }
   }

@@ -81,7 +81,10 @@ enum class SymbolSource {
 std::string_view source_name(SymbolSource s) noexcept;
 
 /// Whose PLT symbols NamingPolicy::kPerf synthesizes on x86-64 (perf's
-/// util/symbol-elf.c, dso__synthesize_plt_symbols, as each release has it).
+/// util/symbol-elf.c, dso__synthesize_plt_symbols, as each release has it),
+/// and whose names its choice among aliases at one address compares (perf
+/// stores a symbol demangled, perf 6.1 without its parameter list, perf 7.2
+/// with it, and prefers the longer name).
 enum class PerfPlt : std::uint8_t {
   /// Debian 12's perf 6.1: the I-th .rela.plt entry names the I-th 16-byte
   /// slot (of .plt.sec, else of .plt after its 16-byte header),
@@ -162,6 +165,7 @@ class SymbolTable {
   std::vector<std::uint64_t> max_last_;
   SymbolSource source_ = SymbolSource::kNone;
   NamingPolicy policy_ = NamingPolicy::kEuStack;
+  PerfPlt perf_ = PerfPlt::k6_1;
 };
 
 /// `name` demangled as a C++ name (abi::__cxa_demangle), or `name` itself
