@@ -4,7 +4,7 @@
 #   build_part PART   builds PART's program(s) into the current directory and
 #                     sets cmd=(...) to run it; parts: c, threads, dlopen,
 #                     cxx, plt, python, names, exec, static,
-#                     static_gsframe, dlopen_debug_frame (run as ${cmd[@]}; perf
+#                     static_gsframe, dlopen_debug_frame, clang (run as ${cmd[@]}; perf
 #                     record itself run under ${launch[@]}, empty but
 #                     for exec)
 #   record OUT [perf record options...]
@@ -59,6 +59,14 @@ build_part() {
       # files to its build-id cache (3 runs in 4 here): record() passes -N.
       launch=(setarch -R)
       cmd=(./pre 1000 exec 50000 /bin/sh -c "exec setarch $(uname -m) ./prog ${2:-30000}") ;;
+    clang)
+      # A real C++ program of this machine: clang-16 compiling one of our
+      # sources, in libclang-cpp and libLLVM (identical code folded: many
+      # aliases at one address, zero-sized ones among them; operator
+      # templates, conversion operators, thunks).
+      local src
+      src=$(cd "$here/../.." && pwd)
+      cmd=(clang-16 -std=c++20 -O1 -c "$src/src/perf/perf_data.cpp" -I "$src/include" -I "$src/src/perf" -o /dev/null) ;;
     static | static_gsframe)
       # A static executable: GNU ld writes no .eh_frame_hdr for it, so its
       # .eh_frame FDEs are not listed. static: no SFrame at all (generated

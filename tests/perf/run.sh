@@ -13,7 +13,9 @@
 # fork+exec), dlopen (a library dlopen()ed mid-recording, no .sframe), cxx
 # (C++ with libstdc++), plt (samples in libc's own PLT, whose IRELATIVE
 # slots perf 6.1 names "@plt", perf 7.2 "strlen@plt"), exec (one process
-# through a chain of execs: samples before, inside and after them), static
+# through a chain of execs: samples before, inside and after them), clang
+# (clang-16 compiling a C++ file: libLLVM's and libclang-cpp's folded
+# aliases and C++ names), static
 # and static_gsframe (static executables, without .eh_frame_hdr), and
 # dlopen_debug_frame (the dlopen part's library with .debug_frame as its only
 # CFI): perf 7.2 alone is the truth for those three, as perf 6.1's libunwind
@@ -88,7 +90,12 @@ versus perf.data default --quiet
 # --folded vs perf's own stackcollapse script over the same file: every
 # stack perf collapses the same (its frames agree) must count the same.
 # (perf script report stackcollapse is this script; --no-inline as ours.)
-if [ $oracle61 = 1 ]; then
+# Not for clang: --folded keeps the default layout (docs/tool.md), and perf
+# 6.1's stackcollapse ends each of clang's deep stacks that outgrow the 8 KB
+# copy with its end-of-copy [unknown] frame (4.3% of samples on stacks counted
+# alike, where the frames agree for 99.9%); the current
+# perf's python scripting does not run here.
+if [ $oracle61 = 1 ] && [ "$part" != clang ]; then
   perf script -i perf.data --no-inline -s /usr/lib/perf-core/scripts/python/stackcollapse.py >perf.folded 2>/dev/null
   "$sframe" perf script -i perf.data --folded >ours.folded 2>/dev/null
   python3 "$here/compare.py" --folded perf.folded ours.folded || fail=1
