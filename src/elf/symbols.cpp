@@ -582,27 +582,25 @@ void SymbolTable::finish() {
       }
     }
     // Then each group of aliases, best first: perf keeps that one alone.
-    std::vector<std::string> names;
+    // A group's keys sort with the names perf compares (kPerf) beside them.
+    struct Member {
+      Key key;
+      std::string name;
+    };
+    std::vector<Member> group;  // one buffer for every group
     for (std::size_t i = 0; i < keys.size();) {
       std::size_t j = i + 1;
       while (j < keys.size() && keys[j].address == keys[i].address) ++j;
       if (j - i > 1) {
-        const auto first = keys.begin() + static_cast<std::ptrdiff_t>(i);
-        names.clear();
-        if (policy == NamingPolicy::kPerf)
-          for (std::size_t k = i; k < j; ++k) names.push_back(perf_compared_name(t.symbols_[keys[k].index].name, t.perf_));
-        // names[] by position in the group: sort (position, key) pairs.
-        std::vector<std::pair<std::uint32_t, Key>> group;
-        for (std::size_t k = i; k < j; ++k) group.push_back({static_cast<std::uint32_t>(k - i), keys[k]});
-        const auto name_of = [&](std::uint32_t pos) -> const std::string& {
-          static const std::string kNone;
-          return names.empty() ? kNone : names[pos];
-        };
-        std::stable_sort(group.begin(), group.end(), [&](const auto& a, const auto& b) {
-          return preferred(t.symbols_[a.second.index], t.symbols_[b.second.index], policy, name_of(a.first),
-                           name_of(b.first));
+        group.clear();
+        for (std::size_t k = i; k < j; ++k)
+          group.push_back({keys[k], policy == NamingPolicy::kPerf
+                                        ? perf_compared_name(t.symbols_[keys[k].index].name, t.perf_)
+                                        : std::string()});
+        std::stable_sort(group.begin(), group.end(), [&](const Member& a, const Member& b) {
+          return preferred(t.symbols_[a.key.index], t.symbols_[b.key.index], policy, a.name, b.name);
         });
-        for (std::size_t k = i; k < j; ++k) *(first + static_cast<std::ptrdiff_t>(k - i)) = group[k - i].second;
+        for (std::size_t k = i; k < j; ++k) keys[k] = group[k - i].key;
       }
       i = j;
     }

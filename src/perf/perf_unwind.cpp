@@ -617,61 +617,65 @@ struct Session::Impl {
         out.why = "no stack copied";
         out.stop_address = reg[kX86Ip];
         out.stack_base = sp;
-        out.stack_size = smp.stack.size();
-        stats.frames += out.frames.size();
-        for (const ResolvedFrame& f : out.frames) ++stats.by_origin[static_cast<std::size_t>(f.origin)];
-        ++stops[out.why];
-        return out;
+      } else {
+        walk_user(s, smp, reg, has);
       }
-      if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
-      s.cache->sync(s.table.primary().generation());
-      Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
-      // The other sampled registers: frame 0's FLEX rules may name them.
-      static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {
-          {kX86Ax, 0}, {kX86Dx, 1}, {kX86Cx, 2}, {kX86Bx, 3}, {kX86Si, 4}, {kX86Di, 5}};
-      for (auto [p, d] : kPerfToDwarf)
-        if (have(p)) regs.set(d, reg[p]);
-      for (unsigned k = 0; k < 8; ++k)
-        if (have(kX86R8 + k)) regs.set(8 + k, reg[kX86R8 + k]);
-      // libunwind's perf accessor takes a word as outside the copy when it
-      // ends at or after the copy's end - 8 (`addr + 8 >= end`).
-      std::span<const std::byte> stack = smp.stack;
-      if (opt.libunwind_stack_end) stack = stack.first(stack.size() >= 8 ? stack.size() - 8 : 0);
-      const BufferMemory mem(stack, sp);
-      const std::size_t cap = opt.max_stack - out.frames.size();
-      View view{*this, s};
-      process::WalkOptions wo;
-      wo.fp_fallback = opt.fp_fallback;
-      const process::WalkResult w =
-          process::walk_chain(view, mem, regs, std::span<Frame>(frames.data(), cap),
-                              std::span<process::RuleSource>(sources.data(), cap), wo, s.cache.get());
-      for (std::size_t i = 0; i < w.count; ++i) {
-        const Frame& f = frames[i];
-        const FrameOrigin o = i == 0 ? FrameOrigin::kRegisters : origin_of(sources[i - 1]);
-        // perf's libunwind unwinder records a caller's return address - 1,
-        // except where the frame is a signal trampoline.
-        user_frame(s, f.pc.value(), i > 0 && !(f.flags & kFrameSignal), o);
-      }
-      // Only a walk that ran off the top of the copy: a read below it (a
-      // frame-pointer guess at a PC libunwind has no CFI for) is no step
-      // libunwind takes.
-      if (opt.libunwind_stack_end && w.reason == StopReason::kUnreadableMemory && w.address >= sp + stack.size() &&
-          w.count > 0 && out.frames.size() < opt.max_stack) {
-        ResolvedFrame f;
-        f.ip = f.runtime_ip = ~std::uint64_t{0};
-        f.origin = out.frames.back().origin;
-        out.frames.push_back(f);
-      }
-      out.stop = w.reason;
-      out.why = why(s, w);
-      out.stop_address = w.address;
-      out.stack_base = sp;
-      out.stack_size = smp.stack.size();
     }
     stats.frames += out.frames.size();
     for (const ResolvedFrame& f : out.frames) ++stats.by_origin[static_cast<std::size_t>(f.origin)];
     if (out.walked) ++stops[out.why];
     return out;
+  }
+
+  // The user part of a sample with a stack copy, walked from its registers
+  // (`has`: the sampled ones' mask) into `out`: frames, why the walk ended.
+  void walk_user(Space& s, const Sample& smp, const std::array<std::uint64_t, kX86R15 + 1>& reg, std::uint64_t has) {
+    const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
+    const std::uint64_t sp = reg[kX86Sp];
+    if (!s.cache) s.cache = std::make_unique<StaticRuleCache<1024>>();
+    s.cache->sync(s.table.primary().generation());
+    Regs regs = Regs::amd64(reg[kX86Ip], sp, reg[kX86Bp]);
+    // The other sampled registers: frame 0's FLEX rules may name them.
+    static constexpr std::pair<unsigned, unsigned> kPerfToDwarf[] = {
+        {kX86Ax, 0}, {kX86Dx, 1}, {kX86Cx, 2}, {kX86Bx, 3}, {kX86Si, 4}, {kX86Di, 5}};
+    for (auto [p, d] : kPerfToDwarf)
+      if (have(p)) regs.set(d, reg[p]);
+    for (unsigned k = 0; k < 8; ++k)
+      if (have(kX86R8 + k)) regs.set(8 + k, reg[kX86R8 + k]);
+    // libunwind's perf accessor takes a word as outside the copy when it
+    // ends at or after the copy's end - 8 (`addr + 8 >= end`).
+    std::span<const std::byte> stack = smp.stack;
+    if (opt.libunwind_stack_end) stack = stack.first(stack.size() >= 8 ? stack.size() - 8 : 0);
+    const BufferMemory mem(stack, sp);
+    const std::size_t cap = opt.max_stack - out.frames.size();
+    View view{*this, s};
+    process::WalkOptions wo;
+    wo.fp_fallback = opt.fp_fallback;
+    const process::WalkResult w =
+        process::walk_chain(view, mem, regs, std::span<Frame>(frames.data(), cap),
+                            std::span<process::RuleSource>(sources.data(), cap), wo, s.cache.get());
+    for (std::size_t i = 0; i < w.count; ++i) {
+      const Frame& f = frames[i];
+      const FrameOrigin o = i == 0 ? FrameOrigin::kRegisters : origin_of(sources[i - 1]);
+      // perf's libunwind unwinder records a caller's return address - 1,
+      // except where the frame is a signal trampoline.
+      user_frame(s, f.pc.value(), i > 0 && !(f.flags & kFrameSignal), o);
+    }
+    // Only a walk that ran off the top of the copy: a read below it (a
+    // frame-pointer guess at a PC libunwind has no CFI for) is no step
+    // libunwind takes.
+    if (opt.libunwind_stack_end && w.reason == StopReason::kUnreadableMemory && w.address >= sp + stack.size() &&
+        w.count > 0 && out.frames.size() < opt.max_stack) {
+      ResolvedFrame f;
+      f.ip = f.runtime_ip = ~std::uint64_t{0};
+      f.origin = out.frames.back().origin;
+      out.frames.push_back(f);
+    }
+    out.stop = w.reason;
+    out.why = why(s, w);
+    out.stop_address = w.address;
+    out.stack_base = sp;
+    out.stack_size = smp.stack.size();
   }
 
   std::string_view why(const Space& s, const process::WalkResult& w) {

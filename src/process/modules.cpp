@@ -141,9 +141,7 @@ cfi::ModuleImage module_image(const elf::ElfFile& f, const Expected<elf::SFrameS
     img.eh_frame_hdr = hdr->bytes;
     img.eh_frame_hdr_address = hdr->header.address;
   }
-  // Records beyond a zero terminator, in either section (cfi_sources()).
-  for (const char* name : {".eh_frame", ".debug_frame"})
-    if (auto s = f.section_bytes(name); s && s->header.type != SHT_NOBITS && s->bytes.size() >= 8) img.has_cfi = true;
+  img.has_cfi = cfi::cfi_sources(f).has_value();
   Elf* e = static_cast<Elf*>(f.native_handle());
   std::size_t size = 0;
   const char* raw = elf_rawfile(e, &size);
