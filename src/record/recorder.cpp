@@ -53,6 +53,9 @@ static_assert(offsetof(sframe_record_copy, stack) == SFRAME_RECORD_COPY_HEAD);
 constexpr std::uint32_t kCheckSample = ~std::uint32_t{0};
 constexpr std::uint32_t kDeferredSample = kCheckSample - 1;
 
+// The longest wait between two polls of the ring buffers, ms.
+constexpr long kPollMaxMs = 100;
+
 std::uint64_t monotonic_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -185,9 +188,9 @@ class Recording {
       // Often at first, when processes start and map their libraries (a
       // sample before its process's tables is walked by frame pointers
       // alone): every 2 ms in the first 200 ms, every 10 ms up to 1 s,
-      // then every 100 ms.
+      // then every kPollMaxMs.
       const std::uint64_t age = monotonic_ns() - t0;
-      const long ms = age < 200'000'000 ? 2 : age < 1'000'000'000 ? 10 : 100;
+      const long ms = age < 200'000'000 ? 2 : age < 1'000'000'000 ? 10 : kPollMaxMs;
       timespec nap{0, ms * 1000 * 1000};
       nanosleep(&nap, nullptr);
       drain(false);
@@ -338,17 +341,21 @@ class Recording {
     // The ring buffers hold what arrives while user space does not drain
     // them (a poll, or the build of a big module's table): a quarter of a
     // second of every CPU's samples. A stack copy (8 KB and the registers)
-    // may be wanted for each of them, as for all the samples of a process
-    // before its tables. Allocating and mapping the buffers costs start-up
-    // CPU in proportion to their size, so they are not made larger than
-    // that (lost samples and copies are counted in the summary).
-    const double burst = double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) * opt_.frequency / 4;
-    const auto ring_size = [burst](double bytes_each) {
-      const double want = std::clamp(burst * bytes_each, double(1 << 20), double(256 << 20));
-      return std::bit_ceil(static_cast<std::uint32_t>(want));
+    // is wanted for every sample with `--check 1`; without `--check`, only
+    // for the samples of a process between its exec or dlopen and the next
+    // poll that pushes its tables, so that ring holds the longest poll
+    // interval's (kPollMaxMs) samples as copies. Allocating (zeroing) and
+    // mapping the buffers costs start-up CPU in proportion to their size,
+    // so they are not made larger than that (lost samples and copies are
+    // counted in the summary).
+    const double rate = double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))) * opt_.frequency;
+    const auto ring_size = [](double bytes) {
+      return std::bit_ceil(static_cast<std::uint32_t>(std::clamp(bytes, double(1 << 20), double(256 << 20))));
     };
-    bpf_map__set_max_entries(skel_->maps.samples, ring_size(512));
-    bpf_map__set_max_entries(skel_->maps.copies, ring_size(SFRAME_RECORD_COPY_HEAD + SFRAME_RECORD_COPY_STACK));
+    constexpr double kCopyBytes = SFRAME_RECORD_COPY_HEAD + SFRAME_RECORD_COPY_STACK;
+    bpf_map__set_max_entries(skel_->maps.samples, ring_size(rate / 4 * 512));
+    bpf_map__set_max_entries(skel_->maps.copies,
+                             ring_size(opt_.check ? rate / 4 * kCopyBytes : rate * kPollMaxMs / 1000 * kCopyBytes));
     if (record_bpf::load(skel_) != 0) {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
@@ -585,13 +592,37 @@ class Recording {
     std::vector<std::pair<std::uint32_t, const sframe_record_process*>> tables;
     for (std::uint32_t pid : touched_) tables.emplace_back(pid, &tables_->process(pid));
     touched_.clear();
-    for (const auto& [key, page] : tables_->take_new_pages())
-      if (bpf_map_update_elem(pages, &key, page, BPF_ANY) != 0) ++sum_.pages_refused;
+    push_pages(pages, tables_->take_new_pages());
     for (const auto& [pid, t] : tables)
       if (bpf_map_update_elem(procs, &pid, t, BPF_ANY) != 0) ++sum_.processes_refused;
     for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
     gone_.clear();
     sum_.table_ns += monotonic_ns() - t0;
+  }
+
+  // New module pages into the map, a batch per system call (a call per
+  // page cost more than the kernel's work on the page). A batch stops at
+  // the first page the map refuses (full); the rest of it go one at a time,
+  // so that every refusal is counted.
+  void push_pages(int fd, const std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>>& fresh) {
+    constexpr std::size_t kBatch = 256;
+    for (std::size_t at = 0; at < fresh.size(); at += kBatch) {
+      const std::size_t n = std::min(kBatch, fresh.size() - at);
+      batch_keys_.resize(n);
+      batch_pages_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        batch_keys_[i] = fresh[at + i].first;
+        batch_pages_[i] = *fresh[at + i].second;
+      }
+      bpf_map_batch_opts opts{};
+      opts.sz = sizeof opts;
+      opts.elem_flags = BPF_ANY;
+      auto count = static_cast<std::uint32_t>(n);
+      if (bpf_map_update_batch(fd, batch_keys_.data(), batch_pages_.data(), &count, &opts) == 0) continue;
+      const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, n);
+      for (std::size_t i = done; i < n; ++i)
+        if (bpf_map_update_elem(fd, &batch_keys_[i], &batch_pages_[i], BPF_ANY) != 0) ++sum_.pages_refused;
+    }
   }
 
   // As perf record's synthesized events (synthesize.hpp), written and fed
@@ -735,6 +766,8 @@ class Recording {
   std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;
+  std::vector<sframe_record_page_key> batch_keys_;
+  std::vector<sframe_record_page> batch_pages_;
   record_bpf* skel_ = nullptr;
   ring_buffer* rb_ = nullptr;
   int stats_fd_ = -1;
