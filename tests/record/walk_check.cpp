@@ -34,10 +34,10 @@ std::uint64_t g_stack_base = 0;
 sframe::record::Tables* g_tables = nullptr;
 const sframe_record_process* g_process = nullptr;
 
-int read_u64(__u64* dst, __u64 addr) {
-  if (addr < g_stack_base || addr - g_stack_base > g_stack.size() || g_stack.size() - (addr - g_stack_base) < 8)
+int read_user(void* dst, std::uint32_t len, __u64 addr) {
+  if (addr < g_stack_base || addr - g_stack_base > g_stack.size() || g_stack.size() - (addr - g_stack_base) < len)
     return -1;
-  std::memcpy(dst, g_stack.data() + (addr - g_stack_base), 8);
+  std::memcpy(dst, g_stack.data() + (addr - g_stack_base), len);
   return 0;
 }
 
@@ -47,7 +47,13 @@ int read_u64(__u64* dst, __u64 addr) {
 #define SFRAME_RECORD_OPAQUE(v) (void)0
 #define SFRAME_RECORD_STEP_LINKAGE static inline
 #define SFRAME_RECORD_SEARCH_LINKAGE static inline
-#define SFRAME_RECORD_READ(dst, addr) read_u64((dst), (addr))
+// Reads go through the stack window, as the BPF program's do.
+#define SFRAME_RECORD_READ_USER(dst, len, addr) read_user((dst), (len), (addr))
+#include "bpf/stack_window.h"
+namespace {
+sframe_record_window g_window;
+}  // namespace
+#define SFRAME_RECORD_READ(dst, addr) sframe_record_window_read(&g_window, (dst), (addr))
 #define SFRAME_RECORD_PAGE(key) g_tables->page(*(key))
 #define SFRAME_RECORD_PROCESS(tgid) g_process
 #include "bpf/walk.h"
@@ -130,6 +136,7 @@ int main(int argc, char** argv) {
     w.tgid = rec.id.pid;
     w.have_process = 1;
     w.map_end = 0;
+    sframe_record_window_reset(&g_window, w.sp);
     std::vector<__u64> ips(SFRAME_RECORD_MAX_FRAMES);
     ips[0] = w.pc;
     w.n = 1;

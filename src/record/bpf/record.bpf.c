@@ -7,8 +7,9 @@
 //
 // User registers: the sample's own when it interrupted user mode; else the
 // ones saved at kernel entry (bpf_task_pt_regs). User memory is read with
-// bpf_probe_read_user, which fails, and ends the walk with a reason, on a
-// page that is not resident: a BPF program cannot fault it in.
+// bpf_probe_read_user, ahead in chunks (stack_window.h), which fails, and
+// ends the walk with a reason, on a page that is not resident: a BPF
+// program cannot fault it in.
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
 #include <linux/types.h>
@@ -113,7 +114,24 @@ const volatile __u8 frame_pointers_only = 0;
 #define SFRAME_RECORD_OPAQUE(v) asm volatile("" : "+r"(v))
 #define SFRAME_RECORD_STEP_LINKAGE __attribute__((noinline))
 #define SFRAME_RECORD_SEARCH_LINKAGE __attribute__((noinline))
-#define SFRAME_RECORD_READ(dst, addr) bpf_probe_read_user((dst), 8, (const void *)(addr))
+#define SFRAME_RECORD_READ_USER(dst, len, addr) bpf_probe_read_user((dst), (len), (const void *)(addr))
+#include "stack_window.h"
+
+// The walk's stack window, per CPU (stack_window.h).
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_window);
+} windows SEC(".maps");
+
+static __always_inline int read_stack(__u64 *dst, __u64 addr) {
+  __u32 zero = 0;
+  struct sframe_record_window *win = bpf_map_lookup_elem(&windows, &zero);
+  if (!win) return bpf_probe_read_user(dst, 8, (const void *)addr);
+  return sframe_record_window_read(win, dst, addr);
+}
+#define SFRAME_RECORD_READ(dst, addr) read_stack((dst), (addr))
 #define SFRAME_RECORD_PAGE(key) ((const struct sframe_record_page *)bpf_map_lookup_elem(&pages, (key)))
 #define SFRAME_RECORD_PROCESS(tgid) ((const struct sframe_record_process *)bpf_map_lookup_elem(&processes, (tgid)))
 #include "walk.h"
@@ -264,6 +282,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
       w->fp = BPF_CORE_READ(u, bp);
       w->rbx = BPF_CORE_READ(u, bx);
     }
+    struct sframe_record_window *win = bpf_map_lookup_elem(&windows, &zero);
+    if (win) sframe_record_window_reset(win, w->sp);
     w->fp_known = 1;
     w->rbx_known = 1;
     w->exact = 1;

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* sframepp: the user stack as `sframe record`'s walk reads it. C for the
+ * BPF target (record.bpf.c) and the host (the differential test reads its
+ * stack copies through it).
+ *
+ * A read of user memory from BPF is a helper call whose fixed cost is many
+ * times that of copying a few hundred bytes, and a walk reads two words per
+ * frame, mostly from the few hundred bytes above the sample's SP. So the
+ * stack is read ahead: the window covers SFRAME_RECORD_WINDOW_CHUNKS aligned
+ * chunks from the sample's SP rounded down, each read whole the first time a
+ * word in it is wanted. A chunk never crosses a page (its size divides the
+ * page size), so it reads whole exactly when the page holding it is
+ * readable, as an 8-byte read in it would be. A read outside the window, one
+ * that straddles two chunks, and one in a chunk that did not read whole go
+ * to SFRAME_RECORD_READ_USER on their own: every read returns what a direct
+ * read of the same 8 bytes returns, whatever the memory model.
+ *
+ * The including file defines, before including it:
+ *   SFRAME_RECORD_READ_USER(dst, len, addr)  reads len bytes at user
+ *                                  address addr into dst; 0 on success, and
+ *                                  on failure nothing is usable
+ *   SFRAME_RECORD_INLINE, SFRAME_RECORD_OPAQUE(v)  as for walk.h */
+#ifndef SFRAMEPP_RECORD_STACK_WINDOW_H
+#define SFRAMEPP_RECORD_STACK_WINDOW_H
+
+#include <linux/types.h>
+
+#define SFRAME_RECORD_WINDOW_CHUNK_SHIFT 9
+#define SFRAME_RECORD_WINDOW_CHUNK (1u << SFRAME_RECORD_WINDOW_CHUNK_SHIFT)
+#define SFRAME_RECORD_WINDOW_CHUNKS 16
+#define SFRAME_RECORD_WINDOW_BYTES (SFRAME_RECORD_WINDOW_CHUNK * SFRAME_RECORD_WINDOW_CHUNKS)
+
+struct sframe_record_window {
+  __u64 base; /* chunk 0's address: the sample's SP rounded down to a chunk */
+  __u32 loaded; /* bit k: chunk k has been read (whole or not) */
+  __u32 failed; /* bit k: chunk k did not read whole */
+  /* 8 bytes of slack past the chunks, for the verifier's bound on an
+   * 8-byte read at a masked offset. */
+  __u8 bytes[SFRAME_RECORD_WINDOW_BYTES + 8];
+};
+
+/* Starts a walk's window at stack pointer `sp` (nothing read yet). */
+static SFRAME_RECORD_INLINE void sframe_record_window_reset(struct sframe_record_window *win, __u64 sp) {
+  win->base = sp & ~(__u64)(SFRAME_RECORD_WINDOW_CHUNK - 1);
+  win->loaded = 0;
+  win->failed = 0;
+}
+
+/* Reads the u64 at user address `addr` into *dst: 0 on success, else
+ * non-zero with *dst unusable, as SFRAME_RECORD_READ_USER(dst, 8, addr). */
+static SFRAME_RECORD_INLINE int sframe_record_window_read(struct sframe_record_window *win, __u64 *dst, __u64 addr) {
+  const __u64 off = addr - win->base; /* huge below the base */
+  if (off >= SFRAME_RECORD_WINDOW_BYTES || (off & (SFRAME_RECORD_WINDOW_CHUNK - 1)) > SFRAME_RECORD_WINDOW_CHUNK - 8)
+    return SFRAME_RECORD_READ_USER(dst, 8, addr);
+  const __u32 k = (__u32)(off >> SFRAME_RECORD_WINDOW_CHUNK_SHIFT);
+  const __u32 bit = 1u << k;
+  if (!(win->loaded & bit)) {
+    win->loaded |= bit;
+    __u32 at = k << SFRAME_RECORD_WINDOW_CHUNK_SHIFT;
+    SFRAME_RECORD_OPAQUE(at);
+    at &= (SFRAME_RECORD_WINDOW_CHUNKS - 1) << SFRAME_RECORD_WINDOW_CHUNK_SHIFT;
+    if (SFRAME_RECORD_READ_USER(&win->bytes[at], SFRAME_RECORD_WINDOW_CHUNK,
+                                win->base + ((__u64)k << SFRAME_RECORD_WINDOW_CHUNK_SHIFT)))
+      win->failed |= bit;
+  }
+  if (win->failed & bit) return SFRAME_RECORD_READ_USER(dst, 8, addr);
+  __u32 o = (__u32)off;
+  SFRAME_RECORD_OPAQUE(o);
+  o &= SFRAME_RECORD_WINDOW_BYTES - 1;
+  __builtin_memcpy(dst, &win->bytes[o], 8);
+  return 0;
+}
+
+#endif
