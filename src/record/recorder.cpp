@@ -559,9 +559,10 @@ class Recording {
   // A side-band or synthesized record, in time order, into the process
   // model; the processes it changes get their tables pushed.
   void feed(std::span<const std::byte> bytes) {
-    if (opt_.frame_pointers_only) return;
     perf::Record r;
     if (!decoder_->decode(bytes, r) || r.type == perf::kRecordSample) return;
+    if (r.type == perf::kRecordExit && r.task.pid == r.task.tid && !opt_.all) exited_.push_back(r.task.pid);
+    if (opt_.frame_pointers_only) return;
     session_->process(r);
     switch (r.type) {
       case perf::kRecordMmap2:
@@ -585,7 +586,9 @@ class Recording {
   // push, into the BPF maps (pages first: a process table never names a
   // module whose pages are not there yet).
   void push_tables() {
-    if (opt_.frame_pointers_only || !skel_) return;
+    if (!skel_) return;
+    forget_exited();
+    if (opt_.frame_pointers_only) return;
     const int procs = bpf_map__fd(skel_->maps.processes);
     const int pages = bpf_map__fd(skel_->maps.pages);
     const std::uint64_t t0 = monotonic_ns();
@@ -598,6 +601,23 @@ class Recording {
     for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
     gone_.clear();
     sum_.table_ns += monotonic_ns() - t0;
+  }
+
+  // Recorded processes that have exited leave the map of recorded ones
+  // (else it fills over a long recording of many short processes, and a
+  // pid used again later would be recorded). An EXIT record of a thread
+  // group's leader does not mean its process has ended (the leader may
+  // leave before its threads, and an ended process stays until reaped),
+  // so one that still exists is looked at again at the next push.
+  void forget_exited() {
+    if (exited_.empty()) return;
+    const int fd = bpf_map__fd(skel_->maps.targets);
+    std::size_t kept = 0;
+    for (std::uint32_t pid : exited_) {
+      if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) bpf_map_delete_elem(fd, &pid);
+      else exited_[kept++] = pid;
+    }
+    exited_.resize(kept);
   }
 
   // New module pages into the map, a batch per system call (a call per
@@ -722,6 +742,7 @@ class Recording {
           sum_.checks += c.checks;
           sum_.deferred += c.deferred;
           sum_.copies_lost += c.copies_lost;
+          sum_.targets_full += c.targets_full;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
         }
         std::uint64_t total = 0, seen = 0;
@@ -766,6 +787,7 @@ class Recording {
   std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;
+  std::vector<std::uint32_t> exited_;  // recorded processes to forget once ended
   std::vector<sframe_record_page_key> batch_keys_;
   std::vector<sframe_record_page> batch_pages_;
   record_bpf* skel_ = nullptr;

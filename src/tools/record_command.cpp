@@ -155,6 +155,12 @@ class RecordCommand final : public Command {
     if (o.check)
       status += fmt::format("; --check: {} samples copied to {}", s.checks, o.check_output);
     if (s.copies_lost) status += fmt::format("; {} stack copies lost", s.copies_lost);
+    if (s.pages_refused || s.processes_refused)
+      status += fmt::format("; {} module pages and {} process tables the BPF maps had no room for (frame pointers there)",
+                            s.pages_refused, s.processes_refused);
+    if (s.targets_full)
+      status += fmt::format("; {} forked processes not recorded (the BPF map of recorded processes was full)",
+                            s.targets_full);
     const record::TableStats& t = s.tables;
     fmt::print(stderr,
                "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); "

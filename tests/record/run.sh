@@ -34,7 +34,10 @@
 #           perf record --call-graph=dwarf (unwound by the current perf) for
 #           the same time, at least 20,000 samples each: the top 10 stacks of
 #           each are within 2 percentage points of their share in the other.
-#   pid     -p PID of a running process: recorded until it exits.
+#   pid     -p PID of a running process: recorded until it exits. Then a
+#           command that runs 400 short processes, one after the other: once
+#           they have exited, the BPF map of recorded processes (as bpftool
+#           dumps it: the kernel's view) holds fewer than 100 entries.
 #   all     -a --duration 1: the whole system; both perfs read it.
 #   errors  no root, bad usage, SIGINT mid-recording (a complete file), an
 #           unwritable output (the old file left as it was).
@@ -196,6 +199,26 @@ case $part in
     same_as_perf rec.data
     grep -q "^prog;.*;outer;.*leaf " <("$sframe" perf script --folded -i rec.data 2>/dev/null) ||
       { echo "FAIL: no prog;...;outer;...leaf stack"; fail=1; }
+    # Exited processes leave the map of recorded ones (else it fills over a
+    # long recording of many short processes). The recorder's map is one
+    # named targets created after this point (another recording running
+    # beside this test has one too, with a few entries).
+    targets_maps() { bpftool map show -j | python3 -c 'import json, sys
+print(" ".join(str(m["id"]) for m in json.load(sys.stdin) if m.get("name") == "targets" and m["id"] > int(sys.argv[1])))' "$1"; }
+    before=$(targets_maps 0 | tr ' ' '\n' | sort -n | tail -1)
+    printf 'for i in $(seq 400); do /bin/true; done; : >looped; sleep 3\n' >spawn.sh
+    "$sframe" record -F 99 -o spawn.data -- sh spawn.sh >spawn.out 2>spawn.err &
+    rpid=$!
+    for ((i = 0; i < 300; i++)); do [ -e looped ] && break; sleep 0.1; done
+    sleep 1
+    ids=$(targets_maps "${before:-0}")
+    [ -n "$ids" ] || { echo "FAIL: bpftool shows no map named targets created by the recording"; fail=1; }
+    for id in $ids; do
+      n=$(bpftool map dump id "$id" -j | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
+      echo "map of recorded processes $id: $n entries after 400 processes ran and exited"
+      [ "$n" -lt 100 ] || { echo "FAIL: exited processes stay in the map of recorded processes ($n entries)"; fail=1; }
+    done
+    wait "$rpid" || { echo "FAIL: sframe record -- sh spawn.sh failed:"; sed 's/^/  | /' spawn.err; fail=1; }
     ;;
   all)
     gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread

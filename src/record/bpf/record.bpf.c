@@ -43,7 +43,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // Set by user space before loading: record every process.
 const volatile __u8 record_all = 0;
 
-// Processes (tgid) to record when !record_all; children join at fork.
+// Processes (tgid) to record when !record_all; children join at fork,
+// and user space removes them once they have exited.
 // Not preallocated: a preallocated map of this size costs the recorder's
 // start-up more CPU than verifying the program does.
 struct {
@@ -345,6 +346,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child) {
   __u32 ptgid = parent->tgid, ctgid = child->tgid;
   if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid)) return 0;
   __u8 one = 1;
-  bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+  if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY)) {
+    __u32 zero = 0;
+    struct sframe_record_counters *c = bpf_map_lookup_elem(&counters, &zero);
+    if (c) c->targets_full++;
+  }
   return 0;
 }
