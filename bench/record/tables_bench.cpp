@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // `sframe record`'s in-kernel table layout (record_abi.h: per module, 1 KiB
-// pages of up to 128 8-byte rows in a hash map) against the library's
+// pages of up to 128 8-byte rows in a hash map, denser ones split into
+// 256-byte sub-pages) against the library's
 // RowIndex of the same module (8-byte boundaries, a bucket table, the
 // distinct rows decoded once), for the modules given:
 //   record_tables_bench FILE...
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
     std::vector<std::uint32_t> keys;
     for (const auto& [k, p] : pages) {
       hash.emplace(k, &p);
-      keys.push_back(k);
+      if (!(k & SFRAME_RECORD_SUBPAGE)) keys.push_back(k);
     }
     std::mt19937_64 rng(1);
     std::vector<std::uint64_t> pcs(1 << 20);
@@ -102,8 +103,16 @@ int main(int argc, char** argv) {
     for (std::uint64_t pc : pcs) {
       auto it = hash.find(static_cast<std::uint32_t>(pc >> SFRAME_RECORD_PAGE_SHIFT));
       if (it == hash.end()) continue;
-      const sframe_record_row* r =
-          sframe_record_find_row(it->second, static_cast<__u32>(pc & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
+      const sframe_record_row* r = nullptr;
+      if (it->second->flags & SFRAME_RECORD_PAGE_SPLIT) {
+        // A split page's sub-page (record_abi.h): a second lookup.
+        auto sub = hash.find(SFRAME_RECORD_SUBPAGE | static_cast<std::uint32_t>(pc >> SFRAME_RECORD_SUBPAGE_SHIFT));
+        if (sub != hash.end())
+          r = sframe_record_find_row(sub->second,
+                                     static_cast<__u32>(pc & ((1u << SFRAME_RECORD_SUBPAGE_SHIFT) - 1)));
+      } else {
+        r = sframe_record_find_row(it->second, static_cast<__u32>(pc & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
+      }
       sink += r ? static_cast<std::uint64_t>(r->cfa_off) : 0;
     }
     auto t1 = Clock::now();

@@ -3,6 +3,7 @@
 #include "tables.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "perf_unwind.hpp"
 #include "sframe/cfi/cfi.hpp"
@@ -195,20 +196,58 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
     if (i + 1 >= spans.size() || spans[i + 1].lo > sp.hi) emit(sp.hi, none);
   }
   ModulePages pages;
-  for (auto& [p, v] : rows) {
-    const bool useful = std::any_of(v.begin(), v.end(), [](const sframe_record_row& r) {
-      return !(r.flags & SFRAME_RECORD_ROW_NONE);
-    });
-    if (!useful) continue;
-    if (v.size() > SFRAME_RECORD_PAGE_ROWS) {
-      ++st.overflow_pages;
-      continue;
-    }
+  const auto useful = [](std::span<const sframe_record_row> v) {
+    return std::any_of(v.begin(), v.end(), [](const sframe_record_row& r) { return !(r.flags & SFRAME_RECORD_ROW_NONE); });
+  };
+  const auto add = [&](std::uint32_t key, std::span<const sframe_record_row> v) {
     sframe_record_page pg{};
     pg.n = static_cast<std::uint32_t>(v.size());
     std::copy(v.begin(), v.end(), pg.rows);
-    pages.emplace(p, pg);
+    pages.emplace(key, pg);
     st.rows += v.size();
+  };
+  // Sub-pages per page, and the first page whose sub-page keys would reach
+  // the SFRAME_RECORD_SUBPAGE bit.
+  constexpr std::uint32_t kSubs = 1u << (SFRAME_RECORD_PAGE_SHIFT - SFRAME_RECORD_SUBPAGE_SHIFT);
+  constexpr std::uint32_t kSubBytes = 1u << SFRAME_RECORD_SUBPAGE_SHIFT;
+  constexpr std::uint32_t kSplitLimit = SFRAME_RECORD_SUBPAGE / kSubs;
+  std::vector<sframe_record_row> sub;
+  for (auto& [p, v] : rows) {
+    if (!useful(v)) continue;
+    if (v.size() <= SFRAME_RECORD_PAGE_ROWS) {
+      add(p, v);
+      continue;
+    }
+    if (p >= kSplitLimit) {
+      ++st.overflow_pages;
+      continue;
+    }
+    // A split page (record_abi.h): each sub-page starts with the rule in
+    // effect at its start, as a page does.
+    bool split = false;
+    std::size_t at = 0;  // the last row starting at or before the sub-page
+    for (std::uint32_t k = 0; k < kSubs; ++k) {
+      const std::uint32_t lo = k * kSubBytes, hi = lo + kSubBytes;
+      while (at + 1 < v.size() && v[at + 1].start <= lo) ++at;
+      sub.clear();
+      for (std::size_t j = at; j < v.size() && v[j].start < hi; ++j) {
+        sframe_record_row r = v[j];
+        r.start = static_cast<std::uint16_t>(j == at ? 0 : r.start - lo);
+        sub.push_back(r);
+      }
+      if (!useful(sub)) continue;
+      if (sub.size() > SFRAME_RECORD_PAGE_ROWS) {
+        ++st.overflow_pages;
+        continue;
+      }
+      add(SFRAME_RECORD_SUBPAGE | (p * kSubs + k), sub);
+      split = true;
+    }
+    if (!split) continue;
+    sframe_record_page pg{};
+    pg.flags = SFRAME_RECORD_PAGE_SPLIT;
+    pages.emplace(p, pg);
+    ++st.split_pages;
   }
   st.pages += pages.size();
   st.table_bytes += pages.size() * sizeof(sframe_record_page);

@@ -43,7 +43,10 @@ struct TableStats {
   /// CFA - 8; PC-mask (PLT) functions of more than one rule not in 16-byte
   /// blocks.
   std::uint64_t unsupported_rules = 0;
-  /// Pages with more than SFRAME_RECORD_PAGE_ROWS rows, left to frame
+  /// Pages with more than SFRAME_RECORD_PAGE_ROWS rows, split into
+  /// sub-pages (record_abi.h).
+  std::uint64_t split_pages = 0;
+  /// Sub-pages with more than SFRAME_RECORD_PAGE_ROWS rows, left to frame
   /// pointers.
   std::uint64_t overflow_pages = 0;
   /// Bytes of .sframe / .eh_frame of the modules loaded, and bytes of the
@@ -56,9 +59,10 @@ struct TableStats {
 /// The pages of one module (by page number).
 using ModulePages = std::map<std::uint32_t, sframe_record_page>;
 
-/// Builds the pages of `file` (x86-64). Rules the layout cannot hold, and
-/// pages with too many rows, are left out (frame pointers there), and
-/// counted in `stats`.
+/// Builds the pages of `file` (x86-64), splitting pages of more rows than a
+/// page holds into sub-pages. Rules the layout cannot hold, and sub-pages
+/// with too many rows, are left out (frame pointers there), and counted in
+/// `stats`.
 ModulePages build_module_pages(const elf::ElfFile& file, TableStats& stats);
 
 /// The tables of every module and process a Session follows. Module IDs

@@ -169,12 +169,23 @@ case $part in
     . "$perf_tests/programs.sh"
     # Every sample checked, some 250 or more per program: the 99% then
     # allows a difference or two.
-    for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe; do
-      case $p in c | static*) build_part "$p" 12000 ;; cxx) build_part cxx 180 ;; *) build_part "$p" ;; esac
+    for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe dense; do
+      case $p in
+        c | static*) build_part "$p" 12000 ;;
+        cxx) build_part cxx 180 ;;
+        # Callers in a page of more rules than a page holds: split into
+        # sub-pages, which the summary must say.
+        dense) gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o dense "$record_tests/dense.c"
+               cmd=(./dense 400000) ;;
+        *) build_part "$p" ;;
+      esac
       [[ $p = dlopen* ]] && cmd[2]=12000
       [ "$p" = python ] && cmd[0]=$(python3 -c 'import sys; print(sys.executable)')
       rec -F 999 --check 1 -o "$p.data" -- "${cmd[@]}"
       [ -s "$p.data.check" ] || { echo "FAIL: --check wrote no $p.data.check"; fail=1; continue; }
+      if [ "$p" = dense ] && ! grep -q '[1-9][0-9]* of them split into sub-pages' rec.err; then
+        echo "FAIL: dense: no page split into sub-pages"; fail=1
+      fi
       "$perf7" script --no-inline --max-stack 1024 -i "$p.data.check" -F tid,time,ip,sym,dso >theirs.txt 2>perf72.err ||
         { echo "FAIL: perf 7.2 cannot read $p.data.check:"; cat perf72.err; fail=1; continue; }
       "$perf7" script --no-inline -i "$p.data" -F tid,time,ip,sym,dso >ours.txt 2>perf72.err ||
@@ -286,12 +297,22 @@ print(" ".join(str(m["id"]) for m in json.load(sys.stdin) if m.get("name") == "t
     . "$perf_tests/programs.sh"
     # Some 300 samples each at least: the 99% then allows a difference or
     # two, where a hundred samples allowed none.
-    for p in c cxx python; do
-      case $p in c) build_part c 12000 ;; cxx) build_part cxx 180 ;; *) build_part "$p" ;; esac
+    for p in c cxx python dense; do
+      case $p in
+        c) build_part c 12000 ;;
+        cxx) build_part cxx 180 ;;
+        dense) gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o dense "$record_tests/dense.c"
+               cmd=(./dense 400000) ;;
+        *) build_part "$p" ;;
+      esac
       if ! perf record -q -N -e cpu-clock -F 999 --call-graph=dwarf -o "$p.data" -- "${cmd[@]}" >/dev/null 2>rec.err; then
         echo "FAIL: perf record failed:"; cat rec.err; exit 1
       fi
-      "$check" "$p.data" 99 || fail=1
+      "$check" "$p.data" 99 >walk.out || fail=1
+      cat walk.out
+      if [ "$p" = dense ] && ! grep -q 'pages ([1-9][0-9]* split)' walk.out; then
+        echo "FAIL: dense: no page split into sub-pages"; fail=1
+      fi
       for seed in 1 2 3; do "$check" "$p.data" 99 "$seed" | sed "s/^/  damaged (seed $seed): /" || fail=1; done
     done
     ;;

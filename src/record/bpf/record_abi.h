@@ -19,9 +19,26 @@
  * that maps it. A module's link-time PCs are cut into pages of
  * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB); a page holds the rows that start in it,
  * after a row at offset 0 holding the rule in effect at the page's start.
- * A page no rule covers has no entry. */
+ * A page no rule covers has no entry.
+ *
+ * A page with more rows than one value holds (a function whose rules change
+ * at nearly every instruction: pushes of call arguments, as in clang's
+ * statement visitors) is split: its own entry has no rows and the flag
+ * SFRAME_RECORD_PAGE_SPLIT, and its rows go to sub-pages of
+ * 2^SFRAME_RECORD_SUBPAGE_SHIFT bytes (256), each laid out as a page (row 0
+ * at the sub-page's start) under the key page SFRAME_RECORD_SUBPAGE |
+ * (link-time PC >> SFRAME_RECORD_SUBPAGE_SHIFT). A sub-page that still has
+ * too many rows has no entry (frame pointers there, counted). */
 #define SFRAME_RECORD_PAGE_SHIFT 10
 #define SFRAME_RECORD_PAGE_ROWS 128
+#define SFRAME_RECORD_SUBPAGE_SHIFT 8
+#define SFRAME_RECORD_SUBPAGE 0x80000000u
+
+/* Page flags. */
+enum sframe_record_page_flags {
+  /* The rows are in the page's sub-pages. */
+  SFRAME_RECORD_PAGE_SPLIT = 1,
+};
 
 /* Row flags. */
 enum sframe_record_row_flags {
@@ -62,12 +79,14 @@ struct sframe_record_row {
 
 struct sframe_record_page_key {
   __u32 module;
-  __u32 page; /* link-time PC >> SFRAME_RECORD_PAGE_SHIFT */
+  /* link-time PC >> SFRAME_RECORD_PAGE_SHIFT; for a sub-page,
+   * SFRAME_RECORD_SUBPAGE | (link-time PC >> SFRAME_RECORD_SUBPAGE_SHIFT) */
+  __u32 page;
 };
 
 struct sframe_record_page {
-  __u32 n; /* rows used, 1..SFRAME_RECORD_PAGE_ROWS */
-  __u32 reserved;
+  __u32 n; /* rows used, 1..SFRAME_RECORD_PAGE_ROWS; 0 in a split page */
+  __u32 flags; /* enum sframe_record_page_flags */
   struct sframe_record_row rows[SFRAME_RECORD_PAGE_ROWS];
 };
 

@@ -7,9 +7,10 @@
  * It is a second implementation of the library's frame step and loop for
  * x86-64, over the table layout of record_abi.h:
  *  - the rule for a PC: the PC's mapping in the process (binary search),
- *    its module's page (a map lookup), the page's last row at or before the
- *    PC (binary search); callers are looked up at return address - 1
- *    (SFrame spec v3 §1.2: the PC inside the call);
+ *    its module's page (a map lookup; a second one for a split page's
+ *    sub-page), the page's last row at or before the PC (binary search);
+ *    callers are looked up at return address - 1 (SFrame spec v3 §1.2: the
+ *    PC inside the call);
  *  - an SFrame row: CFA = SP, FP or RBX + offset (RBX where known: frame 0
  *    and after a signal frame), RA at CFA - 8, the caller's FP
  *    at CFA + offset or unchanged (spec §3.1); in a PC-mask (PLT) function,
@@ -196,6 +197,12 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
   key.page = (__u32)(link >> SFRAME_RECORD_PAGE_SHIFT);
   const struct sframe_record_page *pg = SFRAME_RECORD_PAGE(&key);
   if (!pg) return 0;
+  if (pg->flags & SFRAME_RECORD_PAGE_SPLIT) {
+    key.page = SFRAME_RECORD_SUBPAGE | (__u32)(link >> SFRAME_RECORD_SUBPAGE_SHIFT);
+    pg = SFRAME_RECORD_PAGE(&key);
+    if (!pg) return 0;
+    return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_SUBPAGE_SHIFT) - 1)));
+  }
   return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
 }
 
