@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // `sframe record`'s in-kernel table layout (record_abi.h: per module, 1 KiB
-// pages of up to 128 8-byte rows in a hash map, denser ones split into
+// pages of up to 119 8-byte rows in a hash map, denser ones split into
 // 256-byte sub-pages) against the library's
 // RowIndex of the same module (8-byte boundaries, a bucket table, the
 // distinct rows decoded once), for the modules given:
@@ -86,10 +86,14 @@ int main(int argc, char** argv) {
     const std::size_t page_bytes = pages.size() * sizeof(sframe_record_page);
 
     // Random PCs among those a page covers.
+    // The pages as the BPF map holds them (fixed-size values).
+    std::vector<sframe_record_page> values(pages.size());
     std::unordered_map<std::uint32_t, const sframe_record_page*> hash;
     std::vector<std::uint32_t> keys;
-    for (const auto& [k, p] : pages) {
-      hash.emplace(k, &p);
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      pages.fill(i, values[i]);
+      const std::uint32_t k = pages.key(i);
+      hash.emplace(k, &values[i]);
       if (!(k & SFRAME_RECORD_SUBPAGE)) keys.push_back(k);
     }
     std::mt19937_64 rng(1);

@@ -595,7 +595,7 @@ class Recording {
     std::vector<std::pair<std::uint32_t, const sframe_record_process*>> tables;
     for (std::uint32_t pid : touched_) tables.emplace_back(pid, &tables_->process(pid));
     touched_.clear();
-    push_pages(pages, tables_->take_new_pages());
+    push_pages(pages, tables_->take_new_modules());
     for (const auto& [pid, t] : tables)
       if (bpf_map_update_elem(procs, &pid, t, BPF_ANY) != 0) ++sum_.processes_refused;
     for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
@@ -620,29 +620,39 @@ class Recording {
     exited_.resize(kept);
   }
 
-  // New module pages into the map, a batch per system call (a call per
-  // page cost more than the kernel's work on the page). A batch stops at
-  // the first page the map refuses (full); the rest of it go one at a time,
-  // so that every refusal is counted.
-  void push_pages(int fd, const std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>>& fresh) {
+  // The pages of new modules into the map, a batch per system call (a call
+  // per page cost more than the kernel's work on the page), each page
+  // filled into the batch's buffer as it goes. A batch stops at the first
+  // page the map refuses (full); the rest of it go one at a time, so that
+  // every refusal is counted.
+  void push_pages(int fd, const std::vector<std::uint32_t>& modules) {
     constexpr std::size_t kBatch = 256;
-    for (std::size_t at = 0; at < fresh.size(); at += kBatch) {
-      const std::size_t n = std::min(kBatch, fresh.size() - at);
-      batch_keys_.resize(n);
-      batch_pages_.resize(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        batch_keys_[i] = fresh[at + i].first;
-        batch_pages_[i] = *fresh[at + i].second;
+    batch_keys_.resize(kBatch);
+    batch_pages_.resize(kBatch);
+    std::size_t n = 0;
+    for (std::uint32_t id : modules) {
+      const ModulePages& m = tables_->module(id);
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        batch_keys_[n] = {id, m.key(i)};
+        m.fill(i, batch_pages_[n]);
+        if (++n == kBatch) {
+          push_batch(fd, n);
+          n = 0;
+        }
       }
-      bpf_map_batch_opts opts{};
-      opts.sz = sizeof opts;
-      opts.elem_flags = BPF_ANY;
-      auto count = static_cast<std::uint32_t>(n);
-      if (bpf_map_update_batch(fd, batch_keys_.data(), batch_pages_.data(), &count, &opts) == 0) continue;
-      const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, n);
-      for (std::size_t i = done; i < n; ++i)
-        if (bpf_map_update_elem(fd, &batch_keys_[i], &batch_pages_[i], BPF_ANY) != 0) ++sum_.pages_refused;
     }
+    if (n) push_batch(fd, n);
+  }
+
+  void push_batch(int fd, std::size_t n) {
+    bpf_map_batch_opts opts{};
+    opts.sz = sizeof opts;
+    opts.elem_flags = BPF_ANY;
+    auto count = static_cast<std::uint32_t>(n);
+    if (bpf_map_update_batch(fd, batch_keys_.data(), batch_pages_.data(), &count, &opts) == 0) return;
+    const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, n);
+    for (std::size_t i = done; i < n; ++i)
+      if (bpf_map_update_elem(fd, &batch_keys_[i], &batch_pages_[i], BPF_ANY) != 0) ++sum_.pages_refused;
   }
 
   // As perf record's synthesized events (synthesize.hpp), written and fed

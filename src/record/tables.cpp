@@ -16,6 +16,9 @@ namespace sframe::record {
 namespace {
 
 constexpr std::uint64_t kPage = std::uint64_t{1} << SFRAME_RECORD_PAGE_SHIFT;
+// With the BPF hash map's element header (48 bytes on 6.x), its key and the
+// allocator's 8, a page is 1 KiB (record_abi.h).
+static_assert(sizeof(sframe_record_page) == 960);
 // x86-64 DWARF register numbers (psABI): RSP 7, RBP 6, RBX 3.
 constexpr std::uint16_t kDwarfSp = 7, kDwarfFp = 6, kDwarfBx = 3;
 
@@ -200,10 +203,7 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
     return std::any_of(v.begin(), v.end(), [](const sframe_record_row& r) { return !(r.flags & SFRAME_RECORD_ROW_NONE); });
   };
   const auto add = [&](std::uint32_t key, std::span<const sframe_record_row> v) {
-    sframe_record_page pg{};
-    pg.n = static_cast<std::uint32_t>(v.size());
-    std::copy(v.begin(), v.end(), pg.rows);
-    pages.emplace(key, pg);
+    pages.add(key, 0, v);
     st.rows += v.size();
   };
   // Sub-pages per page, and the first page whose sub-page keys would reach
@@ -244,11 +244,10 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
       split = true;
     }
     if (!split) continue;
-    sframe_record_page pg{};
-    pg.flags = SFRAME_RECORD_PAGE_SPLIT;
-    pages.emplace(p, pg);
+    pages.add(p, SFRAME_RECORD_PAGE_SPLIT, {});
     ++st.split_pages;
   }
+  pages.finish();
   st.pages += pages.size();
   st.table_bytes += pages.size() * sizeof(sframe_record_page);
   ++st.modules;
@@ -298,16 +297,40 @@ const sframe_record_process& Tables::process(std::uint32_t pid) {
 const sframe_record_page* Tables::page(const sframe_record_page_key& key) const {
   if (key.module == 0 || key.module > modules_.size()) return nullptr;
   const ModulePages& m = modules_[key.module - 1];
-  auto it = m.find(key.page);
-  return it == m.end() ? nullptr : &it->second;
+  const std::size_t i = m.find(key.page);
+  if (i == m.size()) return nullptr;
+  auto [it, fresh] = looked_up_.try_emplace({key.module, key.page});
+  if (fresh) m.fill(i, it->second);
+  return &it->second;
 }
 
-std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>> Tables::take_new_pages() {
-  std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>> out;
-  for (std::uint32_t id : fresh_)
-    for (const auto& [p, pg] : modules_[id - 1]) out.push_back({{id, p}, &pg});
-  fresh_.clear();
+std::vector<std::uint32_t> Tables::take_new_modules() {
+  std::vector<std::uint32_t> out;
+  out.swap(fresh_);
   return out;
+}
+
+void ModulePages::add(std::uint32_t page, std::uint32_t flags, std::span<const sframe_record_row> rows) {
+  entries_.push_back({page, flags, static_cast<std::uint32_t>(rows_.size()), static_cast<std::uint32_t>(rows.size())});
+  rows_.insert(rows_.end(), rows.begin(), rows.end());
+}
+
+void ModulePages::finish() {
+  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.page < b.page; });
+}
+
+void ModulePages::fill(std::size_t i, sframe_record_page& out) const {
+  const Entry& e = entries_[i];
+  out.n = e.n;
+  out.flags = e.flags;
+  std::copy_n(rows_.begin() + e.first, e.n, out.rows);
+  std::fill(out.rows + e.n, out.rows + SFRAME_RECORD_PAGE_ROWS, sframe_record_row{});
+}
+
+std::size_t ModulePages::find(std::uint32_t page) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), page,
+                             [](const Entry& e, std::uint32_t p) { return e.page < p; });
+  return it != entries_.end() && it->page == page ? static_cast<std::size_t>(it - entries_.begin()) : entries_.size();
 }
 
 }  // namespace sframe::record

@@ -7,15 +7,17 @@
 // processes' mappings from the perf::Session that follows MMAP2, COMM,
 // FORK and EXIT records (the same process model `sframe perf script` uses).
 //
-// The layout: per module file, its link-time PCs cut into 4 KiB pages, each
+// The layout: per module file, its link-time PCs cut into 1 KiB pages, each
 // holding the rows that start in it after one at offset 0 with the rule in
-// effect there (lookup: one hash-map lookup, then a binary search in 64
-// rows); per process, its executable mappings sorted (a binary search).
+// effect there (lookup: one hash-map lookup, then a binary search in up to
+// 119 rows; denser pages split into 256-byte sub-pages); per process, its
+// executable mappings sorted (a binary search).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,8 +58,33 @@ struct TableStats {
   std::uint64_t table_bytes = 0;
 };
 
-/// The pages of one module (by page number).
-using ModulePages = std::map<std::uint32_t, sframe_record_page>;
+/// The pages of one module, kept compact in user space: every page's rows
+/// back to back, and per page its key (`sframe_record_page_key::page`,
+/// sub-pages included) and flags. A page takes the BPF map's fixed-size
+/// value (sframe_record_page) only when filled for loading: a 1 KiB page
+/// holds some 20 of its 119 rows on average, and the fixed-size form of a
+/// big module (libLLVM) is over 50 MB.
+class ModulePages {
+ public:
+  /// Adds a page (keys in any order; rows.size() <= SFRAME_RECORD_PAGE_ROWS).
+  void add(std::uint32_t page, std::uint32_t flags, std::span<const sframe_record_row> rows);
+  /// Sorts the pages by key, for find(); called once all are added.
+  void finish();
+  std::size_t size() const noexcept { return entries_.size(); }
+  /// The key of the i-th page (i < size(), in key order after finish()).
+  std::uint32_t key(std::size_t i) const noexcept { return entries_[i].page; }
+  /// The i-th page as the BPF map's value.
+  void fill(std::size_t i, sframe_record_page& out) const;
+  /// The index of the page with key `page`, or size() when there is none.
+  std::size_t find(std::uint32_t page) const;
+
+ private:
+  struct Entry {
+    std::uint32_t page, flags, first, n;  // rows_[first, first + n)
+  };
+  std::vector<Entry> entries_;
+  std::vector<sframe_record_row> rows_;
+};
 
 /// Builds the pages of `file` (x86-64), splitting pages of more rows than a
 /// page holds into sub-pages. Rules the layout cannot hold, and sub-pages
@@ -79,10 +106,13 @@ class Tables {
   /// name it by the same path and build-id. False when it cannot be read.
   bool preload(const std::string& path);
   /// The page of module `key.module`, or null (host lookups: the
-  /// differential test).
+  /// differential test). The page stays valid while the Tables live.
   const sframe_record_page* page(const sframe_record_page_key& key) const;
-  /// Pages built since the last call, for loading into the BPF map.
-  std::vector<std::pair<sframe_record_page_key, const sframe_record_page*>> take_new_pages();
+  /// The modules built since the last call (IDs), for loading their pages
+  /// into the BPF map.
+  std::vector<std::uint32_t> take_new_modules();
+  /// The pages of module `id` (1..number of modules built).
+  const ModulePages& module(std::uint32_t id) const { return modules_[id - 1]; }
   const TableStats& stats() const noexcept { return stats_; }
   std::uint64_t dropped_mappings() const noexcept { return dropped_mappings_; }
 
@@ -98,6 +128,8 @@ class Tables {
   std::unordered_map<std::uint32_t, sframe_record_process> processes_;
   TableStats stats_;
   std::uint64_t dropped_mappings_ = 0;
+  // page()'s answers, filled on first use (host lookups only).
+  mutable std::map<std::pair<std::uint32_t, std::uint32_t>, sframe_record_page> looked_up_;
 };
 
 }  // namespace sframe::record

@@ -17,7 +17,8 @@
 
 /* --- module tables: the rules of one module file, shared by every process
  * that maps it. A module's link-time PCs are cut into pages of
- * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB); a page holds the rows that start in it,
+ * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB); a page holds the rows that start in it
+ * (up to SFRAME_RECORD_PAGE_ROWS),
  * after a row at offset 0 holding the rule in effect at the page's start.
  * A page no rule covers has no entry.
  *
@@ -30,7 +31,10 @@
  * (link-time PC >> SFRAME_RECORD_SUBPAGE_SHIFT). A sub-page that still has
  * too many rows has no entry (frame pointers there, counted). */
 #define SFRAME_RECORD_PAGE_SHIFT 10
-#define SFRAME_RECORD_PAGE_ROWS 128
+/* Rows per page: a value of 960 bytes, which with the hash map's element
+ * header and key is 1 KiB, a kernel allocation size (128 rows took 2 KiB
+ * per page). */
+#define SFRAME_RECORD_PAGE_ROWS 119
 #define SFRAME_RECORD_SUBPAGE_SHIFT 8
 #define SFRAME_RECORD_SUBPAGE 0x80000000u
 

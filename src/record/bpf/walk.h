@@ -101,6 +101,16 @@ static SFRAME_RECORD_INLINE __u32 sframe_record_probe(__u32 base, __u32 half, __
   return k & mask;
 }
 
+/* `k` bounded below `limit` behind a barrier, for an array whose size is
+ * not a power of two (a page's rows, record_abi.h), so that the verifier
+ * sees the bound: an index at or past it becomes limit - 1. The searches'
+ * indexes are below the array's count, so the bound changes none. */
+static SFRAME_RECORD_INLINE __u32 sframe_record_below(__u32 k, __u32 limit) {
+  SFRAME_RECORD_OPAQUE(k);
+  if (k >= limit) k = limit - 1;
+  return k;
+}
+
 /* The halving's new base: base + half when the probed `start` <= `key`
  * (by the sign of key - start: both below 2^63, as user addresses and page
  * offsets are), else base. */
@@ -148,22 +158,20 @@ SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const struct sframe_rec
   if (n == 0 || n > SFRAME_RECORD_PAGE_ROWS) return -1;
   /* rows[base].start <= off, and the row wanted is in [base, base + len). */
   __u32 base = 0, len = n;
-  for (int i = 0; i < 7; i++) { /* 2^7 = SFRAME_RECORD_PAGE_ROWS */
+  for (int i = 0; i < 7; i++) { /* 2^7 >= SFRAME_RECORD_PAGE_ROWS */
     const __u32 half = len / 2;
-    const __u32 k = sframe_record_probe(base, half, SFRAME_RECORD_PAGE_ROWS - 1);
+    const __u32 k = sframe_record_below(base + half, SFRAME_RECORD_PAGE_ROWS);
     base = sframe_record_advance(base, half, off, pg->rows[k].start);
     len -= half;
   }
-  return (int)(base & (SFRAME_RECORD_PAGE_ROWS - 1));
+  return (int)sframe_record_below(base, SFRAME_RECORD_PAGE_ROWS);
 }
 
 static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_row(const struct sframe_record_page *pg,
                                                                                   __u32 off) {
   int i = sframe_record_row_index(pg, off);
   if (i < 0 || i >= SFRAME_RECORD_PAGE_ROWS) return 0;
-  __u32 k = (__u32)i;
-  SFRAME_RECORD_OPAQUE(k);
-  return &pg->rows[k & (SFRAME_RECORD_PAGE_ROWS - 1)];
+  return &pg->rows[sframe_record_below((__u32)i, SFRAME_RECORD_PAGE_ROWS)];
 }
 
 /* Whether `pc` lies in an executable mapping of the process. */
