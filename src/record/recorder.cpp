@@ -335,7 +335,6 @@ class Recording {
     libbpf_set_print(keep_libbpf_log);
     skel_ = record_bpf::open();
     if (!skel_) return "cannot open the BPF program: " + errno_text(errno);
-    skel_->rodata->record_all = opt_.all ? 1 : 0;
     skel_->rodata->frame_pointers_only = opt_.frame_pointers_only ? 1 : 0;
     skel_->rodata->check_every = opt_.check;
     // The ring buffers hold what arrives while user space does not drain
@@ -362,19 +361,11 @@ class Recording {
     }
     // The kernel's per-program run time and count, while recording.
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    // The side-band records kept: those of the recorded processes and of
+    // the processes they fork (keep()).
     if (!opt_.all) {
-      const int fd = bpf_map__fd(skel_->maps.targets);
-      const std::uint8_t one = 1;
-      auto add = [&](pid_t p) {
-        const std::uint32_t k = static_cast<std::uint32_t>(p);
-        bpf_map_update_elem(fd, &k, &one, BPF_ANY);
-        tracked_.insert(k);
-      };
-      for (pid_t p : opt_.pids) add(p);
-      if (child_ > 0) add(child_);
-      bpf_link* l = bpf_program__attach(skel_->progs.on_fork);
-      if (!l) return "cannot attach to sched_process_fork: " + errno_text(errno);
-      links_.push_back(l);
+      for (pid_t p : opt_.pids) tracked_.insert(static_cast<std::uint32_t>(p));
+      if (child_ > 0) tracked_.insert(static_cast<std::uint32_t>(child_));
     }
     rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.samples), &Recording::on_sample, this, nullptr);
     if (!rb_) return "cannot map the BPF ring buffer: " + errno_text(errno);
@@ -383,22 +374,53 @@ class Recording {
     return {};
   }
 
+  // The sampling events, each with the BPF program: with -a, one per CPU;
+  // else one per recorded thread (the command's, before it starts; every
+  // thread of each -p process), with `inherit`, so that the threads and
+  // processes they create get events of their own, program included, from
+  // the kernel at fork. No sample of another task then runs the program.
   std::string open_samplers() {
-    for (int cpu : online_cpus()) {
-      perf_event_attr a{};
-      a.size = sizeof a;
-      a.type = PERF_TYPE_SOFTWARE;
-      a.config = PERF_COUNT_SW_CPU_CLOCK;
-      a.freq = 1;
-      a.sample_freq = opt_.frequency;
-      const int fd = perf_event_open(&a, -1, cpu);
-      if (fd < 0) return "perf_event_open(cpu-clock, cpu " + std::to_string(cpu) + "): " + errno_text(errno);
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.freq = 1;
+    a.sample_freq = opt_.frequency;
+    const auto open = [&](pid_t pid, int cpu) -> std::string {
+      const int fd = perf_event_open(&a, pid, cpu);
+      if (fd < 0) {
+        if (pid > 0 && errno == ESRCH) return {};  // a thread that has just ended
+        return "perf_event_open(cpu-clock, " + (pid > 0 ? "thread " + std::to_string(pid) : "cpu " + std::to_string(cpu)) +
+               "): " + errno_text(errno);
+      }
       sample_fds_.push_back(fd);
       bpf_link* l = bpf_program__attach_perf_event(skel_->progs.on_sample, fd);
       if (!l) return "cannot attach the BPF program to cpu-clock: " + errno_text(errno);
       links_.push_back(l);
+      return {};
+    };
+    if (opt_.all) {
+      for (int cpu : online_cpus())
+        if (std::string e = open(-1, cpu); !e.empty()) return e;
+      if (sample_fds_.empty()) return "no online CPU (/sys/devices/system/cpu/online)";
+      return {};
     }
-    if (sample_fds_.empty()) return "no online CPU (/sys/devices/system/cpu/online)";
+    a.inherit = 1;
+    if (child_ > 0)
+      if (std::string e = open(child_, -1); !e.empty()) return e;
+    // A thread created before its creator's event was opened inherits
+    // none: the threads are listed again until no new one shows.
+    std::unordered_set<pid_t> opened;
+    for (pid_t p : opt_.pids) {
+      for (bool more = true; more;) {
+        more = false;
+        for (pid_t t : threads_of(p)) {
+          if (!opened.insert(t).second) continue;
+          more = true;
+          if (std::string e = open(t, -1); !e.empty()) return e;
+        }
+      }
+    }
     return {};
   }
 
@@ -561,7 +583,6 @@ class Recording {
   void feed(std::span<const std::byte> bytes) {
     perf::Record r;
     if (!decoder_->decode(bytes, r) || r.type == perf::kRecordSample) return;
-    if (r.type == perf::kRecordExit && r.task.pid == r.task.tid && !opt_.all) exited_.push_back(r.task.pid);
     if (opt_.frame_pointers_only) return;
     session_->process(r);
     switch (r.type) {
@@ -587,7 +608,6 @@ class Recording {
   // module whose pages are not there yet).
   void push_tables() {
     if (!skel_) return;
-    forget_exited();
     if (opt_.frame_pointers_only) return;
     const int procs = bpf_map__fd(skel_->maps.processes);
     const int pages = bpf_map__fd(skel_->maps.pages);
@@ -601,23 +621,6 @@ class Recording {
     for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
     gone_.clear();
     sum_.table_ns += monotonic_ns() - t0;
-  }
-
-  // Recorded processes that have exited leave the map of recorded ones
-  // (else it fills over a long recording of many short processes, and a
-  // pid used again later would be recorded). An EXIT record of a thread
-  // group's leader does not mean its process has ended (the leader may
-  // leave before its threads, and an ended process stays until reaped),
-  // so one that still exists is looked at again at the next push.
-  void forget_exited() {
-    if (exited_.empty()) return;
-    const int fd = bpf_map__fd(skel_->maps.targets);
-    std::size_t kept = 0;
-    for (std::uint32_t pid : exited_) {
-      if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) bpf_map_delete_elem(fd, &pid);
-      else exited_[kept++] = pid;
-    }
-    exited_.resize(kept);
   }
 
   // The pages of new modules into the map, a batch per system call (a call
@@ -752,7 +755,6 @@ class Recording {
           sum_.checks += c.checks;
           sum_.deferred += c.deferred;
           sum_.copies_lost += c.copies_lost;
-          sum_.targets_full += c.targets_full;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
         }
         std::uint64_t total = 0, seen = 0;
@@ -797,7 +799,6 @@ class Recording {
   std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;
-  std::vector<std::uint32_t> exited_;  // recorded processes to forget once ended
   std::vector<sframe_record_page_key> batch_keys_;
   std::vector<sframe_record_page> batch_pages_;
   record_bpf* skel_ = nullptr;
@@ -834,7 +835,7 @@ std::string unavailable_reason() {
     return "needs root (CAP_BPF and CAP_PERFMON) to load its BPF program and open system-wide cpu-clock events";
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
     return "the running kernel has no BTF (/sys/kernel/btf/vmlinux: " + errno_text(errno) +
-           "): its BPF program is compiled once and relocated against it (CO-RE)";
+           "): its BPF program reads the sampled task's saved user registers through it (bpf_task_pt_regs)";
   // bpf(BPF_PROG_LOAD) of the smallest program: BPF refused (e.g.
   // kernel.unprivileged_bpf_disabled does not apply to root; a kernel
   // without CONFIG_BPF_SYSCALL or a seccomp filter does).

@@ -97,9 +97,6 @@ struct RecordSummary {
   /// there.
   std::uint64_t pages_refused = 0;
   std::uint64_t processes_refused = 0;
-  /// Processes forked by a recorded one that the BPF map of recorded
-  /// processes refused (full): not recorded.
-  std::uint64_t targets_full = 0;
   /// In-program time per sample (bpf_ktime_get_ns at entry and before
   /// submission), summed (ns), and its median (ns, from a power-of-two
   /// histogram: the bucket's lower bound).

@@ -116,6 +116,12 @@ std::vector<pid_t> all_processes() {
   return out;
 }
 
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (std::uint32_t t : numbers_in("/proc/" + std::to_string(pid) + "/task")) out.push_back(static_cast<pid_t>(t));
+  return out;
+}
+
 std::vector<std::string> command_files(const std::string& argv0) {
   std::string exe = argv0;
   if (exe.find('/') == std::string::npos) {

@@ -26,6 +26,10 @@ namespace sframe::record {
 /// Every process ID under /proc now.
 std::vector<pid_t> all_processes();
 
+/// The thread IDs of process `pid` now (/proc/PID/task); empty when it is
+/// gone.
+std::vector<pid_t> threads_of(pid_t pid);
+
 /// The files a command will map at start: the executable `argv0` (looked
 /// up in PATH), its ELF interpreter, and the libraries the interpreter
 /// resolves for it (`INTERP --list EXE`, which loads nothing into a

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +92,16 @@ class RecordCommand final : public Command {
     opt_.argv = {"sframe", "record"};
     opt_.stop = &g_stop;
 
+    // -p opens a sampling event and a BPF link per thread of each process:
+    // the open-files limit goes up to its hard limit, as perf record's
+    // does. A command keeps the limit it would have had.
+    if (!opt_.pids.empty()) {
+      rlimit r{};
+      if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &r);
+      }
+    }
     struct sigaction sa{};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -158,9 +169,6 @@ class RecordCommand final : public Command {
     if (s.pages_refused || s.processes_refused)
       status += fmt::format("; {} module pages and {} process tables the BPF maps had no room for (frame pointers there)",
                             s.pages_refused, s.processes_refused);
-    if (s.targets_full)
-      status += fmt::format("; {} forked processes not recorded (the BPF map of recorded processes was full)",
-                            s.targets_full);
     const record::TableStats& t = s.tables;
     fmt::print(stderr,
                "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); "

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // sframepp's recorder, in-kernel part: a perf_event program run at every
-// cpu-clock sample. It keeps samples of the recorded processes, takes the
+// cpu-clock sample of the recorded tasks (per-task events that their new
+// threads and processes inherit; per-CPU events with -a). It takes the
 // kernel callchain with bpf_get_stack(), walks the user stack from the
 // interrupted task's user registers, and hands the frames to user space
 // through a BPF ring buffer (layout: record_abi.h).
@@ -14,46 +15,22 @@
 #include <linux/bpf_perf_event.h>
 #include <linux/types.h>
 
-// CO-RE views of the kernel types used (relocated against the running
-// kernel's BTF at load; the ___kern suffix is dropped when matching names).
-struct pt_regs___kern {
-  unsigned long bx;
-  unsigned long bp;
-  unsigned long sp;
-  unsigned long ip;
-} __attribute__((preserve_access_index));
+// The task of a sample (bpf_get_current_task_btf): only passed to helpers.
+struct task_struct;
 
-struct task_struct {
-  unsigned int flags;
-  int pid;
-  int tgid;
-} __attribute__((preserve_access_index));
+// The two runs of saved registers read (UAPI struct pt_regs, x86-64).
+_Static_assert(__builtin_offsetof(bpf_user_pt_regs_t, rbx) == __builtin_offsetof(bpf_user_pt_regs_t, rbp) + 8,
+               "rbp, rbx");
+_Static_assert(__builtin_offsetof(bpf_user_pt_regs_t, cs) == __builtin_offsetof(bpf_user_pt_regs_t, rip) + 8 &&
+                   __builtin_offsetof(bpf_user_pt_regs_t, rsp) == __builtin_offsetof(bpf_user_pt_regs_t, rip) + 24,
+               "rip, cs, eflags, rsp");
 
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "record_abi.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
-
-// include/linux/sched.h
-#define PF_KTHREAD 0x00200000
-
-// Set by user space before loading: record every process.
-const volatile __u8 record_all = 0;
-
-// Processes (tgid) to record when !record_all; children join at fork,
-// and user space removes them once they have exited.
-// Not preallocated: a preallocated map of this size costs the recorder's
-// start-up more CPU than verifying the program does.
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 65536);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, __u32);
-  __type(value, __u8);
-} targets SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -246,7 +223,6 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   c->runs++;
   const __u64 id = bpf_get_current_pid_tgid();
   const __u32 tgid = id >> 32, tid = (__u32)id;
-  if (!record_all && !bpf_map_lookup_elem(&targets, &tgid)) return 0;
   c->samples++;
   struct sframe_record_sample *s = bpf_map_lookup_elem(&scratch, &zero);
   if (!s) return 0;
@@ -268,21 +244,37 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     long got = bpf_get_stack(ctx, s->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
     if (got > 0) s->kernel_nr = (__u16)(got / 8);
   }
+  // The user registers: the sample's own, else those saved at kernel
+  // entry. The kernel's struct pt_regs has the layout of the UAPI one
+  // (x86-64 entry code and ptrace's user_regs_struct), so its fields are
+  // read at fixed offsets, with no relocation against the kernel's BTF. A
+  // task with user registers has a user CS there; a kernel thread's are
+  // zero (copy_thread clears them).
   struct task_struct *task = bpf_get_current_task_btf();
-  const int kthread = BPF_CORE_READ(task, flags) & PF_KTHREAD;
-  if (!kthread && tgid != 0) {
-    if (s->user_mode) {
-      w->pc = ctx->regs.rip;
-      w->sp = ctx->regs.rsp;
-      w->fp = ctx->regs.rbp;
-      w->rbx = ctx->regs.rbx;
-    } else {
-      struct pt_regs___kern *u = (struct pt_regs___kern *)bpf_task_pt_regs(task);
-      w->pc = BPF_CORE_READ(u, ip);
-      w->sp = BPF_CORE_READ(u, sp);
-      w->fp = BPF_CORE_READ(u, bp);
-      w->rbx = BPF_CORE_READ(u, bx);
-    }
+  __u64 pc, sp, fp, rbx, cs;
+  if (s->user_mode) {
+    pc = ctx->regs.rip;
+    sp = ctx->regs.rsp;
+    fp = ctx->regs.rbp;
+    rbx = ctx->regs.rbx;
+    cs = ctx->regs.cs;
+  } else {
+    const char *saved = (const char *)bpf_task_pt_regs(task);
+    __u64 lo[2] = {0, 0}, hi[4] = {0, 0, 0, 0};
+    bpf_probe_read_kernel(lo, sizeof lo, saved + __builtin_offsetof(bpf_user_pt_regs_t, rbp));
+    bpf_probe_read_kernel(hi, sizeof hi, saved + __builtin_offsetof(bpf_user_pt_regs_t, rip));
+    fp = lo[0];
+    rbx = lo[1];
+    pc = hi[0];
+    cs = hi[1];
+    sp = hi[3];
+  }
+  const int user_task = tgid != 0 && (cs & 3) == 3;
+  if (user_task) {
+    w->pc = pc;
+    w->sp = sp;
+    w->fp = fp;
+    w->rbx = rbx;
     struct sframe_record_window *win = bpf_map_lookup_elem(&windows, &zero);
     if (win) sframe_record_window_reset(win, w->sp);
     w->fp_known = 1;
@@ -322,7 +314,6 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   // A walk that met a process or PC without a table yet: its stack goes to
   // user space, to be unwound there once the tables are known (the walk's
   // frames past that point came from frame pointers alone).
-  const int user_task = !kthread && tgid != 0;
   const int defer = user_task && !frame_pointers_only && (!w->have_process || w->unmapped_pc);
   const int check = check_every && c->samples % check_every == 0;
   __u32 flags = (defer ? SFRAME_RECORD_COPY_DEFERRED : 0) | (check ? SFRAME_RECORD_COPY_CHECK : 0);
@@ -335,21 +326,5 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   }
   if (!(defer && sent))
     if (bpf_ringbuf_output(&samples, s, SFRAME_RECORD_SAMPLE_HEAD + n * 8, BPF_RB_NO_WAKEUP)) c->lost++;
-  return 0;
-}
-
-// A new process of a recorded one is recorded too (threads share the
-// tgid and need nothing).
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child) {
-  if (record_all) return 0;
-  __u32 ptgid = parent->tgid, ctgid = child->tgid;
-  if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid)) return 0;
-  __u8 one = 1;
-  if (bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY)) {
-    __u32 zero = 0;
-    struct sframe_record_counters *c = bpf_map_lookup_elem(&counters, &zero);
-    if (c) c->targets_full++;
-  }
   return 0;
 }

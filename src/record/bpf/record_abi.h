@@ -256,9 +256,6 @@ struct sframe_record_counters {
   __u64 checks;
   __u64 deferred;
   __u64 copies_lost;
-  /* Processes forked by a recorded one that the table of recorded
-   * processes had no room for: not recorded. */
-  __u64 targets_full;
 };
 
 #endif
