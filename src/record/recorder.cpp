@@ -409,10 +409,12 @@ class Recording {
     if (child_ > 0)
       if (std::string e = open(child_, -1); !e.empty()) return e;
     // A thread created before its creator's event was opened inherits
-    // none: the threads are listed again until no new one shows.
+    // none: the threads are listed again until no new one shows (a bounded
+    // number of times: a process may create threads without end).
     std::unordered_set<pid_t> opened;
     for (pid_t p : opt_.pids) {
-      for (bool more = true; more;) {
+      bool more = true;
+      for (int pass = 0; more && pass < 16; ++pass) {
         more = false;
         for (pid_t t : threads_of(p)) {
           if (!opened.insert(t).second) continue;
