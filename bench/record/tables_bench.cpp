@@ -28,12 +28,21 @@
 #define SFRAME_RECORD_OPAQUE(v) (void)0
 #define SFRAME_RECORD_STEP_LINKAGE static inline
 #define SFRAME_RECORD_SEARCH_LINKAGE static inline
-// Only the page search is used here; the walk's reads find nothing.
-static int no_read(__u64*, __u64) { return -1; }
-static const sframe_record_page* no_page(const sframe_record_page_key*) { return nullptr; }
-static const sframe_record_process* no_process(const __u32*) { return nullptr; }
+// Only the walk's rule lookup is used here (one module, mapped at its
+// link-time addresses): its reads find nothing, its pages come from the
+// module's hash below.
+#include <unordered_map>
+namespace {
+std::unordered_map<std::uint32_t, const sframe_record_page*> g_pages;
+int no_read(__u64*, __u64) { return -1; }
+const sframe_record_page* page_of(const sframe_record_page_key* key) {
+  auto it = g_pages.find(key->page);
+  return it == g_pages.end() ? nullptr : it->second;
+}
+const sframe_record_process* no_process(const __u32*) { return nullptr; }
+}  // namespace
 #define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
-#define SFRAME_RECORD_PAGE(key) no_page(key)
+#define SFRAME_RECORD_PAGE(key) page_of(key)
 #define SFRAME_RECORD_PROCESS(tgid) no_process(tgid)
 #include "bpf/walk.h"
 
@@ -88,14 +97,20 @@ int main(int argc, char** argv) {
     // Random PCs among those a page covers.
     // The pages as the BPF map holds them (fixed-size values).
     std::vector<sframe_record_page> values(pages.size());
-    std::unordered_map<std::uint32_t, const sframe_record_page*> hash;
+    g_pages.clear();
     std::vector<std::uint32_t> keys;
     for (std::size_t i = 0; i < pages.size(); ++i) {
       pages.fill(i, values[i]);
       const std::uint32_t k = pages.key(i);
-      hash.emplace(k, &values[i]);
+      g_pages.emplace(k, &values[i]);
       if (!(k & SFRAME_RECORD_SUBPAGE)) keys.push_back(k);
     }
+    // The walk's state for sframe_record_rule(): one mapping, bias 0.
+    sframe_record_walk w{};
+    w.have_process = 1;
+    w.map_start = 0;
+    w.map_end = ~0ull;
+    w.map_module = 1;
     std::mt19937_64 rng(1);
     std::vector<std::uint64_t> pcs(1 << 20);
     for (auto& pc : pcs)
@@ -105,18 +120,7 @@ int main(int argc, char** argv) {
     std::uint64_t sink = 0;
     auto t0 = Clock::now();
     for (std::uint64_t pc : pcs) {
-      auto it = hash.find(static_cast<std::uint32_t>(pc >> SFRAME_RECORD_PAGE_SHIFT));
-      if (it == hash.end()) continue;
-      const sframe_record_row* r = nullptr;
-      if (it->second->flags & SFRAME_RECORD_PAGE_SPLIT) {
-        // A split page's sub-page (record_abi.h): a second lookup.
-        auto sub = hash.find(SFRAME_RECORD_SUBPAGE | static_cast<std::uint32_t>(pc >> SFRAME_RECORD_SUBPAGE_SHIFT));
-        if (sub != hash.end())
-          r = sframe_record_find_row(sub->second,
-                                     static_cast<__u32>(pc & ((1u << SFRAME_RECORD_SUBPAGE_SHIFT) - 1)));
-      } else {
-        r = sframe_record_find_row(it->second, static_cast<__u32>(pc & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
-      }
+      const sframe_record_row* r = sframe_record_rule(&w, pc);
       sink += r ? static_cast<std::uint64_t>(r->cfa_off) : 0;
     }
     auto t1 = Clock::now();

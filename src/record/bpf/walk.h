@@ -205,13 +205,14 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
   key.page = (__u32)(link >> SFRAME_RECORD_PAGE_SHIFT);
   const struct sframe_record_page *pg = SFRAME_RECORD_PAGE(&key);
   if (!pg) return 0;
+  __u32 shift = SFRAME_RECORD_PAGE_SHIFT;
   if (pg->flags & SFRAME_RECORD_PAGE_SPLIT) {
     key.page = SFRAME_RECORD_SUBPAGE | (__u32)(link >> SFRAME_RECORD_SUBPAGE_SHIFT);
     pg = SFRAME_RECORD_PAGE(&key);
     if (!pg) return 0;
-    return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_SUBPAGE_SHIFT) - 1)));
+    shift = SFRAME_RECORD_SUBPAGE_SHIFT;
   }
-  return sframe_record_find_row(pg, (__u32)(link & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
+  return sframe_record_find_row(pg, (__u32)(link & ((1u << shift) - 1)));
 }
 
 /* Ends the walk: why (enum sframe_record_stop) and the address concerned
