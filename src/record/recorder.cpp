@@ -7,9 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,17 +18,16 @@
 #include <cstdarg>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <span>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "bpf/record_abi.h"
 #include "perf_data.hpp"
+#include "perf_events.hpp"
 #include "perf_layout.hpp"
 #include "perf_unwind.hpp"
 #include "perf_writer.hpp"
@@ -64,30 +61,6 @@ std::uint64_t monotonic_ns() {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-int perf_event_open(perf_event_attr* a, pid_t pid, int cpu) {
-  return static_cast<int>(syscall(__NR_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
-}
-
-// The online CPUs (/sys/devices/system/cpu/online: "0-3,5").
-std::vector<int> online_cpus() {
-  std::ifstream in("/sys/devices/system/cpu/online");
-  std::string text;
-  std::getline(in, text);
-  std::vector<int> cpus;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    const auto dash = part.find('-');
-    try {
-      const int a = std::stoi(part.substr(0, dash));
-      const int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
-      for (int c = a; c <= b && c < 4096; ++c) cpus.push_back(c);
-    } catch (...) {
-    }
-  }
-  return cpus;
-}
-
 // libbpf's messages, kept for the error line of a failed load.
 std::string g_libbpf_log;
 int keep_libbpf_log(enum libbpf_print_level level, const char* fmt, va_list ap) {
@@ -106,18 +79,6 @@ std::string libbpf_last_line() {
   if (nl != std::string_view::npos) s.remove_prefix(nl + 1);
   return std::string(s);
 }
-
-// One dummy event's ring buffer: side-band records of one CPU.
-struct SideBand {
-  int fd = -1;
-  void* base = nullptr;
-  std::size_t map_size = 0;
-  std::size_t data_size = 0;
-  ~SideBand() {
-    if (base) munmap(base, map_size);
-    if (fd >= 0) close(fd);
-  }
-};
 
 // A record waiting to be written in time order.
 struct Pending {
@@ -456,7 +417,6 @@ class Recording {
   // --- side band --------------------------------------------------------
 
   std::string open_sideband() {
-    const long page = sysconf(_SC_PAGESIZE);
     for (int cpu : online_cpus()) {
       perf_event_attr a{};
       a.size = sizeof a;
@@ -464,48 +424,14 @@ class Recording {
       a.config = PERF_COUNT_SW_DUMMY;
       a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
       set_sideband(a);
-      auto sb = std::make_unique<SideBand>();
-      sb->fd = perf_event_open(&a, -1, cpu);
-      if (sb->fd < 0)
-        return "perf_event_open(dummy, cpu " + std::to_string(cpu) + "): " + errno_text(errno);
-      sb->data_size = 64 * static_cast<std::size_t>(page);
-      sb->map_size = sb->data_size + static_cast<std::size_t>(page);
-      void* m = mmap(nullptr, sb->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, sb->fd, 0);
-      if (m == MAP_FAILED) return "cannot map a side-band ring buffer: " + errno_text(errno);
-      sb->base = m;
-      sideband_.push_back(std::move(sb));
+      auto ring = std::make_unique<PerfRing>();
+      if (std::string e = ring->open(a, cpu, 64); !e.empty()) return "side band (dummy event): " + e;
+      sideband_.push_back(std::move(ring));
     }
     return {};
   }
 
-  // Copies the records of one side-band ring (the kernel writes them
-  // whole; one may wrap around the end of the data area).
-  void read_sideband(SideBand& sb) {
-    auto* meta = static_cast<perf_event_mmap_page*>(sb.base);
-    const auto* data = static_cast<const std::byte*>(sb.base) + (sb.map_size - sb.data_size);
-    const std::uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    std::uint64_t tail = meta->data_tail;
-    std::vector<std::byte> rec;
-    while (tail + sizeof(perf_event_header) <= head) {
-      perf_event_header h;
-      copy_out(data, sb.data_size, tail, &h, sizeof h);
-      if (h.size < sizeof h || tail + h.size > head) break;
-      rec.resize(h.size);
-      copy_out(data, sb.data_size, tail, rec.data(), h.size);
-      tail += h.size;
-      take_sideband(h, rec);
-    }
-    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
-  }
-
-  static void copy_out(const std::byte* data, std::size_t size, std::uint64_t at, void* out, std::size_t n) {
-    const std::size_t off = static_cast<std::size_t>(at % size);
-    const std::size_t first = std::min(n, size - off);
-    std::memcpy(out, data + off, first);
-    if (first < n) std::memcpy(static_cast<std::byte*>(out) + first, data, n - first);
-  }
-
-  void take_sideband(const perf_event_header& h, const std::vector<std::byte>& rec) {
+  void take_sideband(const perf_event_header& h, std::span<const std::byte> rec) {
     // Trailer (sample_id_all, TID|TIME|CPU): pid, tid; time; cpu, reserved.
     if (rec.size() < sizeof h + 24) return;
     const std::byte* end = rec.data() + rec.size();
@@ -677,7 +603,8 @@ class Recording {
   void drain(bool all) {
     const std::uint64_t now = monotonic_ns();
     ring_buffer__consume(rb_);
-    for (auto& sb : sideband_) read_sideband(*sb);
+    for (auto& ring : sideband_)
+      ring->read([this](const perf_event_header& h, std::span<const std::byte> rec) { take_sideband(h, rec); });
     // A record stamped just before `now` may not be committed to its ring
     // yet (its writer was interrupted between the two): 1 ms of margin.
     const std::uint64_t cutoff = all ? ~std::uint64_t{0} : now - std::min<std::uint64_t>(now, 1'000'000);
@@ -808,7 +735,7 @@ class Recording {
   int stats_fd_ = -1;
   std::vector<bpf_link*> links_;
   std::vector<int> sample_fds_;
-  std::vector<std::unique_ptr<SideBand>> sideband_;
+  std::vector<std::unique_ptr<PerfRing>> sideband_;  // one per CPU
   std::unordered_set<std::uint32_t> tracked_;
   std::map<std::string, std::string> build_ids_;
   std::vector<std::byte> arena_;
