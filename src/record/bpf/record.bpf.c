@@ -138,14 +138,28 @@ static long walk_step(__u32 i, void *ctx) {
   return 0;
 }
 
+// floor(log2(v)) for v < 2^63, without branches: a branch per bit would
+// hand the verifier one path per histogram slot, each checked through the
+// rest of the program.
 static __always_inline __u32 log2_u64(__u64 v) {
-  __u32 r = 0;
-  for (int k = 32; k > 0; k >>= 1)
-    if (v >> k) {
-      v >>= k;
-      r += k;
-    }
-  return r;
+  __u64 r = 0, k;
+  k = ((0xffffffffULL - v) >> 63) << 5;
+  v >>= k;
+  r |= k;
+  k = ((0xffffULL - v) >> 63) << 4;
+  v >>= k;
+  r |= k;
+  k = ((0xffULL - v) >> 63) << 3;
+  v >>= k;
+  r |= k;
+  k = ((0xfULL - v) >> 63) << 2;
+  v >>= k;
+  r |= k;
+  k = ((0x3ULL - v) >> 63) << 1;
+  v >>= k;
+  r |= k;
+  r |= (0x1ULL - v) >> 63;
+  return (__u32)r;
 }
 
 // What perf record --call-graph=dwarf copies into a sample: the user
