@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: MIT
-// `sframe record`'s in-kernel table layout (record_abi.h: per module, 1 KiB
-// pages of up to 119 8-byte rows in a hash map, denser ones split into
-// 256-byte sub-pages) against the library's
+// `sframe record`'s in-kernel table layout (record_abi.h: per module, an
+// array of 4 KiB blocks: a directory of 1 KiB pages, then each page's
+// 8-byte rows) against the library's
 // RowIndex of the same module (8-byte boundaries, a bucket table, the
 // distinct rows decoded once), for the modules given:
 //   record_tables_bench FILE...
 // For each: rows, bytes of each layout, and the host time of a lookup of a
-// random covered PC (pages: a hash lookup and the BPF program's own page
-// search, bpf/walk.h compiled for the host; RowIndex: row_id()). Memory
-// counts values only (a BPF hash map adds its per-element header and key).
+// random covered PC (blocks: the BPF program's own lookup, bpf/walk.h
+// compiled for the host, two block lookups and a search; RowIndex:
+// row_id()).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "sframe/cfi/cfi.hpp"
@@ -29,20 +28,14 @@
 #define SFRAME_RECORD_STEP_LINKAGE static inline
 #define SFRAME_RECORD_SEARCH_LINKAGE static inline
 // Only the walk's rule lookup is used here (one module, mapped at its
-// link-time addresses): its reads find nothing, its pages come from the
-// module's hash below.
-#include <unordered_map>
+// table base): its reads find nothing, its blocks are the module's.
 namespace {
-std::unordered_map<std::uint32_t, const sframe_record_page*> g_pages;
+const sframe::record::ModuleTable* g_table = nullptr;
 int no_read(__u64*, __u64) { return -1; }
-const sframe_record_page* page_of(const sframe_record_page_key* key) {
-  auto it = g_pages.find(key->page);
-  return it == g_pages.end() ? nullptr : it->second;
-}
 const sframe_record_process* no_process(const __u32*) { return nullptr; }
 }  // namespace
 #define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
-#define SFRAME_RECORD_PAGE(key) page_of(key)
+#define SFRAME_RECORD_BLOCK(module, index) ((void)(module), g_table->block(index))
 #define SFRAME_RECORD_PROCESS(tgid) no_process(tgid)
 #include "bpf/walk.h"
 
@@ -66,8 +59,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: record_tables_bench FILE...\n");
     return 2;
   }
-  std::printf("%-28s %9s %9s %11s %11s %7s %12s %12s\n", "module", "FREs", "rows", "pages MB", "RowIndex MB",
-              "ratio", "pages ns", "RowIndex ns");
+  std::printf("%-28s %9s %9s %11s %11s %7s %12s %12s\n", "module", "FREs", "rows", "blocks MB", "RowIndex MB",
+              "ratio", "blocks ns", "RowIndex ns");
   for (int a = 1; a < argc; ++a) {
     auto f = elf::ElfFile::open(argv[a]);
     if (!f) {
@@ -75,7 +68,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     record::TableStats st;
-    const record::ModulePages pages = record::build_module_pages(*f, st);
+    const record::ModuleTable table = record::build_module_table(*f, st);
+    g_table = &table;
     // The library's module, built as the tables' builder builds it.
     auto own = f->sframe_section();
     cfi::ModuleUnwind u = cfi::ModuleUnwind::build(process::module_image(*f, own), {});
@@ -92,20 +86,18 @@ int main(int argc, char** argv) {
       for (std::uint32_t i = 0; i < s->section->num_fdes(); ++i)
         if (auto fde = s->section->fde(i)) fres += fde->num_fres;
     }
-    const std::size_t page_bytes = pages.size() * sizeof(sframe_record_page);
+    const std::size_t table_bytes = table.blocks().size_bytes();
 
-    // Random PCs among those a page covers.
-    // The pages as the BPF map holds them (fixed-size values).
-    std::vector<sframe_record_page> values(pages.size());
-    g_pages.clear();
-    std::vector<std::uint32_t> keys;
-    for (std::size_t i = 0; i < pages.size(); ++i) {
-      pages.fill(i, values[i]);
-      const std::uint32_t k = pages.key(i);
-      g_pages.emplace(k, &values[i]);
-      if (!(k & SFRAME_RECORD_SUBPAGE)) keys.push_back(k);
+    // Random PCs among those of the pages with rules.
+    std::vector<std::uint64_t> pages;
+    for (std::uint64_t p = 0;; ++p) {
+      const sframe_record_block* d = table.block(static_cast<std::uint32_t>(p / SFRAME_RECORD_DIR_PAGES));
+      const std::uint32_t lo = d ? d->dir[p % SFRAME_RECORD_DIR_PAGES] : 0;
+      if (!d || lo / SFRAME_RECORD_BLOCK_ROWS < p / SFRAME_RECORD_DIR_PAGES) break;  // past the directory
+      if (d->dir[p % SFRAME_RECORD_DIR_PAGES + 1] > lo) pages.push_back(p);
     }
-    // The walk's state for sframe_record_rule(): one mapping, bias 0.
+    // The walk's state for sframe_record_rule(): one mapping, bias 0 (PCs
+    // are offsets from the table base).
     sframe_record_walk w{};
     w.have_process = 1;
     w.map_start = 0;
@@ -114,9 +106,9 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(1);
     std::vector<std::uint64_t> pcs(1 << 20);
     for (auto& pc : pcs)
-      pc = keys.empty() ? 0
-                        : (std::uint64_t{keys[rng() % keys.size()]} << SFRAME_RECORD_PAGE_SHIFT) +
-                              rng() % (1u << SFRAME_RECORD_PAGE_SHIFT);
+      pc = pages.empty() ? 0
+                         : (pages[rng() % pages.size()] << SFRAME_RECORD_PAGE_SHIFT) +
+                               rng() % (1u << SFRAME_RECORD_PAGE_SHIFT);
     std::uint64_t sink = 0;
     auto t0 = Clock::now();
     for (std::uint64_t pc : pcs) {
@@ -130,8 +122,8 @@ int main(int argc, char** argv) {
     const double n = double(pcs.size());
     const char* base = std::strrchr(argv[a], '/');
     std::printf("%-28.28s %9zu %9llu %11.2f %11.2f %6.1fx %12.1f %12.1f%s\n", base ? base + 1 : argv[a], fres,
-                static_cast<unsigned long long>(st.rows), double(page_bytes) / 1e6, double(ri_bytes) / 1e6,
-                ri_bytes ? double(page_bytes) / double(ri_bytes) : 0.0,
+                static_cast<unsigned long long>(st.rows), double(table_bytes) / 1e6, double(ri_bytes) / 1e6,
+                ri_bytes ? double(table_bytes) / double(ri_bytes) : 0.0,
                 std::chrono::duration<double, std::nano>(t1 - t0).count() / n,
                 std::chrono::duration<double, std::nano>(t2 - t1).count() / n, sink == 42 ? " " : "");
   }

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -531,19 +532,18 @@ class Recording {
     }
   }
 
-  // The process tables changed and the module pages built since the last
-  // push, into the BPF maps (pages first: a process table never names a
-  // module whose pages are not there yet).
+  // The process tables changed and the module tables built since the last
+  // push, into the BPF maps (modules first: a process table never names a
+  // module whose table is not there yet).
   void push_tables() {
     if (!skel_) return;
     if (opt_.frame_pointers_only) return;
     const int procs = bpf_map__fd(skel_->maps.processes);
-    const int pages = bpf_map__fd(skel_->maps.pages);
     const std::uint64_t t0 = monotonic_ns();
     std::vector<std::pair<std::uint32_t, const sframe_record_process*>> tables;
     for (std::uint32_t pid : touched_) tables.emplace_back(pid, &tables_->process(pid));
     touched_.clear();
-    push_pages(pages, tables_->take_new_modules());
+    load_modules(tables_->take_new_modules());
     for (const auto& [pid, t] : tables)
       if (bpf_map_update_elem(procs, &pid, t, BPF_ANY) != 0) ++sum_.processes_refused;
     for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
@@ -551,39 +551,56 @@ class Recording {
     sum_.table_ns += monotonic_ns() - t0;
   }
 
-  // The pages of new modules into the map, a batch per system call (a call
-  // per page cost more than the kernel's work on the page), each page
-  // filled into the batch's buffer as it goes. A batch stops at the first
-  // page the map refuses (full); the rest of it go one at a time, so that
-  // every refusal is counted.
-  void push_pages(int fd, const std::vector<std::uint32_t>& modules) {
-    constexpr std::size_t kBatch = 256;
-    batch_keys_.resize(kBatch);
-    batch_pages_.resize(kBatch);
-    std::size_t n = 0;
-    for (std::uint32_t id : modules) {
-      const ModulePages& m = tables_->module(id);
-      for (std::size_t i = 0; i < m.size(); ++i) {
-        batch_keys_[n] = {id, m.key(i)};
-        m.fill(i, batch_pages_[n]);
-        if (++n == kBatch) {
-          push_batch(fd, n);
-          n = 0;
-        }
+  // New modules' tables, each into an array map of its own filled through
+  // mmap (one copy, no system call per block), then all into the array of
+  // maps in one batch: the kernel waits for an RCU grace period after each
+  // update of a map of maps (some 10 ms here), so not one per module.
+  // Modules the kernel refuses (memory, an ID past the array) are counted;
+  // their walks fall back to frame pointers.
+  void load_modules(const std::vector<std::uint32_t>& ids) {
+    std::vector<std::uint32_t> keys;
+    std::vector<int> fds;
+    for (std::uint32_t id : ids) {
+      const std::span<const sframe_record_block> blocks = tables_->module(id).blocks();
+      if (blocks.empty()) continue;
+      const int fd = id < SFRAME_RECORD_MAX_MODULES ? module_map(blocks) : -1;
+      if (fd < 0) {
+        ++sum_.modules_refused;
+        continue;
       }
+      keys.push_back(id);
+      fds.push_back(fd);
     }
-    if (n) push_batch(fd, n);
-  }
-
-  void push_batch(int fd, std::size_t n) {
+    if (keys.empty()) return;
+    const int outer = bpf_map__fd(skel_->maps.modules);
     bpf_map_batch_opts opts{};
     opts.sz = sizeof opts;
     opts.elem_flags = BPF_ANY;
-    auto count = static_cast<std::uint32_t>(n);
-    if (bpf_map_update_batch(fd, batch_keys_.data(), batch_pages_.data(), &count, &opts) == 0) return;
-    const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, n);
-    for (std::size_t i = done; i < n; ++i)
-      if (bpf_map_update_elem(fd, &batch_keys_[i], &batch_pages_[i], BPF_ANY) != 0) ++sum_.pages_refused;
+    auto count = static_cast<std::uint32_t>(keys.size());
+    if (bpf_map_update_batch(outer, keys.data(), fds.data(), &count, &opts) != 0) {
+      const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, keys.size());
+      for (std::size_t i = done; i < keys.size(); ++i)
+        if (bpf_map_update_elem(outer, &keys[i], &fds[i], BPF_ANY) != 0) ++sum_.modules_refused;
+    }
+    for (int fd : fds) close(fd);
+  }
+
+  // An array map holding `blocks`, or -1.
+  static int module_map(std::span<const sframe_record_block> blocks) {
+    bpf_map_create_opts o{};
+    o.sz = sizeof o;
+    o.map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP;
+    const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, nullptr, sizeof(std::uint32_t), sizeof(sframe_record_block),
+                                  static_cast<std::uint32_t>(blocks.size()), &o);
+    if (fd < 0) return -1;
+    void* at = mmap(nullptr, blocks.size_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (at == MAP_FAILED) {
+      close(fd);
+      return -1;
+    }
+    std::memcpy(at, blocks.data(), blocks.size_bytes());
+    munmap(at, blocks.size_bytes());
+    return fd;
   }
 
   // As perf record's synthesized events (synthesize.hpp), written and fed
@@ -728,8 +745,6 @@ class Recording {
   std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;
-  std::vector<sframe_record_page_key> batch_keys_;
-  std::vector<sframe_record_page> batch_pages_;
   record_bpf* skel_ = nullptr;
   ring_buffer* rb_ = nullptr;
   int stats_fd_ = -1;

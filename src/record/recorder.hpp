@@ -93,9 +93,10 @@ struct RecordSummary {
   /// The recorder's own CPU time, user + system (ns; the BPF program's runs
   /// are charged to the sampled tasks: bpf_run_ns).
   std::uint64_t recorder_cpu_ns = 0;
-  /// Pages and process tables the BPF maps refused (full): frame pointers
-  /// there.
-  std::uint64_t pages_refused = 0;
+  /// Module tables and process tables the kernel refused (memory, more
+  /// modules than SFRAME_RECORD_MAX_MODULES, a full process map): frame
+  /// pointers there.
+  std::uint64_t modules_refused = 0;
   std::uint64_t processes_refused = 0;
   /// In-program time per sample (bpf_ktime_get_ns at entry and before
   /// submission), summed (ns), and its median (ns, from a power-of-two

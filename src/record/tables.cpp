@@ -3,7 +3,10 @@
 #include "tables.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <span>
+#include <vector>
 
 #include "perf_unwind.hpp"
 #include "sframe/cfi/cfi.hpp"
@@ -16,9 +19,10 @@ namespace sframe::record {
 namespace {
 
 constexpr std::uint64_t kPage = std::uint64_t{1} << SFRAME_RECORD_PAGE_SHIFT;
-// With the BPF hash map's element header (48 bytes on 6.x), its key and the
-// allocator's 8, a page is 1 KiB (record_abi.h).
-static_assert(sizeof(sframe_record_page) == 960);
+constexpr std::uint32_t kBlockRows = SFRAME_RECORD_BLOCK_ROWS;
+constexpr std::uint32_t kMaxPages = std::uint32_t{1} << (30 - SFRAME_RECORD_PAGE_SHIFT);
+static_assert(sizeof(sframe_record_block) == SFRAME_RECORD_BLOCK_BYTES);
+static_assert(sizeof(sframe_record_row) * SFRAME_RECORD_BLOCK_ROWS == SFRAME_RECORD_BLOCK_BYTES);
 // x86-64 DWARF register numbers (psABI): RSP 7, RBP 6, RBX 3.
 constexpr std::uint16_t kDwarfSp = 7, kDwarfFp = 6, kDwarfBx = 3;
 
@@ -147,7 +151,7 @@ void spans_of(const Section& s, bool generated, std::vector<Span>& out, TableSta
 
 }  // namespace
 
-ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
+ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   // The shared module builder, whole: the kernel has no generation on demand.
   auto own = file.sframe_section();
   if (own) st.sframe_bytes += own->bytes.size();
@@ -198,60 +202,75 @@ ModulePages build_module_pages(const elf::ElfFile& file, TableStats& st) {
       if (i + 1 >= spans.size() || spans[i + 1].lo > (p << SFRAME_RECORD_PAGE_SHIFT)) emit(p << SFRAME_RECORD_PAGE_SHIFT, sp.row);
     if (i + 1 >= spans.size() || spans[i + 1].lo > sp.hi) emit(sp.hi, none);
   }
-  ModulePages pages;
-  const auto useful = [](std::span<const sframe_record_row> v) {
+  const auto useful = [](const std::vector<sframe_record_row>& v) {
     return std::any_of(v.begin(), v.end(), [](const sframe_record_row& r) { return !(r.flags & SFRAME_RECORD_ROW_NONE); });
   };
-  const auto add = [&](std::uint32_t key, std::span<const sframe_record_row> v) {
-    pages.add(key, 0, v);
-    st.rows += v.size();
-  };
-  // Sub-pages per page, and the first page whose sub-page keys would reach
-  // the SFRAME_RECORD_SUBPAGE bit.
-  constexpr std::uint32_t kSubs = 1u << (SFRAME_RECORD_PAGE_SHIFT - SFRAME_RECORD_SUBPAGE_SHIFT);
-  constexpr std::uint32_t kSubBytes = 1u << SFRAME_RECORD_SUBPAGE_SHIFT;
-  constexpr std::uint32_t kSplitLimit = SFRAME_RECORD_SUBPAGE / kSubs;
-  std::vector<sframe_record_row> sub;
-  for (auto& [p, v] : rows) {
-    if (!useful(v)) continue;
-    if (v.size() <= SFRAME_RECORD_PAGE_ROWS) {
-      add(p, v);
-      continue;
-    }
-    if (p >= kSplitLimit) {
+  for (auto it = rows.begin(); it != rows.end();) {
+    if (!useful(it->second)) {
+      it = rows.erase(it);
+    } else if (it->second.size() > kBlockRows) {
       ++st.overflow_pages;
-      continue;
+      it = rows.erase(it);
+    } else {
+      ++it;
     }
-    // A split page (record_abi.h): each sub-page starts with the rule in
-    // effect at its start, as a page does.
-    bool split = false;
-    std::size_t at = 0;  // the last row starting at or before the sub-page
-    for (std::uint32_t k = 0; k < kSubs; ++k) {
-      const std::uint32_t lo = k * kSubBytes, hi = lo + kSubBytes;
-      while (at + 1 < v.size() && v[at + 1].start <= lo) ++at;
-      sub.clear();
-      for (std::size_t j = at; j < v.size() && v[j].start < hi; ++j) {
-        sframe_record_row r = v[j];
-        r.start = static_cast<std::uint16_t>(j == at ? 0 : r.start - lo);
-        sub.push_back(r);
-      }
-      if (!useful(sub)) continue;
-      if (sub.size() > SFRAME_RECORD_PAGE_ROWS) {
-        ++st.overflow_pages;
-        continue;
-      }
-      add(SFRAME_RECORD_SUBPAGE | (p * kSubs + k), sub);
-      split = true;
-    }
-    if (!split) continue;
-    pages.add(p, SFRAME_RECORD_PAGE_SPLIT, {});
-    ++st.split_pages;
   }
-  pages.finish();
-  st.pages += pages.size();
-  st.table_bytes += pages.size() * sizeof(sframe_record_page);
+  ModuleTable t;
   ++st.modules;
-  return pages;
+  if (rows.empty()) return t;
+  // The layout of record_abi.h: page 0 is the first page with rules; the
+  // directory has an entry per page up to the last, and one for the end. Its
+  // size follows the span of the code, not its rules: pages past 1 GiB from
+  // the first (no module's code spans that) are left out.
+  const std::uint32_t first_page = rows.begin()->first;
+  while (rows.rbegin()->first - first_page >= kMaxPages) {
+    ++st.overflow_pages;
+    rows.erase(std::prev(rows.end()));
+  }
+  const std::uint64_t pages = std::uint64_t{rows.rbegin()->first} - first_page + 1;
+  const std::uint64_t dir_blocks = pages / SFRAME_RECORD_DIR_PAGES + 1;
+  std::uint64_t row_slots = dir_blocks * kBlockRows;
+  for (const auto& [p, v] : rows) {
+    if (row_slots % kBlockRows + v.size() > kBlockRows) row_slots += kBlockRows - row_slots % kBlockRows;
+    row_slots += v.size();
+  }
+  // A row slot is a __u32 in the directory.
+  if (row_slots > 0xffffffffu) {
+    st.overflow_pages += rows.size();
+    return t;
+  }
+  t.base_ = std::uint64_t{first_page} << SFRAME_RECORD_PAGE_SHIFT;
+  t.blocks_.assign((row_slots + kBlockRows - 1) / kBlockRows, sframe_record_block{});
+  const auto set_dir = [&](std::uint64_t entry, std::uint32_t slot) {
+    const std::uint64_t b = entry / SFRAME_RECORD_DIR_PAGES, k = entry % SFRAME_RECORD_DIR_PAGES;
+    t.blocks_[b].dir[k] = slot;
+    // A block's last slot repeats the next block's first.
+    if (k == 0 && b > 0) t.blocks_[b - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
+  };
+  sframe_record_row pad{};
+  pad.start = SFRAME_RECORD_ROW_PAD;
+  pad.flags = SFRAME_RECORD_ROW_NONE;
+  std::uint32_t slot = static_cast<std::uint32_t>(dir_blocks * kBlockRows);
+  std::uint64_t entry = 0;
+  for (const auto& [p, v] : rows) {
+    // Pages with no rule before this one: no rows.
+    for (; entry < p - first_page; ++entry) set_dir(entry, slot);
+    if (slot % kBlockRows + v.size() > kBlockRows)
+      for (; slot % kBlockRows; ++slot) t.blocks_[slot / kBlockRows].rows[slot % kBlockRows] = pad;
+    set_dir(entry++, slot);
+    for (const sframe_record_row& r : v) {
+      t.blocks_[slot / kBlockRows].rows[slot % kBlockRows] = r;
+      ++slot;
+    }
+    st.rows += v.size();
+    st.max_page_rows = std::max<std::uint64_t>(st.max_page_rows, v.size());
+  }
+  // The end, in every slot past the last page.
+  for (; entry < dir_blocks * SFRAME_RECORD_DIR_PAGES; ++entry) set_dir(entry, slot);
+  t.blocks_[dir_blocks - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
+  st.pages += rows.size();
+  st.table_bytes += t.blocks_.size() * sizeof(sframe_record_block);
+  return t;
 }
 
 Tables::Tables(const perf::Session& session) : session_(session) {}
@@ -270,7 +289,7 @@ std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file,
   auto [it, fresh] = ids_.try_emplace(path + '\n' + build_id, 0);
   if (fresh) {
     files_.push_back(file);
-    modules_.push_back(build_module_pages(*file, stats_));
+    modules_.push_back(build_module_table(*file, stats_));
     it->second = static_cast<std::uint32_t>(modules_.size());
     fresh_.push_back(it->second);
   }
@@ -288,49 +307,16 @@ const sframe_record_process& Tables::process(std::uint32_t pid) {
     sframe_record_mapping& e = p.maps[p.n++];
     e.start = m.start;
     e.end = m.end;
-    e.bias = m.bias;
     e.module = module_of(m.file, m.path, m.build_id);
+    e.bias = m.bias + (e.module ? modules_[e.module - 1].base() : 0);
   }
   return p;
-}
-
-const sframe_record_page* Tables::page(const sframe_record_page_key& key) const {
-  if (key.module == 0 || key.module > modules_.size()) return nullptr;
-  const ModulePages& m = modules_[key.module - 1];
-  const std::size_t i = m.find(key.page);
-  if (i == m.size()) return nullptr;
-  auto [it, fresh] = looked_up_.try_emplace({key.module, key.page});
-  if (fresh) m.fill(i, it->second);
-  return &it->second;
 }
 
 std::vector<std::uint32_t> Tables::take_new_modules() {
   std::vector<std::uint32_t> out;
   out.swap(fresh_);
   return out;
-}
-
-void ModulePages::add(std::uint32_t page, std::uint32_t flags, std::span<const sframe_record_row> rows) {
-  entries_.push_back({page, flags, static_cast<std::uint32_t>(rows_.size()), static_cast<std::uint32_t>(rows.size())});
-  rows_.insert(rows_.end(), rows.begin(), rows.end());
-}
-
-void ModulePages::finish() {
-  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.page < b.page; });
-}
-
-void ModulePages::fill(std::size_t i, sframe_record_page& out) const {
-  const Entry& e = entries_[i];
-  out.n = e.n;
-  out.flags = e.flags;
-  std::copy_n(rows_.begin() + e.first, e.n, out.rows);
-  std::fill(out.rows + e.n, out.rows + SFRAME_RECORD_PAGE_ROWS, sframe_record_row{});
-}
-
-std::size_t ModulePages::find(std::uint32_t page) const {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), page,
-                             [](const Entry& e, std::uint32_t p) { return e.page < p; });
-  return it != entries_.end() && it->page == page ? static_cast<std::size_t>(it - entries_.begin()) : entries_.size();
 }
 
 }  // namespace sframe::record

@@ -166,9 +166,9 @@ class RecordCommand final : public Command {
     if (o.check)
       status += fmt::format("; --check: {} samples copied to {}", s.checks, o.check_output);
     if (s.copies_lost) status += fmt::format("; {} stack copies lost", s.copies_lost);
-    if (s.pages_refused || s.processes_refused)
-      status += fmt::format("; {} module pages and {} process tables the BPF maps had no room for (frame pointers there)",
-                            s.pages_refused, s.processes_refused);
+    if (s.modules_refused || s.processes_refused)
+      status += fmt::format("; {} module tables and {} process tables the kernel refused (frame pointers there)",
+                            s.modules_refused, s.processes_refused);
     const record::TableStats& t = s.tables;
     fmt::print(stderr,
                "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); "
@@ -176,7 +176,7 @@ class RecordCommand final : public Command {
                "{} samples before their process's tables, {} with a PC in no mapped module's ({} of them unwound in user space from a stack copy); {:.0f} bytes per sample ({} records, {} bytes); BPF "
                "program: {:.0f} ns per sample ({:.1f} ms of kernel run_time_ns over the samples; {:.0f} ns mean over its {} runs, "
                "other tasks' and CPUs' included), walk median {} ns; tables: {} "
-               "modules ({} with generated SFrame), {} pages ({} of them split into sub-pages), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
+               "modules ({} with generated SFrame), {} pages of {} rows (at most {} in a page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
                ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
                "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
                s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
@@ -185,7 +185,7 @@ class RecordCommand final : public Command {
                double(s.bpf_run_ns) / n, double(s.bpf_run_ns) / 1e6,
                s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, s.walk_ns_median,
                t.modules,
-               t.generated_modules, t.pages, t.split_pages, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
+               t.generated_modules, t.pages, t.rows, t.max_page_rows, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
                double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
                double(s.load_ns) / 1e6, double(s.table_ns) / 1e6, double(s.recorder_cpu_ns) / 1e6, status);
   }

@@ -2,11 +2,11 @@
 // A function whose CFA changes at nearly every instruction: each call
 // pushes ten stack arguments (System V x86-64: the seventh on), and
 // without frame pointers every push is a rule of its own (SFrame FREs from
-// gas --gsframe). Built with -O2 -fomit-frame-pointer, dense() holds more
-// rules in one 1 KiB page than a page of `sframe record`'s tables holds
-// (SFRAME_RECORD_PAGE_ROWS), so its page is split into sub-pages
-// (record_abi.h); leaf() is where the samples land, with callers in every
-// part of dense().
+// gas --gsframe). Built with -O2 -fomit-frame-pointer, dense() holds over
+// 120 rules in one 1 KiB page of `sframe record`'s tables (record_abi.h:
+// 20 on average; a page that does not fit the rest of its block starts the
+// next one); leaf() is where the samples land, with callers in every part
+// of dense().
 //   dense N   (N calls of dense)
 #include <stdio.h>
 #include <stdlib.h>

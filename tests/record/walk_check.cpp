@@ -54,7 +54,7 @@ namespace {
 sframe_record_window g_window;
 }  // namespace
 #define SFRAME_RECORD_READ(dst, addr) sframe_record_window_read(&g_window, (dst), (addr))
-#define SFRAME_RECORD_PAGE(key) g_tables->page(*(key))
+#define SFRAME_RECORD_BLOCK(module, index) g_tables->block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) g_process
 #include "bpf/walk.h"
 
@@ -169,11 +169,11 @@ int main(int argc, char** argv) {
   }
   const auto& st = tables->stats();
   std::printf("walk_check: %llu samples walked, %llu identical (%.2f%%); callers: frame-pointer %llu, sframe %llu, "
-              "generated %llu, signal %llu; tables: %llu modules, %llu pages (%llu split), %llu rows, %llu rules and %llu pages "
+              "generated %llu, signal %llu; tables: %llu modules, %llu pages (at most %llu rows in one), %llu rows, %llu rules and %llu pages "
               "left to frame pointers\n",
               (unsigned long long)walked, (unsigned long long)same, walked ? 100.0 * double(same) / double(walked) : 0,
               (unsigned long long)sources[0], (unsigned long long)sources[1], (unsigned long long)sources[2],
-              (unsigned long long)sources[3], (unsigned long long)st.modules, (unsigned long long)st.pages, (unsigned long long)st.split_pages,
+              (unsigned long long)sources[3], (unsigned long long)st.modules, (unsigned long long)st.pages, (unsigned long long)st.max_page_rows,
               (unsigned long long)st.rows, (unsigned long long)st.unsupported_rules,
               (unsigned long long)st.overflow_pages);
   for (const auto& [kind, v] : kinds)

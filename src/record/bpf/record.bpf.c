@@ -51,15 +51,24 @@ struct {
   __type(value, struct sframe_record_counters);
 } counters SEC(".maps");
 
-// Module tables (pages of rows) and processes (their executable
-// mappings), filled by user space (record_abi.h).
+// Module tables, one array map of blocks per module file, at its ID, and
+// processes (their executable mappings), filled by user space
+// (record_abi.h). The inner maps differ in size only (BPF_F_INNER_MAP); user
+// space fills them through mmap (BPF_F_MMAPABLE), not an update per block.
+struct module_table {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, union sframe_record_block);
+};
+
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 1 << 18);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, struct sframe_record_page_key);
-  __type(value, struct sframe_record_page);
-} pages SEC(".maps");
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(max_entries, SFRAME_RECORD_MAX_MODULES);
+  __type(key, __u32);
+  __array(values, struct module_table);
+} modules SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -110,7 +119,12 @@ static __always_inline int read_stack(__u64 *dst, __u64 addr) {
   return sframe_record_window_read(win, dst, addr);
 }
 #define SFRAME_RECORD_READ(dst, addr) read_stack((dst), (addr))
-#define SFRAME_RECORD_PAGE(key) ((const struct sframe_record_page *)bpf_map_lookup_elem(&pages, (key)))
+static __always_inline const union sframe_record_block *table_block(__u32 module, __u32 index) {
+  void *table = bpf_map_lookup_elem(&modules, &module);
+  if (!table) return 0;
+  return bpf_map_lookup_elem(table, &index);
+}
+#define SFRAME_RECORD_BLOCK(module, index) table_block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) ((const struct sframe_record_process *)bpf_map_lookup_elem(&processes, (tgid)))
 #include "walk.h"
 

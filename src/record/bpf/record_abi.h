@@ -16,33 +16,40 @@
 #define SFRAME_RECORD_MAX_FRAMES (SFRAME_RECORD_MAX_KERNEL + SFRAME_RECORD_MAX_USER)
 
 /* --- module tables: the rules of one module file, shared by every process
- * that maps it. A module's link-time PCs are cut into pages of
- * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB); a page holds the rows that start in it
- * (up to SFRAME_RECORD_PAGE_ROWS),
- * after a row at offset 0 holding the rule in effect at the page's start.
- * A page no rule covers has no entry.
+ * that maps it, in a BPF array map of its own (an inner map of the
+ * `modules` array of maps, at the module's ID) of 4 KiB blocks. The
+ * module's PCs, as offsets from its table base (a process's mapping bias
+ * includes the base: struct sframe_record_mapping), are cut into pages of
+ * 2^SFRAME_RECORD_PAGE_SHIFT bytes (1 KiB). A page's rows are the rules
+ * that start in it, after a row at offset 0 holding the rule in effect at
+ * the page's start, sorted by start.
  *
- * A page with more rows than one value holds (a function whose rules change
- * at nearly every instruction: pushes of call arguments, as in clang's
- * statement visitors) is split: its own entry has no rows and the flag
- * SFRAME_RECORD_PAGE_SPLIT, and its rows go to sub-pages of
- * 2^SFRAME_RECORD_SUBPAGE_SHIFT bytes (256), each laid out as a page (row 0
- * at the sub-page's start) under the key page SFRAME_RECORD_SUBPAGE |
- * (link-time PC >> SFRAME_RECORD_SUBPAGE_SHIFT). A sub-page that still has
- * too many rows has no entry (frame pointers there, counted). */
+ * The blocks:
+ *  - first the directory: page p's entry, a __u32 at block
+ *    p / SFRAME_RECORD_DIR_PAGES, slot p % SFRAME_RECORD_DIR_PAGES, is the
+ *    row slot of the page's first row. A block's last slot repeats the next
+ *    block's first, so that one block gives a page's rows
+ *    [dir[p], dir[p + 1]). A page with no rule has none
+ *    (dir[p] == dir[p + 1]); the slots past the last page hold the end.
+ *  - then the rows, SFRAME_RECORD_BLOCK_ROWS per block: row slot r is row
+ *    r % SFRAME_RECORD_BLOCK_ROWS of block r / SFRAME_RECORD_BLOCK_ROWS
+ *    (the directory's blocks count as slots too). A page's rows never
+ *    straddle two blocks: where the next page's do not fit, the block ends
+ *    with padding rows of start SFRAME_RECORD_ROW_PAD, which belong to the
+ *    page before and which no page offset reaches.
+ * A page with more rows than a block holds is left out (frame pointers
+ * there, counted). A row takes 8 bytes and a page no fixed size: pages
+ * hold some 20 rows on average. */
 #define SFRAME_RECORD_PAGE_SHIFT 10
-/* Rows per page: a value of 960 bytes, which with the hash map's element
- * header and key is 1 KiB, a kernel allocation size (128 rows took 2 KiB
- * per page). */
-#define SFRAME_RECORD_PAGE_ROWS 119
-#define SFRAME_RECORD_SUBPAGE_SHIFT 8
-#define SFRAME_RECORD_SUBPAGE 0x80000000u
-
-/* Page flags. */
-enum sframe_record_page_flags {
-  /* The rows are in the page's sub-pages. */
-  SFRAME_RECORD_PAGE_SPLIT = 1,
-};
+#define SFRAME_RECORD_BLOCK_BYTES 4096
+#define SFRAME_RECORD_BLOCK_ROWS 512
+/* Pages per directory block (its 1024th slot repeats the next block's
+ * first). */
+#define SFRAME_RECORD_DIR_PAGES 1023
+/* The start of a padding row: above every page offset. */
+#define SFRAME_RECORD_ROW_PAD 0xffff
+/* Module IDs the `modules` array of maps holds: 1 to this - 1. */
+#define SFRAME_RECORD_MAX_MODULES 16384
 
 /* Row flags. */
 enum sframe_record_row_flags {
@@ -81,17 +88,10 @@ struct sframe_record_row {
   __s32 cfa_off;
 };
 
-struct sframe_record_page_key {
-  __u32 module;
-  /* link-time PC >> SFRAME_RECORD_PAGE_SHIFT; for a sub-page,
-   * SFRAME_RECORD_SUBPAGE | (link-time PC >> SFRAME_RECORD_SUBPAGE_SHIFT) */
-  __u32 page;
-};
-
-struct sframe_record_page {
-  __u32 n; /* rows used, 1..SFRAME_RECORD_PAGE_ROWS; 0 in a split page */
-  __u32 flags; /* enum sframe_record_page_flags */
-  struct sframe_record_row rows[SFRAME_RECORD_PAGE_ROWS];
+/* A block of a module's table: rows, or directory slots. */
+union sframe_record_block {
+  struct sframe_record_row rows[SFRAME_RECORD_BLOCK_ROWS];
+  __u32 dir[SFRAME_RECORD_DIR_PAGES + 1];
 };
 
 /* --- processes: the executable mappings of one process (tgid), sorted by
@@ -101,7 +101,9 @@ struct sframe_record_page {
 struct sframe_record_mapping {
   __u64 start; /* runtime [start, end) */
   __u64 end;
-  __u64 bias; /* runtime PC - bias = link-time PC */
+  /* runtime PC - bias = the PC's offset from its module's table base
+   * (link-time PC - the base) */
+  __u64 bias;
   __u32 module; /* 0: no table (unknown file, or not loaded yet) */
   __u32 reserved;
 };

@@ -7,8 +7,9 @@
  * It is a second implementation of the library's frame step and loop for
  * x86-64, over the table layout of record_abi.h:
  *  - the rule for a PC: the PC's mapping in the process (binary search),
- *    its module's page (a map lookup; a second one for a split page's
- *    sub-page), the page's last row at or before the PC (binary search);
+ *    its page's rows from the module's directory (a block lookup), the
+ *    page's last row at or before the PC (a second block lookup, a binary
+ *    search);
  *    callers are looked up at return address - 1 (SFrame spec v3 §1.2: the
  *    PC inside the call);
  *  - an SFrame row: CFA = SP, FP or RBX + offset (RBX where known: frame 0
@@ -27,9 +28,9 @@
  * The including file defines, before including it:
  *   SFRAME_RECORD_READ(dst, addr)  reads the u64 at user address addr into
  *                                  *dst; 0 on success
- *   SFRAME_RECORD_PAGE(key)        const struct sframe_record_page * for
- *                                  const struct sframe_record_page_key *key,
- *                                  or 0
+ *   SFRAME_RECORD_BLOCK(module, i) const union sframe_record_block *: block
+ *                                  i (__u32) of module ID `module` (__u32),
+ *                                  or 0 (no such module or block)
  *   SFRAME_RECORD_PROCESS(tgid)    const struct sframe_record_process * for
  *                                  const __u32 *tgid, or 0
  *   SFRAME_RECORD_INLINE           the inline attribute of the target
@@ -150,28 +151,25 @@ sframe_record_find_mapping(const struct sframe_record_process *p, __u64 pc) {
   return &p->maps[k & (SFRAME_RECORD_MAX_MAPPINGS - 1)];
 }
 
-/* The index of the row covering page offset `off`: the last whose start is
- * <= off (row 0 starts at 0); -1 for an empty page. */
-SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const struct sframe_record_page *pg, __u32 off) {
-  if (!pg) return -1;
-  __u32 n = pg->n;
-  if (n == 0 || n > SFRAME_RECORD_PAGE_ROWS) return -1;
+/* The index in block `b` of the row covering page offset `off` among the
+ * page's rows b->rows[first, first + n): the last whose start is <= off
+ * (a page's first row starts at 0; padding rows, at the end, start above
+ * every offset); -1 when there is none (no rows, rows past the block, or
+ * only padding: the range of a page with no rule before a padded one). */
+SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const union sframe_record_block *b, __u32 first, __u32 n,
+                                                         __u32 off) {
+  if (!b) return -1;
+  if (n == 0 || first >= SFRAME_RECORD_BLOCK_ROWS || n > SFRAME_RECORD_BLOCK_ROWS - first) return -1;
   /* rows[base].start <= off, and the row wanted is in [base, base + len). */
-  __u32 base = 0, len = n;
-  for (int i = 0; i < 7; i++) { /* 2^7 >= SFRAME_RECORD_PAGE_ROWS */
+  __u32 base = first, len = n;
+  for (int i = 0; i < 9; i++) { /* 2^9 = SFRAME_RECORD_BLOCK_ROWS */
     const __u32 half = len / 2;
-    const __u32 k = sframe_record_below(base + half, SFRAME_RECORD_PAGE_ROWS);
-    base = sframe_record_advance(base, half, off, pg->rows[k].start);
+    const __u32 k = sframe_record_below(base + half, SFRAME_RECORD_BLOCK_ROWS);
+    base = sframe_record_advance(base, half, off, b->rows[k].start);
     len -= half;
   }
-  return (int)sframe_record_below(base, SFRAME_RECORD_PAGE_ROWS);
-}
-
-static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_row(const struct sframe_record_page *pg,
-                                                                                  __u32 off) {
-  int i = sframe_record_row_index(pg, off);
-  if (i < 0 || i >= SFRAME_RECORD_PAGE_ROWS) return 0;
-  return &pg->rows[sframe_record_below((__u32)i, SFRAME_RECORD_PAGE_ROWS)];
+  base = sframe_record_below(base, SFRAME_RECORD_BLOCK_ROWS);
+  return b->rows[base].start <= off ? (int)base : -1;
 }
 
 /* Whether `pc` lies in an executable mapping of the process. */
@@ -199,20 +197,21 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
     w->map_module = m->module;
   }
   if (!w->map_module) return 0;
-  const __u64 link = lpc - w->map_bias;
-  struct sframe_record_page_key key;
-  key.module = w->map_module;
-  key.page = (__u32)(link >> SFRAME_RECORD_PAGE_SHIFT);
-  const struct sframe_record_page *pg = SFRAME_RECORD_PAGE(&key);
-  if (!pg) return 0;
-  __u32 shift = SFRAME_RECORD_PAGE_SHIFT;
-  if (pg->flags & SFRAME_RECORD_PAGE_SPLIT) {
-    key.page = SFRAME_RECORD_SUBPAGE | (__u32)(link >> SFRAME_RECORD_SUBPAGE_SHIFT);
-    pg = SFRAME_RECORD_PAGE(&key);
-    if (!pg) return 0;
-    shift = SFRAME_RECORD_SUBPAGE_SHIFT;
-  }
-  return sframe_record_find_row(pg, (__u32)(link & ((1u << shift) - 1)));
+  /* The PC's offset from the module's table base; a PC below it, or
+   * 2^42 bytes past it, has no page. */
+  const __u64 off = lpc - w->map_bias;
+  if (off >> (SFRAME_RECORD_PAGE_SHIFT + 32)) return 0;
+  const __u32 page = (__u32)(off >> SFRAME_RECORD_PAGE_SHIFT);
+  const union sframe_record_block *d = SFRAME_RECORD_BLOCK(w->map_module, page / SFRAME_RECORD_DIR_PAGES);
+  if (!d) return 0;
+  const __u32 slot = sframe_record_below(page % SFRAME_RECORD_DIR_PAGES, SFRAME_RECORD_DIR_PAGES);
+  const __u32 lo = d->dir[slot], hi = d->dir[slot + 1];
+  if (hi <= lo) return 0;
+  const __u32 first = lo % SFRAME_RECORD_BLOCK_ROWS;
+  const union sframe_record_block *b = SFRAME_RECORD_BLOCK(w->map_module, lo / SFRAME_RECORD_BLOCK_ROWS);
+  const int i = sframe_record_row_index(b, first, hi - lo, (__u32)(off & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
+  if (!b || i < 0 || i >= SFRAME_RECORD_BLOCK_ROWS) return 0;
+  return &b->rows[sframe_record_below((__u32)i, SFRAME_RECORD_BLOCK_ROWS)];
 }
 
 /* Ends the walk: why (enum sframe_record_stop) and the address concerned
