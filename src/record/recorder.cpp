@@ -134,10 +134,13 @@ class Recording {
     sum_.load_ns = monotonic_ns() - l0;
     if (std::string e = open_sideband(); !e.empty()) return e;
     const std::uint64_t s0 = monotonic_ns();
-    // A command's files get their tables before it starts: else its first
-    // samples come before them (walked by frame pointers alone).
-    if (!opt_.command.empty() && !opt_.frame_pointers_only)
+    // A command's files (and the vDSO) get their tables before it starts:
+    // else its first samples come before them (sent as stack copies until
+    // the next poll's push, which waits for an RCU grace period).
+    if (!opt_.command.empty() && !opt_.frame_pointers_only) {
       for (const std::string& f : command_files(opt_.command[0])) tables_->preload(f);
+      tables_->preload_vdso();
+    }
     synthesize();
     push_tables();
     sum_.setup_ns = monotonic_ns() - s0;

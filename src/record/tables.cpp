@@ -283,6 +283,14 @@ bool Tables::preload(const std::string& path) {
   return module_of(file, path, id) != 0;
 }
 
+bool Tables::preload_vdso() {
+  auto v = process::own_vdso();
+  if (!v) return false;
+  // The session keys the vDSO by its name alone (perf_unwind.cpp: no file,
+  // no build-id in its MMAP2 record).
+  return module_of(std::make_shared<const elf::ElfFile>(std::move(*v)), "[vdso]", "") != 0;
+}
+
 std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
                                 const std::string& build_id) {
   if (!file) return 0;

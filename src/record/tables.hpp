@@ -95,6 +95,10 @@ class Tables {
   /// it: a command's files before it starts), for the mappings that later
   /// name it by the same path and build-id. False when it cannot be read.
   bool preload(const std::string& path);
+  /// Builds the module of the vDSO now (this process's: the kernel maps the
+  /// same one into every process), for the mappings the session names
+  /// "[vdso]". False when there is none.
+  bool preload_vdso();
   /// Block `index` of module `module`'s table, or null (host lookups: the
   /// differential test). Valid while the Tables live.
   const sframe_record_block* block(std::uint32_t module, std::uint32_t index) const {
