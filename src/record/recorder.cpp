@@ -124,7 +124,7 @@ class Recording {
     so.symbols = false;
     so.max_stack = SFRAME_RECORD_MAX_FRAMES;
     session_ = std::make_unique<perf::Session>(info, so);
-    tables_ = std::make_unique<Tables>(*session_);
+    tables_ = std::make_unique<Tables>(*session_, opt_.table_cache);
     decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);
     copy_decoder_ = std::make_unique<perf::RecordDecoder>(std::vector{copy_attr_});
     if (!opt_.command.empty())

@@ -58,6 +58,9 @@ struct RecordOptions {
   /// for sample against ours (same TID and time).
   unsigned check = 0;
   std::string check_output;
+  /// Where module tables are kept by build-id between recordings
+  /// (table_cache.hpp); empty: none (every module's built).
+  std::string table_cache;
   /// Set by the caller (e.g. from a SIGINT handler) to stop; polled at
   /// least every 100 ms.
   const std::atomic<bool>* stop = nullptr;

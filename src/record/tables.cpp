@@ -2,6 +2,8 @@
 // sframepp: the in-kernel unwind tables of `sframe record` (tables.hpp).
 #include "tables.hpp"
 
+#include "table_cache.hpp"
+
 #include <algorithm>
 #include <iterator>
 #include <map>
@@ -215,9 +217,8 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
       ++it;
     }
   }
-  ModuleTable t;
   ++st.modules;
-  if (rows.empty()) return t;
+  if (rows.empty()) return {};
   // The layout of record_abi.h: page 0 is the first page with rules; the
   // directory has an entry per page up to the last, and one for the end. Its
   // size follows the span of the code, not its rules: pages past 1 GiB from
@@ -237,15 +238,14 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   // A row slot is a __u32 in the directory.
   if (row_slots > 0xffffffffu) {
     st.overflow_pages += rows.size();
-    return t;
+    return {};
   }
-  t.base_ = std::uint64_t{first_page} << SFRAME_RECORD_PAGE_SHIFT;
-  t.blocks_.assign((row_slots + kBlockRows - 1) / kBlockRows, sframe_record_block{});
+  std::vector<sframe_record_block> blocks((row_slots + kBlockRows - 1) / kBlockRows, sframe_record_block{});
   const auto set_dir = [&](std::uint64_t entry, std::uint32_t slot) {
     const std::uint64_t b = entry / SFRAME_RECORD_DIR_PAGES, k = entry % SFRAME_RECORD_DIR_PAGES;
-    t.blocks_[b].dir[k] = slot;
+    blocks[b].dir[k] = slot;
     // A block's last slot repeats the next block's first.
-    if (k == 0 && b > 0) t.blocks_[b - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
+    if (k == 0 && b > 0) blocks[b - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
   };
   sframe_record_row pad{};
   pad.start = SFRAME_RECORD_ROW_PAD;
@@ -256,10 +256,10 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
     // Pages with no rule before this one: no rows.
     for (; entry < p - first_page; ++entry) set_dir(entry, slot);
     if (slot % kBlockRows + v.size() > kBlockRows)
-      for (; slot % kBlockRows; ++slot) t.blocks_[slot / kBlockRows].rows[slot % kBlockRows] = pad;
+      for (; slot % kBlockRows; ++slot) blocks[slot / kBlockRows].rows[slot % kBlockRows] = pad;
     set_dir(entry++, slot);
     for (const sframe_record_row& r : v) {
-      t.blocks_[slot / kBlockRows].rows[slot % kBlockRows] = r;
+      blocks[slot / kBlockRows].rows[slot % kBlockRows] = r;
       ++slot;
     }
     st.rows += v.size();
@@ -267,13 +267,28 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   }
   // The end, in every slot past the last page.
   for (; entry < dir_blocks * SFRAME_RECORD_DIR_PAGES; ++entry) set_dir(entry, slot);
-  t.blocks_[dir_blocks - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
+  blocks[dir_blocks - 1].dir[SFRAME_RECORD_DIR_PAGES] = slot;
   st.pages += rows.size();
-  st.table_bytes += t.blocks_.size() * sizeof(sframe_record_block);
-  return t;
+  st.table_bytes += blocks.size() * sizeof(sframe_record_block);
+  return ModuleTable(std::uint64_t{first_page} << SFRAME_RECORD_PAGE_SHIFT, std::move(blocks));
 }
 
-Tables::Tables(const perf::Session& session) : session_(session) {}
+void TableStats::add(const TableStats& o) {
+  modules += o.modules;
+  pages += o.pages;
+  rows += o.rows;
+  max_page_rows = std::max(max_page_rows, o.max_page_rows);
+  generated_modules += o.generated_modules;
+  unsupported_rules += o.unsupported_rules;
+  overflow_pages += o.overflow_pages;
+  sframe_bytes += o.sframe_bytes;
+  eh_frame_bytes += o.eh_frame_bytes;
+  table_bytes += o.table_bytes;
+  cached_modules += o.cached_modules;
+}
+
+Tables::Tables(const perf::Session& session, std::string cache_dir)
+    : session_(session), cache_dir_(std::move(cache_dir)) {}
 
 bool Tables::preload(const std::string& path) {
   auto f = elf::ElfFile::open(path);
@@ -297,7 +312,19 @@ std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file,
   auto [it, fresh] = ids_.try_emplace(path + '\n' + build_id, 0);
   if (fresh) {
     files_.push_back(file);
-    modules_.push_back(build_module_table(*file, stats_));
+    // From the cache when it has the file's (by build-id: the same bytes);
+    // else built, and kept there for the next recording.
+    const TableCache cache(cache_dir_);
+    std::optional<CachedTable> t = cache.load(build_id);
+    if (t) {
+      t->stats.cached_modules = 1;
+    } else {
+      t.emplace();
+      t->table = build_module_table(*file, t->stats);
+      if (!build_id.empty()) cache.store(build_id, *t);
+    }
+    stats_.add(t->stats);
+    modules_.push_back(std::move(t->table));
     it->second = static_cast<std::uint32_t>(modules_.size());
     fresh_.push_back(it->second);
   }

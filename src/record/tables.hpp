@@ -56,6 +56,12 @@ struct TableStats {
   std::uint64_t sframe_bytes = 0;
   std::uint64_t eh_frame_bytes = 0;
   std::uint64_t table_bytes = 0;
+  /// Modules whose table came from the table cache (table_cache.hpp).
+  std::uint64_t cached_modules = 0;
+
+  /// Adds the counts of `o` (another module's); max_page_rows takes the
+  /// larger.
+  void add(const TableStats& o);
 };
 
 /// The table of one module (record_abi.h): its blocks, the directory's
@@ -63,6 +69,9 @@ struct TableStats {
 /// page offsets count from.
 class ModuleTable {
  public:
+  ModuleTable() = default;
+  ModuleTable(std::uint64_t base, std::vector<sframe_record_block> blocks)
+      : base_(base), blocks_(std::move(blocks)) {}
   /// The link-time address of page 0 (a mapping's bias adds it).
   std::uint64_t base() const noexcept { return base_; }
   std::span<const sframe_record_block> blocks() const noexcept { return blocks_; }
@@ -72,7 +81,6 @@ class ModuleTable {
   }
 
  private:
-  friend ModuleTable build_module_table(const elf::ElfFile& file, TableStats& stats);
   std::uint64_t base_ = 0;
   std::vector<sframe_record_block> blocks_;
 };
@@ -86,7 +94,9 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& stats);
 /// start at 1, one per distinct file.
 class Tables {
  public:
-  explicit Tables(const perf::Session& session);
+  /// `cache_dir`: where module tables are kept by build-id
+  /// (table_cache.hpp); empty: build every module's.
+  explicit Tables(const perf::Session& session, std::string cache_dir = {});
   /// The process table of `pid` as the session sees it now: its mappings'
   /// modules built on first sight (then in take_new_modules()).
   /// Mappings beyond SFRAME_RECORD_MAX_MAPPINGS are left out (counted).
@@ -116,6 +126,7 @@ class Tables {
   std::uint32_t module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
                           const std::string& build_id);
   const perf::Session& session_;
+  std::string cache_dir_;
   // By path and build-id ("PATH\nID"): one module per file, whoever opened it.
   std::unordered_map<std::string, std::uint32_t> ids_;
   std::vector<std::shared_ptr<const elf::ElfFile>> files_;  // keeps them alive

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli.hpp"
 #include "commands.hpp"
@@ -51,6 +52,10 @@ class RecordCommand final : public Command {
                      "For one sample in N, also copy what perf record --call-graph=dwarf copies (user registers, "
                      "8 KB of stack) into a second perf.data, for perf to unwind by itself and compare");
     app_->add_option("--check-output", check_output_, "Where --check writes (default: the output's name + .check)");
+    app_->add_option("--cache", cache_,
+                     "Keep module tables here by build-id, built once for later recordings (default: "
+                     "$XDG_CACHE_HOME/sframepp/record, else ~/.cache/sframepp/record)");
+    app_->add_flag("--no-cache", no_cache_, "Build every module's table, and keep none");
     app_->add_option("command", opt_.command, "The command to start and record (after --)");
     // The benchmark's baseline: the same program walking the same stacks
     // by frame pointers alone.
@@ -89,6 +94,7 @@ class RecordCommand final : public Command {
     else if (!check_output_.empty())
       throw UsageError("--check-output needs --check N");
     opt_.frame_pointers_only = walk_ == "fp";
+    if (!no_cache_) opt_.table_cache = !cache_.empty() ? cache_ : default_cache();
     opt_.argv = {"sframe", "record"};
     opt_.stop = &g_stop;
 
@@ -176,7 +182,7 @@ class RecordCommand final : public Command {
                "{} samples before their process's tables, {} with a PC in no mapped module's ({} of them unwound in user space from a stack copy); {:.0f} bytes per sample ({} records, {} bytes); BPF "
                "program: {:.0f} ns per sample ({:.1f} ms of kernel run_time_ns over the samples; {:.0f} ns mean over its {} runs, "
                "other tasks' and CPUs' included), walk median {} ns; tables: {} "
-               "modules ({} with generated SFrame), {} pages of {} rows (at most {} in a page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
+               "modules ({} with generated SFrame, {} from the cache), {} pages of {} rows (at most {} in a page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
                ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
                "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
                s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
@@ -185,7 +191,7 @@ class RecordCommand final : public Command {
                double(s.bpf_run_ns) / n, double(s.bpf_run_ns) / 1e6,
                s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, s.walk_ns_median,
                t.modules,
-               t.generated_modules, t.pages, t.rows, t.max_page_rows, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
+               t.generated_modules, t.cached_modules, t.pages, t.rows, t.max_page_rows, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
                double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
                double(s.load_ns) / 1e6, double(s.table_ns) / 1e6, double(s.recorder_cpu_ns) / 1e6, status);
   }
@@ -196,6 +202,17 @@ class RecordCommand final : public Command {
   bool folded_ = false;
   std::string pprof_, flamegraph_;
   std::string walk_ = "sframe";
+  std::string cache_;
+  bool no_cache_ = false;
+
+  // The XDG base directory specification's cache home.
+  static std::string default_cache() {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg == '/') return std::string(xdg) + "/sframepp/record";
+    const char* home = std::getenv("HOME");
+    if (home && *home == '/') return std::string(home) + "/.cache/sframepp/record";
+    return {};
+  }
 };
 
 }  // namespace

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// sframepp: `sframe record`'s module tables on disk (table_cache.hpp).
+#include "table_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "sframe/elf/output_file.hpp"
+
+namespace sframe::record {
+namespace {
+
+// The file's first bytes; the format number changes with record_abi.h's
+// table layout and with what the builder puts in a table (bump it with
+// either), so that no file of another build is read as this one's.
+constexpr std::array<char, 8> kMagic = {'S', 'F', 'R', 'T', 'A', 'B', 'L', 'E'};
+constexpr std::uint32_t kFormat = 1;
+
+// TableStats as the file holds it: these fields, in this order.
+constexpr std::size_t kStats = 10;
+std::array<std::uint64_t, kStats> stats_fields(const TableStats& s) {
+  return {s.modules,           s.pages,          s.rows,           s.max_page_rows, s.generated_modules,
+          s.unsupported_rules, s.overflow_pages, s.sframe_bytes,   s.eh_frame_bytes, s.table_bytes};
+}
+TableStats stats_of(const std::array<std::uint64_t, kStats>& f) {
+  TableStats s;
+  s.modules = f[0];
+  s.pages = f[1];
+  s.rows = f[2];
+  s.max_page_rows = f[3];
+  s.generated_modules = f[4];
+  s.unsupported_rules = f[5];
+  s.overflow_pages = f[6];
+  s.sframe_bytes = f[7];
+  s.eh_frame_bytes = f[8];
+  s.table_bytes = f[9];
+  return s;
+}
+
+// The header, in host byte order (a cache of this machine).
+struct Header {
+  std::array<char, 8> magic;
+  std::uint32_t format;
+  std::uint32_t crc;  // CRC-32 (zlib) of the blocks
+  std::uint64_t base;
+  std::uint64_t blocks;
+  std::array<std::uint64_t, kStats> stats;
+};
+static_assert(sizeof(Header) == 32 + 8 * kStats);
+
+std::uint32_t crc_of(std::span<const sframe_record_block> blocks) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(blocks.data());
+  std::size_t left = blocks.size_bytes();
+  while (left) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+bool hex_id(std::string_view id) {
+  if (id.size() < 2 || id.size() > 128) return false;
+  for (char c : id)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+bool read_all(int fd, void* dst, std::size_t n) {
+  auto* p = static_cast<char*>(dst);
+  while (n) {
+    const ssize_t got = ::read(fd, p, n);
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string TableCache::path_of(std::string_view build_id) const {
+  return dir_ + "/" + std::string(build_id) + ".table";
+}
+
+std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
+  if (dir_.empty() || !hex_id(build_id)) return std::nullopt;
+  const int fd = ::open(path_of(build_id).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<CachedTable> out;
+  struct stat st {};
+  Header h{};
+  // The size is checked against the header before anything is allocated.
+  if (fstat(fd, &st) == 0 && read_all(fd, &h, sizeof h) && h.magic == kMagic && h.format == kFormat &&
+      h.blocks > 0 && h.blocks <= (std::uint64_t{1} << 32) &&
+      static_cast<std::uint64_t>(st.st_size) == sizeof h + h.blocks * sizeof(sframe_record_block)) {
+    std::vector<sframe_record_block> blocks(h.blocks);
+    if (read_all(fd, blocks.data(), blocks.size() * sizeof(sframe_record_block)) && crc_of(blocks) == h.crc)
+      out = CachedTable{ModuleTable(h.base, std::move(blocks)), stats_of(h.stats)};
+  }
+  ::close(fd);
+  return out;
+}
+
+bool TableCache::store(std::string_view build_id, const CachedTable& t) const {
+  if (dir_.empty() || !hex_id(build_id) || t.table.blocks().empty()) return false;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  auto f = OutputFile::create(path_of(build_id));
+  if (!f) return false;
+  Header h{};
+  h.magic = kMagic;
+  h.format = kFormat;
+  h.crc = crc_of(t.table.blocks());
+  h.base = t.table.base();
+  h.blocks = t.table.blocks().size();
+  h.stats = stats_fields(t.stats);
+  return f->write(std::as_bytes(std::span(&h, 1))) && f->write(std::as_bytes(t.table.blocks())) && f->commit();
+}
+
+}  // namespace sframe::record

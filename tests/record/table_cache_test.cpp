@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+// `sframe record`'s table cache (src/record/table_cache.hpp): a module
+// table read back is the table built, byte for byte, with its counts; a
+// file that is truncated, damaged, of another format, or that claims more
+// blocks than it holds is refused (the table is then built again), never
+// read past its end; IDs that are not hex never name a file.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sframe/elf/elf.hpp"
+#include "table_cache.hpp"
+#include "tables.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sframe::record::CachedTable;
+using sframe::record::TableCache;
+
+class TableCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sframe-table-cache-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // A real module's table: the C library of this machine, SFrame
+    // generated from its .eh_frame.
+    auto f = sframe::elf::ElfFile::open("/lib/x86_64-linux-gnu/libc.so.6");
+    ASSERT_TRUE(f.has_value());
+    built_.table = sframe::record::build_module_table(*f, built_.stats);
+    ASSERT_FALSE(built_.table.blocks().empty());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string file(const std::string& id) const { return dir_ + "/cache/" + id + ".table"; }
+  std::vector<char> bytes(const std::string& path) const {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  void put(const std::string& path, const std::vector<char>& b) const {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), static_cast<std::streamsize>(b.size()));
+  }
+
+  std::string dir_;
+  CachedTable built_;
+};
+
+constexpr const char* kId = "0123456789abcdef0123456789abcdef01234567";
+
+TEST_F(TableCacheTest, ReadsBackTheTableBuiltAndItsCounts) {
+  const TableCache cache(dir_ + "/cache");  // made on first store
+  EXPECT_FALSE(cache.load(kId).has_value());
+  ASSERT_TRUE(cache.store(kId, built_));
+  auto got = cache.load(kId);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->table.base(), built_.table.base());
+  ASSERT_EQ(got->table.blocks().size_bytes(), built_.table.blocks().size_bytes());
+  EXPECT_EQ(std::memcmp(got->table.blocks().data(), built_.table.blocks().data(), built_.table.blocks().size_bytes()), 0);
+  EXPECT_EQ(got->stats.modules, 1u);
+  EXPECT_EQ(got->stats.pages, built_.stats.pages);
+  EXPECT_EQ(got->stats.rows, built_.stats.rows);
+  EXPECT_EQ(got->stats.max_page_rows, built_.stats.max_page_rows);
+  EXPECT_EQ(got->stats.generated_modules, built_.stats.generated_modules);
+  EXPECT_EQ(got->stats.unsupported_rules, built_.stats.unsupported_rules);
+  EXPECT_EQ(got->stats.eh_frame_bytes, built_.stats.eh_frame_bytes);
+  EXPECT_EQ(got->stats.table_bytes, built_.stats.table_bytes);
+  // Written whole under its name, no temporary file left beside it.
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir_ + "/cache")) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1u);
+}
+
+TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
+  const TableCache cache(dir_ + "/cache");
+  ASSERT_TRUE(cache.store(kId, built_));
+  const std::vector<char> good = bytes(file(kId));
+  constexpr std::size_t kHeader = 32 + 8 * 10;
+  ASSERT_GT(good.size(), kHeader + 4096);
+  struct Damage {
+    const char* what;
+    std::vector<char> b;
+  };
+  std::vector<Damage> cases;
+  cases.push_back({"empty", {}});
+  cases.push_back({"header only", {good.begin(), good.begin() + kHeader}});
+  cases.push_back({"a block short", {good.begin(), good.end() - 4096}});
+  cases.push_back({"a byte short", {good.begin(), good.end() - 1}});
+  auto longer = good;
+  longer.push_back(0);
+  cases.push_back({"a byte long", longer});
+  auto magic = good;
+  magic[0] ^= 1;
+  cases.push_back({"another magic", magic});
+  auto format = good;
+  format[8] ^= 1;
+  cases.push_back({"another format", format});
+  auto crc = good;
+  crc[kHeader + 100] ^= 0x40;
+  cases.push_back({"a flipped bit in a block", crc});
+  auto huge = good;
+  const std::uint64_t many = std::uint64_t{1} << 40;
+  std::memcpy(huge.data() + 24, &many, 8);  // blocks: more than the file holds
+  cases.push_back({"a block count past the file", huge});
+  for (const Damage& d : cases) {
+    put(file(kId), d.b);
+    EXPECT_FALSE(cache.load(kId).has_value()) << d.what;
+  }
+  // Stored again, it reads back.
+  ASSERT_TRUE(cache.store(kId, built_));
+  EXPECT_TRUE(cache.load(kId).has_value());
+}
+
+TEST_F(TableCacheTest, OnlyHexIdsNameFiles) {
+  const TableCache cache(dir_ + "/cache");
+  for (const char* id : {"", "a", "../../etc/passwd", "0123ABCD", "01 23", "0123/4567"}) {
+    EXPECT_FALSE(cache.store(id, built_)) << id;
+    EXPECT_FALSE(cache.load(id).has_value()) << id;
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/cache")) << "nothing stored, no directory made";
+}
+
+TEST_F(TableCacheTest, NoDirectoryNoCache) {
+  const TableCache none("");
+  EXPECT_FALSE(none.store(kId, built_));
+  EXPECT_FALSE(none.load(kId).has_value());
+  // A directory that cannot be made (under a regular file).
+  put(dir_ + "/file", {'x'});
+  const TableCache bad(dir_ + "/file/cache");
+  EXPECT_FALSE(bad.store(kId, built_));
+  EXPECT_FALSE(bad.load(kId).has_value());
+}
+
+}  // namespace
