@@ -39,6 +39,9 @@ class PerfRing {
   /// last call (its header first; a record wrapping around the ring's end
   /// comes joined), then frees their space.
   void read(const std::function<void(const perf_event_header&, std::span<const std::byte>)>& take);
+  /// The event's descriptor (poll(2): POLLIN at the wake-ups its attribute
+  /// asks for), or -1.
+  int fd() const noexcept { return fd_; }
 
  private:
   int fd_ = -1;

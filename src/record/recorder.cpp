@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -53,6 +55,8 @@ constexpr std::uint32_t kDeferredSample = kCheckSample - 1;
 
 // The longest wait between two polls of the ring buffers, ms.
 constexpr long kPollMaxMs = 100;
+// After a side-band wake-up, the wait for the rest of its burst (ns).
+constexpr long kGatherNs = 1'000'000;
 
 std::uint64_t monotonic_ns() {
   timespec ts{};
@@ -148,18 +152,35 @@ class Recording {
     const std::uint64_t t0 = monotonic_ns();
     if (child_ > 0)
       if (std::string e = release_command(); !e.empty()) return e;
-    // Poll: the ring buffer is filled without wake-ups (BPF_RB_NO_WAKEUP).
+    // Wait for what needs an answer soon: a side-band record (a process
+    // that starts, execs or maps a library has its samples sent as stack
+    // copies until its tables are pushed), the command's exit, a signal.
+    // The samples' ring is filled without wake-ups (BPF_RB_NO_WAKEUP) and
+    // drained at least every kPollMaxMs. A timer at a fixed rate instead
+    // cost the recorder more CPU than the rest of a short recording.
+    std::vector<pollfd> waits;
+    for (const auto& ring : sideband_) waits.push_back({ring->fd(), POLLIN, 0});
+    const std::size_t n_sideband = waits.size();
+    const int pidfd = child_ > 0 ? static_cast<int>(syscall(SYS_pidfd_open, child_, 0)) : -1;
+    if (pidfd >= 0) waits.push_back({pidfd, POLLIN, 0});
     for (;;) {
-      // Often at first, when processes start and map their libraries (a
-      // sample before its process's tables is walked by frame pointers
-      // alone): every 2 ms in the first 200 ms, every 10 ms up to 1 s,
-      // then every kPollMaxMs.
-      const std::uint64_t age = monotonic_ns() - t0;
-      const long ms = age < 200'000'000 ? 2 : age < 1'000'000'000 ? 10 : kPollMaxMs;
-      timespec nap{0, ms * 1000 * 1000};
-      nanosleep(&nap, nullptr);
+      int timeout = static_cast<int>(kPollMaxMs);
+      if (opt_.duration > 0) {
+        const double left = opt_.duration - double(monotonic_ns() - t0) / 1e9;
+        timeout = std::clamp(static_cast<int>(left * 1000) + 1, 0, timeout);
+      }
+      // Without a pidfd (a kernel before 5.3), the command's exit is seen
+      // at the next timeout.
+      if (poll(waits.data(), waits.size(), timeout) > 0 &&
+          std::any_of(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(n_sideband),
+                      [](const pollfd& w) { return w.revents & POLLIN; })) {
+        // A process start or dlopen writes its records in a burst: take
+        // them in one pass.
+        timespec gather{0, kGatherNs};
+        nanosleep(&gather, nullptr);
+      }
       drain(false);
-      if (!werr_.empty()) return werr_;
+      if (!werr_.empty()) break;
       if (opt_.stop && opt_.stop->load()) break;
       if (opt_.duration > 0 && double(monotonic_ns() - t0) / 1e9 >= opt_.duration) break;
       if (child_ > 0 && !reaped_) {
@@ -176,6 +197,8 @@ class Recording {
         if (!any) break;
       }
     }
+    if (pidfd >= 0) close(pidfd);
+    if (!werr_.empty()) return werr_;
     sum_.seconds = double(monotonic_ns() - t0) / 1e9;
     // Stop sampling, then take what is left.
     for (bpf_link* l : links_) bpf_link__destroy(l);
@@ -428,6 +451,10 @@ class Recording {
       a.config = PERF_COUNT_SW_DUMMY;
       a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
       set_sideband(a);
+      // A wake-up at every record: a new process or library needs its
+      // tables pushed (the recording loop waits for these).
+      a.watermark = 1;
+      a.wakeup_watermark = 1;
       auto ring = std::make_unique<PerfRing>();
       if (std::string e = ring->open(a, cpu, 64); !e.empty()) return "side band (dummy event): " + e;
       sideband_.push_back(std::move(ring));
