@@ -592,10 +592,12 @@ struct Session::Impl {
     const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
     if (!has && user_at < smp.callchain_nr) {
       // No stack copy: the recorded user frames, already at return
-      // address - 1 for callers.
+      // address - 1 for callers. Named through the mappings alone: the
+      // unwinder's maps (every mapped file's unwind tables) are built only
+      // for a walk, which a recording without stack copies (`sframe
+      // record`'s) never needs.
       Space& s = space(r.id.pid);
       s.settle_exec(smp.callchain(user_at));
-      if (s.dirty || s.built_epoch != epoch) update(s);
       for (std::uint64_t i = user_at; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
         const std::uint64_t v = smp.callchain(i);
         if (v >= kContextMax) break;
