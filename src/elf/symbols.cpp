@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -354,7 +356,7 @@ int eu_binding_rank(std::uint8_t binding) {
   }
 }
 
-std::size_t leading_underscores(const std::string& s) {
+std::size_t leading_underscores(std::string_view s) {
   std::size_t n = 0;
   while (n < s.size() && s[n] == '_') ++n;
   return n;
@@ -362,29 +364,32 @@ std::size_t leading_underscores(const std::string& s) {
 
 std::string perf_short_name(std::string d);
 
-// The name perf's choice among aliases compares: perf stores a symbol
-// demangled (util/symbol-elf.c, demangle_sym; perf 6.1 without the
-// parameter list) before choose_best_symbol counts its leading underscores
-// and its length.
-std::string perf_compared_name(const std::string& name, PerfPlt perf) {
+// The name perf's choice among aliases compares when it differs from the
+// symbol's own: perf stores a symbol demangled (util/symbol-elf.c,
+// demangle_sym; perf 6.1 without the parameter list) before
+// choose_best_symbol counts its leading underscores and its length.
+// nullopt for a name that is no mangled C++ name, compared as it is (most
+// of a C library's aliases: no copy of each).
+std::optional<std::string> perf_demangled_name(std::string_view name, PerfPlt perf) {
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return std::nullopt;
   const auto at = name.find('@');
-  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
-  const std::string_view base = std::string_view(name).substr(0, at);
+  const std::string_view base = name.substr(0, at);
   std::string d = demangle(base);
   if (perf == PerfPlt::k6_1 && d != base) d = perf_short_name(std::move(d));
-  if (at != std::string::npos) d += name.substr(at);
+  if (at != std::string_view::npos) d += name.substr(at);
   return d;
 }
 
 // True if `a` is preferred over `b` (both at one address) under `policy`;
-// for kPerf, `na` and `nb` are their perf_compared_name()s.
-bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy policy, const std::string& na = {},
-               const std::string& nb = {}) {
+// for kPerf, `na` and `nb` are the names perf compares (their own, else
+// perf_demangled_name()).
+bool preferred(const FunctionSymbol& a, const FunctionSymbol& b, NamingPolicy policy, std::string_view na = {},
+               std::string_view nb = {}) {
   if (policy == NamingPolicy::kPerf) {
     // perf's choose_best_symbol (util/symbol.c), on the sizes its
     // symbols__fixup_end gave first: non-zero length, not weak, global,
     // fewer leading underscores, the longer name.
-    const auto key = [](const FunctionSymbol& s, const std::string& n) {
+    const auto key = [](const FunctionSymbol& s, std::string_view n) {
       return std::make_tuple(s.size == 0, s.binding == STB_WEAK, s.binding != STB_GLOBAL, leading_underscores(n),
                              -static_cast<std::ptrdiff_t>(n.size()));
     };
@@ -512,8 +517,13 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
       std::sort(have.begin(), have.end());
     else
       radix_sort(have, [](std::uint64_t a) { return a; });
-    for (auto& s : dyn)
-      if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
+    if (t.symbols_.empty()) {
+      t.symbols_ = std::move(dyn);  // all of it, in the same order, without moving each symbol
+    } else {
+      t.symbols_.reserve(t.symbols_.size() + dyn.size());
+      for (auto& s : dyn)
+        if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
+    }
     if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
   }
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ifuncs;  // PLT slot, IFUNC address
@@ -585,7 +595,10 @@ void SymbolTable::finish() {
     // A group's keys sort with the names perf compares (kPerf) beside them.
     struct Member {
       Key key;
-      std::string name;
+      std::optional<std::string> demangled;  // perf_demangled_name()
+    };
+    const auto compared = [&](const Member& m) -> std::string_view {
+      return m.demangled ? std::string_view(*m.demangled) : std::string_view(t.symbols_[m.key.index].name);
     };
     std::vector<Member> group;  // one buffer for every group
     for (std::size_t i = 0; i < keys.size();) {
@@ -595,10 +608,10 @@ void SymbolTable::finish() {
         group.clear();
         for (std::size_t k = i; k < j; ++k)
           group.push_back({keys[k], policy == NamingPolicy::kPerf
-                                        ? perf_compared_name(t.symbols_[keys[k].index].name, t.perf_)
-                                        : std::string()});
+                                        ? perf_demangled_name(t.symbols_[keys[k].index].name, t.perf_)
+                                        : std::nullopt});
         std::stable_sort(group.begin(), group.end(), [&](const Member& a, const Member& b) {
-          return preferred(t.symbols_[a.key.index], t.symbols_[b.key.index], policy, a.name, b.name);
+          return preferred(t.symbols_[a.key.index], t.symbols_[b.key.index], policy, compared(a), compared(b));
         });
         for (std::size_t k = i; k < j; ++k) keys[k] = group[k - i].key;
       }
