@@ -2,8 +2,8 @@
 #include "profile.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
-#include <cstring>
 #include <functional>
 #include <span>
 #include <stdexcept>
@@ -92,8 +92,15 @@ Profile::FrameKey Profile::frame_key(const Frame& f) {
 }
 
 bool Profile::same_key(const FrameKey& a, const FrameKey& b) {
-  // Bytewise: the key has no padding (a static_assert says so).
-  return std::memcmp(&a, &b, sizeof a) == 0;
+  // Bytewise, as 64-bit words (the key has no padding: a static_assert says
+  // so), without a branch: inlined into the per-frame comparisons, where
+  // std::memcmp was a library call for every frame of every sample.
+  using Words = std::array<std::uint64_t, sizeof(FrameKey) / sizeof(std::uint64_t)>;
+  static_assert(sizeof(FrameKey) % sizeof(std::uint64_t) == 0);
+  const auto wa = std::bit_cast<Words>(a), wb = std::bit_cast<Words>(b);
+  std::uint64_t diff = 0;
+  for (std::size_t i = 0; i < wa.size(); ++i) diff |= wa[i] ^ wb[i];
+  return diff == 0;
 }
 
 std::uint32_t Profile::frame_id(const Frame& f, const FrameKey& key) {
@@ -243,28 +250,36 @@ std::string folded_stacks(const Profile& p) {
     root_name[i] = name_id(std::move(n));
   }
   std::vector<NameNode> tree = name_tree(p, root_name, frame_name);
-  // A line per node where stacks end; lines equal as text (a comm holding
-  // ';' reads as frames) are one.
-  std::vector<std::pair<std::string, std::uint64_t>> lines;
+  // A line per node where stacks end, all in one buffer (a string each
+  // was an allocation per line); lines equal as text (a comm holding ';'
+  // reads as frames) are one.
+  struct Line {
+    std::size_t at, size;
+    std::uint64_t count;
+  };
+  std::vector<Line> lines;
+  std::string text;
   std::vector<std::uint32_t> path;
   for (std::uint32_t i = 1; i < tree.size(); ++i) {
     if (tree[i].count == 0) continue;
     path.clear();
     for (std::uint32_t k = i; k != 0; k = tree[k].parent) path.push_back(tree[k].name);
-    std::string line;
+    const std::size_t at = text.size();
     for (auto n = path.rbegin(); n != path.rend(); ++n) {
-      if (n != path.rbegin()) line += ';';
-      line += names[*n];
+      if (n != path.rbegin()) text += ';';
+      text += names[*n];
     }
-    lines.emplace_back(std::move(line), tree[i].count);
+    lines.push_back({at, text.size() - at, tree[i].count});
   }
-  std::sort(lines.begin(), lines.end());
+  const auto line_text = [&text](const Line& l) { return std::string_view(text).substr(l.at, l.size); };
+  std::sort(lines.begin(), lines.end(), [&](const Line& a, const Line& b) { return line_text(a) < line_text(b); });
   std::string out;
+  out.reserve(text.size() + lines.size() * 8);
   for (std::size_t i = 0; i < lines.size();) {
     std::uint64_t count = 0;
     std::size_t k = i;
-    for (; k < lines.size() && lines[k].first == lines[i].first; ++k) count += lines[k].second;
-    out += lines[i].first;
+    for (; k < lines.size() && line_text(lines[k]) == line_text(lines[i]); ++k) count += lines[k].count;
+    out += line_text(lines[i]);
     out += ' ';
     out += std::to_string(count);
     out += '\n';
