@@ -103,9 +103,9 @@ static SFRAME_RECORD_INLINE __u32 sframe_record_probe(__u32 base, __u32 half, __
 }
 
 /* `k` bounded below `limit` behind a barrier, for an array whose size is
- * not a power of two (a page's rows, record_abi.h), so that the verifier
- * sees the bound: an index at or past it becomes limit - 1. The searches'
- * indexes are below the array's count, so the bound changes none. */
+ * not a power of two (a directory block's slots, record_abi.h), so that
+ * the verifier sees the bound: an index at or past it becomes limit - 1.
+ * Its indexes are below the bound already, so it changes none. */
 static SFRAME_RECORD_INLINE __u32 sframe_record_below(__u32 k, __u32 limit) {
   SFRAME_RECORD_OPAQUE(k);
   if (k >= limit) k = limit - 1;
@@ -164,11 +164,11 @@ SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_row_index(const union sframe_reco
   __u32 base = first, len = n;
   for (int i = 0; i < 9; i++) { /* 2^9 = SFRAME_RECORD_BLOCK_ROWS */
     const __u32 half = len / 2;
-    const __u32 k = sframe_record_below(base + half, SFRAME_RECORD_BLOCK_ROWS);
+    const __u32 k = sframe_record_probe(base, half, SFRAME_RECORD_BLOCK_ROWS - 1);
     base = sframe_record_advance(base, half, off, b->rows[k].start);
     len -= half;
   }
-  base = sframe_record_below(base, SFRAME_RECORD_BLOCK_ROWS);
+  base &= SFRAME_RECORD_BLOCK_ROWS - 1;
   return b->rows[base].start <= off ? (int)base : -1;
 }
 
@@ -211,7 +211,7 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
   const union sframe_record_block *b = SFRAME_RECORD_BLOCK(w->map_module, lo / SFRAME_RECORD_BLOCK_ROWS);
   const int i = sframe_record_row_index(b, first, hi - lo, (__u32)(off & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
   if (!b || i < 0 || i >= SFRAME_RECORD_BLOCK_ROWS) return 0;
-  return &b->rows[sframe_record_below((__u32)i, SFRAME_RECORD_BLOCK_ROWS)];
+  return &b->rows[(__u32)i & (SFRAME_RECORD_BLOCK_ROWS - 1)];
 }
 
 /* Ends the walk: why (enum sframe_record_stop) and the address concerned
