@@ -123,7 +123,8 @@ Expected<void> OutputFile::write(std::span<const std::byte> bytes) {
   return {};
 }
 
-Expected<void> OutputFile::commit() {
+Expected<void> OutputFile::commit(Durability durability) {
+  const bool sync = durability == Durability::kSynced;
   State& s = *s_;
   if (s.tmp.empty()) {
     // Written directly: only a late error from close is left to report.
@@ -135,7 +136,7 @@ Expected<void> OutputFile::commit() {
     return {};
   }
   // Data first: a full disk shows up here at the latest.
-  if (::fsync(s.fd) != 0) return io_error();
+  if (sync && ::fsync(s.fd) != 0) return io_error();
   if (s.replace) {
     // chown clears set-user-ID bits, so the mode comes after it.
     struct stat now {};
@@ -147,7 +148,7 @@ Expected<void> OutputFile::commit() {
   } else if (::fchmod(s.fd, s.new_mode) != 0) {
     return io_error();
   }
-  if (::fsync(s.fd) != 0) return io_error();
+  if (sync && ::fsync(s.fd) != 0) return io_error();
   if (::rename(s.tmp.c_str(), s.target.c_str()) != 0) return io_error();
   s.committed = true;
   const int fd = s.fd;

@@ -125,7 +125,9 @@ bool TableCache::store(std::string_view build_id, const CachedTable& t) const {
   h.base = t.table.base();
   h.blocks = t.table.blocks().size();
   h.stats = stats_fields(t.stats);
-  return f->write(std::as_bytes(std::span(&h, 1))) && f->write(std::as_bytes(t.table.blocks())) && f->commit();
+  // Not synced: a file a crash cuts short fails its size or CRC check.
+  return f->write(std::as_bytes(std::span(&h, 1))) && f->write(std::as_bytes(t.table.blocks())) &&
+         f->commit(OutputFile::Durability::kUnsynced);
 }
 
 }  // namespace sframe::record

@@ -42,11 +42,22 @@ class OutputFile {
   /// Writes all of `bytes` at the current position. Errors: kIoError.
   Expected<void> write(std::span<const std::byte> bytes);
 
-  /// Flushes the data to disk, gives the file its mode, owner and
-  /// attributes, and renames it over the destination. On failure the
-  /// temporary file is removed and the destination is as it was.
-  /// Errors: kIoError (value: errno).
-  Expected<void> commit();
+  /// How commit() orders the file's data against its rename.
+  enum class Durability {
+    /// fsync before the rename: after a crash the destination holds the old
+    /// file or the whole new one.
+    kSynced,
+    /// No fsync (much cheaper on many files): after a crash the
+    /// destination may be empty or cut short. For data checked when read
+    /// back, as a cache.
+    kUnsynced,
+  };
+
+  /// Flushes the data to disk (unless `durability` says not to), gives the
+  /// file its mode, owner and attributes, and renames it over the
+  /// destination. On failure the temporary file is removed and the
+  /// destination is as it was. Errors: kIoError (value: errno).
+  Expected<void> commit(Durability durability = Durability::kSynced);
 
  private:
   struct State;
