@@ -28,7 +28,9 @@
 #           current perf (libdw) unwinds the copied stacks of the --check
 #           file, and at least 99% of those samples have the same user frames
 #           (symbol and DSO) in the recording (tests/record/check.py; where
-#           perf's 8 KB copy ran out, its frames a prefix of ours).
+#           perf's 8 KB copy ran out, its frames a prefix of ours). The
+#           later programs take the C library's table from the table cache
+#           the first one filled; one takes it rebuilt from a damaged file.
 #   profile the profile test program (tests/record/profile.c: two threads,
 #           24 stacks in fixed shares) recorded by `sframe record` and by
 #           perf record --call-graph=dwarf (unwound by the current perf) for
@@ -184,12 +186,12 @@ case $part in
       [ "$p" = python ] && cmd[0]=$(python3 -c 'import sys; print(sys.executable)')
       # Tables from the cache are checked as built ones are: every part
       # after the first reads the C library's from it (the static programs
-      # map none of the files before them). Before `threads`,
-      # every cached table is damaged (a flipped byte): they are built
+      # map none of the files before them). Before `threads`, every cached
+      # table is damaged (a byte of its blocks flipped): they are built
       # again, and the next part reads them back.
       if [ "$p" = threads ]; then
         for t in "$work"/table-cache/*.table; do
-          printf '\x5a' | dd of="$t" bs=1 seek=200 conv=notrunc status=none
+          python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(200); b = f.read(1); f.seek(200); f.write(bytes([b[0] ^ 0x5a]))' "$t"
         done
       fi
       rec -F 999 --check 1 -o "$p.data" -- "${cmd[@]}"
