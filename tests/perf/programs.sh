@@ -123,19 +123,33 @@ PY
 # (files not cached) unless the test reads the cache (record_cache=1),
 # where that abort alone is retried, twice at most.
 record_cache=0
+# A recording that lost records (PERF_RECORD_LOST: perf's reader fell behind
+# its 8 KB-a-sample ring) is no oracle: a lost MMAP2 or COMM leaves each perf
+# naming the frames of that process its own way (seen: an exec's MMAP2
+# records lost, perf naming the new image's code with the old image's
+# anonymous mapping there). So the ring is 8 MB a CPU, and a recording that
+# lost records anyway is made again, three times at most.
 record() { # OUT EXTRA...
-  local out=$1 tries=0 cache=(-N)
+  local out=$1 tries=0 lost_tries=0 lost cache=(-N)
   shift
   [ "$record_cache" = 1 ] && cache=()
-  while ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf "${cache[@]}" "$@" \
-          -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; do
-    if [ $((tries += 1)) -le 2 ] && grep -q 'assertion failed at util/build-id.c' record.err; then
-      echo "perf 6.1's record aborted in its build-id cache code: again"
+  while :; do
+    if ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf -m 8M "${cache[@]}" "$@" \
+            -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
+      if [ $((tries += 1)) -le 2 ] && grep -q 'assertion failed at util/build-id.c' record.err; then
+        echo "perf 6.1's record aborted in its build-id cache code: again"
+        continue
+      fi
+      echo "FAIL: perf record failed (perf_event_open refused?):"
+      sed 's/^/  | /' record.err
+      echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
+      exit 1
+    fi
+    lost=$(perf report -i "$out" --stats 2>/dev/null | awk '$1 == "LOST" && $2 == "events:" { print $3; exit }')
+    if [ "${lost:-0}" -gt 0 ] && [ $((lost_tries += 1)) -le 3 ]; then
+      echo "perf record lost records ($lost PERF_RECORD_LOST): again"
       continue
     fi
-    echo "FAIL: perf record failed (perf_event_open refused?):"
-    sed 's/^/  | /' record.err
-    echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
-    exit 1
+    break
   done
 }
