@@ -9,7 +9,6 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sys/syscall.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +35,7 @@
 #include "perf_writer.hpp"
 #include "record.skel.h"
 #include "synthesize.hpp"
+#include "table_maps.hpp"
 #include "tables.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/elf/symbols.hpp"
@@ -347,6 +347,8 @@ class Recording {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
     }
+    if (!opt_.frame_pointers_only)
+      maps_ = std::make_unique<TableMaps>(bpf_map__fd(skel_->maps.processes), bpf_map__fd(skel_->maps.modules));
     // The kernel's per-program run time and count, while recording.
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
     // The side-band records kept: those of the recorded processes and of
@@ -563,74 +565,15 @@ class Recording {
   }
 
   // The process tables changed and the module tables built since the last
-  // push, into the BPF maps (modules first: a process table never names a
-  // module whose table is not there yet).
+  // push, into the BPF maps.
   void push_tables() {
-    if (!skel_) return;
-    if (opt_.frame_pointers_only) return;
-    const int procs = bpf_map__fd(skel_->maps.processes);
+    if (!maps_) return;
     const std::uint64_t t0 = monotonic_ns();
-    std::vector<std::pair<std::uint32_t, const sframe_record_process*>> tables;
-    for (std::uint32_t pid : touched_) tables.emplace_back(pid, &tables_->process(pid));
+    const std::vector<std::uint32_t> touched(touched_.begin(), touched_.end());
+    maps_->push(*tables_, touched, gone_);
     touched_.clear();
-    load_modules(tables_->take_new_modules());
-    for (const auto& [pid, t] : tables)
-      if (bpf_map_update_elem(procs, &pid, t, BPF_ANY) != 0) ++sum_.processes_refused;
-    for (std::uint32_t pid : gone_) bpf_map_delete_elem(procs, &pid);
     gone_.clear();
     sum_.table_ns += monotonic_ns() - t0;
-  }
-
-  // New modules' tables, each into an array map of its own filled through
-  // mmap (one copy, no system call per block), then all into the array of
-  // maps in one batch: the kernel waits for an RCU grace period after each
-  // update of a map of maps (some 10 ms here), so not one per module.
-  // Modules the kernel refuses (memory, an ID past the array) are counted;
-  // their walks fall back to frame pointers.
-  void load_modules(const std::vector<std::uint32_t>& ids) {
-    std::vector<std::uint32_t> keys;
-    std::vector<int> fds;
-    for (std::uint32_t id : ids) {
-      const std::span<const sframe_record_block> blocks = tables_->module(id).blocks();
-      if (blocks.empty()) continue;
-      const int fd = id < SFRAME_RECORD_MAX_MODULES ? module_map(blocks) : -1;
-      if (fd < 0) {
-        ++sum_.modules_refused;
-        continue;
-      }
-      keys.push_back(id);
-      fds.push_back(fd);
-    }
-    if (keys.empty()) return;
-    const int outer = bpf_map__fd(skel_->maps.modules);
-    bpf_map_batch_opts opts{};
-    opts.sz = sizeof opts;
-    opts.elem_flags = BPF_ANY;
-    auto count = static_cast<std::uint32_t>(keys.size());
-    if (bpf_map_update_batch(outer, keys.data(), fds.data(), &count, &opts) != 0) {
-      const std::size_t done = errno == EFAULT ? 0 : std::min<std::size_t>(count, keys.size());
-      for (std::size_t i = done; i < keys.size(); ++i)
-        if (bpf_map_update_elem(outer, &keys[i], &fds[i], BPF_ANY) != 0) ++sum_.modules_refused;
-    }
-    for (int fd : fds) close(fd);
-  }
-
-  // An array map holding `blocks`, or -1.
-  static int module_map(std::span<const sframe_record_block> blocks) {
-    bpf_map_create_opts o{};
-    o.sz = sizeof o;
-    o.map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP;
-    const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, nullptr, sizeof(std::uint32_t), sizeof(sframe_record_block),
-                                  static_cast<std::uint32_t>(blocks.size()), &o);
-    if (fd < 0) return -1;
-    void* at = mmap(nullptr, blocks.size_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (at == MAP_FAILED) {
-      close(fd);
-      return -1;
-    }
-    std::memcpy(at, blocks.data(), blocks.size_bytes());
-    munmap(at, blocks.size_bytes());
-    return fd;
   }
 
   // As perf record's synthesized events (synthesize.hpp), written and fed
@@ -759,6 +702,10 @@ class Recording {
     sum_.bytes = writer_->data_size();
     if (!writer_->finish()) return opt_.output + ": cannot write";
     if (tables_) sum_.tables = tables_->stats();
+    if (maps_) {
+      sum_.modules_refused = maps_->modules_refused();
+      sum_.processes_refused = maps_->processes_refused();
+    }
     rusage ru{};
     if (getrusage(RUSAGE_SELF, &ru) == 0)
       sum_.recorder_cpu_ns = static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
@@ -772,6 +719,7 @@ class Recording {
   std::unique_ptr<perf::PerfWriter> writer_, check_writer_;
   std::unique_ptr<perf::Session> session_;
   std::unique_ptr<Tables> tables_;
+  std::unique_ptr<TableMaps> maps_;  // null: frame pointers only
   std::unique_ptr<perf::RecordDecoder> decoder_, copy_decoder_;
   std::unordered_set<std::uint32_t> touched_;
   std::vector<std::uint32_t> gone_;

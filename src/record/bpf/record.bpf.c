@@ -156,23 +156,15 @@ static long walk_step(__u32 i, void *ctx) {
 // hand the verifier one path per histogram slot, each checked through the
 // rest of the program.
 static __always_inline __u32 log2_u64(__u64 v) {
-  __u64 r = 0, k;
-  k = ((0xffffffffULL - v) >> 63) << 5;
-  v >>= k;
-  r |= k;
-  k = ((0xffffULL - v) >> 63) << 4;
-  v >>= k;
-  r |= k;
-  k = ((0xffULL - v) >> 63) << 3;
-  v >>= k;
-  r |= k;
-  k = ((0xfULL - v) >> 63) << 2;
-  v >>= k;
-  r |= k;
-  k = ((0x3ULL - v) >> 63) << 1;
-  v >>= k;
-  r |= k;
-  r |= (0x1ULL - v) >> 63;
+  __u64 r = 0;
+#pragma unroll
+  for (__u32 bits = 32; bits > 0; bits >>= 1) {
+    // `bits` when v >= 2^bits (2^bits - 1 - v then wraps: its top bit is
+    // set), else 0.
+    const __u64 k = ((((1ULL << bits) - 1) - v) >> 63) * bits;
+    v >>= k;
+    r |= k;
+  }
   return (__u32)r;
 }
 
