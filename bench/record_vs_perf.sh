@@ -29,9 +29,11 @@
 #    run time (the kernel's run_time_ns; charged to the workload, which it
 #    interrupts), plus the conversion. perf's in-kernel cost of copying
 #    8 KB of stack into each sample has no such account and is left out:
-#    the direct ratio favours perf. sframe record's is given twice: with
-#    its table cache empty (a first recording: every module's table built)
-#    and warm (a later one: the tables read back);
+#    the direct ratio favours perf. sframe record's is given three times:
+#    with its table cache empty (a first recording: every module's table
+#    built), warm (a later one: the tables read back), and warm in one step
+#    (`record --folded`: the conversion in the recorder's process, from a
+#    scratch perf.data, instead of `perf script --folded` after it);
 #  - slowdown of the workload at 999 Hz against the workload alone;
 # then start-up (-a with 100 more processes running: launch to recording,
 # the BPF load's share) and memory (tables against .sframe/.eh_frame bytes,
@@ -68,7 +70,7 @@ rng() { col "$1" "${2:-1}" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END 
 
 printf '%-7s %-34s %-34s %-32s %-24s %-40s %s\n' workload "BPF ns/sample sframe | fp (ratio)" \
   "bytes/sample sframe | dwarf | fp" "profiling CPU s: sframe | dwarf" "perf dwarf / sframe CPU" \
-  "direct: sframe cold, warm | dwarf (ratios)" "workload slowdown: sframe | dwarf | fp"
+  "direct: sframe cold, warm, one-step | dwarf (ratios)" "workload slowdown: sframe | dwarf | fp"
 for w in ${WORKLOADS:-cfp c python clong}; do
   case $w in
     cfp) gcc -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
@@ -78,7 +80,7 @@ for w in ${WORKLOADS:-cfp c python clong}; do
     *) build_workload "$w" ;;
   esac
   rm -f alone_$w srec_$w sfp_$w pdw_$w pfp_$w sconv_$w pconv_$w ns_$w nsfp_$w bytes_$w sself_$w sselfcold_$w pself_$w \
-    sbpf_$w sbpfcold_$w
+    sbpf_$w sbpfcold_$w sone_$w sbpfone_$w
   for ((i = 0; i < runs; i++)); do
     # The first recording of the table cache, then its files written back
     # (sync, not measured): write-back running beside a later run slowed
@@ -94,6 +96,9 @@ for w in ${WORKLOADS:-cfp c python clong}; do
     run sconv_$w "$sframe" perf script -i s.data --folded
     run_self sself_$w "$sframe" record --cache cache -F 999 -o s.data -- "${cmd[@]}"
     bpf_s err >>sbpf_$w
+    # One step: `record --folded` converts in its own process.
+    run_self sone_$w "$sframe" record --cache cache -F 999 --folded -o s.folded -- "${cmd[@]}"
+    bpf_s err >>sbpfone_$w
     if [ $w = cfp ]; then
       run sfp_$w "$sframe" record --cache cache -F 999 --walk fp -o f.data -- "${cmd[@]}"
       echo "$(mean_ns err) $(median_ns err)" >>nsfp_$w
@@ -121,13 +126,15 @@ for w in ${WORKLOADS:-cfp c python clong}; do
   cr=$(awk -v a="$s_cpu" -v b="$d_cpu" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')
   s_direct=$(awk -v a="$(med sself_$w)" -v b="$(med sbpf_$w)" -v c="$(med sconv_$w 2)" 'BEGIN { printf "%.3f", a + b + c }')
   s_cold=$(awk -v a="$(med sselfcold_$w)" -v b="$(med sbpfcold_$w)" -v c="$(med sconv_$w 2)" 'BEGIN { printf "%.3f", a + b + c }')
+  s_one=$(awk -v a="$(med sone_$w)" -v b="$(med sbpfone_$w)" 'BEGIN { printf "%.3f", a + b }')
   d_direct=$(awk -v a="$(med pself_$w)" -v c="$(med pconv_$w 2)" 'BEGIN { printf "%.3f", a + c }')
   dr=$(awk -v a="$s_direct" -v b="$d_direct" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')
   dcr=$(awk -v a="$s_cold" -v b="$d_direct" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')
+  dor=$(awk -v a="$s_one" -v b="$d_direct" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')
   printf '%-7s %-34s %-34s %-32s %-24s %-40s %s\n' "$w" "$(med ns_$w 1) [$(rng ns_$w 1)] / $(med ns_$w 2) | $fp_ns" \
     "$(med bytes_$w) | $(med dbytes_$w) | $(med fbytes_$w) (1/$br: $(goal "$br" 20 '>='))" \
     "$s_cpu | $d_cpu" "${cr}x (noise: see direct)" \
-    "$s_cold, $s_direct | $d_direct (${dcr}x: $(goal "$dcr" 20 '>='), ${dr}x: $(goal "$dr" 20 '>='))" \
+    "$s_cold, $s_direct, $s_one | $d_direct (${dcr}x: $(goal "$dcr" 20 '>='), ${dr}x: $(goal "$dr" 20 '>='), ${dor}x: $(goal "$dor" 20 '>='))" \
     "$(slow srec_$w) | $(slow pdw_$w) | $(slow pfp_$w) (alone $(med alone_$w 1) s)"
 done
 

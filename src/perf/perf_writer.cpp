@@ -462,7 +462,7 @@ Expected<void> PerfWriter::write(std::span<const std::byte> record) {
 
 std::uint64_t PerfWriter::data_size() const noexcept { return impl_->data_bytes; }
 
-Expected<void> PerfWriter::finish() {
+Expected<void> PerfWriter::finish(OutputFile::Durability durability) {
   Impl& w = *impl_;
   if (w.finished) return {};
   w.finished = true;
@@ -471,7 +471,7 @@ Expected<void> PerfWriter::finish() {
   } else if (auto r = w.flush(); !r) {
     return r;
   }
-  if (w.file) return w.file->commit();
+  if (w.file) return w.file->commit(durability);
   return {};
 }
 

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sframe/elf/output_file.hpp"
 #include "sframe/format/error.hpp"
 #include "perf_data.hpp"
 
@@ -126,8 +127,10 @@ class PerfWriter {
   std::uint64_t data_size() const noexcept;
   /// File mode: writes the feature sections, attribute IDs, attributes and
   /// the header, then renames the file over the destination. Pipe mode:
-  /// flushes. Errors: kIoError.
-  Expected<void> finish();
+  /// flushes. `durability`: whether the file is synced before the rename
+  /// (OutputFile::Durability; kUnsynced for a file read back and removed).
+  /// Errors: kIoError.
+  Expected<void> finish(OutputFile::Durability durability = OutputFile::Durability::kSynced);
 
  private:
   struct Impl;

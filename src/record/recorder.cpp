@@ -700,7 +700,8 @@ class Recording {
     if (check_writer_ && (!add_features(*check_writer_, opt_.argv, copy_attr_, build_ids_) || !check_writer_->finish()))
       return opt_.check_output + ": cannot write";
     sum_.bytes = writer_->data_size();
-    if (!writer_->finish()) return opt_.output + ": cannot write";
+    if (!writer_->finish(opt_.scratch_output ? OutputFile::Durability::kUnsynced : OutputFile::Durability::kSynced))
+      return opt_.output + ": cannot write";
     if (tables_) sum_.tables = tables_->stats();
     if (maps_) {
       sum_.modules_refused = maps_->modules_refused();

@@ -46,6 +46,9 @@ struct RecordOptions {
   double duration = 0;
   /// The perf.data to write (renamed into place when complete).
   std::string output = "sframe.data";
+  /// `output` is a scratch file, read back and removed by the caller
+  /// (`--folded`): not synced to disk.
+  bool scratch_output = false;
   /// The recorder's own command line (the CMDLINE feature).
   std::vector<std::string> argv;
   /// Walk by frame pointers only, with no tables (the benchmark's

@@ -86,6 +86,7 @@ class RecordCommand final : public Command {
       close(fd);
       temp = tmpl;
       opt_.output = temp;
+      opt_.scratch_output = true;
     } else if (!output_.empty()) {
       opt_.output = output_;
     }
