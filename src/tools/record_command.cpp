@@ -22,6 +22,8 @@
 #include "commands.hpp"
 #include "perf_script.hpp"
 #include "recorder.hpp"
+#include "render.hpp"
+#include "sframe/elf/output_file.hpp"
 
 namespace sframe::tools {
 namespace {
@@ -78,6 +80,14 @@ class RecordCommand final : public Command {
     if (opt_.duration < 0) throw UsageError("--duration: not a number of seconds");
     for (int p : pids_) opt_.pids.push_back(p);
 
+    // What is written after the recording (the folded stacks, a profile)
+    // is checked now, so that a recording is not made only to be lost to a
+    // path that cannot be written.
+    for (const std::string& out : {folded_ ? output_ : std::string(), pprof_, flamegraph_}) {
+      if (out.empty() || out == "-") continue;
+      if (auto f = OutputFile::create(out); !f)
+        return complain_and_fail(out, fmt::format("cannot write: {}", write_error_text(f.error())));
+    }
     std::string temp;
     if (folded_) {
       char tmpl[] = "/tmp/sframe-record-XXXXXX";

@@ -298,7 +298,19 @@ case $part in
     set -e
     [ $rc -eq 1 ] && [ "$(cat ro/keep.data)" = old ] && [ "$(wc -l <e.txt)" -eq 1 ] ||
       { echo "FAIL: unwritable output: exit $rc"; cat e.txt; fail=1; }
-    echo "errors: no root, usage, missing command, SIGINT, unwritable output"
+    # Outputs written after the recording (--folded's, --pprof's) that
+    # cannot be written: refused before the command runs, one line naming
+    # the path.
+    for opt in "--folded -o nodir/x.folded" "--pprof nodir/x.pb.gz"; do
+      rm -f ran
+      set +e
+      # shellcheck disable=SC2086
+      "$sframe" record $opt -- sh -c 'touch ran' >o.txt 2>e.txt; rc=$?
+      set -e
+      [ $rc -eq 1 ] && [ ! -e ran ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q "nodir/x" e.txt ||
+        { echo "FAIL: record $opt: exit $rc, the command ran: $([ -e ran ] && echo yes || echo no)"; cat e.txt; fail=1; }
+    done
+    echo "errors: no root, usage, missing command, SIGINT, unwritable output (before recording for --folded, --pprof)"
     ;;
   walk)
     check=$(readlink -f "$4")
