@@ -39,7 +39,10 @@ build_workload() {
       g++ -O2 -g -fomit-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/cxx.cpp"
       cmd=(./prog 1300) ;;
     python)
-      cmd=(python3.11 -c 'import json
+      # The interpreter itself, as tests/record/run.sh runs it: a launcher
+      # script found first in PATH (pyenv's shims are bash scripts) would
+      # add its shell's processes to every recording.
+      cmd=("$(python3.11 -c 'import sys; print(sys.executable)')" -c 'import json
 def f(n):
     return sum(len(json.dumps({"k": i, "v": [i] * 8})) for i in range(n))
 print(f(1000000))') ;;

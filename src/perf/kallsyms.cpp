@@ -129,6 +129,21 @@ bool layout64(const char* p, const char* nl) { return nl - p >= 19 && p[16] == '
 
 }  // namespace
 
+std::uint64_t kallsyms_address(std::string_view text, std::string_view name) {
+  if (name.empty()) return 0;
+  // " TYPE NAME\n": the name between the type's space and the line's end.
+  for (std::size_t at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
+    const std::size_t end = at + name.size();
+    if (at < 3 || text[at - 1] != ' ' || text[at - 3] != ' ' || (end < text.size() && text[end] != '\n')) continue;
+    const std::size_t line = text.rfind('\n', at - 1);
+    const std::size_t from = line == std::string_view::npos ? 0 : line + 1;
+    std::vector<KSym> one;
+    parse_line(text.data(), text.data() + from, text.data() + end, text.data() + end, one);
+    if (!one.empty()) return one.front().address;
+  }
+  return 0;
+}
+
 void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
   const std::size_t first = out.size();
   const char* const base = text.data();

@@ -29,6 +29,13 @@ struct KSym {
 /// address order).
 void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
 
+/// The address of the first function symbol of kallsyms `text` named
+/// exactly `name` (not a module's), as parse_kallsyms() reads its line; 0
+/// when there is none, or its address is hidden (kptr_restrict). Finds the
+/// line by its name (perf's reference symbol "_text" is among the first
+/// thousand lines).
+std::uint64_t kallsyms_address(std::string_view text, std::string_view name);
+
 /// kallsyms text looked up by address, as parse_kallsyms() would list it.
 /// When every line has the 64-bit layout ("%016lx %c %s") and the lines
 /// come in address order (the kernel's s_show() lists the core kernel so;

@@ -33,6 +33,15 @@
 
 namespace sframe::perf {
 
+std::string default_buildid_dir() {
+  const char* h = std::getenv("HOME");
+  return std::string(h && *h ? h : "/root") + "/.debug";
+}
+
+std::string kallsyms_cache_path(const std::string& buildid_dir, std::string_view build_id) {
+  return buildid_dir + "/" + std::string(kKernelDso) + "/" + std::string(build_id) + "/kallsyms";
+}
+
 std::string_view to_string(FrameOrigin o) noexcept {
   switch (o) {
     case FrameOrigin::kKernel: return "kernel";
@@ -92,11 +101,6 @@ using detail::Dso;
 using detail::MapEntry;
 using detail::Space;
 
-std::string home_debug() {
-  const char* h = std::getenv("HOME");
-  return std::string(h && *h ? h : "/root") + "/.debug";
-}
-
 }  // namespace
 
 struct Session::Impl {
@@ -128,13 +132,19 @@ struct Session::Impl {
   };
   std::unordered_map<std::uint64_t, KFrame> kframes;
   bool kallsyms_read = false;
+  // The kernel's _text when recorded (the pgoff of its text mapping, as
+  // perf's synthesized "[kernel.kallsyms]_text" carries it; 0: none) and
+  // the read kallsyms' own _text minus it: a copy from another boot of the
+  // same kernel is shifted by KASLR, as perf's kallsyms__delta() corrects.
+  std::uint64_t recorded_text = 0;
+  std::uint64_t kdelta = 0;
   std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
   const std::string kernel_dso{kKernelDso};
   std::string why_buf;
   std::string comm_buf;
 
   Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
-    if (opt.buildid_dir.empty()) opt.buildid_dir = home_debug();
+    if (opt.buildid_dir.empty()) opt.buildid_dir = default_buildid_dir();
     for (const BuildIdEntry& b : info.build_ids) build_id_of.emplace(b.filename, b.build_id);
     frames.resize(std::max<std::size_t>(opt.max_stack, 1));
     sources.resize(frames.size());
@@ -347,7 +357,10 @@ struct Session::Impl {
       case kRecordMmap:
       case kRecordMmap2: {
         const Mmap& m = r.mmap;
-        if (m.pid == static_cast<std::uint32_t>(-1)) return;  // kernel maps: kallsyms instead
+        if (m.pid == static_cast<std::uint32_t>(-1)) {  // kernel maps: kallsyms instead
+          if (m.filename == kKernelTextMmap) recorded_text = m.pgoff;
+          return;
+        }
         if (m.len == 0 || m.start + m.len < m.start) return;
         MapEntry e;
         e.start = m.start;
@@ -432,7 +445,7 @@ struct Session::Impl {
     std::string path = opt.kallsyms;
     for (const BuildIdEntry& b : info.build_ids) {
       if (b.filename != kKernelDso || b.build_id.empty()) continue;
-      const std::string cached = opt.buildid_dir + "/" + kernel_dso + "/" + b.build_id + "/kallsyms";
+      const std::string cached = kallsyms_cache_path(opt.buildid_dir, b.build_id);
       if (::access(cached.c_str(), R_OK) == 0) path = cached;
     }
     // /proc/kallsyms is read (it cannot be mapped), perf's cached copy
@@ -440,6 +453,8 @@ struct Session::Impl {
     if (kfile.open(path, std::size_t{64} << 20) != 0) return;
     ktext = kfile.text();
     kindex.emplace(ktext);
+    if (const std::uint64_t text = detail::kallsyms_address(ktext, "_text"); text && recorded_text)
+      kdelta = text - recorded_text;
   }
 
   // The name of the kernel symbol starting at group.front().address (the
@@ -486,11 +501,12 @@ struct Session::Impl {
     KFrame& kf = it->second;
     if (fresh && kindex) {
       std::uint64_t next = 0;
+      const std::uint64_t at = addr + kdelta;  // in the read kallsyms' addresses
       // The last symbol holds only its own address (no next start).
-      if (kindex->lookup(addr, kgroup, next) && (next != 0 || addr == kgroup.front().address)) {
+      if (kindex->lookup(at, kgroup, next) && (next != 0 || at == kgroup.front().address)) {
         if (const std::optional<std::string>& name = kernel_name(kgroup, next)) {
           kf.name = &*name;
-          kf.start = kgroup.front().address;
+          kf.start = kgroup.front().address - kdelta;
         }
       }
     }

@@ -217,6 +217,16 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
+/// perf's build-id cache when none is given: $HOME/.debug (/root/.debug
+/// without $HOME), as perf's default buildid_dir.
+std::string default_buildid_dir();
+
+/// Where perf's build-id cache `buildid_dir` keeps its copy of the
+/// kallsyms of the kernel with GNU build ID `build_id` (lowercase hex), as
+/// perf record writes it and perf report reads it:
+/// BUILDID_DIR/[kernel.kallsyms]/BUILD_ID/kallsyms.
+std::string kallsyms_cache_path(const std::string& buildid_dir, std::string_view build_id);
+
 /// The callchain of SAMPLE `r` once unwound (`u`), as perf inject
 /// --convert-callchain writes it: the recorded kernel part (up to a
 /// PERF_CONTEXT_USER marker), then PERF_CONTEXT_USER and the user frames

@@ -208,6 +208,12 @@ class Recording {
     drain(true);
     if (!werr_.empty()) return werr_;
     read_counters();
+    // Kernel frames are named from kallsyms: a copy in perf's build-id
+    // cache, as perf record leaves one, spares each reader (the --folded
+    // conversion next) the kernel's formatting of /proc/kallsyms.
+    if (sum_.kernel_frames > 0)
+      if (auto id = build_ids_.find(std::string(perf::kKernelDso)); id != build_ids_.end())
+        cache_kallsyms(perf::default_buildid_dir(), id->second);
     return finish();
   }
 

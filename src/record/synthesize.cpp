@@ -16,15 +16,19 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <span>
 #include <optional>
 #include <string_view>
 
 #include "bpf/record_abi.h"
+#include "kallsyms.hpp"
+#include "perf_unwind.hpp"
 #include "perf_layout.hpp"
 #include "perf_writer.hpp"
 #include "sframe/elf/elf.hpp"
+#include "sframe/elf/output_file.hpp"
 #include "sframe/elf/symbols.hpp"
 #include "sframe/process/process.hpp"
 
@@ -88,6 +92,43 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
   if (!text || etext <= text) return std::nullopt;
   return std::make_pair(text, etext);
 }
+
+}  // namespace
+
+std::string cache_kallsyms(const std::string& buildid_dir, const std::string& build_id) {
+  if (build_id.empty()) return {};
+  const std::string path = perf::kallsyms_cache_path(buildid_dir, build_id);
+  if (::access(path.c_str(), F_OK) == 0) return {};
+  const int fd = ::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
+  const auto errno_text = [](std::uint64_t e) { return std::string(std::strerror(static_cast<int>(e))); };
+  if (fd < 0) return "/proc/kallsyms: " + errno_text(static_cast<std::uint64_t>(errno));
+  // A real kallsyms is some 5-10 MB; 64 MiB bounds the copy.
+  constexpr std::size_t kMax = std::size_t{64} << 20;
+  std::string text;
+  std::size_t used = 0;
+  for (;;) {
+    if (text.size() - used < (std::size_t{1} << 20)) text.resize(std::min(kMax + 1, used + (std::size_t{4} << 20)));
+    if (used >= text.size()) break;
+    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
+    if (n <= 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  text.resize(used);
+  if (used > kMax) return "/proc/kallsyms: larger than 64 MiB";
+  // Addresses hidden (kptr_restrict): the copy would name nothing.
+  if (perf::detail::kallsyms_address(text, "_text") == 0) return {};
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return path + ": " + ec.message();
+  auto out = OutputFile::create(path);
+  if (!out) return path + ": " + errno_text(out.error().value);
+  if (auto w = out->write(std::as_bytes(std::span(text))); !w) return path + ": " + errno_text(w.error().value);
+  if (auto c = out->commit(); !c) return path + ": " + errno_text(c.error().value);
+  return {};
+}
+
+namespace {
 
 // The running kernel's GNU build ID (/sys/kernel/notes, the notes of its
 // image), as perf record notes it for [kernel.kallsyms]; empty when the

@@ -62,6 +62,16 @@ bool encode_walked(std::vector<std::byte>& out, const perf::EventAttr& attr, con
 bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const void* data, std::size_t size,
                  std::vector<std::uint64_t>& chain);
 
+/// Copies /proc/kallsyms into perf's build-id cache `buildid_dir` as the
+/// kallsyms of the running kernel, GNU build ID `build_id`, when the cache
+/// holds no copy for it yet, as perf record does: readers (perf report,
+/// `sframe perf script` and `record --folded`) map the copy, a plain file,
+/// instead of having the kernel format /proc/kallsyms again (some 45 ms of
+/// CPU here, more than the rest of a short recording's conversion). Nothing
+/// is copied when kallsyms hides addresses. Returns what failed (empty:
+/// copied, or nothing to do); a recording does not depend on it.
+std::string cache_kallsyms(const std::string& buildid_dir, const std::string& build_id);
+
 class Synthesizer {
  public:
   /// Records are encoded for `attr` (its sample_id layout) with time 0 and

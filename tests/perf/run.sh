@@ -128,6 +128,37 @@ if [ "$part" = c ]; then
   done
   mv prog.moved prog
 fi
+if [ "$part" = c ]; then
+  # Kernel symbols from perf's cached copy of another boot of the same
+  # kernel: KASLR moved every address, by the same amount, and the
+  # recording's "[kernel.kallsyms]_text" mapping gives the shift (perf's
+  # kallsyms__delta). The copy here is this boot's, every address 16 MiB
+  # higher, under a fresh $HOME/.debug. perf on the recorded kernel reads
+  # /proc/kallsyms, so its names are the truth. dd spends its time in the
+  # kernel: most of its samples have kernel frames.
+  id=$(perf buildid-list -k 2>/dev/null)
+  [ -n "$id" ] || { echo "FAIL: perf buildid-list -k gives no kernel build-id"; exit 1; }
+  mkdir -p "kaslr/.debug/[kernel.kallsyms]/$id"
+  python3 -c '
+import sys
+for line in open("/proc/kallsyms"):
+    a, rest = line.split(" ", 1)
+    v = int(a, 16)
+    sys.stdout.write("%016x %s" % (v + (1 << 24) if v else 0, rest))
+' >"kaslr/.debug/[kernel.kallsyms]/$id/kallsyms"
+  saved=("${cmd[@]}")
+  cmd=(dd if=/dev/zero of=/dev/null bs=64k count=200000)
+  record kernel.data
+  cmd=("${saved[@]}")
+  echo "== kernel symbols from a copy of another boot (KASLR)"
+  HOME=$PWD/kaslr versus kernel.data kaslr -F tid,ip,sym,dso
+  named=$(grep -cE '^[[:space:]]+[0-9a-f]+ [^[ ][^ ]* \(\[kernel\.kallsyms\]\)$' perf7-kaslr.txt || true)
+  echo "perf names $named kernel frames"
+  if [ "$named" -lt 100 ]; then
+    echo "FAIL: perf names only $named kernel frames: the case is not exercised"
+    fail=1
+  fi
+fi
 if [ "$part" = plt ]; then
   # perf 6.1's own name for libc's IRELATIVE PLT slots ("@plt"): the
   # recording must have such samples, and ours must name every one of them

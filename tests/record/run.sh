@@ -161,6 +161,23 @@ case $part in
     rec -F 999 -o rec.data -- "${cmd[@]}"
     same_as_perf rec.data
     profile_vs_perf rec.data hottest
+    if [ "$part" = c ]; then
+      # The kernel's symbols left in perf's build-id cache as perf record
+      # leaves them: a copy of /proc/kallsyms under the recorded kernel's
+      # build-id (dd's samples are mostly in the kernel), read by both
+      # perfs and by sframe perf script.
+      mkdir -p home
+      HOME=$work/home rec -F 999 -o k.data -- dd if=/dev/zero of=/dev/null bs=64k count=200000
+      copy="home/.debug/[kernel.kallsyms]/$(perf buildid-list -k)/kallsyms"
+      if [ ! -s "$copy" ]; then
+        echo "FAIL: sframe record left no copy of kallsyms in perf's build-id cache ($copy)"; fail=1
+      elif ! cmp -s <(grep -v '\[' /proc/kallsyms) <(grep -v '\[' "$copy"); then
+        echo "FAIL: $copy: the kernel's own lines differ from /proc/kallsyms"; fail=1
+      else
+        echo "$copy: the kernel's own lines as /proc/kallsyms lists them"
+      fi
+      HOME=$work/home same_as_perf k.data
+    fi
     # The profiles directly: files written, nothing on standard output.
     rec -F 999 -o rec2.data --pprof rec.pb.gz --flamegraph rec.svg -- "${cmd[@]}"
     if [ -s rec.out ] || [ ! -s rec.pb.gz ] || ! grep -q '<svg' rec.svg; then
