@@ -175,6 +175,12 @@ void check_kallsyms(const std::uint8_t* data, std::size_t size) {
       sink += static_cast<unsigned char>(c);
     }
   }
+  // perf's reference symbol, found by name, is one the full parse lists.
+  if (const std::uint64_t t = sframe::perf::detail::kallsyms_address(text, "_text")) {
+    bool listed = false;
+    for (const auto& k : syms) listed = listed || (k.address == t && text.substr(k.name_at, k.name_len) == "_text");
+    SFRAME_FUZZ_CHECK(listed);
+  }
   // The index (lines parsed on demand when sorted) answers as the full
   // parse does, at and around every symbol and at the extremes.
   const sframe::perf::detail::KallsymsIndex index(text);

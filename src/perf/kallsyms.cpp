@@ -137,9 +137,12 @@ std::uint64_t kallsyms_address(std::string_view text, std::string_view name) {
     if (at < 3 || text[at - 1] != ' ' || text[at - 3] != ' ' || (end < text.size() && text[end] != '\n')) continue;
     const std::size_t line = text.rfind('\n', at - 1);
     const std::size_t from = line == std::string_view::npos ? 0 : line + 1;
+    // The line as parse_kallsyms() reads it: its name ends at its first tab.
+    const std::size_t tab = text.substr(from, end - from).find('\t');
+    const char* const name_end = text.data() + (tab == std::string_view::npos ? end : from + tab);
     std::vector<KSym> one;
-    parse_line(text.data(), text.data() + from, text.data() + end, text.data() + end, one);
-    if (!one.empty()) return one.front().address;
+    parse_line(text.data(), text.data() + from, text.data() + end, name_end, one);
+    if (!one.empty() && text.substr(one.front().name_at, one.front().name_len) == name) return one.front().address;
   }
   return 0;
 }

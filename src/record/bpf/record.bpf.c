@@ -171,12 +171,16 @@ static __always_inline __u32 log2_u64(__u64 v) {
 // What perf record --call-graph=dwarf copies into a sample: the user
 // registers (perf's order, record_abi.h) and the stack from SP up, a page at
 // a time, to 8 KB or the first page that cannot be read (the stack's top).
-// Returns whether the copy was sent.
-static __always_inline int send_copy(struct bpf_perf_event_data *ctx, const struct sframe_record_sample *s,
-                                     struct task_struct *task, int user_task, __u32 flags) {
+// Returns whether the copy was sent. A global function: the verifier
+// checks it once, on its own, instead of along each path of on_sample that
+// reaches it (its page loop was a fifth of the program's verification).
+// The sample is this CPU's scratch one, which on_sample has just filled.
+__attribute__((noinline)) int send_copy(struct bpf_perf_event_data *ctx, __u32 user_task, __u32 flags) {
   __u32 zero = 0;
   struct sframe_record_copy *c = bpf_map_lookup_elem(&copy_scratch, &zero);
-  if (!c) return 0;
+  const struct sframe_record_sample *s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!c || !s || !ctx) return 0;
+  struct task_struct *task = bpf_get_current_task_btf();
   c->time = s->time;
   c->period = s->period;
   c->pid = s->pid;
@@ -339,7 +343,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   __u32 flags = (defer ? SFRAME_RECORD_COPY_DEFERRED : 0) | (check ? SFRAME_RECORD_COPY_CHECK : 0);
   int sent = 0;
   if (flags) {
-    sent = send_copy(ctx, s, task, user_task, flags);
+    sent = send_copy(ctx, user_task ? 1 : 0, flags);
     if (!sent) c->copies_lost++;
     else if (defer) c->deferred++;
     if (check) c->checks++;
