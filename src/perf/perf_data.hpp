@@ -362,7 +362,6 @@ class PerfData {
   const ReadStats& stats() const noexcept;
 
  private:
-  friend class RecordDecoder;
   struct Impl;
   explicit PerfData(std::unique_ptr<Impl> impl) noexcept;
   std::unique_ptr<Impl> impl_;
@@ -384,7 +383,8 @@ class RecordDecoder {
   Expected<void> decode(std::span<const std::byte> bytes, Record& out) const;
 
  private:
-  std::unique_ptr<PerfData::Impl> impl_;
+  struct State;
+  std::unique_ptr<State> impl_;
 };
 
 /// The perf name of an event of `type` and `config` without an EVENT_DESC
