@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "bpf/record_abi.h"
+#include "file_bytes.hpp"
 #include "kallsyms.hpp"
 #include "perf_unwind.hpp"
 #include "perf_layout.hpp"
@@ -99,23 +100,14 @@ std::string cache_kallsyms(const std::string& buildid_dir, const std::string& bu
   if (build_id.empty()) return {};
   const std::string path = perf::kallsyms_cache_path(buildid_dir, build_id);
   if (::access(path.c_str(), F_OK) == 0) return {};
-  const int fd = ::open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
   const auto errno_text = [](std::uint64_t e) { return std::string(std::strerror(static_cast<int>(e))); };
-  if (fd < 0) return "/proc/kallsyms: " + errno_text(static_cast<std::uint64_t>(errno));
-  // A real kallsyms is some 5-10 MB; 64 MiB bounds the copy.
-  constexpr std::size_t kMax = std::size_t{64} << 20;
-  std::string text;
-  std::size_t used = 0;
-  for (;;) {
-    if (text.size() - used < (std::size_t{1} << 20)) text.resize(std::min(kMax + 1, used + (std::size_t{4} << 20)));
-    if (used >= text.size()) break;
-    const ssize_t n = ::read(fd, text.data() + used, text.size() - used);
-    if (n <= 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  text.resize(used);
-  if (used > kMax) return "/proc/kallsyms: larger than 64 MiB";
+  // Read as the readers read it (file_bytes.hpp); a real kallsyms is some
+  // 5-10 MB, and 64 MiB bounds the copy.
+  perf::detail::FileBytes kallsyms;
+  if (const int e = kallsyms.open("/proc/kallsyms", std::size_t{64} << 20); e != 0)
+    return "/proc/kallsyms: " + errno_text(static_cast<std::uint64_t>(e));
+  if (kallsyms.truncated()) return "/proc/kallsyms: larger than 64 MiB";
+  const std::string_view text = kallsyms.text();
   // Addresses hidden (kptr_restrict): the copy would name nothing.
   if (perf::detail::kallsyms_address(text, "_text") == 0) return {};
   std::error_code ec;
@@ -123,7 +115,7 @@ std::string cache_kallsyms(const std::string& buildid_dir, const std::string& bu
   if (ec) return path + ": " + ec.message();
   auto out = OutputFile::create(path);
   if (!out) return path + ": " + errno_text(out.error().value);
-  if (auto w = out->write(std::as_bytes(std::span(text))); !w) return path + ": " + errno_text(w.error().value);
+  if (auto w = out->write(kallsyms.bytes()); !w) return path + ": " + errno_text(w.error().value);
   if (auto c = out->commit(); !c) return path + ": " + errno_text(c.error().value);
   return {};
 }
