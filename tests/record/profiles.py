@@ -3,10 +3,14 @@
 # record --call-graph=dwarf, unwound by the current perf), both collapsed by
 # collapse.py from perf script's output:
 #   profiles.py OURS THEIRS hottest [COMM]
-#       the hottest stack of ours has the same share in theirs within 5
-#       percentage points (or three standard errors of the difference, where
-#       fewer samples make that larger); with COMM, some stack of ours is
-#       named COMM;...;main;...
+#       the hottest stack of ours has the same share of its process's
+#       samples (those of its comm) in theirs within 5 percentage points (or
+#       three standard errors of the difference, where fewer samples make
+#       that larger); with COMM, some stack of ours is named COMM;...;main;...
+#       Within its process: how a machine shared with other guests splits
+#       the time between processes run one after the other moves their
+#       shares by more than that, and it is the scheduler's, not the
+#       unwinder's.
 #   profiles.py OURS THEIRS top N POINTS MIN_SAMPLES
 #       each has at least MIN_SAMPLES samples, and every stack among the N
 #       hottest of either has the same share in the other within POINTS.
@@ -21,15 +25,21 @@ def load(p):
     return d
 
 
-def hottest(ours, theirs, to, tt, comm):
+def hottest(ours, theirs, comm):
     top_o = max(ours, key=ours.get)
     top_t = max(theirs, key=theirs.get)
+    proc = top_o.split(";", 1)[0]
+    of_proc = lambda d: sum(n for s, n in d.items() if s.split(";", 1)[0] == proc)
+    to, tt = of_proc(ours), of_proc(theirs)
+    if not tt:
+        print(f"FAIL: perf --call-graph=dwarf has no sample of {proc}")
+        return 1
     so, st = 100 * ours[top_o] / to, 100 * theirs.get(top_o, 0) / tt
     # Two samplings of one share differ by chance: 5 points, or three
     # standard errors of the difference where the samples are fewer.
     p = (so + st) / 200
     allowed = max(5.0, 300 * (p * (1 - p) * (1 / to + 1 / tt)) ** 0.5)
-    print(f"hottest stack: ours {top_o} {so:.1f}% of {to}; perf --call-graph=dwarf (libdw): {st:.1f}% of {tt} "
+    print(f"hottest stack: ours {top_o} {so:.1f}% of {to} of {proc}; perf --call-graph=dwarf (libdw): {st:.1f}% of {tt} "
           f"(its hottest: {top_t}); allowed difference {allowed:.1f} points")
     if abs(so - st) > allowed:
         print(f"FAIL: the hottest stack's shares differ by more than {allowed:.1f} points")
@@ -64,7 +74,7 @@ def main():
         print(f"FAIL: an empty profile (ours {to} samples, perf's {tt})")
         return 1
     if sys.argv[3] == "hottest":
-        return hottest(ours, theirs, to, tt, sys.argv[4] if len(sys.argv) > 4 else "")
+        return hottest(ours, theirs, sys.argv[4] if len(sys.argv) > 4 else "")
     return top(ours, theirs, to, tt, int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
 
 

@@ -11,10 +11,10 @@
 #           prints (-F comm,tid,ip,sym,dso; --no-inline); perf's own
 #           `perf record --call-graph=dwarf` of the same program, unwound by
 #           the current perf (libdw), has our hottest stack at the same share
-#           within 5 percentage points (or three standard errors of the
-#           difference, where fewer samples make that larger); the exec'd
-#           child's samples are named
-#           (its MMAP2 records came from the side band).
+#           of its process's samples within 5 percentage points (or three
+#           standard errors of the difference, where fewer samples make that
+#           larger); the exec'd child's samples are named (its MMAP2 records
+#           came from the side band). The program runs on one CPU.
 #   c       the same truths for the perf tests' C program without frame
 #           pointers, with its own .sframe (-Wa,--gsframe);
 #   python  and for python3 (SFrame generated from .eh_frame; run 4x longer
@@ -138,8 +138,10 @@ case $part in
     gcc "${fpflags[@]}" -o prog "$perf_tests/work.c" -lpthread
     gcc "${fpflags[@]}" -o child "$perf_tests/work.c" -lpthread
     # sh forks and execs both files; prog also runs threads and a short
-    # fork+exec of child itself.
-    cmd=(sh -c "./prog 15000 fork $work/child; ./child 10000")
+    # fork+exec of child itself. On one CPU, prog's three equal threads get
+    # equal time (on two, one runs beside the recorder, and their shares
+    # swing by 10 points from run to run).
+    cmd=(taskset -c 0 sh -c "./prog 15000 fork $work/child; ./child 10000")
     rec -F 999 -o rec.data -- "${cmd[@]}"
     same_as_perf rec.data
     profile_vs_perf rec.data hottest child
