@@ -3,6 +3,7 @@
 #include "table_cache.hpp"
 
 #include <fcntl.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -14,15 +15,52 @@
 #include <vector>
 
 #include "sframe/elf/output_file.hpp"
+#include "sframe/elf/symbols.hpp"
 
 namespace sframe::record {
 namespace {
 
-// The file's first bytes; the format number changes with record_abi.h's
-// table layout and with what the builder puts in a table (bump it with
-// either), so that no file of another build is read as this one's.
+// The file's first bytes and the layout of its header (bump kFormat when
+// Header changes). What a table holds (record_abi.h's layout, the builder's
+// rules) is this program's: the header names the build that wrote the
+// file (builder_id()), and no other build reads it.
 constexpr std::array<char, 8> kMagic = {'S', 'F', 'R', 'T', 'A', 'B', 'L', 'E'};
-constexpr std::uint32_t kFormat = 1;
+constexpr std::uint32_t kFormat = 2;
+
+// The GNU build-id (NT_GNU_BUILD_ID, lower-case hex) of the loaded object
+// that holds this code: a new build of the table builder has another one
+// (a build-id is a hash of the linked object's contents), so its tables
+// are built again rather than read with another build's layout. Empty
+// when the object has none: the cache is then not used.
+const std::string& builder_id() {
+  static const std::string id = [] {
+    struct Find {
+      std::uintptr_t at;
+      std::string id;
+    } find{reinterpret_cast<std::uintptr_t>(&kMagic), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) {
+          auto& f = *static_cast<Find*>(data);
+          bool here = false;
+          for (std::size_t i = 0; i < info->dlpi_phnum; ++i) {
+            const auto& ph = info->dlpi_phdr[i];
+            const std::uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+            if (ph.p_type == PT_LOAD && f.at >= start && f.at - start < ph.p_memsz) here = true;
+          }
+          if (!here) return 0;
+          for (std::size_t i = 0; i < info->dlpi_phnum && f.id.empty(); ++i) {
+            const auto& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_NOTE) continue;
+            const auto* notes = reinterpret_cast<const std::byte*>(info->dlpi_addr + ph.p_vaddr);
+            if (auto note = elf::gnu_build_id({notes, ph.p_memsz})) f.id = std::move(*note);
+          }
+          return 1;
+        },
+        &find);
+    return find.id;
+  }();
+  return id;
+}
 
 // TableStats as the file holds it: these fields, in this order.
 constexpr std::size_t kStats = 10;
@@ -53,8 +91,16 @@ struct Header {
   std::uint64_t base;
   std::uint64_t blocks;
   std::array<std::uint64_t, kStats> stats;
+  std::array<char, 128> builder;  // builder_id(), NUL-padded
 };
-static_assert(sizeof(Header) == 32 + 8 * kStats);
+static_assert(sizeof(Header) == 32 + 8 * kStats + 128);
+
+std::array<char, 128> builder_field() {
+  std::array<char, 128> f{};
+  const std::string& id = builder_id();
+  std::memcpy(f.data(), id.data(), std::min(id.size(), f.size()));
+  return f;
+}
 
 std::uint32_t crc_of(std::span<const sframe_record_block> blocks) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -94,7 +140,7 @@ std::string TableCache::path_of(std::string_view build_id) const {
 }
 
 std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
-  if (dir_.empty() || !hex_id(build_id)) return std::nullopt;
+  if (dir_.empty() || !hex_id(build_id) || builder_id().empty()) return std::nullopt;
   const int fd = ::open(path_of(build_id).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::optional<CachedTable> out;
@@ -102,7 +148,7 @@ std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
   Header h{};
   // The size is checked against the header before anything is allocated.
   if (fstat(fd, &st) == 0 && read_all(fd, &h, sizeof h) && h.magic == kMagic && h.format == kFormat &&
-      h.blocks > 0 && h.blocks <= (std::uint64_t{1} << 32) &&
+      h.builder == builder_field() && h.blocks > 0 && h.blocks <= (std::uint64_t{1} << 32) &&
       static_cast<std::uint64_t>(st.st_size) == sizeof h + h.blocks * sizeof(sframe_record_block)) {
     std::vector<sframe_record_block> blocks(h.blocks);
     if (read_all(fd, blocks.data(), blocks.size() * sizeof(sframe_record_block)) && crc_of(blocks) == h.crc)
@@ -113,7 +159,7 @@ std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
 }
 
 bool TableCache::store(std::string_view build_id, const CachedTable& t) const {
-  if (dir_.empty() || !hex_id(build_id) || t.table.blocks().empty()) return false;
+  if (dir_.empty() || !hex_id(build_id) || builder_id().empty() || t.table.blocks().empty()) return false;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   auto f = OutputFile::create(path_of(build_id));
@@ -125,6 +171,7 @@ bool TableCache::store(std::string_view build_id, const CachedTable& t) const {
   h.base = t.table.base();
   h.blocks = t.table.blocks().size();
   h.stats = stats_fields(t.stats);
+  h.builder = builder_field();
   // Not synced: a file a crash cuts short fails its size or CRC check.
   return f->write(std::as_bytes(std::span(&h, 1))) && f->write(std::as_bytes(t.table.blocks())) &&
          f->commit(OutputFile::Durability::kUnsynced);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // `sframe record`'s table cache (src/record/table_cache.hpp): a module
 // table read back is the table built, byte for byte, with its counts; a
-// file that is truncated, damaged, of another format, or that claims more
-// blocks than it holds is refused (the table is then built again), never
-// read past its end; IDs that are not hex never name a file.
+// file that is truncated, damaged, of another format, written by another
+// build (its header names the build-id readelf gives for this program), or
+// that claims more blocks than it holds is refused (the table is then built
+// again), never read past its end; IDs that are not hex never name a file.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -82,7 +83,7 @@ TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
   const TableCache cache(dir_ + "/cache");
   ASSERT_TRUE(cache.store(kId, built_));
   const std::vector<char> good = bytes(file(kId));
-  constexpr std::size_t kHeader = 32 + 8 * 10;
+  constexpr std::size_t kHeader = 32 + 8 * 10 + 128;
   ASSERT_GT(good.size(), kHeader + 4096);
   struct Damage {
     const char* what;
@@ -102,6 +103,9 @@ TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
   auto format = good;
   format[8] ^= 1;
   cases.push_back({"another format", format});
+  auto build = good;
+  build[32 + 8 * 10 + 3] ^= 1;
+  cases.push_back({"another build", build});
   auto crc = good;
   crc[kHeader + 100] ^= 0x40;
   cases.push_back({"a flipped bit in a block", crc});
@@ -116,6 +120,28 @@ TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
   // Stored again, it reads back.
   ASSERT_TRUE(cache.store(kId, built_));
   EXPECT_TRUE(cache.load(kId).has_value());
+}
+
+// The header names the build that wrote the file: this program's GNU
+// build-id as readelf reads it from the file.
+TEST_F(TableCacheTest, NamesTheBuildThatWroteIt) {
+  std::string want;
+  {
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    FILE* p = popen(("readelf -n '" + self + "' 2>/dev/null").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char line[512];
+    while (fgets(line, sizeof line, p))
+      if (const char* at = std::strstr(line, "Build ID: ")) want.assign(at + 10, std::strcspn(at + 10, " \n"));
+    pclose(p);
+  }
+  ASSERT_FALSE(want.empty()) << "readelf -n names no build-id for this test program";
+  const TableCache cache(dir_ + "/cache");
+  ASSERT_TRUE(cache.store(kId, built_));
+  const std::vector<char> b = bytes(file(kId));
+  ASSERT_GT(b.size(), std::size_t{32 + 8 * 10 + 128});
+  const char* field = b.data() + 32 + 8 * 10;
+  EXPECT_EQ(std::string(field, strnlen(field, 128)), want);
 }
 
 TEST_F(TableCacheTest, OnlyHexIdsNameFiles) {
