@@ -680,6 +680,8 @@ class Recording {
           sum_.checks += c.checks;
           sum_.deferred += c.deferred;
           sum_.copies_lost += c.copies_lost;
+          sum_.row_lookups += c.row_lookups;
+          sum_.row_cache_hits += c.row_cache_hits;
           for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
         }
         std::uint64_t total = 0, seen = 0;

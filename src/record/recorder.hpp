@@ -87,6 +87,10 @@ struct RecordSummary {
   /// library mapped since the last push; or not code): stepped there by
   /// frame pointers.
   std::uint64_t unmapped_pc = 0;
+  /// Rows the walks looked up in module tables, and those the in-kernel
+  /// row cache (record_abi.h) held.
+  std::uint64_t row_lookups = 0;
+  std::uint64_t row_cache_hits = 0;
   /// Why user walks ended (stop_name()).
   std::array<std::uint64_t, SFRAME_RECORD_STOPS> stops{};
   /// The tables: what was built, time to set up before the first sample

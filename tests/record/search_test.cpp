@@ -26,6 +26,7 @@ const sframe_record_process* no_process(const __u32*) { return nullptr; }
 #define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
 #define SFRAME_RECORD_BLOCK(module, index) no_block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) no_process(tgid)
+#define SFRAME_RECORD_ROW_CACHE() ((sframe_record_row_cache*)nullptr)
 #include "bpf/walk.h"
 
 namespace {

@@ -56,6 +56,12 @@ sframe_record_window g_window;
 #define SFRAME_RECORD_READ(dst, addr) sframe_record_window_read(&g_window, (dst), (addr))
 #define SFRAME_RECORD_BLOCK(module, index) g_tables->block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) g_process
+namespace {
+// The row cache as one CPU's, kept across the samples as the BPF program's
+// is: a walk that takes a row from it must still walk as the library does.
+sframe_record_row_cache g_row_cache;
+}  // namespace
+#define SFRAME_RECORD_ROW_CACHE() (&g_row_cache)
 #include "bpf/walk.h"
 
 int main(int argc, char** argv) {

@@ -63,8 +63,11 @@ TEST(RecordStackWindow, EveryReadIsTheDirectReadsWhateverPagesAreReadable) {
     sframe_record_window_reset(window.get(), sp);
     for (int i = 0; i < 300; ++i) {
       // Addresses around the window: below its base, in it (aligned or
-      // not, across chunk boundaries), past its end and past the model.
-      std::uint64_t addr = sp - 64 + rng() % (SFRAME_RECORD_WINDOW_BYTES + 256);
+      // not, across chunk boundaries); then, as a walk goes, up past its
+      // end (which moves it up) and past the model.
+      const std::uint64_t base = sp & ~std::uint64_t{SFRAME_RECORD_WINDOW_CHUNK - 1};
+      std::uint64_t addr = base - 64 + rng() % (SFRAME_RECORD_WINDOW_BYTES + 64);
+      if (i >= 250) addr = sp + (i - 250) * (3 * SFRAME_RECORD_WINDOW_BYTES / 50) + rng() % 64;
       if (i % 4 == 0) addr &= ~std::uint64_t{7};
       if (i % 17 == 0) addr = window->base + (1 + rng() % SFRAME_RECORD_WINDOW_CHUNKS) * SFRAME_RECORD_WINDOW_CHUNK - 4;
       __u64 direct = 0, through = 0;
@@ -82,6 +85,43 @@ TEST(RecordStackWindow, EveryReadIsTheDirectReadsWhateverPagesAreReadable) {
   // The window served reads and reads failed: both paths ran.
   EXPECT_GT(from_window, layouts * 100);
   EXPECT_GT(failed, layouts * 10);
+}
+
+// A walk up a stack deeper than the window, as a deep C++ or interpreter
+// stack is: reads past the window's end move it up, so each chunk is read
+// once and no word on its own; a read below the moved window then goes on
+// its own, and returns what a direct read does.
+TEST(RecordStackWindow, MovesUpAlongADeepStack) {
+  Memory memory;
+  g_memory = &memory;
+  for (bool& r : memory.readable) r = true;
+  for (std::size_t i = 0; i < memory.bytes.size(); ++i) memory.bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  const auto model = [&memory](std::uint64_t a) {
+    __u64 w = 0;
+    std::memcpy(&w, memory.bytes.data() + (a - kBase), 8);
+    return w;
+  };
+  auto window = std::make_unique<sframe_record_window>();
+  const std::uint64_t sp = kBase + 100 * 8;
+  sframe_record_window_reset(window.get(), sp);
+  // Every 24 bytes up to the model's end: 3.5 windows.
+  const std::uint64_t top = kBase + kPages * kPage;
+  int straddling = 0;
+  __u64 v = 0;
+  for (std::uint64_t a = sp; a + 8 <= top; a += 24) {
+    ASSERT_EQ(sframe_record_window_read(window.get(), &v, a), 0) << std::hex << a;
+    ASSERT_EQ(v, model(a)) << std::hex << a;
+    straddling += (a & (SFRAME_RECORD_WINDOW_CHUNK - 1)) > SFRAME_RECORD_WINDOW_CHUNK - 8;
+  }
+  const std::uint64_t first_chunk = sp & ~std::uint64_t{SFRAME_RECORD_WINDOW_CHUNK - 1};
+  EXPECT_EQ(memory.chunk_reads, int((top - first_chunk) / SFRAME_RECORD_WINDOW_CHUNK));
+  EXPECT_EQ(memory.word_reads, straddling);
+  EXPECT_GT(window->base, sp + SFRAME_RECORD_WINDOW_BYTES);
+  // Below the moved window: a read of its own, the same value.
+  const int before = memory.word_reads;
+  EXPECT_EQ(sframe_record_window_read(window.get(), &v, sp), 0);
+  EXPECT_EQ(memory.word_reads, before + 1);
+  EXPECT_EQ(v, model(sp));
 }
 
 TEST(RecordStackWindow, ReadsAChunkOnceAndNeverAcrossAPage) {

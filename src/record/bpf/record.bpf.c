@@ -112,7 +112,10 @@ struct {
   __type(value, struct sframe_record_window);
 } windows SEC(".maps");
 
-static __always_inline int read_stack(__u64 *dst, __u64 addr) {
+// A global function: the verifier checks the window's paths once, not at
+// each of the step's reads.
+__attribute__((noinline)) int read_stack(__u64 *dst, __u64 addr) {
+  if (!dst) return -1;
   __u32 zero = 0;
   struct sframe_record_window *win = bpf_map_lookup_elem(&windows, &zero);
   if (!win) return bpf_probe_read_user(dst, 8, (const void *)addr);
@@ -126,6 +129,18 @@ static __always_inline const union sframe_record_block *table_block(__u32 module
 }
 #define SFRAME_RECORD_BLOCK(module, index) table_block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) ((const struct sframe_record_process *)bpf_map_lookup_elem(&processes, (tgid)))
+// The walk's row cache, per CPU (record_abi.h).
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sframe_record_row_cache);
+} row_cache SEC(".maps");
+static __always_inline struct sframe_record_row_cache *this_row_cache(void) {
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(&row_cache, &zero);
+}
+#define SFRAME_RECORD_ROW_CACHE() this_row_cache()
 #include "walk.h"
 
 // The walk's state, per CPU (see struct sframe_record_walk).
@@ -329,6 +344,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
   if (s->stop < SFRAME_RECORD_STOPS) c->stops[s->stop]++;
   c->kernel_frames += s->kernel_nr;
   c->user_frames += w->n;
+  c->row_lookups += w->row_lookups;
+  c->row_cache_hits += w->row_cache_hits;
 
   __u64 n = (__u64)s->kernel_nr + w->n;
   if (n > SFRAME_RECORD_MAX_FRAMES) n = SFRAME_RECORD_MAX_FRAMES;

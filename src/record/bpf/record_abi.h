@@ -94,6 +94,28 @@ union sframe_record_block {
   __u32 dir[SFRAME_RECORD_DIR_PAGES + 1];
 };
 
+/* --- the rows the walk found, per CPU (walk.h): a cache keyed by module ID
+ * and offset from the module's table base, so that a PC met again (a
+ * return address of a hot path) costs one slot instead of the directory
+ * and block lookups and the row search, whose memory the profiled program
+ * has pushed out of the CPU's caches since the last sample. A module's
+ * table does not change once loaded and its ID is not given to another
+ * file in a recording (tables.cpp), so a slot never goes stale; a new
+ * recording has new maps. */
+#define SFRAME_RECORD_ROW_CACHE_SHIFT 10
+#define SFRAME_RECORD_ROW_CACHE_SLOTS (1u << SFRAME_RECORD_ROW_CACHE_SHIFT)
+
+struct sframe_record_row_slot {
+  /* module ID << (SFRAME_RECORD_PAGE_SHIFT + 32) | offset; 0: empty (no
+   * module has ID 0) */
+  __u64 tag;
+  struct sframe_record_row row;
+};
+
+struct sframe_record_row_cache {
+  struct sframe_record_row_slot slots[SFRAME_RECORD_ROW_CACHE_SLOTS];
+};
+
 /* --- processes: the executable mappings of one process (tgid), sorted by
  * start, not overlapping. */
 #define SFRAME_RECORD_MAX_MAPPINGS 256
@@ -258,6 +280,9 @@ struct sframe_record_counters {
   __u64 checks;
   __u64 deferred;
   __u64 copies_lost;
+  /* Rows looked up in a module's table, and those the row cache held. */
+  __u64 row_lookups;
+  __u64 row_cache_hits;
 };
 
 #endif

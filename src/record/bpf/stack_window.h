@@ -8,12 +8,14 @@
  * frame, mostly from the few hundred bytes above the sample's SP. So the
  * stack is read ahead: the window covers SFRAME_RECORD_WINDOW_CHUNKS aligned
  * chunks from the sample's SP rounded down, each read whole the first time a
- * word in it is wanted. A chunk never crosses a page (its size divides the
- * page size), so it reads whole exactly when the page holding it is
- * readable, as an 8-byte read in it would be. A read outside the window, one
- * that straddles two chunks, and one in a chunk that did not read whole go
- * to SFRAME_RECORD_READ_USER on their own: every read returns what a direct
- * read of the same 8 bytes returns, whatever the memory model.
+ * word in it is wanted; a read past its end moves it up (a deep stack, of
+ * many or large frames, is read a chunk at a time all the way up). A chunk
+ * never crosses a page (its size divides the page size), so it reads whole
+ * exactly when the page holding it is readable, as an 8-byte read in it
+ * would be. A read below the window, one that straddles two chunks, and one
+ * in a chunk that did not read whole go to SFRAME_RECORD_READ_USER on their
+ * own: every read returns what a direct read of the same 8 bytes returns,
+ * whatever the memory model.
  *
  * The including file defines, before including it:
  *   SFRAME_RECORD_READ_USER(dst, len, addr)  reads len bytes at user
@@ -49,7 +51,16 @@ static SFRAME_RECORD_INLINE void sframe_record_window_reset(struct sframe_record
 /* Reads the u64 at user address `addr` into *dst: 0 on success, else
  * non-zero with *dst unusable, as SFRAME_RECORD_READ_USER(dst, 8, addr). */
 static SFRAME_RECORD_INLINE int sframe_record_window_read(struct sframe_record_window *win, __u64 *dst, __u64 addr) {
-  const __u64 off = addr - win->base; /* huge below the base */
+  __u64 off = addr - win->base; /* huge below the base */
+  if (off >= SFRAME_RECORD_WINDOW_BYTES && addr > win->base) {
+    /* Past the window's end: a walk reads upward, frame after frame, so the
+     * window moves up to start at the chunk holding addr (the chunks below
+     * it are dropped; a read there later goes on its own). */
+    win->base = addr & ~(__u64)(SFRAME_RECORD_WINDOW_CHUNK - 1);
+    win->loaded = 0;
+    win->failed = 0;
+    off = addr - win->base;
+  }
   if (off >= SFRAME_RECORD_WINDOW_BYTES || (off & (SFRAME_RECORD_WINDOW_CHUNK - 1)) > SFRAME_RECORD_WINDOW_CHUNK - 8)
     return SFRAME_RECORD_READ_USER(dst, 8, addr);
   const __u32 k = (__u32)(off >> SFRAME_RECORD_WINDOW_CHUNK_SHIFT);

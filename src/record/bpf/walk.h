@@ -7,9 +7,10 @@
  * It is a second implementation of the library's frame step and loop for
  * x86-64, over the table layout of record_abi.h:
  *  - the rule for a PC: the PC's mapping in the process (binary search),
+ *    then the row cached for its module and offset (record_abi.h), else
  *    its page's rows from the module's directory (a block lookup), the
  *    page's last row at or before the PC (a second block lookup, a binary
- *    search);
+ *    search), kept in the cache;
  *    callers are looked up at return address - 1 (SFrame spec v3 §1.2: the
  *    PC inside the call);
  *  - an SFrame row: CFA = SP, FP or RBX + offset (RBX where known: frame 0
@@ -33,6 +34,8 @@
  *                                  or 0 (no such module or block)
  *   SFRAME_RECORD_PROCESS(tgid)    const struct sframe_record_process * for
  *                                  const __u32 *tgid, or 0
+ *   SFRAME_RECORD_ROW_CACHE()      struct sframe_record_row_cache *: this
+ *                                  CPU's (the walk's) row cache, or 0
  *   SFRAME_RECORD_INLINE           the inline attribute of the target
  *   SFRAME_RECORD_OPAQUE(v)        (BPF) hides v's value from the compiler,
  *                                  so that a mask applied after it stays
@@ -80,6 +83,10 @@ struct sframe_record_walk {
   __u8 last_source; /* enum sframe_record_source of the last step */
   __u8 rbx_known;
   __u8 reserved;
+  struct sframe_record_row row; /* the last sframe_record_rule() found */
+  /* Rows looked up in a module's table, and those the row cache held. */
+  __u32 row_lookups;
+  __u32 row_cache_hits;
 };
 
 /* The two searches below halve a range [base, base + len) a fixed number of
@@ -180,8 +187,8 @@ static SFRAME_RECORD_INLINE int sframe_record_executable(struct sframe_record_wa
 }
 
 /* The row for lookup PC `lpc`, or 0 (no mapping, no table, no page). */
-static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(struct sframe_record_walk *w,
-                                                                              __u64 lpc) {
+static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_rule(struct sframe_record_walk *w,
+                                                                                   __u64 lpc) {
   if (!w->have_process) return 0;
   if (!(lpc >= w->map_start && lpc < w->map_end)) {
     const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&w->tgid);
@@ -201,6 +208,20 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
    * 2^42 bytes past it, has no page. */
   const __u64 off = lpc - w->map_bias;
   if (off >> (SFRAME_RECORD_PAGE_SHIFT + 32)) return 0;
+  const __u64 tag = ((__u64)w->map_module << (SFRAME_RECORD_PAGE_SHIFT + 32)) | off;
+  struct sframe_record_row_cache *cache = SFRAME_RECORD_ROW_CACHE();
+  struct sframe_record_row_slot *cached = 0;
+  if (cache) {
+    /* Fibonacci hashing: the top bits of tag times 2^64 / golden ratio. */
+    __u32 k = (__u32)((tag * 0x9e3779b97f4a7c15ULL) >> (64 - SFRAME_RECORD_ROW_CACHE_SHIFT));
+    SFRAME_RECORD_OPAQUE(k);
+    cached = &cache->slots[k & (SFRAME_RECORD_ROW_CACHE_SLOTS - 1)];
+    w->row_lookups++;
+    if (cached->tag == tag) {
+      w->row_cache_hits++;
+      return &cached->row;
+    }
+  }
   const __u32 page = (__u32)(off >> SFRAME_RECORD_PAGE_SHIFT);
   const union sframe_record_block *d = SFRAME_RECORD_BLOCK(w->map_module, page / SFRAME_RECORD_DIR_PAGES);
   if (!d) return 0;
@@ -211,7 +232,24 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_rule(s
   const union sframe_record_block *b = SFRAME_RECORD_BLOCK(w->map_module, lo / SFRAME_RECORD_BLOCK_ROWS);
   const int i = sframe_record_row_index(b, first, hi - lo, (__u32)(off & ((1u << SFRAME_RECORD_PAGE_SHIFT) - 1)));
   if (!b || i < 0 || i >= SFRAME_RECORD_BLOCK_ROWS) return 0;
-  return &b->rows[(__u32)i & (SFRAME_RECORD_BLOCK_ROWS - 1)];
+  const struct sframe_record_row *row = &b->rows[(__u32)i & (SFRAME_RECORD_BLOCK_ROWS - 1)];
+  if (cached) {
+    cached->tag = tag;
+    cached->row = *row;
+  }
+  return row;
+}
+
+/* Copies the row for lookup PC `lpc` to w->row and returns 1, or returns 0
+ * when there is none. A global function in BPF: checked once, on its own,
+ * so that its paths (a cached row, each lookup that finds none) do not each
+ * run on through the rest of the step. */
+SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_rule(struct sframe_record_walk *w, __u64 lpc) {
+  if (!w) return 0;
+  const struct sframe_record_row *r = sframe_record_find_rule(w, lpc);
+  if (!r) return 0;
+  w->row = *r;
+  return 1;
 }
 
 /* Ends the walk: why (enum sframe_record_stop) and the address concerned
@@ -228,10 +266,11 @@ static SFRAME_RECORD_INLINE int sframe_record_end(struct sframe_record_walk *w, 
 SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) {
   if (!w) return 0;
   const __u64 lpc = w->exact ? w->pc : w->pc - 1;
-  const struct sframe_record_row *row = sframe_record_rule(w, lpc);
+  const int have = sframe_record_rule(w, lpc);
+  const struct sframe_record_row row = w->row;
   __u64 cfa = 0, ra = 0, fp = w->fp, sp = 0, rbx = 0;
   __u8 fp_known = w->fp_known, signal = 0, rbx_known = 0, source;
-  if (row && (row->flags & SFRAME_RECORD_ROW_SIGNAL)) {
+  if (have && (row.flags & SFRAME_RECORD_ROW_SIGNAL)) {
     const __u64 g = w->sp + SFRAME_RECORD_SIGFRAME_GREGS;
     if (SFRAME_RECORD_READ(&fp, g + 10 * 8))
       return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, g + 10 * 8);
@@ -247,28 +286,28 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
     fp_known = 1;
     signal = 1;
     source = SFRAME_RECORD_SOURCE_SIGNAL;
-  } else if (row && !(row->flags & SFRAME_RECORD_ROW_NONE)) {
-    if (row->flags & SFRAME_RECORD_ROW_OUTERMOST)
+  } else if (have && !(row.flags & SFRAME_RECORD_ROW_NONE)) {
+    if (row.flags & SFRAME_RECORD_ROW_OUTERMOST)
       return sframe_record_end(w, SFRAME_RECORD_STOP_OUTERMOST, 0);
-    if (row->flags & SFRAME_RECORD_ROW_PCMASK) {
-      const __u32 both = (__u32)row->cfa_off;
-      const __u32 off = (__u32)(lpc & 15) >= (__u32)(__u8)row->fp_off8 ? both >> 16 : both & 0xffff;
+    if (row.flags & SFRAME_RECORD_ROW_PCMASK) {
+      const __u32 both = (__u32)row.cfa_off;
+      const __u32 off = (__u32)(lpc & 15) >= (__u32)(__u8)row.fp_off8 ? both >> 16 : both & 0xffff;
       cfa = w->sp + off;
-    } else if (row->flags & SFRAME_RECORD_ROW_CFA_FP) {
+    } else if (row.flags & SFRAME_RECORD_ROW_CFA_FP) {
       if (!w->fp_known)
         return sframe_record_end(w, SFRAME_RECORD_STOP_BAD_RULE, lpc);
-      cfa = w->fp + (__u64)(__s64)row->cfa_off;
-    } else if (row->flags & SFRAME_RECORD_ROW_CFA_RBX) {
+      cfa = w->fp + (__u64)(__s64)row.cfa_off;
+    } else if (row.flags & SFRAME_RECORD_ROW_CFA_RBX) {
       if (!w->rbx_known)
         return sframe_record_end(w, SFRAME_RECORD_STOP_BAD_RULE, lpc);
-      cfa = w->rbx + (__u64)(__s64)row->cfa_off;
+      cfa = w->rbx + (__u64)(__s64)row.cfa_off;
     } else {
-      cfa = w->sp + (__u64)(__s64)row->cfa_off;
+      cfa = w->sp + (__u64)(__s64)row.cfa_off;
     }
     if (SFRAME_RECORD_READ(&ra, cfa - 8))
       return sframe_record_end(w, SFRAME_RECORD_STOP_UNREADABLE, cfa - 8);
-    if ((row->flags & SFRAME_RECORD_ROW_FP_SAVED) && !(row->flags & SFRAME_RECORD_ROW_PCMASK)) {
-      const __u64 at = cfa + (__u64)((__s64)row->fp_off8 * 8);
+    if ((row.flags & SFRAME_RECORD_ROW_FP_SAVED) && !(row.flags & SFRAME_RECORD_ROW_PCMASK)) {
+      const __u64 at = cfa + (__u64)((__s64)row.fp_off8 * 8);
       __u64 v = 0;
       if (SFRAME_RECORD_READ(&v, at)) {
         fp_known = 0;
@@ -279,7 +318,7 @@ SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) 
       }
     }
     sp = cfa;
-    source = (row->flags & SFRAME_RECORD_ROW_GENERATED) ? SFRAME_RECORD_SOURCE_GENERATED : SFRAME_RECORD_SOURCE_SFRAME;
+    source = (row.flags & SFRAME_RECORD_ROW_GENERATED) ? SFRAME_RECORD_SOURCE_GENERATED : SFRAME_RECORD_SOURCE_SFRAME;
   } else {
     /* Frame pointers, only where they give a plausible caller. */
     if (!w->fp_known || w->fp == 0)
