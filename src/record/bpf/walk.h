@@ -39,12 +39,12 @@
  *   SFRAME_RECORD_INLINE           the inline attribute of the target
  *   SFRAME_RECORD_OPAQUE(v)        (BPF) hides v's value from the compiler,
  *                                  so that a mask applied after it stays
- *   SFRAME_RECORD_STEP_LINKAGE     how sframe_record_step and the two
- *   SFRAME_RECORD_SEARCH_LINKAGE   binary searches are declared: for BPF
- *                                  global (noinline) functions, which the
- *                                  verifier checks once each, on their own,
- *                                  instead of along every path of their
- *                                  callers */
+ *   SFRAME_RECORD_STEP_LINKAGE     how sframe_record_step, the two binary
+ *   SFRAME_RECORD_SEARCH_LINKAGE   searches and sframe_record_rule are
+ *                                  declared: for BPF global (noinline)
+ *                                  functions, which the verifier checks
+ *                                  once each, on their own, instead of
+ *                                  along every path of their callers */
 #ifndef SFRAMEPP_RECORD_WALK_H
 #define SFRAMEPP_RECORD_WALK_H
 
