@@ -122,6 +122,12 @@ struct UnwoundSample {
   /// The copied user stack: its first address (the sampled SP) and size.
   std::uint64_t stack_base = 0;
   std::uint64_t stack_size = 0;
+  /// Nonzero when this result repeats an earlier one: a sample without a
+  /// stack copy whose pid and recorded callchain equal an earlier sample's,
+  /// with no state change between them (a record given to process(), an
+  /// exec settled), resolves to the same frames. Equal ids, equal frames;
+  /// an id is never used again for other frames. 0: not remembered.
+  std::uint64_t repeat_id = 0;
 };
 
 /// Options of a Session.

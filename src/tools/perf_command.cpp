@@ -19,6 +19,7 @@
 #include <iterator>
 #include <span>
 #include <sstream>
+#include <unordered_map>
 
 #include "cli.hpp"
 #include "flamegraph_svg.hpp"
@@ -156,6 +157,7 @@ class PerfScript {
     const bool aggregating = opt_.folded || profiling;
     profile::Profile prof;
     std::vector<profile::Frame> pframes;
+    std::unordered_map<RepeatKey, std::uint32_t, RepeatKeyHash> repeat_nodes;  // -> profile node
     std::string_view kernel_build_id;
     for (const perf::BuildIdEntry& b : info.build_ids)
       if (b.filename == perf::kKernelDso) kernel_build_id = b.build_id;
@@ -181,7 +183,22 @@ class PerfScript {
       }
       const perf::UnwoundSample& u = session.unwind(rec);
       const std::string_view comm = session.comm(rec.id.tid);
-      if (aggregating) add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
+      if (aggregating) {
+        // A repeat of an earlier sample (same frames, no state change in
+        // between, so the same comm too) of the same thread and event ends
+        // at the same node.
+        if (u.repeat_id != 0) {
+          const RepeatKey key{u.repeat_id, rec.id.tid, rec.attr};
+          if (auto it = repeat_nodes.find(key); it != repeat_nodes.end()) {
+            prof.add_again(it->second, rec.sample.period);
+          } else {
+            if (repeat_nodes.size() >= (std::size_t{1} << 17)) repeat_nodes.clear();
+            repeat_nodes.emplace(key, add_to_profile(prof, pframes, rec, u, comm, kernel_build_id));
+          }
+        } else {
+          add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
+        }
+      }
       if (opt_.folded) return;
       if (opt_.json) {
         Json s;
@@ -258,8 +275,24 @@ class PerfScript {
  private:
   // The sample as a profile::Sample (frames innermost first; the kernel's
   // mapping of unknown extent, named by its recorded build-id).
-  static void add_to_profile(profile::Profile& prof, std::vector<profile::Frame>& frames, const perf::Record& rec,
-                             const perf::UnwoundSample& u, std::string_view comm, std::string_view kernel_build_id) {
+  // A sample's resolution (perf::UnwoundSample::repeat_id), thread and event.
+  struct RepeatKey {
+    std::uint64_t repeat_id;
+    std::uint32_t tid;
+    const perf::EventAttr* attr;
+    bool operator==(const RepeatKey&) const = default;
+  };
+  struct RepeatKeyHash {
+    std::size_t operator()(const RepeatKey& k) const noexcept {
+      return std::hash<std::uint64_t>{}(k.repeat_id * 0x9e3779b97f4a7c15u ^ k.tid) ^
+             std::hash<const void*>{}(k.attr);
+    }
+  };
+
+  // Returns the sample's node in `prof`.
+  static std::uint32_t add_to_profile(profile::Profile& prof, std::vector<profile::Frame>& frames,
+                                      const perf::Record& rec, const perf::UnwoundSample& u, std::string_view comm,
+                                      std::string_view kernel_build_id) {
     frames.clear();
     for (const perf::ResolvedFrame& f : u.frames) {
       profile::Frame& p = frames.emplace_back();
@@ -281,7 +314,7 @@ class PerfScript {
     s.event = rec.attr ? std::string_view(rec.attr->name) : std::string_view();
     s.period = rec.sample.period;
     s.frames = frames;
-    prof.add(s);
+    return prof.add(s);
   }
 
   // Writes --pprof and --flamegraph: both complete before either replaces

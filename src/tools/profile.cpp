@@ -145,7 +145,7 @@ void Profile::add_event(std::string_view event) {
   if (std::find(events_.begin(), events_.end(), id) == events_.end()) events_.push_back(id);
 }
 
-void Profile::add(const Sample& s) {
+std::uint32_t Profile::add(const Sample& s) {
   // Ids are 32 bits: a profile too large for them is refused, not wrapped.
   if (nodes_.size() + s.frames.size() + 1 >= kNone || frames_.size() + s.frames.size() >= kNone)
     throw std::length_error("profile: more than 2^32 distinct frames or stack prefixes");
@@ -202,6 +202,13 @@ void Profile::add(const Sample& s) {
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;
+  return node;
+}
+
+void Profile::add_again(std::uint32_t node, std::uint64_t period) {
+  ++samples_;
+  nodes_.at(node).count += 1;
+  nodes_[node].period += period;
 }
 
 std::vector<NameNode> name_tree(const Profile& p, std::span<const std::uint32_t> root_name,

@@ -154,7 +154,15 @@ class Profile {
   /// Declares an event, so that a profile without samples of it still has
   /// its sample types (events also come in with the samples).
   void add_event(std::string_view event);
-  void add(const Sample& s);
+  /// Adds one sample: its stack's path from the root of (pid, tid, comm,
+  /// event), one count and its period at the innermost frame's node.
+  /// Returns that node's id (an index into nodes()). Throws
+  /// std::length_error past 2^32 distinct frames or stack prefixes.
+  std::uint32_t add(const Sample& s);
+  /// Adds a sample equal to an earlier one but for its period (pid, tid,
+  /// comm, event and frames alike): one count and `period` at `node`, the
+  /// id add() returned for it.
+  void add_again(std::uint32_t node, std::uint64_t period);
 
   /// Strings by id (valid_utf8() of those given); id 0 is "".
   const std::deque<std::string>& strings() const { return strings_; }
