@@ -159,28 +159,53 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   if (own) st.sframe_bytes += own->bytes.size();
   if (auto eh = file.section_bytes(".eh_frame")) st.eh_frame_bytes += eh->bytes.size();
   cfi::ModuleImage img = process::module_image(file, own);
-  cfi::ModuleUnwind u = cfi::ModuleUnwind::build(img, {});
+  // Read FDE by FDE below: no RowIndex.
+  cfi::ModuleUnwindOptions mo;
+  mo.row_index = false;
+  cfi::ModuleUnwind u = cfi::ModuleUnwind::build(img, mo);
   if (u.needs_generation()) {
     auto eh = file.section_bytes(".eh_frame");
     (void)cfi::generate(u, file, eh ? eh->header.address : 0);
   }
   std::vector<Span> spans;
   const bool generated_primary = u.source() == ModuleSource::kGenerated;
+  // Three runs, each in address order already when its FDEs are sorted
+  // (a generated section's are): sorted apart, then merged. The order of
+  // one stable sort of all, for a merge sort of sorted spans costs as much
+  // as of unsorted ones.
+  std::size_t ends[3];
   if (u.primary().usable()) spans_of(*u.primary().section, generated_primary, spans, st);
+  ends[0] = spans.size();
   if (u.extra().usable()) spans_of(*u.extra().section, true, spans, st);
+  ends[1] = spans.size();
   if (generated_primary || u.extra().usable()) ++st.generated_modules;
   for (const AddressRange& t : u.trampolines()) {
     sframe_record_row r{};
     r.flags = SFRAME_RECORD_ROW_SIGNAL;
     spans.push_back({t.begin, t.end, r});
   }
-  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  ends[2] = spans.size();
+  const auto by_lo = [](const Span& a, const Span& b) { return a.lo < b.lo; };
+  const auto span_at = [&](std::size_t i) { return spans.begin() + static_cast<std::ptrdiff_t>(i); };
+  for (std::size_t k = 0, from = 0; k < 3; from = ends[k++])
+    if (!std::is_sorted(span_at(from), span_at(ends[k]), by_lo)) std::stable_sort(span_at(from), span_at(ends[k]), by_lo);
+  std::inplace_merge(spans.begin(), span_at(ends[0]), span_at(ends[1]), by_lo);
+  std::inplace_merge(spans.begin(), span_at(ends[1]), span_at(ends[2]), by_lo);
 
   // Rows per page: each span's rule at its start (and at the start of every
   // page it continues into), a NONE row where it ends and nothing follows.
   std::map<std::uint32_t, std::vector<sframe_record_row>> rows;
+  // Most rows go to the page of the row before them (a map's references
+  // stay valid as it grows).
+  std::vector<sframe_record_row>* last = nullptr;
+  std::uint32_t last_page = 0;
   const auto emit = [&](std::uint64_t at, const sframe_record_row& rule) {
-    auto& v = rows[static_cast<std::uint32_t>(at >> SFRAME_RECORD_PAGE_SHIFT)];
+    const auto page = static_cast<std::uint32_t>(at >> SFRAME_RECORD_PAGE_SHIFT);
+    if (!last || page != last_page) {
+      last = &rows[page];
+      last_page = page;
+    }
+    auto& v = *last;
     sframe_record_row r = rule;
     r.start = static_cast<std::uint16_t>(at & (kPage - 1));
     if (!v.empty() && v.back().start == r.start) v.pop_back();

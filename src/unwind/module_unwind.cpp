@@ -196,7 +196,8 @@ std::vector<AddressRange> find_sigreturn_code(std::span<const CodeBytes> code, s
 ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOptions& opt) {
   ModuleUnwind m;
   m.version_ = opt.version;
-  m.fde_index_with_rows_ = opt.fde_index_with_rows;
+  m.fde_index_with_rows_ = opt.fde_index_with_rows || !opt.row_index;
+  m.row_index_ = opt.row_index;
   m.per_fde_rows_ = opt.per_fde_rows;
   m.merge_own_ = opt.merge_own;
   m.trampolines_ = find_sigreturn_code(image.code);
@@ -204,7 +205,7 @@ ModuleUnwind ModuleUnwind::build(const ModuleImage& image, const ModuleUnwindOpt
   if (!image.sframe.empty() && !opt.ignore_own) {
     m.has_own_ = true;
     auto ok = m.primary_.assign(std::vector<std::byte>(image.sframe.begin(), image.sframe.end()), image.sframe_address,
-                                opt.fde_index_with_rows);
+                                m.fde_index_with_rows_, m.row_index_);
     if (ok)
       m.source_ = ModuleSource::kNative;
     else
@@ -365,7 +366,7 @@ Expected<void> ModuleUnwind::generate(std::span<const CfiSource> srcs, Abi abi, 
   if (!direct) {
     Expected<std::vector<std::byte>> bytes = enc.finish();
     if (!bytes) return fail(bytes.error(), "generated SFrame does not encode");
-    if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_); !ok)
+    if (auto ok = target.assign(std::move(*bytes), section_address, fde_index_with_rows_, row_index_); !ok)
       return fail(ok.error(), "generated SFrame unusable");
   }
   if (has_native) {

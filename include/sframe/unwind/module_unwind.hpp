@@ -143,6 +143,12 @@ struct ModuleUnwindOptions {
   /// callers that read `index` (the remote side's LoadedModule). The
   /// in-process backtrace looks up through the RowIndex alone.
   bool fde_index_with_rows = true;
+  /// Build a RowIndex for each section (UnwindSection::rows, lookups
+  /// through it). False: an FdeIndex only, for callers that read the
+  /// sections FDE by FDE and never look a PC up through this object
+  /// (`sframe record`'s in-kernel tables); generate() then encodes a
+  /// section whatever fde_index_with_rows says.
+  bool row_index = true;
   /// Per-FDE generation (generate_for_pc()) puts each FDE's rows straight
   /// into a RowIndex (RowIndex::Builder, as generate() does without an
   /// FdeIndex): no encoded section to write, check and decode again, no
@@ -319,6 +325,7 @@ class ModuleUnwind {
   std::optional<Error> generate_error_;
   Version version_ = Version::kV3;
   bool fde_index_with_rows_ = true;
+  bool row_index_ = true;
   bool per_fde_rows_ = false;
   bool merge_own_ = false;
   std::vector<AddressRange> trampolines_;
