@@ -53,8 +53,13 @@ static_assert(offsetof(sframe_record_copy, stack) == SFRAME_RECORD_COPY_HEAD);
 constexpr std::uint32_t kCheckSample = ~std::uint32_t{0};
 constexpr std::uint32_t kDeferredSample = kCheckSample - 1;
 
-// The longest wait between two polls of the ring buffers, ms.
-constexpr long kPollMaxMs = 100;
+// The longest wait between two polls of the ring buffers, ms. Each poll
+// wakes the recorder on a CPU whose caches the profiled program has taken:
+// at ten a second that cost more than the samples it drained.
+constexpr long kPollMaxMs = 500;
+// The longest wait from a process's exec or dlopen to its tables in the
+// maps (a side-band wake-up, a burst's gathering, the push), ms.
+constexpr long kPushMaxMs = 100;
 // After a side-band wake-up, the wait for the rest of its burst (ns).
 constexpr long kGatherNs = 1'000'000;
 
@@ -154,15 +159,25 @@ class Recording {
       if (std::string e = release_command(); !e.empty()) return e;
     // Wait for what needs an answer soon: a side-band record (a process
     // that starts, execs or maps a library has its samples sent as stack
-    // copies until its tables are pushed), the command's exit, a signal.
-    // The samples' ring is filled without wake-ups (BPF_RB_NO_WAKEUP) and
-    // drained at least every kPollMaxMs. A timer at a fixed rate instead
+    // copies until its tables are pushed), the command's or a -p process's
+    // exit, a signal. The samples' ring is filled without wake-ups
+    // (BPF_RB_NO_WAKEUP) and drained at least every kPollMaxMs. A timer at a fixed rate instead
     // cost the recorder more CPU than the rest of a short recording.
     std::vector<pollfd> waits;
     for (const auto& ring : sideband_) waits.push_back({ring->fd(), POLLIN, 0});
     const std::size_t n_sideband = waits.size();
     const int pidfd = child_ > 0 ? static_cast<int>(syscall(SYS_pidfd_open, child_, 0)) : -1;
     if (pidfd >= 0) waits.push_back({pidfd, POLLIN, 0});
+    // -p: each process's exit wakes the loop too (its pidfd, then left out
+    // of the waits: it stays readable).
+    const std::size_t first_pid_wait = waits.size();
+    std::vector<int> pid_fds;
+    if (!opt_.pids.empty() && opt_.command.empty() && !opt_.all)
+      for (pid_t p : opt_.pids)
+        if (const int fd = static_cast<int>(syscall(SYS_pidfd_open, p, 0)); fd >= 0) {
+          waits.push_back({fd, POLLIN, 0});
+          pid_fds.push_back(fd);
+        }
     for (;;) {
       int timeout = static_cast<int>(kPollMaxMs);
       if (opt_.duration > 0) {
@@ -179,6 +194,8 @@ class Recording {
         timespec gather{0, kGatherNs};
         nanosleep(&gather, nullptr);
       }
+      for (std::size_t i = first_pid_wait; i < waits.size(); ++i)
+        if (waits[i].revents & POLLIN) waits[i].fd = -1;  // poll() skips it
       drain(false);
       if (!werr_.empty()) break;
       if (opt_.stop && opt_.stop->load()) break;
@@ -198,6 +215,7 @@ class Recording {
       }
     }
     if (pidfd >= 0) close(pidfd);
+    for (int fd : pid_fds) close(fd);
     if (!werr_.empty()) return werr_;
     sum_.seconds = double(monotonic_ns() - t0) / 1e9;
     // Stop sampling, then take what is left.
@@ -332,12 +350,13 @@ class Recording {
     skel_->rodata->frame_pointers_only = opt_.frame_pointers_only ? 1 : 0;
     skel_->rodata->check_every = opt_.check;
     // The ring buffers hold what arrives while user space does not drain
-    // them (a poll, or the build of a big module's table): a quarter of a
-    // second of every CPU's samples. A stack copy (8 KB and the registers)
-    // is wanted for every sample with `--check 1`; without `--check`, only
-    // for the samples of a process between its exec or dlopen and the next
-    // poll that pushes its tables, so that ring holds the longest poll
-    // interval's (kPollMaxMs) samples as copies. Allocating (zeroing) and
+    // them (the wait between polls, and the build of a big module's table):
+    // kPollMaxMs and a quarter of a second of every CPU's samples. A stack
+    // copy (8 KB and the registers) is wanted for one sample in N with
+    // `--check N`, and for the samples of a process between its exec or
+    // dlopen and the push of its tables: that ring holds as many of the
+    // first as the samples' ring holds samples, and kPushMaxMs of samples
+    // as copies of the second kind. Allocating (zeroing) and
     // mapping the buffers costs start-up CPU in proportion to their size,
     // so they are not made larger than that (lost samples and copies are
     // counted in the summary).
@@ -346,9 +365,11 @@ class Recording {
       return std::bit_ceil(static_cast<std::uint32_t>(std::clamp(bytes, double(1 << 20), double(256 << 20))));
     };
     constexpr double kCopyBytes = SFRAME_RECORD_COPY_HEAD + SFRAME_RECORD_COPY_STACK;
-    bpf_map__set_max_entries(skel_->maps.samples, ring_size(rate / 4 * 512));
+    const double undrained_s = kPollMaxMs / 1000.0 + 0.25;
+    bpf_map__set_max_entries(skel_->maps.samples, ring_size(rate * undrained_s * 512));
     bpf_map__set_max_entries(skel_->maps.copies,
-                             ring_size(opt_.check ? rate / 4 * kCopyBytes : rate * kPollMaxMs / 1000 * kCopyBytes));
+                             ring_size(rate * kPushMaxMs / 1000 * kCopyBytes +
+                                       (opt_.check ? rate * undrained_s / opt_.check * kCopyBytes : 0)));
     if (record_bpf::load(skel_) != 0) {
       const int e = errno;
       return "cannot load the BPF program: " + errno_text(e) + " (" + libbpf_last_line() + ")";
