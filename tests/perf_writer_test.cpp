@@ -53,7 +53,8 @@ void write_records(PerfWriter& w, const std::vector<std::byte>& rec) {
   }
 }
 
-std::vector<std::byte> write_file(bool pipe, const std::string& libc) {
+// cpu-clock samples with callchains, as `sframe record` writes them.
+EventAttr cpu_clock_attr() {
   EventAttr a;
   a.type = 1;  // PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK
   a.sample_period = 100000;
@@ -62,11 +63,21 @@ std::vector<std::byte> write_file(bool pipe, const std::string& libc) {
   a.flags = (1ull << 8) | (1ull << 9) | (1ull << 13) | layout::attr::kFlagSampleIdAll | (1ull << 23);
   a.ids = {7};
   a.name = "cpu-clock";
-  std::vector<std::byte> out;
-  PerfWriter w = PerfWriter::to_memory(out, pipe);
+  return a;
+}
+
+// The attribute and the features perf needs, into `w`.
+void begin_file(PerfWriter& w, const EventAttr& a) {
   EXPECT_TRUE(w.set_attrs({&a, 1}).has_value());
   EXPECT_TRUE(w.add_feature(layout::kFeatEventDesc, feature_event_desc({&a, 1})).has_value());
   EXPECT_TRUE(w.add_feature(layout::kFeatArch, feature_string("x86_64")).has_value());
+}
+
+std::vector<std::byte> write_file(bool pipe, const std::string& libc) {
+  const EventAttr a = cpu_clock_attr();
+  std::vector<std::byte> out;
+  PerfWriter w = PerfWriter::to_memory(out, pipe);
+  begin_file(w, a);
   const std::string argv[] = {"sframe", "record"};
   EXPECT_TRUE(w.add_feature(layout::kFeatCmdline, feature_cmdline(argv)).has_value());
   std::vector<std::byte> rec;
@@ -156,18 +167,10 @@ TEST(PerfWriter, PerfReadsRecordsWrittenFromScratch) {
 // folded aggregation remember repeated callchains). The truth: the current
 // perf's script of the same file, collapsed as the record tests collapse it.
 std::string write_repeats(const std::string& libc, const std::string& libm) {
-  EventAttr a;
-  a.type = 1;
-  a.sample_period = 100000;
-  a.sample_type = kSampleIp | kSampleTid | kSampleTime | kSampleCpu | kSamplePeriod | kSampleCallchain;
-  a.flags = (1ull << 8) | (1ull << 9) | (1ull << 13) | layout::attr::kFlagSampleIdAll | (1ull << 23);
-  a.ids = {7};
-  a.name = "cpu-clock";
+  const EventAttr a = cpu_clock_attr();
   std::vector<std::byte> out;
   PerfWriter w = PerfWriter::to_memory(out, false);
-  EXPECT_TRUE(w.set_attrs({&a, 1}).has_value());
-  EXPECT_TRUE(w.add_feature(layout::kFeatEventDesc, feature_event_desc({&a, 1})).has_value());
-  EXPECT_TRUE(w.add_feature(layout::kFeatArch, feature_string("x86_64")).has_value());
+  begin_file(w, a);
   std::vector<std::byte> rec;
   SampleId id;
   id.time = 1'000'000'000;
