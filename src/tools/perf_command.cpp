@@ -273,8 +273,6 @@ class PerfScript {
   }
 
  private:
-  // The sample as a profile::Sample (frames innermost first; the kernel's
-  // mapping of unknown extent, named by its recorded build-id).
   // A sample's resolution (perf::UnwoundSample::repeat_id), thread and event.
   struct RepeatKey {
     std::uint64_t repeat_id;
@@ -289,7 +287,9 @@ class PerfScript {
     }
   };
 
-  // Returns the sample's node in `prof`.
+  // The sample as a profile::Sample (frames innermost first; the kernel's
+  // mapping of unknown extent, named by its recorded build-id) into `prof`:
+  // returns its node there.
   static std::uint32_t add_to_profile(profile::Profile& prof, std::vector<profile::Frame>& frames,
                                       const perf::Record& rec, const perf::UnwoundSample& u, std::string_view comm,
                                       std::string_view kernel_build_id) {
