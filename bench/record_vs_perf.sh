@@ -32,8 +32,8 @@
 #    the direct ratio favours perf. sframe record's is given three times:
 #    with its table cache empty (a first recording: every module's table
 #    built), warm (a later one: the tables read back), and warm in one step
-#    (`record --folded`: the conversion in the recorder's process, from a
-#    scratch perf.data, instead of `perf script --folded` after it);
+#    (`record --folded`: the conversion in the recorder's process, as the
+#    records are written, instead of `perf script --folded` after it);
 #  - slowdown of the workload at 999 Hz against the workload alone;
 # then start-up (-a with 100 more processes running: launch to recording,
 # the BPF load's share) and memory (tables against .sframe/.eh_frame bytes,

@@ -468,7 +468,7 @@ Expected<void> PerfWriter::write(std::span<const std::byte> record) {
 
 std::uint64_t PerfWriter::data_size() const noexcept { return impl_->data_bytes; }
 
-Expected<void> PerfWriter::finish(OutputFile::Durability durability) {
+Expected<void> PerfWriter::finish() {
   Impl& w = *impl_;
   if (w.finished) return {};
   w.finished = true;
@@ -477,7 +477,7 @@ Expected<void> PerfWriter::finish(OutputFile::Durability durability) {
   } else if (auto r = w.flush(); !r) {
     return r;
   }
-  if (w.file) return w.file->commit(durability);
+  if (w.file) return w.file->commit();
   return {};
 }
 

@@ -126,11 +126,9 @@ class PerfWriter {
   /// Bytes of records written so far (the data section).
   std::uint64_t data_size() const noexcept;
   /// File mode: writes the feature sections, attribute IDs, attributes and
-  /// the header, then renames the file over the destination. Pipe mode:
-  /// flushes. `durability`: whether the file is synced before the rename
-  /// (OutputFile::Durability; kUnsynced for a file read back and removed).
-  /// Errors: kIoError.
-  Expected<void> finish(OutputFile::Durability durability = OutputFile::Durability::kSynced);
+  /// the header, then syncs the file and renames it over the destination.
+  /// Pipe mode: flushes. Errors: kIoError.
+  Expected<void> finish();
 
  private:
   struct Impl;

@@ -123,7 +123,8 @@ class Recording {
 
   std::string run() {
     attr_ = output_attr(false);
-    if (std::string e = create(writer_, opt_.output, attr_); !e.empty()) return e;
+    if (!opt_.output.empty())
+      if (std::string e = create(writer_, opt_.output, attr_); !e.empty()) return e;
     copy_attr_ = output_attr(true);
     if (opt_.check)
       if (std::string e = create(check_writer_, opt_.check_output, copy_attr_); !e.empty()) return e;
@@ -136,6 +137,20 @@ class Recording {
     tables_ = std::make_unique<Tables>(*session_, opt_.table_cache);
     decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);
     copy_decoder_ = std::make_unique<perf::RecordDecoder>(std::vector{copy_attr_});
+    if (opt_.consumer) {
+      // The header add_features() writes at the end, as far as a reader
+      // looks at it before the records: a kernel frame is named from the
+      // copy of kallsyms kept under the kernel's build-id.
+      perf::FileInfo head = info;
+      head.arch = "x86_64";
+      if (std::string id = kernel_build_id(); !id.empty()) {
+        perf::BuildIdEntry& b = head.build_ids.emplace_back();
+        b.cpumode = perf::kMiscKernel;
+        b.build_id = std::move(id);
+        b.filename = std::string(perf::kKernelDso);
+      }
+      opt_.consumer->begin(head);
+    }
     if (!opt_.command.empty())
       if (std::string e = start_command(); !e.empty()) return e;
     const std::uint64_t l0 = monotonic_ns();
@@ -555,9 +570,13 @@ class Recording {
   // One record into the output (`to_check`: the `--check` output too).
   void emit(std::span<const std::byte> rec, bool to_main, bool to_check) {
     if (!werr_.empty()) return;
-    if (to_main && !writer_->write(rec)) werr_ = opt_.output + ": cannot write";
+    if (to_main) {
+      if (writer_ && !writer_->write(rec)) werr_ = opt_.output + ": cannot write";
+      if (opt_.consumer) opt_.consumer->record(rec);
+      ++sum_.records;
+      sum_.bytes += rec.size();
+    }
     if (to_check && check_writer_ && !check_writer_->write(rec)) werr_ = opt_.check_output + ": cannot write";
-    if (to_main) ++sum_.records;
   }
 
   void put(std::vector<std::byte>& rec) {
@@ -725,12 +744,10 @@ class Recording {
   }
 
   std::string finish() {
-    if (!add_features(*writer_, opt_.argv, attr_, build_ids_)) return opt_.output + ": cannot write";
+    if (writer_ && !add_features(*writer_, opt_.argv, attr_, build_ids_)) return opt_.output + ": cannot write";
     if (check_writer_ && (!add_features(*check_writer_, opt_.argv, copy_attr_, build_ids_) || !check_writer_->finish()))
       return opt_.check_output + ": cannot write";
-    sum_.bytes = writer_->data_size();
-    if (!writer_->finish(opt_.scratch_output ? OutputFile::Durability::kUnsynced : OutputFile::Durability::kSynced))
-      return opt_.output + ": cannot write";
+    if (writer_ && !writer_->finish()) return opt_.output + ": cannot write";
     if (tables_) sum_.tables = tables_->stats();
     if (maps_) {
       sum_.modules_refused = maps_->modules_refused();

@@ -22,15 +22,37 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "perf_data.hpp"
 #include "tables.hpp"
 
 namespace sframe::record {
 
 /// What to record.
+/// Takes a recording's records as the recorder writes them, for a program
+/// that converts them as they come (`sframe record --folded`) instead of
+/// reading back a perf.data. Called on the recording's thread: a consumer
+/// that is slow delays the draining of the ring buffers, whose samples are
+/// then lost (counted in RecordSummary::lost).
+class RecordConsumer {
+ public:
+  virtual ~RecordConsumer() = default;
+  /// Once, before any record: what a reader of the perf.data would find in
+  /// its header (the event's attributes, the ARCH feature, and the running
+  /// kernel's build-id as its BUILD_ID feature names it).
+  virtual void begin(const perf::FileInfo& info) = 0;
+  /// One record of the output's data section, as written there: whole
+  /// (perf_event_header included), in the file's order (by time, with
+  /// FINISHED_ROUND records between passes), laid out per begin()'s
+  /// attributes. The bytes live for the call only.
+  virtual void record(std::span<const std::byte> rec) = 0;
+};
+
 struct RecordOptions {
   /// Samples per second per CPU (cpu-clock, perf's -F).
   unsigned frequency = 99;
@@ -44,11 +66,11 @@ struct RecordOptions {
   /// Stop after this many seconds (0: at the command's exit, when every
   /// process of `pids` has exited, or at `stop`).
   double duration = 0;
-  /// The perf.data to write (renamed into place when complete).
+  /// The perf.data to write (renamed into place when complete); empty:
+  /// none (the records go to `consumer` only).
   std::string output = "sframe.data";
-  /// `output` is a scratch file, read back and removed by the caller
-  /// (`--folded`): not synced to disk.
-  bool scratch_output = false;
+  /// Also takes every record of the output as it is written (null: none).
+  RecordConsumer* consumer = nullptr;
   /// The recorder's own command line (the CMDLINE feature).
   std::vector<std::string> argv;
   /// Walk by frame pointers only, with no tables (the benchmark's

@@ -120,11 +120,6 @@ std::string cache_kallsyms(const std::string& buildid_dir, const std::string& bu
   return {};
 }
 
-namespace {
-
-// The running kernel's GNU build ID (/sys/kernel/notes, the notes of its
-// image), as perf record notes it for [kernel.kallsyms]; empty when the
-// file cannot be read.
 std::string kernel_build_id() {
   std::ifstream in("/sys/kernel/notes", std::ios::binary);
   std::vector<char> bytes(64 << 10);  // a kernel's notes take a few hundred bytes
@@ -132,6 +127,8 @@ std::string kernel_build_id() {
   bytes.resize(static_cast<std::size_t>(in.gcount()));
   return elf::gnu_build_id(std::as_bytes(std::span(bytes))).value_or("");
 }
+
+namespace {
 
 perf::SampleId id_of(std::uint32_t pid, std::uint32_t tid) {
   perf::SampleId id;

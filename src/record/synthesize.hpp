@@ -37,6 +37,11 @@ std::vector<pid_t> threads_of(pid_t pid);
 /// for a command that is not a dynamic ELF executable.
 std::vector<std::string> command_files(const std::string& argv0);
 
+/// The running kernel's GNU build ID (/sys/kernel/notes, the notes of its
+/// image) in lowercase hex, as perf record names [kernel.kallsyms] in its
+/// BUILD_ID feature; empty when the file cannot be read.
+std::string kernel_build_id();
+
 /// The feature sections perf record writes that a reader of `sframe
 /// record`'s output uses: CMDLINE (`argv`), EVENT_DESC (`attr`), ARCH,
 /// HOSTNAME, OSRELEASE, NR_CPUS and BUILD_ID (`build_ids`: path -> hex).

@@ -121,27 +121,48 @@ class PerfScript {
  public:
   explicit PerfScript(const PerfScriptOptions& opt) : opt_(opt) {}
 
+  // The perf.data named by the options, read and converted.
   int run() {
-    if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
-    // --folded and --json are no perf layout: their frames and names stay
-    // those of the default session options, whatever --perf-compat says.
-    const Compat compat = compat_for(opt_.perf_compat);
-    const bool text = !opt_.folded && !opt_.json;
+    check_usage();
     auto data = perf::PerfData::open(opt_.input);
     if (!data) return fail(write_error_text(data.error()), &data.error());
-    const perf::FileInfo& info = data->info();
+    if (int rc = begin(data->info()); rc != 0) return rc;
+    auto r = data->for_each([&](const perf::Record& rec) { take(rec); });
+    if (!r) {
+      out_.flush();
+      if (js_) {
+        // Past the first byte there is no second document: this one ends
+        // with the error, as its last member (docs/json.md).
+        complain(opt_.input, error_text(r.error()));
+        while (js_->depth() > 1) js_->end();
+        js_->member("error_detail", error_json(r.error()));
+        js_->close_with_error(error_text(r.error()));
+        return 1;
+      }
+      return fail(error_text(r.error()), &r.error());
+    }
+    return end(data->stats());
+  }
+
+  // The conversion fed record by record (PerfScriptStream): begin() with
+  // the file's header, take() each record in the file's order, end() to
+  // write the outputs. Each returns an exit status (0: go on).
+  int begin(const perf::FileInfo& info) {
+    check_usage();
+    // --folded and --json are no perf layout: their frames and names stay
+    // those of the default session options, whatever --perf-compat says.
+    compat_ = compat_for(opt_.perf_compat);
+    text_ = !opt_.folded && !opt_.json;
     if (!info.arch.empty() && info.arch != "x86_64")
       return fail(fmt::format("recorded on {}: only x86_64 samples are unwound", info.arch), nullptr);
-    unsigned fields = 0;
     if (!opt_.fields.empty()) {
-      fields = parse_fields(opt_.fields);
+      fields_ = parse_fields(opt_.fields);
     } else {
       // perf script's default for software and hardware events.
-      fields = kComm | kTid | kTime | kPeriod | kEvent | kIp | kSym | kSymoff | kDso;
-      if (!info.attrs.empty() && (info.attrs[0].sample_type & perf::kSampleCpu)) fields |= kCpu;
+      fields_ = kComm | kTid | kTime | kPeriod | kEvent | kIp | kSym | kSymoff | kDso;
+      if (!info.attrs.empty() && (info.attrs[0].sample_type & perf::kSampleCpu)) fields_ |= kCpu;
     }
-    std::size_t name_width = 0;
-    for (const auto& a : info.attrs) name_width = std::max(name_width, a.name.size());
+    for (const auto& a : info.attrs) name_width_ = std::max(name_width_, a.name.size());
 
     // Never destroyed: freeing the session's tables (every module's symbols
     // and unwind rows, many small blocks on a large profile) is work for
@@ -149,130 +170,120 @@ class PerfScript {
     // reachable, so LeakSanitizer does not report it ([[gnu::used]]: else
     // the optimizer drops the never-read pointer and LSan sees a leak).
     [[gnu::used]] static perf::Session* kept = nullptr;
-    kept = new perf::Session(info, text ? compat.session : perf::SessionOptions{});
-    perf::Session& session = *kept;
+    kept = new perf::Session(info, text_ ? compat_.session : perf::SessionOptions{});
+    session_ = kept;
     // --folded, --pprof, --flamegraph: every sample goes into one Profile,
     // the one aggregation they are all written from.
-    const bool profiling = !opt_.pprof.empty() || !opt_.flamegraph.empty();
-    const bool aggregating = opt_.folded || profiling;
-    profile::Profile prof;
-    std::vector<profile::Frame> pframes;
-    std::unordered_map<RepeatKey, std::uint32_t, RepeatKeyHash> repeat_nodes;  // -> profile node
-    std::string_view kernel_build_id;
+    profiling_ = !opt_.pprof.empty() || !opt_.flamegraph.empty();
+    aggregating_ = opt_.folded || profiling_;
     for (const perf::BuildIdEntry& b : info.build_ids)
-      if (b.filename == perf::kKernelDso) kernel_build_id = b.build_id;
-    if (profiling)
-      for (const auto& a : info.attrs) prof.add_event(a.name);
-    Out out;
+      if (b.filename == perf::kKernelDso) kernel_build_id_ = b.build_id;
+    if (profiling_)
+      for (const auto& a : info.attrs) prof_.add_event(a.name);
     // --json: written as the samples come (a recording's samples are not
     // kept): the envelope, the file, then one sample at a time.
-    std::optional<JsonStream> js;
     if (opt_.json) {
-      js.emplace();
-      js->begin_object();
+      js_.emplace();
+      js_->begin_object();
       const Json head = envelope("perf script");
-      for (const auto& [k, v] : head.items()) js->member(k, v);
-      js->member("file", opt_.input);
-      js->key("samples");
-      js->begin_array();
+      for (const auto& [k, v] : head.items()) js_->member(k, v);
+      js_->member("file", opt_.input);
+      js_->key("samples");
+      js_->begin_array();
     }
-    auto r = data->for_each([&](const perf::Record& rec) {
-      if (rec.type != perf::kRecordSample) {
-        session.process(rec);
-        return;
-      }
-      const perf::UnwoundSample& u = session.unwind(rec);
-      const std::string_view comm = session.comm(rec.id.tid);
-      if (aggregating) {
-        // A repeat of an earlier sample (same frames, no state change in
-        // between, so the same comm too) of the same thread and event ends
-        // at the same node.
-        if (u.repeat_id != 0) {
-          const RepeatKey key{u.repeat_id, rec.id.tid, rec.attr};
-          if (auto it = repeat_nodes.find(key); it != repeat_nodes.end()) {
-            prof.add_again(it->second, rec.sample.period);
-          } else {
-            if (repeat_nodes.size() >= (std::size_t{1} << 17)) repeat_nodes.clear();
-            repeat_nodes.emplace(key, add_to_profile(prof, pframes, rec, u, comm, kernel_build_id));
-          }
+    return 0;
+  }
+
+  void take(const perf::Record& rec) {
+    perf::Session& session = *session_;
+    if (rec.type != perf::kRecordSample) {
+      session.process(rec);
+      return;
+    }
+    const perf::UnwoundSample& u = session.unwind(rec);
+    const std::string_view comm = session.comm(rec.id.tid);
+    if (aggregating_) {
+      // A repeat of an earlier sample (same frames, no state change in
+      // between, so the same comm too) of the same thread and event ends
+      // at the same node.
+      if (u.repeat_id != 0) {
+        const RepeatKey key{u.repeat_id, rec.id.tid, rec.attr};
+        if (auto it = repeat_nodes_.find(key); it != repeat_nodes_.end()) {
+          prof_.add_again(it->second, rec.sample.period);
         } else {
-          add_to_profile(prof, pframes, rec, u, comm, kernel_build_id);
+          if (repeat_nodes_.size() >= (std::size_t{1} << 17)) repeat_nodes_.clear();
+          repeat_nodes_.emplace(key, add_to_profile(prof_, pframes_, rec, u, comm, kernel_build_id_));
         }
+      } else {
+        add_to_profile(prof_, pframes_, rec, u, comm, kernel_build_id_);
       }
-      if (opt_.folded) return;
-      if (opt_.json) {
-        Json s;
-        s["comm"] = std::string(comm);
-        s["pid"] = rec.id.pid;
-        s["tid"] = rec.id.tid;
-        s["time"] = rec.id.time;
-        s["period"] = rec.sample.period;
-        s["event"] = rec.attr ? rec.attr->name : "";
-        Json fr = Json::array();
-        for (const perf::ResolvedFrame& f : u.frames) {
-          Json j;
-          j["ip"] = fmt::format("{:#x}", f.ip);
-          j["address"] = fmt::format("{:#x}", f.address);
-          j["symbol"] = f.symbol ? Json(*f.symbol) : Json(nullptr);
-          j["symoff"] = f.symoff;
-          j["dso"] = f.dso ? Json(*f.dso) : Json(nullptr);
-          j["source"] = std::string(perf::to_string(f.origin));
-          fr.push_back(std::move(j));
-        }
-        s["frames"] = std::move(fr);
-        s["stop"] = u.walked ? Json(std::string(u.why)) : Json(nullptr);
-        s["stop_address"] = fmt::format("{:#x}", u.stop_address);
-        s["stack"] = {{"base", fmt::format("{:#x}", u.stack_base)}, {"size", u.stack_size}};
-        js->value(s);
-        return;
-      }
-      if (!opt_.text) return;
-      print_sample(out.buf, compat.layout, rec, u, comm, fields, name_width);
-      out.flush_if_full();
-    });
-    if (!r) {
-      out.flush();
-      if (js) {
-        // Past the first byte there is no second document: this one ends
-        // with the error, as its last member (docs/json.md).
-        complain(opt_.input, error_text(r.error()));
-        while (js->depth() > 1) js->end();
-        js->member("error_detail", error_json(r.error()));
-        js->close_with_error(error_text(r.error()));
-        return 1;
-      }
-      return fail(error_text(r.error()), &r.error());
     }
+    if (opt_.folded) return;
+    if (opt_.json) {
+      Json s;
+      s["comm"] = std::string(comm);
+      s["pid"] = rec.id.pid;
+      s["tid"] = rec.id.tid;
+      s["time"] = rec.id.time;
+      s["period"] = rec.sample.period;
+      s["event"] = rec.attr ? rec.attr->name : "";
+      Json fr = Json::array();
+      for (const perf::ResolvedFrame& f : u.frames) {
+        Json j;
+        j["ip"] = fmt::format("{:#x}", f.ip);
+        j["address"] = fmt::format("{:#x}", f.address);
+        j["symbol"] = f.symbol ? Json(*f.symbol) : Json(nullptr);
+        j["symoff"] = f.symoff;
+        j["dso"] = f.dso ? Json(*f.dso) : Json(nullptr);
+        j["source"] = std::string(perf::to_string(f.origin));
+        fr.push_back(std::move(j));
+      }
+      s["frames"] = std::move(fr);
+      s["stop"] = u.walked ? Json(std::string(u.why)) : Json(nullptr);
+      s["stop_address"] = fmt::format("{:#x}", u.stop_address);
+      s["stack"] = {{"base", fmt::format("{:#x}", u.stack_base)}, {"size", u.stack_size}};
+      js_->value(s);
+      return;
+    }
+    if (!opt_.text) return;
+    print_sample(out_.buf, compat_.layout, rec, u, comm, fields_, name_width_);
+    out_.flush_if_full();
+  }
+
+  int end(const perf::ReadStats& rs) {
     if (opt_.folded && opt_.folded_output != "-") {
-      const std::string lines = profile::folded_stacks(prof);
+      const std::string lines = profile::folded_stacks(prof_);
       auto f = OutputFile::create(opt_.folded_output);
       if (!f) return fail_output(opt_.folded_output, f.error());
       if (auto ok = f->write(std::as_bytes(std::span(lines.data(), lines.size()))); !ok)
         return fail_output(opt_.folded_output, ok.error());
       if (auto ok = f->commit(); !ok) return fail_output(opt_.folded_output, ok.error());
     } else if (opt_.folded) {
-      const std::string lines = profile::folded_stacks(prof);
-      out.flush();
+      const std::string lines = profile::folded_stacks(prof_);
+      out_.flush();
       std::fwrite(lines.data(), 1, lines.size(), stdout);
     }
-    out.flush();
-    if (profiling)
-      if (int rc = write_profiles(prof); rc != 0) {
-        if (js) js->close_with_error("cannot write a profile (--pprof, --flamegraph)");
+    out_.flush();
+    if (profiling_)
+      if (int rc = write_profiles(prof_); rc != 0) {
+        if (js_) js_->close_with_error("cannot write a profile (--pprof, --flamegraph)");
         return rc;
       }
-    const perf::SessionStats& st = session.stats();
-    const perf::ReadStats& rs = data->stats();
-    if (js) {
-      js->end();
-      js->member("summary", summary_json(st, rs));
-      js->finish();
+    const perf::SessionStats& st = session_->stats();
+    if (js_) {
+      js_->end();
+      js_->member("summary", summary_json(st, rs));
+      js_->finish();
     }
     if (opt_.summary) print_summary(st, rs);
     return 0;
   }
 
  private:
+  void check_usage() const {
+    if (opt_.folded && opt_.json) throw UsageError("--folded and --json exclude each other");
+  }
+
   // A sample's resolution (perf::UnwoundSample::repeat_id), thread and event.
   struct RepeatKey {
     std::uint64_t repeat_id;
@@ -495,6 +506,19 @@ class PerfScript {
   }
 
   const PerfScriptOptions& opt_;
+  Compat compat_;
+  bool text_ = true;
+  unsigned fields_ = 0;
+  std::size_t name_width_ = 0;
+  perf::Session* session_ = nullptr;
+  bool profiling_ = false;
+  bool aggregating_ = false;
+  profile::Profile prof_;
+  std::vector<profile::Frame> pframes_;
+  std::unordered_map<RepeatKey, std::uint32_t, RepeatKeyHash> repeat_nodes_;  // -> profile node
+  std::string kernel_build_id_;
+  Out out_;
+  std::optional<JsonStream> js_;
 };
 
 class PerfCommand final : public Command {
@@ -539,6 +563,18 @@ class PerfCommand final : public Command {
 }  // namespace
 
 int run_perf_script(const PerfScriptOptions& opt) { return PerfScript(opt).run(); }
+
+struct PerfScriptStream::Impl {
+  PerfScriptOptions opt;
+  PerfScript script;
+  explicit Impl(const PerfScriptOptions& o) : opt(o), script(opt) {}
+};
+
+PerfScriptStream::PerfScriptStream(const PerfScriptOptions& opt) : impl_(std::make_unique<Impl>(opt)) {}
+PerfScriptStream::~PerfScriptStream() = default;
+int PerfScriptStream::begin(const perf::FileInfo& info) { return impl_->script.begin(info); }
+void PerfScriptStream::take(const perf::Record& rec) { impl_->script.take(rec); }
+int PerfScriptStream::end() { return impl_->script.end(perf::ReadStats{}); }
 
 std::unique_ptr<Command> make_perf_command() { return std::make_unique<PerfCommand>(); }
 

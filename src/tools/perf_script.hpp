@@ -4,7 +4,10 @@
 // (--folded, --pprof, --flamegraph of what it recorded).
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "perf_data.hpp"
 
 namespace sframe::tools {
 
@@ -32,5 +35,28 @@ struct PerfScriptOptions {
 /// Runs `sframe perf script` with `opt`; the exit status (errors are
 /// printed on stderr, or as a JSON document with --json).
 int run_perf_script(const PerfScriptOptions& opt);
+
+/// `sframe perf script` fed record by record instead of reading
+/// `input` (which only names the records in messages): `sframe record`'s
+/// --folded, --pprof and --flamegraph, converted as the recording is
+/// written, with no perf.data read back. Each call returns an exit status
+/// (0: go on; errors are printed on stderr).
+class PerfScriptStream {
+ public:
+  explicit PerfScriptStream(const PerfScriptOptions& opt);
+  ~PerfScriptStream();
+  PerfScriptStream(const PerfScriptStream&) = delete;
+  PerfScriptStream& operator=(const PerfScriptStream&) = delete;
+  /// Once, before any record: the file's header as a reader would find it.
+  int begin(const perf::FileInfo& info);
+  /// One record, in the file's order (the views live for the call only).
+  void take(const perf::Record& rec);
+  /// After the last record: writes the outputs.
+  int end();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace sframe::tools

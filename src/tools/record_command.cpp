@@ -17,6 +17,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
+#include <span>
 
 #include "cli.hpp"
 #include "commands.hpp"
@@ -88,17 +91,25 @@ class RecordCommand final : public Command {
       if (auto f = OutputFile::create(out); !f)
         return complain_and_fail(out, fmt::format("cannot write: {}", write_error_text(f.error())));
     }
-    std::string temp;
-    if (folded_) {
-      char tmpl[] = "/tmp/sframe-record-XXXXXX";
-      const int fd = mkstemp(tmpl);
-      if (fd < 0) return complain_and_fail("/tmp", "cannot create a temporary file");
-      close(fd);
-      temp = tmpl;
-      opt_.output = temp;
-      opt_.scratch_output = true;
-    } else if (!output_.empty()) {
+    // --folded writes no perf.data; --pprof and --flamegraph write one
+    // beside their profiles. Either is converted as it is recorded.
+    if (folded_)
+      opt_.output.clear();
+    else if (!output_.empty())
       opt_.output = output_;
+    std::unique_ptr<Conversion> conversion;
+    if (folded_ || !pprof_.empty() || !flamegraph_.empty()) {
+      PerfScriptOptions so;
+      so.input = folded_ ? "the recording" : opt_.output;
+      so.folded = folded_;
+      so.folded_output = output_.empty() ? "-" : output_;
+      so.pprof = pprof_;
+      so.flamegraph = flamegraph_;
+      so.summary = false;
+      so.text = false;
+      so.command_line = command_line();
+      conversion = std::make_unique<Conversion>(so);
+      opt_.consumer = conversion.get();
     }
     if (opt_.check)
       opt_.check_output = !check_output_.empty() ? check_output_ : (folded_ ? std::string("sframe.data") : opt_.output) + ".check";
@@ -130,29 +141,47 @@ class RecordCommand final : public Command {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     if (!err.empty()) {
-      if (!temp.empty()) unlink(temp.c_str());
       std::fprintf(stderr, "sframe record: %s\n", err.c_str());
       return 1;
     }
     print_summary(sum, opt_);
-    int rc = 0;
-    if (folded_ || !pprof_.empty() || !flamegraph_.empty()) {
-      PerfScriptOptions so;
-      so.input = opt_.output;
-      so.folded = folded_;
-      so.folded_output = output_.empty() ? "-" : output_;
-      so.pprof = pprof_;
-      so.flamegraph = flamegraph_;
-      so.summary = false;
-      so.text = false;
-      so.command_line = command_line();
-      rc = run_perf_script(so);
-    }
-    if (!temp.empty()) unlink(temp.c_str());
-    return rc;
+    return conversion ? conversion->end() : 0;
   }
 
  private:
+  // `sframe perf script`'s conversion of the records as the recorder writes
+  // them: decoded per the recording's attributes, then taken as a perf.data
+  // reader would give them.
+  class Conversion final : public record::RecordConsumer {
+   public:
+    explicit Conversion(const PerfScriptOptions& opt) : script_(opt) {}
+    void begin(const perf::FileInfo& info) override {
+      rc_ = script_.begin(info);
+      decoder_.emplace(info.attrs);
+    }
+    void record(std::span<const std::byte> rec) override {
+      if (rc_ != 0) return;
+      // The recorder's own records: one that does not decode is a defect
+      // of ours, said once at the end rather than dropped unseen.
+      if (auto ok = decoder_->decode(rec, r_); ok) script_.take(r_);
+      else ++undecoded_;
+    }
+    int end() {
+      if (undecoded_)
+        std::fprintf(stderr, "sframe record: %llu records of the recording could not be decoded (a defect)\n",
+                     static_cast<unsigned long long>(undecoded_));
+      if (rc_ != 0) return rc_;
+      return script_.end() != 0 || undecoded_ ? 1 : 0;
+    }
+
+   private:
+    PerfScriptStream script_;
+    std::optional<perf::RecordDecoder> decoder_;
+    perf::Record r_;
+    int rc_ = 0;
+    std::uint64_t undecoded_ = 0;
+  };
+
   static int complain_and_fail(const std::string& where, const std::string& why) {
     complain(where, why);
     return 1;

@@ -18,7 +18,11 @@
 #   c       the same truths for the perf tests' C program without frame
 #           pointers, with its own .sframe (-Wa,--gsframe);
 #   python  and for python3 (SFrame generated from .eh_frame; run 4x longer
-#           with SFRAMEPP_RECORD_SLOW set, in sanitizer builds).
+#           with SFRAMEPP_RECORD_SLOW set, in sanitizer builds). For both,
+#           the profile --pprof converts as the records are written:
+#           go tool pprof lists the stacks (and mappings) that the current
+#           perf reads in the perf.data written beside it; --folded writes
+#           stacks on standard output and no perf.data.
 #   check   --check 1, sample for sample: for the C program with its own
 #           .sframe, the C++ program that throws, python3 (SFrame generated),
 #           the threads + fork+exec program, the dlopen program (its
@@ -181,9 +185,29 @@ case $part in
       HOME=$work/home same_as_perf k.data
     fi
     # The profiles directly: files written, nothing on standard output.
+    # They are converted as the records are written, not from the perf.data
+    # written beside them: go tool pprof lists the stacks the current perf
+    # reads in that perf.data, and their mappings are its MMAP2 records.
     rec -F 999 -o rec2.data --pprof rec.pb.gz --flamegraph rec.svg -- "${cmd[@]}"
     if [ -s rec.out ] || [ ! -s rec.pb.gz ] || ! grep -q '<svg' rec.svg; then
       echo "FAIL: --pprof/--flamegraph: stdout $(wc -c <rec.out) bytes, profile $(stat -c %s rec.pb.gz 2>/dev/null) bytes"; fail=1
+    fi
+    "$perf7" script --no-inline -i rec2.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >rec2.folded
+    go tool pprof -symbolize=none -sample_index=samples -traces rec.pb.gz >rec.traces 2>pprof.err &&
+      go tool pprof -symbolize=none -raw rec.pb.gz >rec.raw 2>>pprof.err ||
+      { echo "FAIL: go tool pprof:"; cat pprof.err; fail=1; }
+    perf script -i rec2.data --show-mmap-events 2>/dev/null | grep 'PERF_RECORD_MMAP' >rec2.mmap || true
+    if python3 "$perf_tests/profile_check.py" pprof rec2.folded rec.traces rec.raw rec2.mmap; then
+      echo "--pprof as recorded: the stacks and mappings the current perf reads in the perf.data beside it"
+    else
+      fail=1
+    fi
+    # --folded: no perf.data, the stacks on standard output.
+    rm -f sframe.data
+    rec -F 999 --folded -- "${cmd[@]}"
+    if [ -e sframe.data ] || ! grep -q "^${cmd[0]##*/};.* [0-9]*$" rec.out; then
+      echo "FAIL: --folded: a perf.data left ($(ls sframe.data 2>&1)), or no stacks of ${cmd[0]##*/} on standard output:"
+      head -3 rec.out; fail=1
     fi
     ;;
   check)
