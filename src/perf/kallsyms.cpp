@@ -159,8 +159,9 @@ void parse_kallsyms(std::string_view text, std::vector<KSym>& out) {
 }
 
 KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
-  // One pass: every 16th line start, and whether all lines have the
-  // 64-bit layout in address order (then string order is address order).
+  // One pass: every 16th line start, up to the first line out of the
+  // 64-bit layout or out of address order (before it, string order is
+  // address order).
   // A lookup parses the lines from the kept start at or below its address:
   // 8 on average (every 64th kept, 32 of them were most of a Python
   // profile's ~500 kernel lookups; the index is 2 bytes per line).
@@ -178,19 +179,24 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
     return static_cast<int>(std::memchr(at, '\t', 16) != nullptr);
 #endif
   };
+  // Stops (ok false) with `line` at the first line out of layout or order.
   const auto at_line_end = [&](const char* nl) __attribute__((always_inline)) {
+    if (!ok) return;
     if (nl != line) {  // empty lines name nothing
       // parse_line() takes the 64-bit layout only when the name (up to a
       // tab or the line's end) starts past byte 19: other lines are out of
       // layout here too (else the index and the full parse disagree).
       if (nl - line < 20 || !layout64(line, nl) || no_tab16(line) != 0 || line[17] == '\t' || line[19] == '\t') {
         ok = false;
-      } else {
-        const Key k = prefix_key(line);
-        ok = ok && (k.first > prev.first || (k.first == prev.first && k.second >= prev.second));
-        prev = k;
-        if (n++ % 16 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
+        return;
       }
+      const Key k = prefix_key(line);
+      if (k.first < prev.first || (k.first == prev.first && k.second < prev.second)) {
+        ok = false;
+        return;
+      }
+      prev = k;
+      if (n++ % 16 == 0) sparse_.push_back(static_cast<std::uint32_t>(line - base));
     }
     line = nl < end ? nl + 1 : end;
   };
@@ -213,27 +219,41 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
   for (; ok && p < end; ++p)
     if (*p == '\n') at_line_end(p);
   if (ok && line < end) at_line_end(end);  // no final newline
-  if (!ok || text.size() > UINT32_MAX) {
+  sorted_end_ = ok ? text.size() : static_cast<std::size_t>(line - base);
+  if (text.size() > UINT32_MAX) {
     sparse_.clear();
-    sorted_ = false;
-    parse_kallsyms(text, all_);
+    sorted_end_ = 0;
   }
+  // The rest (from its first line) parsed whole, names at their offsets in
+  // the whole text.
+  parse_kallsyms(text.substr(sorted_end_), rest_);
+  for (KSym& k : rest_) k.name_at += static_cast<std::uint32_t>(sorted_end_);
 }
 
 bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const {
   group.clear();
   next = 0;
-  if (!sorted_) {
-    auto up = std::upper_bound(all_.begin(), all_.end(), addr, [](std::uint64_t v, const KSym& k) { return v < k.address; });
-    if (up == all_.begin()) return false;
-    auto lo = up - 1;
-    while (lo != all_.begin() && (lo - 1)->address == (up - 1)->address) --lo;
-    group.assign(lo, up);
-    if (up != all_.end()) next = up->address;
-    return true;
-  }
+  const bool hit = sorted_end_ != 0 && lookup_sorted(addr, group, next);
+  // The rest's, beside: the greater address wins, both groups at the same
+  // one (the sorted run's lines come first in the file).
+  const auto up =
+      std::upper_bound(rest_.begin(), rest_.end(), addr, [](std::uint64_t v, const KSym& k) { return v < k.address; });
+  if (up != rest_.end() && (next == 0 || up->address < next)) next = up->address;
+  if (up == rest_.begin()) return hit;
+  const std::uint64_t at = (up - 1)->address;
+  if (hit && group.front().address > at) return true;
+  if (hit && group.front().address < at) group.clear();
+  auto lo = up - 1;
+  while (lo != rest_.begin() && (lo - 1)->address == at) --lo;
+  group.insert(group.end(), lo, up);
+  return true;
+}
+
+// lookup() in the sorted run; `next` is set whether or not it holds a
+// symbol at or below addr.
+bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const {
   const char* const base = text_.data();
-  const char* const end = base + text_.size();
+  const char* const end = base + sorted_end_;
   // The key of the line "%016lx" of addr would start.
   char target_text[16];
   std::uint64_t v = addr;
@@ -256,16 +276,33 @@ bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::ui
     while (q > base && q[-1] != '\n') --q;
     return q;
   };
+  // The address of the first symbol line from p on (0: none).
+  const auto first_symbol_from = [&](const char* p) -> std::uint64_t {
+    while (p < end) {
+      const char* nl = line_end(p);
+      if (nl != p)
+        if (const KSym* k = symbol(p, nl)) return k->address;
+      p = nl + 1;
+    }
+    return 0;
+  };
   // The last sparse entry whose line is at or below the target.
   auto it = std::upper_bound(sparse_.begin(), sparse_.end(), target,
                              [&](const Key& t, std::uint32_t at) { return t < prefix_key(base + at); });
-  if (it == sparse_.begin()) return false;  // every line lies above
+  if (it == sparse_.begin()) {  // every line lies above
+    next = first_symbol_from(base);
+    return false;
+  }
   // L: the last symbol line at or below the target, forward from there...
   const char* last = nullptr;
+  const char* above = end;  // the first line above the target
   for (const char* p = base + *(it - 1); p < end;) {
     const char* nl = line_end(p);
     if (nl != p) {
-      if (prefix_key(p) > target) break;
+      if (prefix_key(p) > target) {
+        above = p;
+        break;
+      }
       if (symbol(p, nl)) last = p;
     }
     p = nl + 1;
@@ -276,7 +313,10 @@ bool KallsymsIndex::lookup(std::uint64_t addr, std::vector<KSym>& group, std::ui
     const char* nl = line_end(p);
     if (nl != p && symbol(p, nl)) last = p;
   }
-  if (!last) return false;
+  if (!last) {
+    next = first_symbol_from(above);
+    return false;
+  }
   // The group: symbol lines of the same address around L (contiguous:
   // sorted), in file order.
   const Key key = prefix_key(last);

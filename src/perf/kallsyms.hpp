@@ -37,28 +37,31 @@ void parse_kallsyms(std::string_view text, std::vector<KSym>& out);
 std::uint64_t kallsyms_address(std::string_view text, std::string_view name);
 
 /// kallsyms text looked up by address, as parse_kallsyms() would list it.
-/// When every line has the 64-bit layout ("%016lx %c %s") and the lines
-/// come in address order (the kernel's s_show() lists the core kernel so;
-/// loaded modules' symbols may not be), only every 16th line start is kept
-/// (one pass, no per-symbol memory) and a lookup parses the lines near its
-/// address; else every function symbol is parsed and sorted. `text` must
-/// outlive the index.
+/// Its longest run of leading lines that have the 64-bit layout ("%016lx
+/// %c %s") and come in address order (the kernel's s_show() lists the core
+/// kernel so) is indexed by every 16th line start (one pass, no per-symbol
+/// memory), and a lookup parses the lines near its address; the lines after
+/// it (loaded modules' symbols, listed module by module, and BPF programs')
+/// are parsed and sorted. `text` must outlive the index.
 class KallsymsIndex {
  public:
   explicit KallsymsIndex(std::string_view text);
   /// The function symbols at the greatest address at or below `addr`
   /// (aliases, in file order) into `group`, and in `next` the address of
-  /// the first function symbol above them (0: none). False when no
+  /// the first function symbol above `addr` (0: none). False when no
   /// function symbol lies at or below `addr`.
   bool lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
-  /// Lookups parse lines on demand (the sorted case).
-  bool sparse() const noexcept { return sorted_; }
+  /// Bytes of text at the start that lookups parse on demand (the sorted
+  /// run); the rest was parsed whole.
+  std::size_t sorted_bytes() const noexcept { return sorted_end_; }
 
  private:
+  bool lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
+
   std::string_view text_;
-  bool sorted_ = true;
+  std::size_t sorted_end_ = 0;  // the sorted run is text_[0, sorted_end_)
   std::vector<std::uint32_t> sparse_;
-  std::vector<KSym> all_;
+  std::vector<KSym> rest_;  // function symbols after the run, by address
 };
 
 }  // namespace sframe::perf::detail
