@@ -327,12 +327,15 @@ bool Tables::preload_vdso() {
   auto v = process::own_vdso();
   if (!v) return false;
   // The session keys the vDSO by its name alone (perf_unwind.cpp: no file,
-  // no build-id in its MMAP2 record).
-  return module_of(std::make_shared<const elf::ElfFile>(std::move(*v)), "[vdso]", "") != 0;
+  // no build-id in its MMAP2 record); the table cache by the build-id note
+  // in its ".note" section (the kernel's vdso linker script names it so).
+  std::string id;
+  if (auto notes = v->section_bytes(".note")) id = elf::gnu_build_id(notes->bytes).value_or("");
+  return module_of(std::make_shared<const elf::ElfFile>(std::move(*v)), "[vdso]", "", id) != 0;
 }
 
 std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
-                                const std::string& build_id) {
+                                const std::string& build_id, const std::string& cache_id) {
   if (!file) return 0;
   auto [it, fresh] = ids_.try_emplace(path + '\n' + build_id, 0);
   if (fresh) {
@@ -340,13 +343,14 @@ std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file,
     // From the cache when it has the file's (by build-id: the same bytes);
     // else built, and kept there for the next recording.
     const TableCache cache(cache_dir_);
-    std::optional<CachedTable> t = cache.load(build_id);
+    const std::string& id = cache_id.empty() ? build_id : cache_id;
+    std::optional<CachedTable> t = cache.load(id);
     if (t) {
       t->stats.cached_modules = 1;
     } else {
       t.emplace();
       t->table = build_module_table(*file, t->stats);
-      if (!build_id.empty()) cache.store(build_id, *t);
+      if (!id.empty()) cache.store(id, *t);
     }
     stats_.add(t->stats);
     modules_.push_back(std::move(t->table));

@@ -123,8 +123,10 @@ class Tables {
   std::uint64_t dropped_mappings() const noexcept { return dropped_mappings_; }
 
  private:
+  // The module of `file`, keyed by path and build-id; its table from the
+  // cache under `cache_id` (empty: build_id).
   std::uint32_t module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,
-                          const std::string& build_id);
+                          const std::string& build_id, const std::string& cache_id = {});
   const perf::Session& session_;
   std::string cache_dir_;
   // By path and build-id ("PATH\nID"): one module per file, whoever opened it.
