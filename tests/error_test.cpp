@@ -4,12 +4,15 @@
 // assertion of value()/error() on the wrong alternative. Truth: the spec's
 // header layout (a bad magic number is a section error at byte 0, spec
 // §2.2), the ELF format (a file cut inside its 64-byte header is not an
-// ELF object), errno's ENOENT for a missing file, and the perf.data magic
-// "PERFILE2" (tools/perf/Documentation/perf.data-file-format.txt).
+// ELF object), errno's ENOENT for a missing file, POSIX's open() of a
+// FIFO for reading (it waits for a writer unless O_NONBLOCK), and the
+// perf.data magic "PERFILE2" (tools/perf/Documentation/perf.data-file-format.txt).
 //
 // Built without NDEBUG (this file only), so that assert() is live.
 #undef NDEBUG
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -112,6 +115,22 @@ TEST(Error, LayersOfRealFailures) {
   const Expected<perf::PerfData> p = perf::PerfData::from_bytes(not_perf);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().layer(), ErrorLayer::kPerf);
+}
+
+// A path from a recording (an MMAP2 file name in a perf.data) may name a
+// FIFO: opening one for reading waits for a writer, and reading a terminal
+// waits for input. ElfFile::open refuses them at once (the alarm ends a
+// wait as a failure).
+TEST(Error, ElfFileOpenRefusesAFifoWithoutWaiting) {
+  const std::string fifo = ::testing::TempDir() + "error_test_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ::alarm(10);
+  const Expected<elf::ElfFile> f = elf::ElfFile::open(fifo);
+  ::alarm(0);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().code(), ErrorCode(ElfErrc::kElfError));
 }
 
 struct Local {

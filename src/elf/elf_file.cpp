@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,8 +44,14 @@ bool ElfFile::relocated() const noexcept { return impl_->relocated; }
 Expected<ElfFile> ElfFile::open(const std::string& path) {
   if (elf_version(EV_CURRENT) == EV_NONE) return make_error(ElfErrc::kElfError, 0);
   auto impl = std::make_unique<Impl>();
-  impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, and regular files only: a path from a recording (a
+  // perf.data's MMAP2 file name) may name a FIFO or a terminal, whose open
+  // or read would wait for a writer that never comes.
+  impl->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (impl->fd < 0) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  struct stat st {};
+  if (::fstat(impl->fd, &st) != 0) return make_error(IoErrc::kIoError, 0, static_cast<std::uint64_t>(errno));
+  if (!S_ISREG(st.st_mode)) return make_error(ElfErrc::kElfError, 0);
   impl->elf = elf_begin(impl->fd, ELF_C_READ_MMAP, nullptr);
   if (!impl->elf || elf_kind(impl->elf) != ELF_K_ELF) return make_error(ElfErrc::kElfError, 0);
   GElf_Ehdr eh;

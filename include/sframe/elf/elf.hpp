@@ -88,7 +88,8 @@ struct SectionBytes {
 class ElfFile {
  public:
   /// Opens and identifies `path`. Errors: kIoError (cannot open/read),
-  /// kElfError (not an ELF file or unreadable headers).
+  /// kElfError (not a regular file, not an ELF file, or unreadable
+  /// headers). Never waits: a FIFO or a device is refused without reading.
   static Expected<ElfFile> open(const std::string& path);
 
   ElfFile(ElfFile&&) noexcept;
