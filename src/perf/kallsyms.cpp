@@ -335,15 +335,7 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
     p = nl + 1;
   }
   // The next symbol above them.
-  for (const char* p = line_end(last) + 1; p < end;) {
-    const char* nl = line_end(p);
-    if (nl != p)
-      if (const KSym* k = symbol(p, nl)) {
-        next = k->address;
-        break;
-      }
-    p = nl + 1;
-  }
+  next = first_symbol_from(line_end(last) + 1);
   return !group.empty();
 }
 

@@ -51,9 +51,6 @@ class KallsymsIndex {
   /// the first function symbol above `addr` (0: none). False when no
   /// function symbol lies at or below `addr`.
   bool lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
-  /// Bytes of text at the start that lookups parse on demand (the sorted
-  /// run); the rest was parsed whole.
-  std::size_t sorted_bytes() const noexcept { return sorted_end_; }
 
  private:
   bool lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
