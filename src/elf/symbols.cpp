@@ -87,7 +87,10 @@ class StringTable {
 // with `labels` the named STT_NOTYPE symbols of code sections (perf keeps
 // such asm labels, e.g. ld.so's _start: util/symbol-elf.c, elf_sym__is_label);
 // `order` counts on across tables.
-void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order, bool labels = false) {
+// `skip`, when given: sorted addresses whose symbols are counted in `order`
+// but not kept (a .dynsym entry at an address the .symtab names).
+void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uint32_t& order, bool labels = false,
+                const std::vector<std::uint64_t>* skip = nullptr) {
   GElf_Shdr sh;
   if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0) return;
   Elf_Data* data = elf_getdata(scn, nullptr);
@@ -122,8 +125,14 @@ void read_table(Elf* e, Elf_Scn* scn, std::vector<FunctionSymbol>& out, std::uin
       continue;
     const char* name = names.at(sym.st_name);
     if (!name || !*name) continue;
-    out.push_back({name, sym.st_value + (rel ? detail::symbol_base(e, sym) : 0), sym.st_size,
-                   static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type, order++});
+    const std::uint64_t address = sym.st_value + (rel ? detail::symbol_base(e, sym) : 0);
+    // Tested before the name is copied: most of a library's .dynsym
+    // repeats its .symtab.
+    if (skip && std::binary_search(skip->begin(), skip->end(), address)) {
+      ++order;
+      continue;
+    }
+    out.push_back({name, address, sym.st_size, static_cast<std::uint8_t>(GELF_ST_BIND(sym.st_info)), type, order++});
   }
 }
 
@@ -507,25 +516,16 @@ SymbolTable SymbolTable::read(const ElfFile& file, const SymbolOptions& options)
     }
   }
   // .dynsym for the addresses the .symtab has no function at.
-  std::vector<FunctionSymbol> dyn;
-  read_table(e, find_table(e, SHT_DYNSYM), dyn, order);
-  if (!dyn.empty()) {
-    std::vector<std::uint64_t> have;
-    have.reserve(t.symbols_.size());
-    for (const auto& s : t.symbols_) have.push_back(s.address);
-    if (have.size() < 256)
-      std::sort(have.begin(), have.end());
-    else
-      radix_sort(have, [](std::uint64_t a) { return a; });
-    if (t.symbols_.empty()) {
-      t.symbols_ = std::move(dyn);  // all of it, in the same order, without moving each symbol
-    } else {
-      t.symbols_.reserve(t.symbols_.size() + dyn.size());
-      for (auto& s : dyn)
-        if (!std::binary_search(have.begin(), have.end(), s.address)) t.symbols_.push_back(std::move(s));
-    }
-    if (t.source_ == SymbolSource::kNone && !t.symbols_.empty()) t.source_ = SymbolSource::kDynsym;
-  }
+  std::vector<std::uint64_t> have;
+  have.reserve(t.symbols_.size());
+  for (const auto& s : t.symbols_) have.push_back(s.address);
+  if (have.size() < 256)
+    std::sort(have.begin(), have.end());
+  else
+    radix_sort(have, [](std::uint64_t a) { return a; });
+  const std::size_t from_symtab = t.symbols_.size();
+  read_table(e, find_table(e, SHT_DYNSYM), t.symbols_, order, false, &have);
+  if (t.source_ == SymbolSource::kNone && t.symbols_.size() > from_symtab) t.source_ = SymbolSource::kDynsym;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ifuncs;  // PLT slot, IFUNC address
   if (labels && options.perf_plt == PerfPlt::k6_1) add_plt_symbols(e, t.symbols_, order);
   if (labels && options.perf_plt == PerfPlt::k7_2) add_plt_symbols_7_2(e, t.symbols_, order, ifuncs);
