@@ -408,6 +408,13 @@ struct Session::Impl {
     // memory, faulted in) than their repeats saved.
     auto [it, fresh] = repeat_newest.try_emplace(hash, kNoRepeat);
     if (fresh) return;
+    if (repeat_frames.capacity() == 0) {
+      // Address space for the limits at once, touched only as filled:
+      // growing by doubling copied the frames and faulted in each new
+      // buffer, the repeat cache's main cost in a recording's conversion.
+      repeat_frames.reserve(kRepeatFrames);
+      repeat_words.reserve(8 * kRepeatFrames);
+    }
     Repeat e{hash,
              next_repeat_id++,
              repeat_words.size(),
