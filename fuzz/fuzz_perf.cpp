@@ -18,6 +18,7 @@
 #include <span>
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -183,25 +184,42 @@ void check_kallsyms(const std::uint8_t* data, std::size_t size) {
   }
   // The index (lines parsed on demand when sorted) answers as the full
   // parse does, at and around every symbol and at the extremes.
-  const sframe::perf::detail::KallsymsIndex index(text);
+  // So does the index saved and read back over the same text; one with a
+  // byte of its saved form changed is refused or, read back, stays in the
+  // text.
+  using sframe::perf::detail::KallsymsIndex;
+  const KallsymsIndex built(text);
+  const std::vector<std::byte> saved = built.save();
+  const std::optional<KallsymsIndex> loaded = KallsymsIndex::load(text, saved);
+  SFRAME_FUZZ_CHECK(loaded.has_value());
   std::vector<std::uint64_t> probes = {0, 1, UINT64_MAX};
   for (std::size_t i = 0; i < syms.size() && i < 64; ++i)
     probes.insert(probes.end(), {syms[i].address - 1, syms[i].address, syms[i].address + 1});
   std::vector<sframe::perf::detail::KSym> group;
-  for (const std::uint64_t a : probes) {
-    std::uint64_t next = 0;
-    const bool hit = index.lookup(a, group, next);
-    auto up = std::upper_bound(syms.begin(), syms.end(), a, [](std::uint64_t v, const auto& k) { return v < k.address; });
-    SFRAME_FUZZ_CHECK(hit == (up != syms.begin()));
-    if (!hit) continue;
-    auto lo = up - 1;
-    while (lo != syms.begin() && (lo - 1)->address == (up - 1)->address) --lo;
-    SFRAME_FUZZ_CHECK(group.size() == static_cast<std::size_t>(up - lo));
-    for (std::size_t k = 0; k < group.size(); ++k) {
-      SFRAME_FUZZ_CHECK(group[k].address == lo[k].address && group[k].name_at == lo[k].name_at);
-      SFRAME_FUZZ_CHECK(group[k].name_len == lo[k].name_len && group[k].type == lo[k].type);
+  std::vector<std::byte> damaged = saved;
+  damaged[size % damaged.size()] ^= std::byte{static_cast<unsigned char>(size > 0 ? data[0] | 1 : 1)};
+  if (const auto bad = KallsymsIndex::load(text, damaged))
+    for (const std::uint64_t a : probes) {
+      std::uint64_t next = 0;
+      if (bad->lookup(a, group, next))
+        for (const auto& k : group) SFRAME_FUZZ_CHECK(k.name_at <= size && k.name_len <= size - k.name_at);
     }
-    SFRAME_FUZZ_CHECK(next == (up != syms.end() ? up->address : 0));
+  for (const KallsymsIndex* index : {&built, &*loaded}) {
+    for (const std::uint64_t a : probes) {
+      std::uint64_t next = 0;
+      const bool hit = index->lookup(a, group, next);
+      auto up = std::upper_bound(syms.begin(), syms.end(), a, [](std::uint64_t v, const auto& k) { return v < k.address; });
+      SFRAME_FUZZ_CHECK(hit == (up != syms.begin()));
+      if (!hit) continue;
+      auto lo = up - 1;
+      while (lo != syms.begin() && (lo - 1)->address == (up - 1)->address) --lo;
+      SFRAME_FUZZ_CHECK(group.size() == static_cast<std::size_t>(up - lo));
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        SFRAME_FUZZ_CHECK(group[k].address == lo[k].address && group[k].name_at == lo[k].name_at);
+        SFRAME_FUZZ_CHECK(group[k].name_len == lo[k].name_len && group[k].type == lo[k].type);
+      }
+      SFRAME_FUZZ_CHECK(next == (up != syms.end() ? up->address : 0));
+    }
   }
   sframe::fuzz::g_sink = sink;
 }

@@ -127,6 +127,20 @@ Key prefix_key(const char* p) {
 // A line with the 64-bit layout's address, space, type, space.
 bool layout64(const char* p, const char* nl) { return nl - p >= 19 && p[16] == ' ' && p[18] == ' '; }
 
+// A nonempty line [line, nl) the sorted run may hold: parse_line() takes
+// the 64-bit layout only when the name (up to a tab or the line's end)
+// starts past byte 19, so other lines end the run (else the index and the
+// full parse disagree). Inlined into the index's scan (GCC calls it
+// otherwise: twice the cost).
+inline __attribute__((always_inline)) bool indexable(const char* line, const char* nl) {
+  if (nl - line < 20 || !layout64(line, nl) || line[17] == '\t' || line[19] == '\t') return false;
+#if defined(__SSE2__)
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(line)), _mm_set1_epi8('\t'))) == 0;
+#else
+  return std::memchr(line, '\t', 16) == nullptr;
+#endif
+}
+
 }  // namespace
 
 std::uint64_t kallsyms_address(std::string_view text, std::string_view name) {
@@ -171,14 +185,6 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
   Key prev{0, 0};
   std::size_t n = 0;
   const char* line = base;
-  // Inlined into the loops below (GCC calls it otherwise: twice the cost).
-  const auto no_tab16 = [](const char* at) {  // nonzero: a tab in [at, at + 16)
-#if defined(__SSE2__)
-    return _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)), _mm_set1_epi8('\t')));
-#else
-    return static_cast<int>(std::memchr(at, '\t', 16) != nullptr);
-#endif
-  };
   // Stops (ok false) with `line` at the first line out of layout or order.
   const auto at_line_end = [&](const char* nl) __attribute__((always_inline)) {
     if (!ok) return;
@@ -186,7 +192,7 @@ KallsymsIndex::KallsymsIndex(std::string_view text) : text_(text) {
       // parse_line() takes the 64-bit layout only when the name (up to a
       // tab or the line's end) starts past byte 19: other lines are out of
       // layout here too (else the index and the full parse disagree).
-      if (nl - line < 20 || !layout64(line, nl) || no_tab16(line) != 0 || line[17] == '\t' || line[19] == '\t') {
+      if (!indexable(line, nl)) {
         ok = false;
         return;
       }
@@ -337,6 +343,98 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
   // The next symbol above them.
   next = first_symbol_from(line_end(last) + 1);
   return !group.empty();
+}
+
+}  // namespace sframe::perf::detail
+
+namespace sframe::perf::detail {
+namespace {
+
+// save()'s layout: this header, the sparse line starts (u32 each, padded
+// to 8 bytes), then the rest's symbols (kRestBytes each: address u64,
+// name_at u32, name_len u16, type, a zero byte).
+struct IndexHeader {
+  char magic[8];
+  std::uint64_t text_size;
+  std::uint64_t sorted_end;
+  std::uint64_t sparse;
+  std::uint64_t rest;
+};
+constexpr char kIndexMagic[8] = {'S', 'F', 'K', 'I', 'D', 'X', '1', '\0'};
+constexpr std::size_t kRestBytes = 16;
+constexpr std::size_t sparse_bytes(std::uint64_t n) { return (4 * n + 7) / 8 * 8; }
+
+}  // namespace
+
+std::vector<std::byte> KallsymsIndex::save() const {
+  IndexHeader h{};
+  std::memcpy(h.magic, kIndexMagic, sizeof h.magic);
+  h.text_size = text_.size();
+  h.sorted_end = sorted_end_;
+  h.sparse = sparse_.size();
+  h.rest = rest_.size();
+  std::vector<std::byte> out(sizeof h + sparse_bytes(h.sparse) + kRestBytes * h.rest);
+  std::memcpy(out.data(), &h, sizeof h);
+  if (!sparse_.empty()) std::memcpy(out.data() + sizeof h, sparse_.data(), 4 * sparse_.size());
+  std::byte* r = out.data() + sizeof h + sparse_bytes(h.sparse);
+  for (const KSym& k : rest_) {
+    std::memcpy(r, &k.address, 8);
+    std::memcpy(r + 8, &k.name_at, 4);
+    std::memcpy(r + 12, &k.name_len, 2);
+    r[14] = static_cast<std::byte>(k.type);
+    r += kRestBytes;
+  }
+  return out;
+}
+
+std::optional<KallsymsIndex> KallsymsIndex::load(std::string_view text, std::span<const std::byte> bytes) {
+  IndexHeader h;
+  if (bytes.size() < sizeof h) return std::nullopt;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  // Every count bounded by the text before any size is computed from it.
+  if (std::memcmp(h.magic, kIndexMagic, sizeof h.magic) != 0 || h.text_size != text.size() ||
+      text.size() > UINT32_MAX || h.sorted_end > text.size() || h.sparse > text.size() / 20 + 1 ||
+      h.rest > text.size() || bytes.size() != sizeof h + sparse_bytes(h.sparse) + kRestBytes * h.rest)
+    return std::nullopt;
+  const char* const base = text.data();
+  // The run ends at the text's end or after a newline.
+  if (h.sorted_end != 0 && h.sorted_end != text.size() && base[h.sorted_end - 1] != '\n') return std::nullopt;
+  KallsymsIndex k;
+  k.text_ = text;
+  k.sorted_end_ = h.sorted_end;
+  k.sparse_.resize(h.sparse);
+  if (h.sparse != 0) std::memcpy(k.sparse_.data(), bytes.data() + sizeof h, 4 * h.sparse);
+  // Each kept start: in the run, after the one before, at a line start, on
+  // a line the run may hold, in address order.
+  const char* const run_end = base + h.sorted_end;
+  Key prev{0, 0};
+  for (std::size_t i = 0; i < k.sparse_.size(); ++i) {
+    const std::uint32_t at = k.sparse_[i];
+    if (at >= h.sorted_end || (i > 0 && at <= k.sparse_[i - 1]) || (at != 0 && base[at - 1] != '\n'))
+      return std::nullopt;
+    const char* line = base + at;
+    const char* nl = static_cast<const char*>(std::memchr(line, '\n', static_cast<std::size_t>(run_end - line)));
+    if (!indexable(line, nl ? nl : run_end)) return std::nullopt;
+    const Key key = prefix_key(line);
+    if (key < prev) return std::nullopt;
+    prev = key;
+  }
+  // The rest's symbols: names after the run and inside the text, function
+  // types, by address.
+  k.rest_.resize(h.rest);
+  const std::byte* r = bytes.data() + sizeof h + sparse_bytes(h.sparse);
+  for (std::size_t i = 0; i < k.rest_.size(); ++i, r += kRestBytes) {
+    KSym& s = k.rest_[i];
+    std::memcpy(&s.address, r, 8);
+    std::memcpy(&s.name_at, r + 8, 4);
+    std::memcpy(&s.name_len, r + 12, 2);
+    s.type = static_cast<char>(r[14]);
+    if (s.name_at < h.sorted_end || std::uint64_t{s.name_at} + s.name_len > text.size() ||
+        (s.type != 't' && s.type != 'T' && s.type != 'w' && s.type != 'W') ||
+        (i > 0 && s.address < k.rest_[i - 1].address))
+      return std::nullopt;
+  }
+  return k;
 }
 
 }  // namespace sframe::perf::detail

@@ -5,7 +5,10 @@
 // hostile text.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -52,7 +55,20 @@ class KallsymsIndex {
   /// function symbol lies at or below `addr`.
   bool lookup(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
 
+  /// The index as bytes, to keep beside the text it indexes (a cache in
+  /// the host's byte order: offsets into the text, no copy of it).
+  std::vector<std::byte> save() const;
+  /// The index saved by save() from `text`, read back over `text` instead
+  /// of scanning it: nullopt when `bytes` are not such an index, or are of
+  /// a text of another size, or any of their line starts, offsets, name
+  /// ranges or orders does not hold in `text` (a stale or damaged cache:
+  /// the caller builds the index). What is checked keeps every lookup
+  /// inside `text`; a file saved from another text of the same size whose
+  /// sampled lines happen to check out gives that text's answers.
+  static std::optional<KallsymsIndex> load(std::string_view text, std::span<const std::byte> bytes);
+
  private:
+  KallsymsIndex() = default;
   bool lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, std::uint64_t& next) const;
 
   std::string_view text_;

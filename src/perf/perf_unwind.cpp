@@ -42,6 +42,10 @@ std::string kallsyms_cache_path(const std::string& buildid_dir, std::string_view
   return buildid_dir + "/" + std::string(kKernelDso) + "/" + std::string(build_id) + "/kallsyms";
 }
 
+std::string kallsyms_index_path(const std::string& buildid_dir, std::string_view build_id) {
+  return kallsyms_cache_path(buildid_dir, build_id) + ".sframe-index";
+}
+
 std::string_view to_string(FrameOrigin o) noexcept {
   switch (o) {
     case FrameOrigin::kKernel: return "kernel";
@@ -533,16 +537,27 @@ struct Session::Impl {
   void read_kallsyms() {
     kallsyms_read = true;
     std::string path = opt.kallsyms;
+    std::string index_path;
     for (const BuildIdEntry& b : info.build_ids) {
       if (b.filename != kKernelDso || b.build_id.empty()) continue;
       const std::string cached = kallsyms_cache_path(opt.buildid_dir, b.build_id);
-      if (::access(cached.c_str(), R_OK) == 0) path = cached;
+      if (::access(cached.c_str(), R_OK) == 0) {
+        path = cached;
+        index_path = kallsyms_index_path(opt.buildid_dir, b.build_id);
+      }
     }
     // /proc/kallsyms is read (it cannot be mapped), perf's cached copy
     // mapped; 64 MiB bounds a hostile source (a real one is ~10 MB).
     if (kfile.open(path, std::size_t{64} << 20) != 0) return;
     ktext = kfile.text();
-    kindex.emplace(ktext);
+    // The copy's index where `sframe record` saved one (checked against
+    // the text), else a scan of the text.
+    if (!index_path.empty()) {
+      detail::FileBytes saved;
+      if (saved.open(index_path, std::size_t{64} << 20) == 0)
+        if (auto k = detail::KallsymsIndex::load(ktext, saved.bytes())) kindex.emplace(std::move(*k));
+    }
+    if (!kindex) kindex.emplace(ktext);
     if (const std::uint64_t text = detail::kallsyms_address(ktext, "_text"); text && recorded_text)
       kdelta = text - recorded_text;
   }

@@ -233,6 +233,11 @@ std::string default_buildid_dir();
 /// BUILDID_DIR/[kernel.kallsyms]/BUILD_ID/kallsyms.
 std::string kallsyms_cache_path(const std::string& buildid_dir, std::string_view build_id);
 
+/// Where `sframe record` keeps its index of that copy (KallsymsIndex::save),
+/// beside it: BUILDID_DIR/[kernel.kallsyms]/BUILD_ID/kallsyms.sframe-index.
+/// perf has no file of that name and reads none it does not know.
+std::string kallsyms_index_path(const std::string& buildid_dir, std::string_view build_id);
+
 /// The callchain of SAMPLE `r` once unwound (`u`), as perf inject
 /// --convert-callchain writes it: the recorded kernel part (up to a
 /// PERF_CONTEXT_USER marker), then PERF_CONTEXT_USER and the user frames

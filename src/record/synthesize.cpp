@@ -99,24 +99,39 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> kernel_text() {
 std::string cache_kallsyms(const std::string& buildid_dir, const std::string& build_id) {
   if (build_id.empty()) return {};
   const std::string path = perf::kallsyms_cache_path(buildid_dir, build_id);
-  if (::access(path.c_str(), F_OK) == 0) return {};
+  const std::string index_path = perf::kallsyms_index_path(buildid_dir, build_id);
+  const bool have_copy = ::access(path.c_str(), F_OK) == 0;
+  if (have_copy && ::access(index_path.c_str(), F_OK) == 0) return {};
   const auto errno_text = [](std::uint64_t e) { return std::string(std::strerror(static_cast<int>(e))); };
   // Read as the readers read it (file_bytes.hpp); a real kallsyms is some
-  // 5-10 MB, and 64 MiB bounds the copy.
+  // 5-10 MB, and 64 MiB bounds the copy. A copy perf made has no index
+  // yet: it is indexed as it is.
   perf::detail::FileBytes kallsyms;
-  if (const int e = kallsyms.open("/proc/kallsyms", std::size_t{64} << 20); e != 0)
-    return "/proc/kallsyms: " + errno_text(static_cast<std::uint64_t>(e));
-  if (kallsyms.truncated()) return "/proc/kallsyms: larger than 64 MiB";
+  const std::string source = have_copy ? path : "/proc/kallsyms";
+  if (const int e = kallsyms.open(source, std::size_t{64} << 20); e != 0)
+    return source + ": " + errno_text(static_cast<std::uint64_t>(e));
+  if (kallsyms.truncated()) return source + ": larger than 64 MiB";
   const std::string_view text = kallsyms.text();
   // Addresses hidden (kptr_restrict): the copy would name nothing.
   if (perf::detail::kallsyms_address(text, "_text") == 0) return {};
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return path + ": " + ec.message();
-  auto out = OutputFile::create(path);
-  if (!out) return path + ": " + errno_text(out.error().value);
-  if (auto w = out->write(kallsyms.bytes()); !w) return path + ": " + errno_text(w.error().value);
-  if (auto c = out->commit(); !c) return path + ": " + errno_text(c.error().value);
+  if (!have_copy) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (ec) return path + ": " + ec.message();
+    auto out = OutputFile::create(path);
+    if (!out) return path + ": " + errno_text(out.error().value);
+    if (auto w = out->write(kallsyms.bytes()); !w) return path + ": " + errno_text(w.error().value);
+    if (auto c = out->commit(); !c) return path + ": " + errno_text(c.error().value);
+  }
+  // The index the conversions would otherwise build from the copy at every
+  // reading (a scan of all its lines). Not synced: a file a crash cuts
+  // short fails its checks when read, and the readers scan instead.
+  const std::vector<std::byte> index = perf::detail::KallsymsIndex(text).save();
+  auto out = OutputFile::create(index_path);
+  if (!out) return index_path + ": " + errno_text(out.error().value);
+  if (auto w = out->write(index); !w) return index_path + ": " + errno_text(w.error().value);
+  if (auto c = out->commit(OutputFile::Durability::kUnsynced); !c)
+    return index_path + ": " + errno_text(c.error().value);
   return {};
 }
 

@@ -72,9 +72,12 @@ bool encode_copy(std::vector<std::byte>& out, const perf::EventAttr& attr, const
 /// holds no copy for it yet, as perf record does: readers (perf report,
 /// `sframe perf script` and `record --folded`) map the copy, a plain file,
 /// instead of having the kernel format /proc/kallsyms again (some 45 ms of
-/// CPU here, more than the rest of a short recording's conversion). Nothing
-/// is copied when kallsyms hides addresses. Returns what failed (empty:
-/// copied, or nothing to do); a recording does not depend on it.
+/// CPU here, more than the rest of a short recording's conversion). Beside
+/// the copy (its own, or one perf made), the copy's index
+/// (perf::kallsyms_index_path, KallsymsIndex::save), which spares those
+/// readers a scan of every line. Nothing is copied when kallsyms hides
+/// addresses. Returns what failed (empty: done, or nothing to do); a
+/// recording does not depend on it.
 std::string cache_kallsyms(const std::string& buildid_dir, const std::string& build_id);
 
 class Synthesizer {

@@ -184,6 +184,15 @@ case $part in
         echo "$copy: the kernel's own lines as /proc/kallsyms lists them"
       fi
       HOME=$work/home same_as_perf k.data
+      # Beside the copy, its index: sframe perf script reads the copy
+      # through it (the comparison above), and through a scan of the copy
+      # when the index does not check out against it.
+      if [ ! -s "$copy.sframe-index" ]; then
+        echo "FAIL: sframe record left no index of the kallsyms copy ($copy.sframe-index)"; fail=1
+      else
+        printf 'x' | dd of="$copy.sframe-index" bs=1 seek=100 conv=notrunc status=none
+        HOME=$work/home same_as_perf k.data
+      fi
     fi
     # The profiles directly: files written, nothing on standard output.
     # They are converted as the records are written, not from the perf.data
