@@ -109,6 +109,11 @@ sframe_record_row pc_mask_row(const Section& s, const Fde& fde, bool generated, 
 
 // Every FRE of `s` as a span; PC-mask functions as one span each.
 void spans_of(const Section& s, bool generated, std::vector<Span>& out, TableStats& st) {
+  // About a span per FRE and one per FDE (the header's counts, capped: a
+  // hostile count allocates no more than the rows it has room for).
+  const std::uint64_t fres = s.header().num_fres, fdes = s.num_fdes();
+  out.reserve(out.size() + static_cast<std::size_t>(std::min<std::uint64_t>(fres + fdes, s.bytes().size())));
+  std::vector<std::pair<std::uint64_t, sframe_record_row>> rows;  // one FDE's, reused
   for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
     auto fde = s.fde(i);
     if (!fde || fde->size == 0) continue;
@@ -117,7 +122,7 @@ void spans_of(const Section& s, bool generated, std::vector<Span>& out, TableSta
       out.push_back({fde->start_pc, end, pc_mask_row(s, *fde, generated, st)});
       continue;
     }
-    std::vector<std::pair<std::uint64_t, sframe_record_row>> rows;
+    rows.clear();
     for (const Expected<Fre>& fre : s.fres(*fde)) {
       if (!fre) break;
       if (fre->start_offset >= fde->size) break;
