@@ -6,6 +6,7 @@
 #include "address_space.hpp"
 #include "file_bytes.hpp"
 #include "kallsyms.hpp"
+#include "repeat_cache.hpp"
 
 #include <elf.h>
 #include <gelf.h>
@@ -146,30 +147,10 @@ struct Session::Impl {
   const std::string kernel_dso{kKernelDso};
   std::string why_buf;
   std::string comm_buf;
-  // Samples without a stack copy resolved since the last state change, by
-  // pid and recorded callchain: a profile repeats a few hundred stacks, and
-  // copying a stack's frames back costs a fraction of resolving each frame
-  // again. Dropped at every record that changes a process (process()), and
-  // past kRepeatFrames frames, callchain words or callchains seen; a
-  // process between its exec and its first sample of the new image
-  // (Space::before_exec) is not remembered.
-  struct Repeat {
-    std::uint64_t hash;
-    std::uint64_t id;
-    std::size_t words_at, frames_at;  // into repeat_words, repeat_frames
-    std::uint32_t words, frames;
-    std::uint32_t pid;
-    std::uint32_t older;  // the previous entry of the same hash, or kNoRepeat
-  };
-  static constexpr std::uint32_t kNoRepeat = ~std::uint32_t{0};
-  static constexpr std::size_t kRepeatFrames = std::size_t{1} << 17;  // and as many words
-  static constexpr std::uint64_t kRepeatMaxWords = 1024;              // a longer callchain is not kept
-  std::vector<std::byte> repeat_words;  // the callchains' bytes as recorded
-  std::vector<ResolvedFrame> repeat_frames;
-  std::vector<Repeat> repeats;
-  // hash -> its newest entry; kNoRepeat: one sample of it seen, none kept
-  std::unordered_map<std::uint64_t, std::uint32_t> repeat_newest;
-  std::uint64_t next_repeat_id = 1;
+  // Samples without a stack copy resolved since the last state change
+  // (process()); a process between its exec and its first sample of the
+  // new image (Space::before_exec) is not remembered.
+  detail::RepeatCache repeats;
 
   Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
     if (opt.buildid_dir.empty()) opt.buildid_dir = default_buildid_dir();
@@ -378,75 +359,12 @@ struct Session::Impl {
     std::span<const AddressRange> signal_trampolines() const { return s.trampolines; }
   };
 
-  // --- repeated samples ------------------------------------------------------
-
-  static std::uint64_t chain_hash(std::uint32_t pid, const Sample& smp) {
-    std::uint64_t h = (pid + 1) * 0x9e3779b97f4a7c15u;
-    for (std::uint64_t i = 0; i < smp.callchain_nr; ++i) {
-      std::uint64_t w;
-      std::memcpy(&w, smp.callchain_data + 8 * i, 8);
-      h = (h ^ w) * 0xff51afd7ed558ccdu;
-      h ^= h >> 29;
-    }
-    return h | 1;  // 0: no hash
-  }
-
-  const Repeat* find_repeat(std::uint64_t hash, std::uint32_t pid, const Sample& smp) const {
-    auto it = repeat_newest.find(hash);
-    if (it == repeat_newest.end()) return nullptr;
-    for (std::uint32_t i = it->second; i != kNoRepeat; i = repeats[i].older) {
-      const Repeat& e = repeats[i];
-      if (e.pid == pid && e.words == smp.callchain_nr &&
-          std::memcmp(repeat_words.data() + e.words_at, smp.callchain_data, 8 * e.words) == 0)
-        return &e;
-    }
-    return nullptr;
-  }
-
-  void remember(std::uint64_t hash, std::uint32_t pid, const Sample& smp) {
-    if (repeat_frames.size() + out.frames.size() > kRepeatFrames ||
-        repeat_words.size() + 8 * smp.callchain_nr > 8 * kRepeatFrames || repeat_newest.size() >= kRepeatFrames)
-      forget_repeats();
-    // A stack is kept from its second sample on: half of a Python
-    // profile's stacks come once, and keeping their frames cost more (the
-    // memory, faulted in) than their repeats saved.
-    auto [it, fresh] = repeat_newest.try_emplace(hash, kNoRepeat);
-    if (fresh) return;
-    if (repeat_frames.capacity() == 0) {
-      // Address space for the limits at once, touched only as filled:
-      // growing by doubling copied the frames and faulted in each new
-      // buffer, the repeat cache's main cost in a recording's conversion.
-      repeat_frames.reserve(kRepeatFrames);
-      repeat_words.reserve(8 * kRepeatFrames);
-    }
-    Repeat e{hash,
-             next_repeat_id++,
-             repeat_words.size(),
-             repeat_frames.size(),
-             static_cast<std::uint32_t>(smp.callchain_nr),
-             static_cast<std::uint32_t>(out.frames.size()),
-             pid,
-             it->second};
-    it->second = static_cast<std::uint32_t>(repeats.size());
-    repeat_words.insert(repeat_words.end(), smp.callchain_data, smp.callchain_data + 8 * smp.callchain_nr);
-    repeat_frames.insert(repeat_frames.end(), out.frames.begin(), out.frames.end());
-    repeats.push_back(e);
-    out.repeat_id = e.id;
-  }
-
-  void forget_repeats() {
-    repeat_words.clear();
-    repeat_frames.clear();
-    repeats.clear();
-    repeat_newest.clear();
-  }
-
   // --- records --------------------------------------------------------------
 
   void process(const Record& r) {
     if (r.type == kRecordMmap || r.type == kRecordMmap2 || r.type == kRecordComm || r.type == kRecordExit ||
         r.type == kRecordFork)
-      forget_repeats();
+      repeats.clear();
     switch (r.type) {
       case kRecordMmap:
       case kRecordMmap2: {
@@ -701,13 +619,11 @@ struct Session::Impl {
     const std::uint64_t has = smp.user_regs(reg);
     // Without registers, the recorded callchain alone names the frames: a
     // repeat of an earlier sample's takes its frames.
-    const std::uint64_t hash =
-        has || smp.callchain_nr == 0 || smp.callchain_nr > kRepeatMaxWords ? 0 : chain_hash(r.id.pid, smp);
-    if (hash != 0)
-      if (const Repeat* e = find_repeat(hash, r.id.pid, smp)) {
-        const auto first = repeat_frames.begin() + static_cast<std::ptrdiff_t>(e->frames_at);
-        out.frames.assign(first, first + e->frames);
-        out.repeat_id = e->id;
+    const std::uint64_t key = has ? 0 : detail::RepeatCache::key(r.id.pid, smp);
+    if (key != 0)
+      if (const detail::RepeatCache::Hit hit = repeats.find(key, r.id.pid, smp); hit.id != 0) {
+        out.frames.assign(hit.frames.begin(), hit.frames.end());
+        out.repeat_id = hit.id;
         count(out);
         return out;
       }
@@ -759,7 +675,7 @@ struct Session::Impl {
         walk_user(s, smp, reg, has);
       }
     }
-    if (hash != 0 && settled) remember(hash, r.id.pid, smp);
+    if (key != 0 && settled) out.repeat_id = repeats.remember(key, r.id.pid, smp, out.frames);
     count(out);
     return out;
   }
