@@ -103,6 +103,15 @@ std::string cache_kallsyms(const std::string& buildid_dir, const std::string& bu
   const bool have_copy = ::access(path.c_str(), F_OK) == 0;
   if (have_copy && ::access(index_path.c_str(), F_OK) == 0) return {};
   const auto errno_text = [](std::uint64_t e) { return std::string(std::strerror(static_cast<int>(e))); };
+  // `bytes` as the file `to`, through a temporary file renamed; what failed.
+  const auto write_file = [&](const std::string& to, std::span<const std::byte> bytes,
+                              OutputFile::Durability d) -> std::string {
+    auto out = OutputFile::create(to);
+    if (!out) return to + ": " + errno_text(out.error().value);
+    if (auto w = out->write(bytes); !w) return to + ": " + errno_text(w.error().value);
+    if (auto c = out->commit(d); !c) return to + ": " + errno_text(c.error().value);
+    return {};
+  };
   // Read as the readers read it (file_bytes.hpp); a real kallsyms is some
   // 5-10 MB, and 64 MiB bounds the copy. A copy perf made has no index
   // yet: it is indexed as it is.
@@ -118,21 +127,12 @@ std::string cache_kallsyms(const std::string& buildid_dir, const std::string& bu
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     if (ec) return path + ": " + ec.message();
-    auto out = OutputFile::create(path);
-    if (!out) return path + ": " + errno_text(out.error().value);
-    if (auto w = out->write(kallsyms.bytes()); !w) return path + ": " + errno_text(w.error().value);
-    if (auto c = out->commit(); !c) return path + ": " + errno_text(c.error().value);
+    if (std::string e = write_file(path, kallsyms.bytes(), OutputFile::Durability::kSynced); !e.empty()) return e;
   }
   // The index the conversions would otherwise build from the copy at every
   // reading (a scan of all its lines). Not synced: a file a crash cuts
   // short fails its checks when read, and the readers scan instead.
-  const std::vector<std::byte> index = perf::detail::KallsymsIndex(text).save();
-  auto out = OutputFile::create(index_path);
-  if (!out) return index_path + ": " + errno_text(out.error().value);
-  if (auto w = out->write(index); !w) return index_path + ": " + errno_text(w.error().value);
-  if (auto c = out->commit(OutputFile::Durability::kUnsynced); !c)
-    return index_path + ": " + errno_text(c.error().value);
-  return {};
+  return write_file(index_path, perf::detail::KallsymsIndex(text).save(), OutputFile::Durability::kUnsynced);
 }
 
 std::string kernel_build_id() {
