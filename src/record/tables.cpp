@@ -368,6 +368,7 @@ std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file,
 const sframe_record_process& Tables::process(std::uint32_t pid) {
   sframe_record_process& p = processes_[pid];
   p = {};
+  p.generation = ++generation_;
   for (const perf::ProcessMapping& m : session_.mappings(pid)) {
     if (p.n >= SFRAME_RECORD_MAX_MAPPINGS) {
       ++dropped_mappings_;

@@ -135,6 +135,9 @@ class Tables {
   std::vector<ModuleTable> modules_;                       // by id - 1
   std::vector<std::uint32_t> fresh_;                        // module ids not taken yet
   std::unordered_map<std::uint32_t, sframe_record_process> processes_;
+  // The last sframe_record_process::generation given (from 1: a walk's
+  // memory starts out zero).
+  std::uint32_t generation_ = 0;
   TableStats stats_;
   std::uint64_t dropped_mappings_ = 0;
 };

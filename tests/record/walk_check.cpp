@@ -64,6 +64,10 @@ sframe_record_row_cache g_row_cache;
 #define SFRAME_RECORD_ROW_CACHE() (&g_row_cache)
 #include "bpf/walk.h"
 
+namespace {
+sframe_record_walk g_walk;
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace sframe;
   if (argc < 2) {
@@ -94,6 +98,8 @@ int main(int argc, char** argv) {
   std::uint64_t walked = 0, same = 0;
   std::map<std::string, std::pair<std::uint64_t, std::string>> kinds;  // kind -> count, example
   std::vector<std::uint64_t> ours;
+  // The process tables pushed since the last record that is not a sample.
+  std::map<std::uint32_t, const sframe_record_process*> pushed;
   std::array<std::uint64_t, SFRAME_RECORD_SOURCES> sources{};
   auto r = data->for_each([&](const perf::Record& in) {
     perf::Record copy;
@@ -117,6 +123,9 @@ int main(int argc, char** argv) {
     const perf::Record& rec = *p;
     if (rec.type != perf::kRecordSample) {
       session->process(rec);
+      // A process's table is pushed again after its mappings change (the
+      // recorder pushes it after such records): a new generation.
+      pushed.clear();
       return;
     }
     std::array<std::uint64_t, 24> reg{};
@@ -127,10 +136,16 @@ int main(int argc, char** argv) {
     for (const perf::ResolvedFrame& f : u.frames)
       if (f.origin != perf::FrameOrigin::kKernel) lib.push_back(f.runtime_ip);
     // The host walk, as the BPF program runs it.
-    g_process = &tables->process(rec.id.pid);
+    auto [proc, fresh] = pushed.try_emplace(rec.id.pid);
+    if (fresh) proc->second = &tables->process(rec.id.pid);
+    g_process = proc->second;
     g_stack = rec.sample.stack;
     g_stack_base = reg[perf::kX86Sp];
-    sframe_record_walk w{};
+    // One walk state for all samples, as the BPF program's per-CPU one:
+    // the mappings it remembers from earlier walks of the same table are
+    // used again.
+    sframe_record_walk& w = g_walk;
+    sframe_record_walk_reset(&w);
     w.pc = reg[perf::kX86Ip];
     w.sp = reg[perf::kX86Sp];
     w.fp = reg[perf::kX86Bp];
@@ -140,8 +155,7 @@ int main(int argc, char** argv) {
     w.exact = 1;
     w.max = SFRAME_RECORD_MAX_USER;
     w.tgid = rec.id.pid;
-    w.have_process = 1;
-    w.map_end = 0;
+    sframe_record_walk_use(&w, g_process);
     sframe_record_window_reset(&g_window, w.sp);
     std::vector<__u64> ips(SFRAME_RECORD_MAX_FRAMES);
     ips[0] = w.pc;

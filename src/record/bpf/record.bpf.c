@@ -278,7 +278,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
 
   struct sframe_record_walk *w = bpf_map_lookup_elem(&walks, &zero);
   if (!w) return 0;
-  __builtin_memset(w, 0, sizeof *w);
+  sframe_record_walk_reset(w);
   if (!s->user_mode) {
     long got = bpf_get_stack(ctx, s->ips, SFRAME_RECORD_MAX_KERNEL * 8, 0);
     if (got > 0) s->kernel_nr = (__u16)(got / 8);
@@ -322,7 +322,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     w->max = SFRAME_RECORD_MAX_USER;
     w->tgid = tgid;
     if (!frame_pointers_only) {
-      if (bpf_map_lookup_elem(&processes, &tgid)) w->have_process = 1;
+      const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&tgid);
+      if (p) sframe_record_walk_use(w, p);
       else c->no_process++;
     }
     const __u32 at = s->kernel_nr;

@@ -132,7 +132,9 @@ struct sframe_record_mapping {
 
 struct sframe_record_process {
   __u32 n;
-  __u32 reserved;
+  /* Differs from every earlier push of a table for this pid (walk.h's
+   * memory of the mappings found is valid for one generation). */
+  __u32 generation;
   struct sframe_record_mapping maps[SFRAME_RECORD_MAX_MAPPINGS];
 };
 

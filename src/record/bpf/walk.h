@@ -6,11 +6,12 @@
  *
  * It is a second implementation of the library's frame step and loop for
  * x86-64, over the table layout of record_abi.h:
- *  - the rule for a PC: the PC's mapping in the process (binary search),
- *    then the row cached for its module and offset (record_abi.h), else
- *    its page's rows from the module's directory (a block lookup), the
- *    page's last row at or before the PC (a second block lookup, a binary
- *    search), kept in the cache;
+ *  - the rule for a PC: the PC's mapping in the process (one the walks of
+ *    this CPU found before in the same process table, else a binary
+ *    search of the table), then the row cached for its module and offset
+ *    (record_abi.h), else its page's rows from the module's directory (a
+ *    block lookup), the page's last row at or before the PC (a second
+ *    block lookup, a binary search), kept in the cache;
  *    callers are looked up at return address - 1 (SFrame spec v3 §1.2: the
  *    PC inside the call);
  *  - an SFrame row: CFA = SP, FP or RBX + offset (RBX where known: frame 0
@@ -54,6 +55,32 @@
  * trampoline's SP; REG_RBP, REG_RSP, REG_RIP are 10, 15, 16. */
 #define SFRAME_RECORD_SIGFRAME_GREGS 40
 
+/* How many of the mappings a walk found it keeps for the next walks on
+ * the same CPU (struct sframe_record_walk_memory); a power of two. */
+#define SFRAME_RECORD_WALK_MAPS 8
+
+/* A mapping a walk found (struct sframe_record_mapping's fields). */
+struct sframe_record_walk_mapping {
+  __u64 start, end, bias;
+  __u32 module;
+  __u32 reserved;
+};
+
+/* The mappings the last walks on a CPU found, in the table of process
+ * `tgid` pushed as `generation` (struct sframe_record_process): the next
+ * walk of that table takes a mapping from here before it searches the
+ * table. A profiled program's stacks go back and forth between a few
+ * modules (an interpreter's, its extensions', libc), and each search reads
+ * the process's table, whose lines the program has evicted since the last
+ * sample. Entries are zero (empty) when the tag changes. */
+struct sframe_record_walk_memory {
+  __u32 tgid;
+  __u32 generation;
+  __u32 next; /* where the next mapping found goes, modulo the size */
+  __u32 reserved;
+  struct sframe_record_walk_mapping maps[SFRAME_RECORD_WALK_MAPS];
+};
+
 /* The state of a walk. It holds no pointer: in BPF it lives in a map
  * value, so that the verifier sees each bpf_loop iteration's fields as
  * unknown and the callback's states converge. */
@@ -87,7 +114,28 @@ struct sframe_record_walk {
   /* Rows looked up in a module's table, and those the row cache held. */
   __u32 row_lookups;
   __u32 row_cache_hits;
+  /* Last: what sframe_record_walk_reset() keeps from walk to walk. */
+  struct sframe_record_walk_memory memory;
 };
+
+/* Clears the walk for a new sample: every field zero but its memory. */
+static SFRAME_RECORD_INLINE void sframe_record_walk_reset(struct sframe_record_walk *w) {
+  __builtin_memset(w, 0, __builtin_offsetof(struct sframe_record_walk, memory));
+}
+
+/* The walk (of process w->tgid) uses process table `p`: the mappings
+ * remembered are kept when they came from it (the same process and
+ * generation), else forgotten. */
+static SFRAME_RECORD_INLINE void sframe_record_walk_use(struct sframe_record_walk *w,
+                                                        const struct sframe_record_process *p) {
+  struct sframe_record_walk_memory *m = &w->memory;
+  if (m->tgid != w->tgid || m->generation != p->generation) {
+    __builtin_memset(m, 0, sizeof *m);
+    m->tgid = w->tgid;
+    m->generation = p->generation;
+  }
+  w->have_process = 1;
+}
 
 /* The two searches below halve a range [base, base + len) a fixed number of
  * times, with no branch in the loop: `base` moves by `half` times a 0/1
@@ -186,11 +234,27 @@ static SFRAME_RECORD_INLINE int sframe_record_executable(struct sframe_record_wa
   return p && sframe_record_find_mapping(p, pc) != 0;
 }
 
+/* Makes the walk's mapping the remembered one holding `pc`, if any: 1
+ * when there is one. */
+static SFRAME_RECORD_INLINE int sframe_record_recall_mapping(struct sframe_record_walk *w, __u64 pc) {
+  for (int i = 0; i < SFRAME_RECORD_WALK_MAPS; i++) {
+    const struct sframe_record_walk_mapping *r = &w->memory.maps[i];
+    if (pc >= r->start && pc < r->end) {
+      w->map_start = r->start;
+      w->map_end = r->end;
+      w->map_bias = r->bias;
+      w->map_module = r->module;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* The row for lookup PC `lpc`, or 0 (no mapping, no table, no page). */
 static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_rule(struct sframe_record_walk *w,
                                                                                    __u64 lpc) {
   if (!w->have_process) return 0;
-  if (!(lpc >= w->map_start && lpc < w->map_end)) {
+  if (!(lpc >= w->map_start && lpc < w->map_end) && !sframe_record_recall_mapping(w, lpc)) {
     const struct sframe_record_process *p = SFRAME_RECORD_PROCESS(&w->tgid);
     if (!p) return 0;
     const struct sframe_record_mapping *m = sframe_record_find_mapping(p, lpc);
@@ -202,6 +266,17 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_r
     w->map_end = m->end;
     w->map_bias = m->bias;
     w->map_module = m->module;
+    /* Remembered only from the table the memory is tagged with: the
+     * process's table may have been pushed again since the walk began. */
+    if (p->generation == w->memory.generation) {
+      __u32 k = w->memory.next++;
+      SFRAME_RECORD_OPAQUE(k);
+      struct sframe_record_walk_mapping *r = &w->memory.maps[k & (SFRAME_RECORD_WALK_MAPS - 1)];
+      r->start = m->start;
+      r->end = m->end;
+      r->bias = m->bias;
+      r->module = m->module;
+    }
   }
   if (!w->map_module) return 0;
   /* The PC's offset from the module's table base; a PC below it, or
