@@ -13,6 +13,12 @@
 // description and build-id features written anew; reading the output back
 // must give the same records and the same header information. And the
 // samples go through the rewrite `sframe perf inject` makes of them.
+// Finally the records go through the session `sframe perf script` and
+// `sframe record`'s conversion run (perf_unwind.hpp): the process model
+// from the side-band records, every sample unwound and named (its stack
+// copy walked from its registers, else its callchain, repeats from the
+// repeat cache), with no file of perf's build-id cache and no kallsyms:
+// every frame it gives is within the depth asked for.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -27,6 +33,7 @@
 #include "../src/perf/perf_layout.hpp"
 #include "../src/perf/perf_writer.hpp"
 #include "perf_data.hpp"
+#include "perf_unwind.hpp"
 
 namespace {
 
@@ -274,6 +281,32 @@ void rewrite_round_trip(sframe::perf::PerfData& d, const sframe::perf::ReadLimit
   SFRAME_FUZZ_CHECK(again.has_value() && at == want.size());
 }
 
+// Every record through a session, as `sframe perf script` reads them.
+void unwind_all(sframe::perf::PerfData& d) {
+  using namespace sframe::perf;
+  SessionOptions so;
+  so.kallsyms = "/nonexistent/kallsyms";
+  so.buildid_dir = "/nonexistent";
+  so.max_stack = 64;
+  Session session(d.info(), so);
+  std::uint64_t sink = 0;
+  auto r = d.for_each([&](const Record& rec) {
+    if (rec.type != kRecordSample) {
+      session.process(rec);
+      return;
+    }
+    const UnwoundSample& u = session.unwind(rec);
+    SFRAME_FUZZ_CHECK(u.frames.size() <= so.max_stack);
+    for (const ResolvedFrame& f : u.frames) {
+      sink += f.ip + f.address + f.symoff;
+      if (f.symbol) sink += f.symbol->size();
+      if (f.dso) sink += f.dso->size();
+    }
+  });
+  (void)r;
+  sframe::fuzz::g_sink = sink + session.stats().frames;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -314,6 +347,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     round_trip(*d, false, limits);
     round_trip(*d, true, limits);
     rewrite_round_trip(*d, limits);
+    unwind_all(*d);
   }
   return 0;
 }
