@@ -23,10 +23,7 @@
 #include "bpf/record_abi.h"
 #include "tables.hpp"
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
-#define SFRAME_RECORD_STEP_LINKAGE static inline
-#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#include "bpf/walk_host.h"
 // Only the walk's rule lookup is used here (one module, mapped at its
 // table base): its reads find nothing, its blocks are the module's.
 namespace {

@@ -18,10 +18,7 @@
 #include "sframe/elf/elf.hpp"
 #include "tables.hpp"
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
-#define SFRAME_RECORD_STEP_LINKAGE static inline
-#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#include "bpf/walk_host.h"
 namespace {
 const sframe::record::ModuleTable* g_tables[3] = {};
 sframe_record_row_cache* g_cache = nullptr;

@@ -19,10 +19,7 @@ const sframe_record_block* no_block(__u32, __u32) { return nullptr; }
 const sframe_record_process* no_process(const __u32*) { return nullptr; }
 }  // namespace
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
-#define SFRAME_RECORD_STEP_LINKAGE static inline
-#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#include "bpf/walk_host.h"
 #define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
 #define SFRAME_RECORD_BLOCK(module, index) no_block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) no_process(tgid)

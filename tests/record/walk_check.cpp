@@ -43,10 +43,7 @@ int read_user(void* dst, std::uint32_t len, __u64 addr) {
 
 }  // namespace
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
-#define SFRAME_RECORD_STEP_LINKAGE static inline
-#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#include "bpf/walk_host.h"
 // Reads go through the stack window, as the BPF program's do.
 #define SFRAME_RECORD_READ_USER(dst, len, addr) read_user((dst), (len), (addr))
 #include "bpf/stack_window.h"

@@ -23,10 +23,7 @@ int no_read(__u64*, __u64) { return -1; }
 const sframe_record_block* no_block(__u32, __u32) { return nullptr; }
 }  // namespace
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
-#define SFRAME_RECORD_STEP_LINKAGE static inline
-#define SFRAME_RECORD_SEARCH_LINKAGE static inline
+#include "bpf/walk_host.h"
 #define SFRAME_RECORD_READ(dst, addr) no_read((dst), (addr))
 #define SFRAME_RECORD_BLOCK(module, index) no_block((module), (index))
 #define SFRAME_RECORD_PROCESS(tgid) table_of(tgid)

@@ -40,8 +40,7 @@ int read_user(void* dst, std::uint32_t len, std::uint64_t addr) { return g_memor
 
 }  // namespace
 
-#define SFRAME_RECORD_INLINE inline
-#define SFRAME_RECORD_OPAQUE(v) (void)0
+#include "bpf/walk_host.h"
 #define SFRAME_RECORD_READ_USER(dst, len, addr) read_user((dst), (len), (addr))
 #include "bpf/stack_window.h"
 
