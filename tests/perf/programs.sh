@@ -120,8 +120,10 @@ PY
 # (~/.debug), after "assertion failed at util/build-id.c:1010": every time
 # while `sframe record` runs (4 runs in 4 here), now and then without
 # (perf_script_plt in a ctest run). So -N
-# (files not cached) unless the test reads the cache (record_cache=1),
-# where that abort alone is retried, twice at most.
+# (files not cached) unless the test reads the cache (record_cache=1).
+# A recording that fails, that abort or any other (seen in CI: exit 1
+# and nothing on stderr under -q), is made again without -q, twice
+# at most; the third failure is the test's.
 record_cache=0
 # A recording that lost records (PERF_RECORD_LOST: perf's reader fell behind
 # its 8 KB-a-sample ring) is no oracle: a lost MMAP2 or COMM leaves each perf
@@ -130,17 +132,24 @@ record_cache=0
 # anonymous mapping there). So the ring is 8 MB a CPU, and a recording that
 # lost records anyway is made again, three times at most.
 record() { # OUT EXTRA...
-  local out=$1 tries=0 lost_tries=0 lost cache=(-N)
+  local out=$1 tries=0 lost_tries=0 lost rc cache=(-N) quiet=(-q)
   shift
   [ "$record_cache" = 1 ] && cache=()
   while :; do
-    if ! "${launch[@]}" perf record -q -e cpu-clock --call-graph=dwarf -m 8M "${cache[@]}" "$@" \
-            -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err; then
-      if [ $((tries += 1)) -le 2 ] && grep -q 'assertion failed at util/build-id.c' record.err; then
-        echo "perf 6.1's record aborted in its build-id cache code: again"
+    set +e
+    "${launch[@]}" perf record "${quiet[@]}" -e cpu-clock --call-graph=dwarf -m 8M "${cache[@]}" "$@" \
+        -o "$out" -- "${cmd[@]}" >/dev/null 2>record.err
+    rc=$?
+    set -e
+    if [ $rc -ne 0 ]; then
+      # perf 6.1's -q silences its own error messages too: a failure is
+      # made again without it, so that the FAIL below carries perf's words.
+      if [ $((tries += 1)) -le 2 ]; then
+        echo "perf record failed (exit $rc$([ -s record.err ] && echo ": $(head -c 300 record.err | tr '\n' ' ')")): again"
+        quiet=()
         continue
       fi
-      echo "FAIL: perf record failed (perf_event_open refused?):"
+      echo "FAIL: perf record failed (exit $rc), three times (perf_event_open refused?):"
       sed 's/^/  | /' record.err
       echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
       exit 1

@@ -68,6 +68,11 @@ mkdir -p "$work"
 cd "$work"
 perf7=$(bash "$perf_tests/current_perf.sh") || exit 1
 
+# build_part and record (perf record --call-graph=dwarf, made again when it
+# fails or loses records): the perf tests' programs and how they are recorded.
+. "$perf_tests/programs.sh"
+launch=()
+
 fail=0
 fpflags=(-O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer)
 
@@ -126,13 +131,10 @@ kernel_as_perf() { # FILE
 # by the current perf (libdw), both printed by the current perf
 # (--no-inline), collapsed and compared by profiles.py (its arguments after
 # the two profiles: "hottest [COMM]" or "top N POINTS MIN_SAMPLES").
-# perf record with -N: perf 6.1 aborts now and then filling its build-id
-# cache (tests/perf/programs.sh, record()).
 profile_vs_perf() { # OURS.data (of ${cmd[@]}) COMPARISON...
   local ours=$1
   shift
-  perf record -q -N -e cpu-clock -F 999 --call-graph=dwarf -o dwarf.data -- "${cmd[@]}" >/dev/null 2>dwarf.err ||
-    { echo "FAIL: perf record --call-graph=dwarf failed:"; cat dwarf.err; exit 1; }
+  record dwarf.data -F 999
   "$perf7" script --no-inline --max-stack 1024 -i dwarf.data -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >theirs.folded
   "$perf7" script --no-inline -i "$ours" -F comm,ip,sym 2>/dev/null | python3 "$record_tests/collapse.py" >ours.folded
   python3 "$record_tests/profiles.py" ours.folded theirs.folded "$@" || fail=1
@@ -155,7 +157,6 @@ case $part in
     # No frame pointers: a C program with its own .sframe, python3 with
     # SFrame generated from .eh_frame.
     here=$perf_tests
-    . "$perf_tests/programs.sh"
     if [ "$part" = c ]; then build_part c 30000; else build_part python; fi
     # The interpreter itself, not a launcher script (pyenv's shims are
     # shell scripts): its files then get their tables before it starts.
@@ -222,7 +223,6 @@ case $part in
     ;;
   check)
     here=$perf_tests
-    . "$perf_tests/programs.sh"
     # Every sample checked, some 250 or more per program: the 99% then
     # allows a difference or two.
     for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe dense; do
@@ -369,7 +369,6 @@ case $part in
   walk)
     check=$(readlink -f "$4")
     here=$perf_tests  # programs.sh builds from the perf tests' sources
-    . "$perf_tests/programs.sh"
     # Some 300 samples each at least: the 99% then allows a difference or
     # two, where a hundred samples allowed none.
     for p in c cxx python dense; do
@@ -380,9 +379,7 @@ case $part in
                cmd=(./dense 400000) ;;
         *) build_part "$p" ;;
       esac
-      if ! perf record -q -N -e cpu-clock -F 999 --call-graph=dwarf -o "$p.data" -- "${cmd[@]}" >/dev/null 2>rec.err; then
-        echo "FAIL: perf record failed:"; cat rec.err; exit 1
-      fi
+      record "$p.data" -F 999
       "$check" "$p.data" 99 >walk.out || fail=1
       cat walk.out
       if [ "$p" = dense ] && ! [ "$(sed -n 's/.*at most \([0-9]*\) rows in one.*/\1/p' walk.out)" -ge 120 ] 2>/dev/null; then
