@@ -151,7 +151,8 @@ record() { # OUT EXTRA...
       fi
       echo "FAIL: perf record failed (exit $rc), three times (perf_event_open refused?):"
       sed 's/^/  | /' record.err
-      echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)"
+      echo "  perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid=$(id -u)," \
+        "free here: $(df -Ph . | awk 'NR == 2 { print $4 }')"
       exit 1
     fi
     lost=$(perf report -i "$out" --stats 2>/dev/null | awk '$1 == "LOST" && $2 == "events:" { print $3; exit }')
