@@ -6,6 +6,8 @@
 #include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <libelf.h>
+#include <xxhash.h>
 #include <zlib.h>
 
 #include <array>
@@ -115,11 +117,19 @@ std::uint32_t crc_of(std::span<const sframe_record_block> blocks) {
   return static_cast<std::uint32_t>(crc);
 }
 
-bool hex_id(std::string_view id) {
-  if (id.size() < 2 || id.size() > 128) return false;
+bool hex(std::string_view id) {
   for (char c : id)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
+}
+
+constexpr std::string_view kContentPrefix = "xxh128-";
+
+// A build-id as elf::build_id() gives it, or a content_key(): nothing
+// else names a file (no '/', no '.').
+bool cache_key(std::string_view id) {
+  if (id.starts_with(kContentPrefix)) return id.size() == kContentPrefix.size() + 32 && hex(id.substr(kContentPrefix.size()));
+  return id.size() >= 2 && id.size() <= 128 && hex(id);
 }
 
 bool read_all(int fd, void* dst, std::size_t n) {
@@ -135,12 +145,24 @@ bool read_all(int fd, void* dst, std::size_t n) {
 
 }  // namespace
 
+std::string TableCache::content_key(const elf::ElfFile& file) {
+  std::size_t size = 0;
+  const char* image = elf_rawfile(static_cast<Elf*>(file.native_handle()), &size);
+  if (!image || size == 0) return {};
+  const XXH128_hash_t h = XXH3_128bits(image, size);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string key(kContentPrefix);
+  for (const std::uint64_t half : {h.high64, h.low64})
+    for (int shift = 60; shift >= 0; shift -= 4) key += kDigits[(half >> shift) & 15];
+  return key;
+}
+
 std::string TableCache::path_of(std::string_view build_id) const {
   return dir_ + "/" + std::string(build_id) + ".table";
 }
 
 std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
-  if (dir_.empty() || !hex_id(build_id) || builder_id().empty()) return std::nullopt;
+  if (dir_.empty() || !cache_key(build_id) || builder_id().empty()) return std::nullopt;
   const int fd = ::open(path_of(build_id).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::optional<CachedTable> out;
@@ -159,7 +181,7 @@ std::optional<CachedTable> TableCache::load(std::string_view build_id) const {
 }
 
 bool TableCache::store(std::string_view build_id, const CachedTable& t) const {
-  if (dir_.empty() || !hex_id(build_id) || builder_id().empty() || t.table.blocks().empty()) return false;
+  if (dir_.empty() || !cache_key(build_id) || builder_id().empty() || t.table.blocks().empty()) return false;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   auto f = OutputFile::create(path_of(build_id));

@@ -10,8 +10,11 @@
 // and the blocks as record_abi.h lays them out. A file that is short, of
 // another format, written by another build of sframepp (whose table layout
 // or builder may differ), or whose blocks do not match their CRC is not
-// used (the table is built again and the file replaced). A program linked
-// without a build-id uses no cache.
+// used (the table is built again and the file replaced). A module without
+// a build-id (a Go program's own linker, --build-id=none, an executable run
+// from a memfd) is named by a hash of its whole file instead,
+// DIR/xxh128-HASH.table (content_key()): its table is built from that file
+// alone. A program (sframe) linked without a build-id uses no cache.
 // Files are written to a temporary name and renamed.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "sframe/elf/elf.hpp"
 #include "tables.hpp"
 
 namespace sframe::record {
@@ -35,13 +39,18 @@ class TableCache {
  public:
   explicit TableCache(std::string dir) : dir_(std::move(dir)) {}
   /// The table stored for `build_id` (lowercase hex, as elf::build_id()
-  /// gives it), or nullopt: none, an ID that is not such hex, or a file not
-  /// usable (see above).
+  /// gives it, or a content_key()), or nullopt: none, an ID that is neither,
+  /// or a file not usable (see above).
   std::optional<CachedTable> load(std::string_view build_id) const;
-  /// Stores `t` for `build_id`, replacing any file there. False when it
-  /// could not be written, or this program has no build-id to name its
-  /// build with (the cache is then only slower).
+  /// Stores `t` for `build_id` (as load() takes it), replacing any file
+  /// there. False when it could not be written, or this program has no
+  /// build-id to name its build with (the cache is then only slower).
   bool store(std::string_view build_id, const CachedTable& t) const;
+  /// The key of a module without a build-id: "xxh128-" and the 32 lowercase
+  /// hex digits of XXH3's 128-bit hash of the whole file as `file` maps it
+  /// (every byte its table is built from). Empty when `file` has no file
+  /// image (one made in memory).
+  static std::string content_key(const elf::ElfFile& file);
   const std::string& dir() const noexcept { return dir_; }
 
  private:

@@ -345,10 +345,12 @@ std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file,
   auto [it, fresh] = ids_.try_emplace(path + '\n' + build_id, 0);
   if (fresh) {
     files_.push_back(file);
-    // From the cache when it has the file's (by build-id: the same bytes);
-    // else built, and kept there for the next recording.
+    // From the cache when it has the file's (by build-id: the same bytes;
+    // without one, by a hash of the bytes); else built, and kept there for
+    // the next recording.
     const TableCache cache(cache_dir_);
-    const std::string& id = cache_id.empty() ? build_id : cache_id;
+    std::string id = cache_id.empty() ? build_id : cache_id;
+    if (id.empty() && !cache_dir_.empty()) id = TableCache::content_key(*file);
     std::optional<CachedTable> t = cache.load(id);
     if (t) {
       t->stats.cached_modules = 1;

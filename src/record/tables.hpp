@@ -94,8 +94,9 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& stats);
 /// start at 1, one per distinct file.
 class Tables {
  public:
-  /// `cache_dir`: where module tables are kept by build-id
-  /// (table_cache.hpp); empty: build every module's.
+  /// `cache_dir`: where module tables are kept by build-id, or by a hash
+  /// of the file for a module without one (table_cache.hpp); empty: build
+  /// every module's.
   explicit Tables(const perf::Session& session, std::string cache_dir = {});
   /// The process table of `pid` as the session sees it now: its mappings'
   /// modules built on first sight (then in take_new_modules()).

@@ -5,18 +5,23 @@
 // build (its header names the build-id readelf gives for this program), or
 // that claims more blocks than it holds is refused (the table is then built
 // again), never read past its end; IDs that are not hex never name a file.
+// A module without a build-id is kept under its file's XXH128 (as xxhsum
+// -H2 prints it) and read back by the next Tables.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "perf_unwind.hpp"
 #include "sframe/elf/elf.hpp"
+#include "sframe/elf/symbols.hpp"
 #include "table_cache.hpp"
 #include "tables.hpp"
 
@@ -151,6 +156,82 @@ TEST_F(TableCacheTest, OnlyHexIdsNameFiles) {
     EXPECT_FALSE(cache.load(id).has_value()) << id;
   }
   EXPECT_FALSE(fs::exists(dir_ + "/cache")) << "nothing stored, no directory made";
+}
+
+// xxhsum -H2 FILE's hash (32 hex digits), or "" when it does not run.
+std::string xxhsum128(const std::string& path) {
+  std::string out;
+  if (FILE* p = popen(("xxhsum -H2 '" + path + "' 2>/dev/null").c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    if (pclose(p) != 0) out.clear();
+  }
+  return out.substr(0, out.find_first_of(" \n"));
+}
+
+TEST_F(TableCacheTest, ContentKeyIsTheFilesXxh128) {
+  const std::string copy = dir_ + "/libc-copy.so";
+  fs::copy_file("/lib/x86_64-linux-gnu/libc.so.6", copy);
+  const std::string want = xxhsum128(copy);
+  ASSERT_EQ(want.size(), 32u) << "xxhsum -H2 (Debian: xxhash) is the oracle of this test";
+  auto f = sframe::elf::ElfFile::open(copy);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(TableCache::content_key(*f), "xxh128-" + want);
+  // One byte of the file changed (its last: a section's, not a header's).
+  std::vector<char> b = bytes(copy);
+  b.back() = static_cast<char>(b.back() ^ 1);
+  const std::string changed = dir_ + "/libc-changed.so";
+  put(changed, b);
+  const std::string want2 = xxhsum128(changed);
+  ASSERT_EQ(want2.size(), 32u);
+  EXPECT_NE(want2, want);
+  auto g = sframe::elf::ElfFile::open(changed);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(TableCache::content_key(*g), "xxh128-" + want2);
+}
+
+TEST_F(TableCacheTest, ContentKeysNameFilesAndNothingElseDoes) {
+  const TableCache cache(dir_ + "/cache");
+  const std::string key = "xxh128-0123456789abcdef0123456789abcdef";
+  ASSERT_TRUE(cache.store(key, built_));
+  EXPECT_TRUE(fs::exists(file(key)));
+  EXPECT_TRUE(cache.load(key).has_value());
+  for (const std::string& bad : {std::string("xxh128-"), key.substr(0, key.size() - 1), key + "0",
+                                 std::string("xxh128-0123456789ABCDEF0123456789abcdef"),
+                                 std::string("xxh128-../../../../../../../etc/passwd0"), std::string("xxh64-0123456789abcdef")}) {
+    EXPECT_FALSE(cache.store(bad, built_)) << bad;
+    EXPECT_FALSE(cache.load(bad).has_value()) << bad;
+  }
+}
+
+// A module without a build-id (objcopy takes libc's note out): built by the
+// first Tables, read back from the cache by the next, the same table.
+TEST_F(TableCacheTest, ModuleWithoutBuildIdIsReadBack) {
+  const std::string copy = dir_ + "/libc-no-id.so";
+  const std::string cmd = "objcopy --remove-section .note.gnu.build-id /lib/x86_64-linux-gnu/libc.so.6 '" + copy + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  {
+    auto f = sframe::elf::ElfFile::open(copy);
+    ASSERT_TRUE(f.has_value());
+    ASSERT_FALSE(sframe::elf::build_id(*f).has_value()) << "objcopy left a build-id";
+  }
+  const sframe::perf::FileInfo info;
+  const sframe::perf::Session session(info);
+  sframe::record::Tables first(session, dir_ + "/cache");
+  ASSERT_TRUE(first.preload(copy));
+  EXPECT_EQ(first.stats().cached_modules, 0u);
+  EXPECT_EQ(first.stats().generated_modules, 1u);
+  sframe::record::Tables second(session, dir_ + "/cache");
+  ASSERT_TRUE(second.preload(copy));
+  EXPECT_EQ(second.stats().cached_modules, 1u);
+  const auto& a = first.module(1);
+  const auto& b = second.module(1);
+  EXPECT_EQ(a.base(), b.base());
+  ASSERT_EQ(a.blocks().size_bytes(), b.blocks().size_bytes());
+  EXPECT_EQ(std::memcmp(a.blocks().data(), b.blocks().data(), a.blocks().size_bytes()), 0);
+  // The table of the file with its build-id is libc's as built directly.
+  ASSERT_EQ(a.blocks().size_bytes(), built_.table.blocks().size_bytes());
+  EXPECT_EQ(std::memcmp(a.blocks().data(), built_.table.blocks().data(), a.blocks().size_bytes()), 0);
 }
 
 TEST_F(TableCacheTest, NoDirectoryNoCache) {
