@@ -5,11 +5,11 @@
 // recorded files by build-id (~/.debug).
 //
 // One file per module: DIR/BUILD-ID.table, holding a header (its format,
-// the table's base and block count, the module's TableStats, a CRC-32 of
-// the blocks, and the GNU build-id of the program that built the table)
+// the table's base and block count, the module's TableStats, an XXH3-64
+// digest of the blocks, and the GNU build-id of the program that built the table)
 // and the blocks as record_abi.h lays them out. A file that is short, of
 // another format, written by another build of sframepp (whose table layout
-// or builder may differ), or whose blocks do not match their CRC is not
+// or builder may differ), or whose blocks do not match their digest is not
 // used (the table is built again and the file replaced). A module without
 // a build-id (a Go program's own linker, --build-id=none, an executable run
 // from a memfd) is named by a hash of its whole file instead,

@@ -88,7 +88,7 @@ TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
   const TableCache cache(dir_ + "/cache");
   ASSERT_TRUE(cache.store(kId, built_));
   const std::vector<char> good = bytes(file(kId));
-  constexpr std::size_t kHeader = 32 + 8 * 10 + 128;
+  constexpr std::size_t kHeader = 40 + 8 * 10 + 128;
   ASSERT_GT(good.size(), kHeader + 4096);
   struct Damage {
     const char* what;
@@ -109,14 +109,17 @@ TEST_F(TableCacheTest, RefusesFilesThatAreNotWhole) {
   format[8] ^= 1;
   cases.push_back({"another format", format});
   auto build = good;
-  build[32 + 8 * 10 + 3] ^= 1;
+  build[40 + 8 * 10 + 3] ^= 1;
   cases.push_back({"another build", build});
-  auto crc = good;
-  crc[kHeader + 100] ^= 0x40;
-  cases.push_back({"a flipped bit in a block", crc});
+  auto flipped = good;
+  flipped[kHeader + 100] ^= 0x40;
+  cases.push_back({"a flipped bit in a block", flipped});
+  auto last = good;
+  last.back() ^= 1;
+  cases.push_back({"a flipped bit in the last block", last});
   auto huge = good;
   const std::uint64_t many = std::uint64_t{1} << 40;
-  std::memcpy(huge.data() + 24, &many, 8);  // blocks: more than the file holds
+  std::memcpy(huge.data() + 32, &many, 8);  // blocks: more than the file holds
   cases.push_back({"a block count past the file", huge});
   for (const Damage& d : cases) {
     put(file(kId), d.b);
@@ -144,8 +147,8 @@ TEST_F(TableCacheTest, NamesTheBuildThatWroteIt) {
   const TableCache cache(dir_ + "/cache");
   ASSERT_TRUE(cache.store(kId, built_));
   const std::vector<char> b = bytes(file(kId));
-  ASSERT_GT(b.size(), std::size_t{32 + 8 * 10 + 128});
-  const char* field = b.data() + 32 + 8 * 10;
+  ASSERT_GT(b.size(), std::size_t{40 + 8 * 10 + 128});
+  const char* field = b.data() + 40 + 8 * 10;
   EXPECT_EQ(std::string(field, strnlen(field, 128)), want);
 }
 
