@@ -3,6 +3,8 @@
 // /proc/self/exe, dladdr(), unmapped pages, /proc/PID/status.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <libelf.h>
+#include <sys/auxv.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -98,6 +100,35 @@ TEST(RemoteMemory, ReadsThePrefixBeforeAnUnmappedPage) {
     EXPECT_FALSE(mem.read_word(0));
   }
   munmap(p, page);
+}
+
+// The vDSO image is the one the kernel names in the auxiliary vector
+// (AT_SYSINFO_EHDR), at every call and in a forked child.
+TEST(Modules, OwnVdsoIsWhereTheAuxiliaryVectorSays) {
+  const auto* ehdr = reinterpret_cast<const char*>(getauxval(AT_SYSINFO_EHDR));
+  ASSERT_NE(ehdr, nullptr) << "no vDSO in the auxiliary vector";
+  const auto image_of = [](const elf::ElfFile& f) {
+    std::size_t size = 0;
+    const char* raw = elf_rawfile(static_cast<Elf*>(f.native_handle()), &size);
+    return std::string(raw, size);
+  };
+  auto first = own_vdso();
+  ASSERT_TRUE(first.has_value());
+  const std::string a = image_of(*first);
+  ASSERT_GE(a.size(), 4096u);
+  EXPECT_EQ(a, std::string(ehdr, a.size()));
+  auto second = own_vdso();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(image_of(*second), a);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto v = own_vdso();
+    _exit(v && image_of(*v) == std::string(ehdr, a.size()) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(Modules, SymbolizeAgreesWithDladdr) {
