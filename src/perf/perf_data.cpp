@@ -27,17 +27,6 @@ constexpr std::uint64_t kAttrSizeVer0 = attr::kSizeVer0;
 
 Unexpected bad(ErrorCode c, std::uint64_t off, std::uint64_t value = 0) { return make_error(c, off, value); }
 
-std::string hex(std::span<const std::byte> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  s.reserve(b.size() * 2);
-  for (std::byte x : b) {
-    s += d[std::to_integer<unsigned>(x) >> 4];
-    s += d[std::to_integer<unsigned>(x) & 15];
-  }
-  return s;
-}
-
 // Decodes a perf_event_attr of `size` bytes at `p` (sizes below 64 refused
 // by the caller; fields past `size` stay 0, as the kernel zero-extends).
 EventAttr decode_attr(const std::byte* p, std::uint64_t size) {
@@ -218,7 +207,7 @@ struct PerfData::Impl {
     e.cpumode = misc & kMiscCpumodeMask;
     std::size_t n = 20;
     if (misc & kMiscBuildIdSize) n = std::min<std::size_t>(20, std::to_integer<std::size_t>(r[kBuildIdBytes + 20]));
-    e.build_id = hex(r.subspan(kBuildIdBytes, n));
+    e.build_id = lowercase_hex(r.subspan(kBuildIdBytes, n));
     e.filename = std::string(cstr(r.subspan(kBuildIdFilename)));
     info.build_ids.push_back(std::move(e));
     return {};
@@ -475,6 +464,17 @@ Expected<PerfData> PerfData::open(const std::string& path, const ReadLimits& lim
   if (im->info.pipe)
     if (auto r = im->scan_all(); !r) return Unexpected{r.error()};
   return PerfData(std::move(im));
+}
+
+std::string lowercase_hex(std::span<const std::byte> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (std::byte x : bytes) {
+    s += kDigits[std::to_integer<unsigned>(x) >> 4];
+    s += kDigits[std::to_integer<unsigned>(x) & 15];
+  }
+  return s;
 }
 
 }  // namespace sframe::perf

@@ -391,4 +391,8 @@ class RecordDecoder {
 /// name: "cpu-clock", "task-clock", "cycles", ..., else "TYPE:0xCONFIG".
 std::string default_event_name(std::uint32_t type, std::uint64_t config);
 
+/// `bytes` in lower-case hex, two digits a byte in order (how perf and the
+/// build-id cache spell a build-id).
+std::string lowercase_hex(std::span<const std::byte> bytes);
+
 }  // namespace sframe::perf

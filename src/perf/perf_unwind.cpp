@@ -379,13 +379,7 @@ struct Session::Impl {
         e.pgoff = m.pgoff;
         const bool named = !m.filename.empty() && (m.filename.front() == '/' || m.filename == "[vdso]");
         if (m.exec && named && m.filename != "[vdso]") {
-          std::string id;
-          static const char* d = "0123456789abcdef";
-          for (std::byte b : m.build_id) {
-            id += d[std::to_integer<unsigned>(b) >> 4];
-            id += d[std::to_integer<unsigned>(b) & 15];
-          }
-          e.dso = dso_for(m.filename, id);
+          e.dso = dso_for(m.filename, lowercase_hex(m.build_id));
           e.bias = e.dso->bias(e.start, e.pgoff);
         } else if (m.exec && m.filename == "[vdso]") {
           e.dso = dso_for("[vdso]", "");

@@ -555,14 +555,7 @@ class Recording {
     std::string name;
     for (std::size_t i = kNameAt; i < name_end && rec[i] != std::byte{0}; ++i) name += static_cast<char>(rec[i]);
     if (name.empty() || name.front() != '/') return;
-    static const char* kHex = "0123456789abcdef";
-    std::string id;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto b = static_cast<std::uint8_t>(rec[kIdAt + 4 + i]);
-      id += kHex[b >> 4];
-      id += kHex[b & 15];
-    }
-    if (!id.empty()) build_ids_.emplace(name, id);
+    if (n) build_ids_.emplace(name, perf::lowercase_hex(rec.subspan(kIdAt + 4, n)));
   }
 
   // --- writing and feeding ---------------------------------------------

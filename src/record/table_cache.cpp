@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "perf_data.hpp"
 #include "sframe/elf/output_file.hpp"
 #include "sframe/elf/symbols.hpp"
 
@@ -142,12 +143,10 @@ std::string TableCache::content_key(const elf::ElfFile& file) {
   std::size_t size = 0;
   const char* image = elf_rawfile(static_cast<Elf*>(file.native_handle()), &size);
   if (!image || size == 0) return {};
-  const XXH128_hash_t h = XXH3_128bits(image, size);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string key(kContentPrefix);
-  for (const std::uint64_t half : {h.high64, h.low64})
-    for (int shift = 60; shift >= 0; shift -= 4) key += kDigits[(half >> shift) & 15];
-  return key;
+  // The canonical form: big-endian, as xxhsum prints it.
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(image, size));
+  return std::string(kContentPrefix) + perf::lowercase_hex(std::as_bytes(std::span(c.digest)));
 }
 
 std::string TableCache::path_of(std::string_view build_id) const {
