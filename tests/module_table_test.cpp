@@ -294,3 +294,51 @@ TEST(ModuleTable, ExtendAdoptsIntoTheRuleCacheAndRefusesOverlaps) {
 }
 
 }  // namespace
+
+namespace {
+
+// x86-64 rt_sigreturn: mov $15,%rax; syscall (as glibc's __restore_rt).
+constexpr unsigned char kSigreturnCode[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+
+void put_sigreturn(std::vector<std::byte>& code, std::size_t at) {
+  for (std::size_t i = 0; i < sizeof kSigreturnCode; ++i) code[at + i] = std::byte{kSigreturnCode[i]};
+}
+
+}  // namespace
+
+// The sequences are found wherever they lie in a segment (its first and
+// last bytes included), never across segments or past a segment's end,
+// among look-alikes (0xc7 opcodes, other syscall numbers), and at most
+// `limit` of them.
+TEST(ModuleUnwind, SigreturnCodeIsFoundWhereverItLies) {
+  std::vector<std::byte> a(4096, std::byte{0x90});
+  // Look-alikes: 0xc7 bytes everywhere, a `mov $60,%rax; syscall` (exit).
+  for (std::size_t i = 3; i < a.size(); i += 37) a[i] = std::byte{0xc7};
+  const unsigned char exit_call[] = {0x48, 0xc7, 0xc0, 0x3c, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  for (std::size_t i = 0; i < sizeof exit_call; ++i) a[1000 + i] = std::byte{exit_call[i]};
+  put_sigreturn(a, 0);
+  put_sigreturn(a, 2047);
+  put_sigreturn(a, a.size() - sizeof kSigreturnCode);
+  // The second segment ends one byte short of a whole sequence.
+  std::vector<std::byte> b(64, std::byte{0x90});
+  put_sigreturn(b, 10);
+  b.resize(b.size() + 8);
+  for (std::size_t i = 0; i < 8; ++i) b[b.size() - 8 + i] = std::byte{kSigreturnCode[i]};
+  // A sequence split across the two segments' bytes is no sequence.
+  std::vector<std::byte> c(std::begin(reinterpret_cast<const std::byte(&)[9]>(kSigreturnCode)),
+                           std::begin(reinterpret_cast<const std::byte(&)[9]>(kSigreturnCode)) + 4);
+  std::vector<std::byte> d(std::begin(reinterpret_cast<const std::byte(&)[9]>(kSigreturnCode)) + 4,
+                           std::end(reinterpret_cast<const std::byte(&)[9]>(kSigreturnCode)));
+  const std::vector<cfi::CodeBytes> code = {
+      {0x10000, a}, {0x20000, b}, {0x30000, c}, {0x30004, d}, {0x40000, {}}};
+  const std::vector<AddressRange> all = cfi::find_sigreturn_code(code);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].begin, 0x10000u);
+  EXPECT_EQ(all[1].begin, 0x10000u + 2047);
+  EXPECT_EQ(all[2].begin, 0x10000u + 4096 - 9);
+  EXPECT_EQ(all[3].begin, 0x20000u + 10);
+  for (const AddressRange& r : all) EXPECT_EQ(r.end, r.begin + 1);
+  const std::vector<AddressRange> two = cfi::find_sigreturn_code(code, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].begin, 0x10000u + 2047);
+}

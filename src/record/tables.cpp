@@ -75,51 +75,96 @@ sframe_record_row row_of(const FrameRow& r, bool generated, TableStats& st) {
 
 // A PC-mask function (spec §2.3) as one PCMASK row: one SP-based rule, or
 // two in 16-byte blocks at 16-byte aligned addresses (x86-64 PLTs), with RA
-// at CFA - 8 and FP unchanged; anything else a NONE row.
-sframe_record_row pc_mask_row(const Section& s, const Fde& fde, bool generated, TableStats& st) {
+// at CFA - 8 and FP unchanged; anything else a NONE row. `rows`: its rows
+// by block offset; `readable`: false when one of them did not decode.
+sframe_record_row pc_mask_row(std::uint64_t start_pc, std::uint8_t rep_size, std::span<const RowSpec> rows,
+                              bool readable, bool generated, TableStats& st) {
   sframe_record_row none{};
   none.flags = SFRAME_RECORD_ROW_NONE;
+  if (!readable) return ++st.unsupported_rules, none;
   // v1 has no block-size field: its PC-mask FDEs mask the PC with 0xf
   // (16-byte blocks), as the library's lookup reads them.
-  const unsigned block = fde.rep_size ? fde.rep_size : 16;
-  std::vector<std::pair<std::uint32_t, std::int32_t>> rules;  // block offset, CFA offset
-  for (const Expected<Fre>& fre : s.fres(fde)) {
-    if (!fre) return ++st.unsupported_rules, none;
-    auto r = s.row(fde, *fre);
-    if (!r) return ++st.unsupported_rules, none;
-    const sframe_record_row one = row_of(*r, generated, st);
+  const unsigned block = rep_size ? rep_size : 16;
+  std::pair<std::uint32_t, std::int32_t> rules[2];  // block offset, CFA offset
+  std::size_t n = 0;
+  for (const RowSpec& r : rows) {
+    const sframe_record_row one = row_of(r.row, generated, st);
     if (one.flags & (SFRAME_RECORD_ROW_NONE | SFRAME_RECORD_ROW_OUTERMOST | SFRAME_RECORD_ROW_CFA_FP |
                      SFRAME_RECORD_ROW_CFA_RBX | SFRAME_RECORD_ROW_FP_SAVED) ||
-        one.cfa_off < 0 || one.cfa_off > 0xffff || fre->start_offset >= 16)
+        one.cfa_off < 0 || one.cfa_off > 0xffff || r.start_offset >= 16 || n == 2)
       return ++st.unsupported_rules, none;
-    rules.emplace_back(fre->start_offset, one.cfa_off);
+    rules[n++] = {r.start_offset, one.cfa_off};
   }
-  if (rules.empty() || rules.size() > 2 || rules[0].first != 0) return ++st.unsupported_rules, none;
+  if (n == 0 || rules[0].first != 0) return ++st.unsupported_rules, none;
   // One rule holds at every PC, whatever the blocks (.plt.got's 8-byte
   // entries); two need the 16-byte blocks the row encodes.
-  if (rules.size() == 2 && (block != 16 || fde.start_pc % 16 != 0)) return ++st.unsupported_rules, none;
-  const std::int32_t second = rules.size() == 2 ? rules[1].second : rules[0].second;
+  if (n == 2 && (block != 16 || start_pc % 16 != 0)) return ++st.unsupported_rules, none;
+  const std::int32_t second = n == 2 ? rules[1].second : rules[0].second;
   sframe_record_row o{};
   o.flags = static_cast<std::uint8_t>(SFRAME_RECORD_ROW_PCMASK | (generated ? SFRAME_RECORD_ROW_GENERATED : 0));
-  o.fp_off8 = static_cast<std::int8_t>(rules.size() == 2 ? rules[1].first : 16);
+  o.fp_off8 = static_cast<std::int8_t>(n == 2 ? rules[1].first : 16);
   o.cfa_off = static_cast<std::int32_t>(static_cast<std::uint32_t>(rules[0].second) |
                                         static_cast<std::uint32_t>(second) << 16);
   return o;
 }
 
-// Every FRE of `s` as a span; PC-mask functions as one span each.
-void spans_of(const Section& s, bool generated, std::vector<Span>& out, TableStats& st) {
-  // About a span per FRE and one per FDE (the header's counts, capped: a
-  // hostile count allocates no more than the rows it has room for).
-  const std::uint64_t fres = s.header().num_fres, fdes = s.num_fdes();
-  out.reserve(out.size() + static_cast<std::size_t>(std::min<std::uint64_t>(fres + fdes, s.bytes().size())));
-  std::vector<std::pair<std::uint64_t, sframe_record_row>> rows;  // one FDE's, reused
+// A function's rows: (link-time PC, rule) by increasing PC.
+using FunctionRows = std::vector<std::pair<std::uint64_t, sframe_record_row>>;
+
+// The spans of one PC-increment function over link-time [start, end) whose
+// rows (inside the function) are `rows`.
+void function_spans(std::uint64_t start, std::uint64_t end, FunctionRows& rows, std::vector<Span>& out) {
+  // No row: an outermost function (spec v3 §1.2: e.g. a signal-frame FDE
+  // written without FREs).
+  if (rows.empty()) {
+    sframe_record_row o{};
+    o.flags = SFRAME_RECORD_ROW_OUTERMOST;
+    rows.emplace_back(start, o);
+  }
+  // Before the first FRE no rule applies (kPcBeforeFirstFre).
+  if (rows.front().first > start) {
+    sframe_record_row n{};
+    n.flags = SFRAME_RECORD_ROW_NONE;
+    out.push_back({start, rows.front().first, n});
+  }
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const std::uint64_t hi = k + 1 < rows.size() ? rows[k + 1].first : end;
+    if (hi > rows[k].first) out.push_back({rows[k].first, hi, rows[k].second});
+  }
+}
+
+// About a span per row and one per function (counts from a header,
+// capped: a hostile count allocates no more than `cap`).
+void reserve_spans(std::vector<Span>& out, std::uint64_t rows, std::uint64_t functions, std::uint64_t cap) {
+  out.reserve(out.size() + static_cast<std::size_t>(std::min<std::uint64_t>(rows + functions, cap)));
+}
+
+// Every FRE of `s` as a span; PC-mask functions as one span each. The
+// ranges of signal-trampoline FDEs (v3's 'signal_p' bit, spec v3 §2.3.3) go to
+// `signal`, as generation gives those of CIEs with the 'S' augmentation.
+void spans_of(const Section& s, bool generated, std::vector<Span>& out, std::vector<AddressRange>& signal,
+              TableStats& st) {
+  reserve_spans(out, s.header().num_fres, s.num_fdes(), s.bytes().size());
+  FunctionRows rows;  // one FDE's, reused
+  std::vector<RowSpec> mask_rows;
   for (std::uint32_t i = 0; i < s.num_fdes(); ++i) {
     auto fde = s.fde(i);
     if (!fde || fde->size == 0) continue;
     const std::uint64_t end = fde->start_pc + fde->size;
+    if (fde->signal) signal.push_back({fde->start_pc, end});
     if (fde->pc_type == PcType::kMask) {
-      out.push_back({fde->start_pc, end, pc_mask_row(s, *fde, generated, st)});
+      mask_rows.clear();
+      bool readable = true;
+      for (const Expected<Fre>& fre : s.fres(*fde)) {
+        auto r = fre ? s.row(*fde, *fre) : Expected<FrameRow>(Unexpected{fre.error()});
+        if (!r) {
+          readable = false;
+          break;
+        }
+        mask_rows.push_back({fre->start_offset, *r});
+      }
+      const sframe_record_row row = pc_mask_row(fde->start_pc, fde->rep_size, mask_rows, readable, generated, st);
+      out.push_back({fde->start_pc, end, row});
       continue;
     }
     rows.clear();
@@ -136,24 +181,54 @@ void spans_of(const Section& s, bool generated, std::vector<Span>& out, TableSta
       }
       rows.emplace_back(fde->start_pc + fre->start_offset, row);
     }
-    // No FRE: an outermost function (spec v3 §1.2: e.g. a signal-frame FDE
-    // written without FREs).
-    if (rows.empty()) {
-      sframe_record_row o{};
-      o.flags = SFRAME_RECORD_ROW_OUTERMOST;
-      rows.emplace_back(fde->start_pc, o);
-    }
-    // Before the first FRE no rule applies (kPcBeforeFirstFre).
-    if (rows.front().first > fde->start_pc) {
-      sframe_record_row n{};
-      n.flags = SFRAME_RECORD_ROW_NONE;
-      out.push_back({fde->start_pc, rows.front().first, n});
-    }
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const std::uint64_t hi = k + 1 < rows.size() ? rows[k + 1].first : end;
-      if (hi > rows[k].first) out.push_back({rows[k].first, hi, rows[k].second});
-    }
+    function_spans(fde->start_pc, end, rows, out);
   }
+}
+
+// The spans of a module whose rules are all generated from its CFI: the
+// translator's functions as cfi::for_each_translated() gives them (the
+// rows ModuleUnwind::generate() encodes into a section), taken as they
+// come, without encoding them and decoding them again. Returns whether the
+// CFI could be read; adds the CIEs' signal ranges to `signal`.
+bool translated_spans(const elf::ElfFile& file, std::uint64_t section_address, std::vector<Span>& out,
+                      std::vector<AddressRange>& signal, TableStats& st) {
+  FunctionRows rows;  // one function's, reused
+  std::uint32_t last_tag = 0;
+  sframe_record_row last_row{};
+  auto gen = cfi::for_each_translated(
+      file, Version::kV3, section_address, [&](const FunctionSpec& fn, const cfi::Function* cfi) {
+        if (fn.size == 0) return;
+        const std::uint64_t end = fn.start_pc + fn.size;
+        if (fn.pc_type == PcType::kMask) {
+          out.push_back({fn.start_pc, end, pc_mask_row(fn.start_pc, fn.rep_size, fn.rows, true, true, st)});
+          return;
+        }
+        rows.clear();
+        if (!cfi) {  // rows of its own (shape.rows)
+          for (const RowSpec& r : fn.rows) {
+            if (r.start_offset >= fn.size) break;
+            rows.emplace_back(fn.start_pc + r.start_offset, row_of(r.row, true, st));
+          }
+        } else {
+          for (const cfi::Row& r : cfi->rows) {
+            const std::uint64_t off = r.start - cfi->start;
+            if (off >= fn.size || (!rows.empty() && fn.start_pc + off < rows.back().first)) break;
+            // Rows of one read with the same translation are equal
+            // (cfi::Row::translation): their table row is the one before.
+            if (r.translation == 0 || r.translation != last_tag) {
+              last_row = row_of(r.row, true, st);
+              last_tag = r.translation;
+            } else if (last_row.flags & SFRAME_RECORD_ROW_NONE) {
+              ++st.unsupported_rules;
+            }
+            rows.emplace_back(fn.start_pc + off, last_row);
+          }
+        }
+        function_spans(fn.start_pc, end, rows, out);
+      });
+  if (!gen) return false;
+  for (const cfi::PcRange& r : gen->signal_ranges) signal.push_back({r.start, r.end});
+  return true;
 }
 
 }  // namespace
@@ -168,23 +243,35 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   cfi::ModuleUnwindOptions mo;
   mo.row_index = false;
   cfi::ModuleUnwind u = cfi::ModuleUnwind::build(img, mo);
-  if (u.needs_generation()) {
-    auto eh = file.section_bytes(".eh_frame");
-    (void)cfi::generate(u, file, eh ? eh->header.address : 0);
-  }
   std::vector<Span> spans;
-  const bool generated_primary = u.source() == ModuleSource::kGenerated;
+  std::vector<AddressRange> signal(u.trampolines().begin(), u.trampolines().end());
   // Three runs, each in address order already when its FDEs are sorted
   // (a generated section's are): sorted apart, then merged. The order of
   // one stable sort of all, for a merge sort of sorted spans costs as much
   // as of unsorted ones.
   std::size_t ends[3];
-  if (u.primary().usable()) spans_of(*u.primary().section, generated_primary, spans, st);
-  ends[0] = spans.size();
-  if (u.extra().usable()) spans_of(*u.extra().section, true, spans, st);
-  ends[1] = spans.size();
-  if (generated_primary || u.extra().usable()) ++st.generated_modules;
-  for (const AddressRange& t : u.trampolines()) {
+  if (u.needs_generation() && !u.primary().usable()) {
+    // Every rule generated: the translator's rows, as they come.
+    const auto eh = file.section_bytes(".eh_frame");
+    if (eh) reserve_spans(spans, eh->bytes.size() / 16, 0, eh->bytes.size());
+    if (translated_spans(file, eh ? eh->header.address : 0, spans, signal, st) && !spans.empty())
+      ++st.generated_modules;
+    ends[0] = ends[1] = spans.size();
+  } else {
+    // An own section, and SFrame generated for the functions it lacks
+    // (ModuleUnwind::generate() keeps those).
+    if (u.needs_generation()) {
+      auto eh = file.section_bytes(".eh_frame");
+      (void)cfi::generate(u, file, eh ? eh->header.address : 0);
+      signal.assign(u.trampolines().begin(), u.trampolines().end());
+    }
+    if (u.primary().usable()) spans_of(*u.primary().section, false, spans, signal, st);
+    ends[0] = spans.size();
+    if (u.extra().usable()) spans_of(*u.extra().section, true, spans, signal, st);
+    ends[1] = spans.size();
+    if (u.extra().usable()) ++st.generated_modules;
+  }
+  for (const AddressRange& t : signal) {
     sframe_record_row r{};
     r.flags = SFRAME_RECORD_ROW_SIGNAL;
     spans.push_back({t.begin, t.end, r});

@@ -2,8 +2,10 @@
 // sframepp: the in-kernel unwind tables of `sframe record` (layout:
 // bpf/record_abi.h), built in user space from what the library already
 // has: a module's rules come from the shared module builder
-// (cfi::ModuleUnwind: its own .sframe, else SFrame generated from its
-// .eh_frame, plus generated SFrame for the FDEs the own section lacks),
+// (cfi::ModuleUnwind: its own .sframe, plus generated SFrame for the FDEs
+// the own section lacks) or, for a module without a usable own section,
+// from the CFI translator's rows as they come (cfi::for_each_translated():
+// the rows generation would encode, not encoded and decoded again),
 // processes' mappings from the perf::Session that follows MMAP2, COMM,
 // FORK and EXIT records (the same process model `sframe perf script` uses).
 //
@@ -85,7 +87,11 @@ class ModuleTable {
   std::vector<sframe_record_block> blocks_;
 };
 
-/// Builds the table of `file` (x86-64). Rules the layout cannot hold, and
+/// Builds the table of `file` (x86-64): from its own .sframe and the
+/// SFrame generated for the functions it lacks, else from the rows the CFI
+/// translator gives for its .eh_frame (and .debug_frame); the x86-64
+/// rt_sigreturn code and the CIEs' signal ranges as signal frames. Rules
+/// the layout cannot hold, and
 /// pages of more rows than a block holds, are left out (frame pointers
 /// there), and counted in `stats`.
 ModuleTable build_module_table(const elf::ElfFile& file, TableStats& stats);
