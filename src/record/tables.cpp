@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <map>
 #include <span>
 #include <vector>
 
@@ -286,28 +285,33 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
 
   // Rows per page: each span's rule at its start (and at the start of every
   // page it continues into), a NONE row where it ends and nothing follows.
-  std::map<std::uint32_t, std::vector<sframe_record_row>> rows;
-  // Most rows go to the page of the row before them (a map's references
-  // stay valid as it grows).
-  std::vector<sframe_record_row>* last = nullptr;
-  std::uint32_t last_page = 0;
+  // The spans are sorted by start and each emits only below the next one's
+  // start, so rows come in address order: a page's rows are a run of
+  // `flat`, the pages in order.
+  std::vector<sframe_record_row> flat;
+  flat.reserve(spans.size() + spans.size() / 2);
+  struct PageRun {
+    std::uint32_t page;
+    std::uint32_t first;  // its rows: flat[first, next run's first)
+  };
+  std::vector<PageRun> runs;
   const auto emit = [&](std::uint64_t at, const sframe_record_row& rule) {
     const auto page = static_cast<std::uint32_t>(at >> SFRAME_RECORD_PAGE_SHIFT);
-    if (!last || page != last_page) {
-      last = &rows[page];
-      last_page = page;
+    if (runs.empty() || page != runs.back().page) {
+      if (!runs.empty() && page < runs.back().page) return;  // not in address order: no sorted spans do this
+      runs.push_back({page, static_cast<std::uint32_t>(flat.size())});
     }
-    auto& v = *last;
+    const std::size_t first = runs.back().first;
     sframe_record_row r = rule;
     r.start = static_cast<std::uint16_t>(at & (kPage - 1));
-    if (!v.empty() && v.back().start == r.start) v.pop_back();
-    if (!v.empty() && same_rule(v.back(), r)) return;
-    if (v.empty() && r.start != 0) {
+    if (flat.size() > first && flat.back().start == r.start) flat.pop_back();
+    if (flat.size() > first && same_rule(flat.back(), r)) return;
+    if (flat.size() == first && r.start != 0) {
       sframe_record_row n{};
       n.flags = SFRAME_RECORD_ROW_NONE;
-      v.push_back(n);
+      flat.push_back(n);
     }
-    v.push_back(r);
+    flat.push_back(r);
   };
   sframe_record_row none{};
   none.flags = SFRAME_RECORD_ROW_NONE;
@@ -321,18 +325,19 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
       if (i + 1 >= spans.size() || spans[i + 1].lo > (p << SFRAME_RECORD_PAGE_SHIFT)) emit(p << SFRAME_RECORD_PAGE_SHIFT, sp.row);
     if (i + 1 >= spans.size() || spans[i + 1].lo > sp.hi) emit(sp.hi, none);
   }
-  const auto useful = [](const std::vector<sframe_record_row>& v) {
-    return std::any_of(v.begin(), v.end(), [](const sframe_record_row& r) { return !(r.flags & SFRAME_RECORD_ROW_NONE); });
-  };
-  for (auto it = rows.begin(); it != rows.end();) {
-    if (!useful(it->second)) {
-      it = rows.erase(it);
-    } else if (it->second.size() > kBlockRows) {
+  // The pages kept: those with a rule, of at most a block's rows.
+  std::vector<std::pair<std::uint32_t, std::span<const sframe_record_row>>> rows;
+  rows.reserve(runs.size());
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const std::size_t end = k + 1 < runs.size() ? runs[k + 1].first : flat.size();
+    const std::span<const sframe_record_row> v(flat.data() + runs[k].first, end - runs[k].first);
+    if (std::none_of(v.begin(), v.end(), [](const sframe_record_row& r) { return !(r.flags & SFRAME_RECORD_ROW_NONE); }))
+      continue;
+    if (v.size() > kBlockRows) {
       ++st.overflow_pages;
-      it = rows.erase(it);
-    } else {
-      ++it;
+      continue;
     }
+    rows.emplace_back(runs[k].page, v);
   }
   ++st.modules;
   if (rows.empty()) return {};
@@ -340,12 +345,12 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   // directory has an entry per page up to the last, and one for the end. Its
   // size follows the span of the code, not its rules: pages past 1 GiB from
   // the first (no module's code spans that) are left out.
-  const std::uint32_t first_page = rows.begin()->first;
-  while (rows.rbegin()->first - first_page >= kMaxPages) {
+  const std::uint32_t first_page = rows.front().first;
+  while (rows.back().first - first_page >= kMaxPages) {
     ++st.overflow_pages;
-    rows.erase(std::prev(rows.end()));
+    rows.pop_back();
   }
-  const std::uint64_t pages = std::uint64_t{rows.rbegin()->first} - first_page + 1;
+  const std::uint64_t pages = std::uint64_t{rows.back().first} - first_page + 1;
   const std::uint64_t dir_blocks = pages / SFRAME_RECORD_DIR_PAGES + 1;
   std::uint64_t row_slots = dir_blocks * kBlockRows;
   for (const auto& [p, v] : rows) {
