@@ -252,7 +252,9 @@ ModuleTable build_module_table(const elf::ElfFile& file, TableStats& st) {
   if (u.needs_generation() && !u.primary().usable()) {
     // Every rule generated: the translator's rows, as they come.
     const auto eh = file.section_bytes(".eh_frame");
-    if (eh) reserve_spans(spans, eh->bytes.size() / 16, 0, eh->bytes.size());
+    // About a span per 4 bytes of .eh_frame (libc, libpython): a guess too
+    // large costs address space only, one too small a copy of them all.
+    if (eh) reserve_spans(spans, eh->bytes.size() / 4, 0, eh->bytes.size());
     if (translated_spans(file, eh ? eh->header.address : 0, spans, signal, st) && !spans.empty())
       ++st.generated_modules;
     ends[0] = ends[1] = spans.size();
