@@ -697,36 +697,7 @@ class Recording {
     if (ncpu > 0) {
       std::vector<sframe_record_counters> per(static_cast<std::size_t>(ncpu));
       const std::uint32_t zero = 0;
-      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, per.data()) == 0) {
-        std::array<std::uint64_t, 32> hist{};
-        for (const auto& c : per) {
-          sum_.runs += c.runs;
-          sum_.samples += c.samples;
-          sum_.lost += c.lost;
-          sum_.kernel_frames += c.kernel_frames;
-          sum_.user_frames += c.user_frames;
-          for (std::size_t i = 0; i < sum_.by_source.size(); ++i) sum_.by_source[i] += c.by_source[i];
-          sum_.no_process += c.no_process;
-          sum_.unmapped_pc += c.unmapped_pc;
-          for (std::size_t i = 0; i < sum_.stops.size(); ++i) sum_.stops[i] += c.stops[i];
-          sum_.walk_ns += c.walk_ns;
-          sum_.checks += c.checks;
-          sum_.deferred += c.deferred;
-          sum_.copies_lost += c.copies_lost;
-          sum_.row_lookups += c.row_lookups;
-          sum_.row_cache_hits += c.row_cache_hits;
-          for (std::size_t i = 0; i < 32; ++i) hist[i] += c.walk_ns_log2[i];
-        }
-        std::uint64_t total = 0, seen = 0;
-        for (auto h : hist) total += h;
-        for (std::size_t i = 0; i < 32 && total; ++i) {
-          seen += hist[i];
-          if (2 * seen >= total) {
-            sum_.walk_ns_median = std::uint64_t{1} << i;
-            break;
-          }
-        }
-      }
+      if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.counters), &zero, per.data()) == 0) add_counters(per, sum_);
     }
     bpf_prog_info info{};
     std::uint32_t len = sizeof info;
@@ -783,14 +754,6 @@ class Recording {
 };
 
 }  // namespace
-
-const char* stop_name(std::size_t i) noexcept {
-  // enum sframe_record_stop's order.
-  static const char* const kNames[] = {"outermost frame", "unreadable stack", "CFA not increasing", "depth limit",
-                                       "no user stack",   "no unwind information", "return address 0", "bad rule"};
-  static_assert(std::size(kNames) == SFRAME_RECORD_STOPS);
-  return i < std::size(kNames) ? kNames[i] : "?";
-}
 
 std::string unavailable_reason() {
   if (geteuid() != 0)

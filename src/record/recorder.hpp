@@ -168,4 +168,11 @@ std::string record(const RecordOptions& opt, RecordSummary& summary);
 /// The stop reasons of RecordSummary::stops, in words.
 const char* stop_name(std::size_t i) noexcept;
 
+/// Adds the BPF program's counters, one sframe_record_counters per possible
+/// CPU (the per-CPU map's lookup; record_abi.h), to `summary`: each count
+/// summed into its field, and walk_ns_median set from the CPUs' histograms
+/// together (the lower bound, ns, of the power-of-two bucket that holds the
+/// middle walk; 0 when no walk was counted).
+void add_counters(std::span<const sframe_record_counters> per_cpu, RecordSummary& summary);
+
 }  // namespace sframe::record
