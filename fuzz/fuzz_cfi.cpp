@@ -2,7 +2,12 @@
 // libFuzzer target: DWARF CFI -> SFrame (sframe::cfi) on an ELF file image.
 // Reading the CFI fails only with its documented errors; every row lies in
 // its FDE, in order; and what generate() emits (v3 and v2) is a model the encoder accepts and whose encoding passes
-// validate(kStrict) and decodes back to the model (check_encode.hpp).
+// validate(kStrict) and decodes back to the model (check_encode.hpp). With
+// the recorder built: `sframe record`'s table of the file (its rows taken
+// from the translator) has the layout of record_abi.h: a directory whose
+// entries do not decrease and stay in the table, each page's rows starting
+// at 0 in increasing order inside the page, never across a block, then
+// only padding to the block's end.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +16,9 @@
 #include "check_encode.hpp"
 #include "memfd.hpp"
 #include "sframe/cfi/cfi.hpp"
+#ifdef SFRAMEPP_FUZZ_RECORD_TABLES
+#include "tables.hpp"
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sframe;
@@ -34,6 +42,45 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ErrorCode c = walked.error().code();
     SFRAME_FUZZ_CHECK(c == ElfErrc::kElfError || c == EncodeErrc::kNotRepresentable || c == CfiErrc::kBadCfi);
   }
+
+#ifdef SFRAMEPP_FUZZ_RECORD_TABLES
+  {
+    record::TableStats st;
+    const record::ModuleTable t = record::build_module_table(*file, st);
+    const auto blocks = t.blocks();
+    if (!blocks.empty()) {
+      constexpr std::uint32_t kRows = SFRAME_RECORD_BLOCK_ROWS, kDir = SFRAME_RECORD_DIR_PAGES;
+      const std::uint64_t slots = std::uint64_t{blocks.size()} * kRows;
+      const std::uint32_t dir_blocks = blocks[0].dir[0] / kRows;
+      SFRAME_FUZZ_CHECK(dir_blocks > 0 && dir_blocks < blocks.size() && blocks[0].dir[0] % kRows == 0);
+      std::uint32_t prev = blocks[0].dir[0];
+      for (std::uint64_t e = 0; e < std::uint64_t{dir_blocks} * kDir; ++e) {
+        const std::uint32_t lo = blocks[e / kDir].dir[e % kDir], hi = blocks[e / kDir].dir[e % kDir + 1];
+        SFRAME_FUZZ_CHECK(lo >= prev && hi >= lo && hi <= slots);
+        prev = lo;
+        if (hi == lo) continue;
+        SFRAME_FUZZ_CHECK(lo / kRows == (hi - 1) / kRows);  // one block
+        // Then padding rows to the block's end, if the next page's rows
+        // did not fit in it (all of the range for a page without rules
+        // before such a page: record_abi.h, walk.h).
+        std::uint32_t last = 0;
+        bool padding = false;
+        for (std::uint32_t r = lo; r < hi; ++r) {
+          const std::uint16_t start = blocks[r / kRows].rows[r % kRows].start;
+          if (start == SFRAME_RECORD_ROW_PAD) {
+            padding = true;
+            continue;
+          }
+          SFRAME_FUZZ_CHECK(!padding && (r == lo ? start == 0 : start > last));
+          SFRAME_FUZZ_CHECK(start < (1u << SFRAME_RECORD_PAGE_SHIFT));
+          last = start;
+        }
+        SFRAME_FUZZ_CHECK(!padding || hi % kRows == 0);
+      }
+      SFRAME_FUZZ_CHECK(st.modules == 1 && st.pages > 0 && st.table_bytes == blocks.size_bytes());
+    }
+  }
+#endif
 
   // The section address as `sframe gen` picks it: the existing SFrame
   // section's, else 0.
