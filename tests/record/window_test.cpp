@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::uint64_t kBase = 0x7ffd'0000'0000;  // the model's first page
 constexpr std::uint64_t kPage = 4096;
-constexpr int kPages = 8;
+constexpr int kPages = 14;  // 3.5 windows (a static_assert below says so)
 
 struct Memory {
   std::vector<std::uint8_t> bytes = std::vector<std::uint8_t>(kPages * kPage);
@@ -43,6 +43,8 @@ int read_user(void* dst, std::uint32_t len, std::uint64_t addr) { return g_memor
 #include "bpf/walk_host.h"
 #define SFRAME_RECORD_READ_USER(dst, len, addr) read_user((dst), (len), (addr))
 #include "bpf/stack_window.h"
+
+static_assert(2 * kPages * kPage == 7 * SFRAME_RECORD_WINDOW_BYTES, "the model holds 3.5 windows");
 
 namespace {
 

@@ -17,6 +17,13 @@
  * own: every read returns what a direct read of the same 8 bytes returns,
  * whatever the memory model.
  *
+ * Chunks of 2 KB: a read's fixed cost still outweighs its copy there. On
+ * Python's stacks (21 frames over some kilobytes) 2 KB chunks made the
+ * program's run time per sample 17% lower than 512-byte ones, and 1 KB or
+ * 4 KB ones (4 of them) came between; on a shallow C program's stacks, none
+ * differed beyond the noise (docs/benchmarks.md, stop 53). The window, 16
+ * KB per CPU, stays under the 32 KB a per-CPU map value may hold.
+ *
  * The including file defines, before including it:
  *   SFRAME_RECORD_READ_USER(dst, len, addr)  reads len bytes at user
  *                                  address addr into dst; 0 on success, and
@@ -27,9 +34,9 @@
 
 #include <linux/types.h>
 
-#define SFRAME_RECORD_WINDOW_CHUNK_SHIFT 9
+#define SFRAME_RECORD_WINDOW_CHUNK_SHIFT 11
 #define SFRAME_RECORD_WINDOW_CHUNK (1u << SFRAME_RECORD_WINDOW_CHUNK_SHIFT)
-#define SFRAME_RECORD_WINDOW_CHUNKS 16
+#define SFRAME_RECORD_WINDOW_CHUNKS 8
 #define SFRAME_RECORD_WINDOW_BYTES (SFRAME_RECORD_WINDOW_CHUNK * SFRAME_RECORD_WINDOW_CHUNKS)
 
 struct sframe_record_window {
