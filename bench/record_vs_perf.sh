@@ -8,7 +8,8 @@
 # pointers, own .sframe), python (python3: SFrame generated from .eh_frame),
 # clong (c for ten times as long, some 30 s: the recorder's fixed costs,
 # its BPF load and tables, spread over more samples, as in a recording
-# people leave running). WORKLOADS="c python" picks some.
+# people leave running), pylong (python for five times as long, some 11 s).
+# WORKLOADS="c python" picks some.
 # Prints, per workload (medians over the runs, the range in brackets):
 #  - in-kernel cost per sample: the BPF program's kernel run_time_ns
 #    (BPF_ENABLE_STATS) over the samples recorded (not over its run_cnt:
@@ -35,7 +36,13 @@
 #    (`record --folded`: the conversion in the recorder's process, as the
 #    records are written, instead of `perf script --folded` after it);
 #  - slowdown of the workload at 999 Hz against the workload alone;
-# then start-up (-a with 100 more processes running: launch to recording,
+# then, per workload, the fixed cost of its recordings: those of the same
+# program doing nothing (C: no loops; python: the interpreter importing
+# json), the table cache warm, which a recording of any length pays
+# (perf's start-up is most of its own), and the workload's cost beyond
+# it per sample (the difference of medians over the sample count: a
+# rough figure where the fixed cost is most of a total): together they say
+# how a ratio moves with a recording's length; then start-up (-a with 100 more processes running: launch to recording,
 # the BPF load's share) and memory (tables against .sframe/.eh_frame bytes,
 # the recorder's peak RSS).
 set -euo pipefail
@@ -68,18 +75,38 @@ col() { awk -v c="$2" '{ print $c }' "$1"; }
 med() { col "$1" "${2:-1}" | median; }
 rng() { col "$1" "${2:-1}" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%d-%d", lo, hi }'; }
 
+# The fixed cost of `$1`'s recordings, RUNS of each kind, the cache warm:
+# "one two perf" (seconds, medians) into the variable fixed.
+fixed_cost() {
+  rm -f fix_one fix_rec fix_conv fix_prec fix_pconv
+  "$sframe" record --cache cache -F 999 -o t.data -- "$@" >/dev/null 2>&1
+  for ((i = 0; i < runs; i++)); do
+    run_self fix_one "$sframe" record --cache cache -F 999 --folded -o t.folded -- "$@"
+    run_self fix_rec "$sframe" record --cache cache -F 999 -o t.data -- "$@"
+    run fix_conv "$sframe" perf script -i t.data --folded
+    run_self fix_prec perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o t.pdata -- "$@"
+    run fix_pconv sh -c "'$perf7' script --no-inline -i t.pdata -F comm,ip,sym 2>/dev/null | $collapse >/dev/null"
+  done
+  fixed=$(awk -v o="$(med fix_one)" -v r="$(med fix_rec)" -v c="$(med fix_conv 2)" -v pr="$(med fix_prec)" \
+    -v pc="$(med fix_pconv 2)" 'BEGIN { printf "%.6f %.6f %.6f", o, r + c, pr + pc }')
+  fixed_ranges="one step $(col fix_one 1 | spread), record $(col fix_rec 1 | spread) + script $(col fix_conv 2 | spread); perf record $(col fix_prec 1 | spread) + script $(col fix_pconv 2 | spread) s"
+}
+per_sample=""
+
 printf '%-7s %-34s %-34s %-32s %-24s %-40s %s\n' workload "BPF ns/sample sframe | fp (ratio)" \
   "bytes/sample sframe | dwarf | fp" "profiling CPU s: sframe | dwarf" "perf dwarf / sframe CPU" \
   "direct: sframe cold, warm, one-step | dwarf (ratios)" "workload slowdown: sframe | dwarf | fp"
-for w in ${WORKLOADS:-cfp c python clong}; do
+for w in ${WORKLOADS:-cfp c python clong pylong}; do
   case $w in
     cfp) gcc -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -Wa,--gsframe -o prog "$here/tests/perf/work.c" -lpthread
          cmd=(./prog 60000) ;;
     clong) build_workload c
            cmd[1]=$((cmd[1] * 10)) ;;
+    pylong) build_workload python
+            cmd[2]=${cmd[2]//1000000/5000000} ;;
     *) build_workload "$w" ;;
   esac
-  rm -f alone_$w srec_$w sfp_$w pdw_$w pfp_$w sconv_$w pconv_$w ns_$w nsfp_$w bytes_$w sself_$w sselfcold_$w pself_$w \
+  rm -f nsmp_$w pnsmp_$w alone_$w srec_$w sfp_$w pdw_$w pfp_$w sconv_$w pconv_$w ns_$w nsfp_$w bytes_$w sself_$w sselfcold_$w pself_$w \
     sbpf_$w sbpfcold_$w sone_$w sbpfone_$w
   for ((i = 0; i < runs; i++)); do
     # The first recording of the table cache, then its files written back
@@ -92,6 +119,7 @@ for w in ${WORKLOADS:-cfp c python clong}; do
     run alone_$w "${cmd[@]}"
     run srec_$w "$sframe" record --cache cache -F 999 -o s.data -- "${cmd[@]}"
     echo "$(mean_ns err) $(median_ns err)" >>ns_$w
+    samples err >>nsmp_$w
     echo "$(( $(stat -c %s s.data) / $(samples err) ))" >>bytes_$w
     run sconv_$w "$sframe" perf script -i s.data --folded
     run_self sself_$w "$sframe" record --cache cache -F 999 -o s.data -- "${cmd[@]}"
@@ -104,7 +132,9 @@ for w in ${WORKLOADS:-cfp c python clong}; do
       echo "$(mean_ns err) $(median_ns err)" >>nsfp_$w
     fi
     run pdw_$w perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o d.data -- "${cmd[@]}"
-    echo "$(( $(stat -c %s d.data) / $(nsamples d.data) ))" >>dbytes_$w
+    pn=$(nsamples d.data)
+    echo "$pn" >>pnsmp_$w
+    echo "$(( $(stat -c %s d.data) / pn ))" >>dbytes_$w
     run pconv_$w sh -c "'$perf7' script --no-inline -i d.data -F comm,ip,sym 2>/dev/null | $collapse >/dev/null"
     run_self pself_$w perf record -q -e cpu-clock -F 999 --call-graph=dwarf -o d.data -- "${cmd[@]}"
     run pfp_$w perf record -q -e cpu-clock -F 999 --call-graph=fp -o p.data -- "${cmd[@]}"
@@ -136,7 +166,17 @@ for w in ${WORKLOADS:-cfp c python clong}; do
     "$s_cpu | $d_cpu" "${cr}x (noise: see direct)" \
     "$s_cold, $s_direct, $s_one | $d_direct (${dcr}x: $(goal "$dcr" 20 '>='), ${dr}x: $(goal "$dr" 20 '>='), ${dor}x: $(goal "$dor" 20 '>='))" \
     "$(slow srec_$w) | $(slow pdw_$w) | $(slow pfp_$w) (alone $(med alone_$w 1) s)"
+  if [ "${cmd[0]}" = ./prog ]; then fixed_cost ./prog 0; else fixed_cost "${cmd[0]}" -c 'import json'; fi
+  per_sample+=$(awk -v w="$w" -v n="$(med nsmp_$w)" -v pn="$(med pnsmp_$w)" -v one="$s_one" -v two="$s_direct" \
+    -v d="$d_direct" -v fixed="$fixed" 'BEGIN {
+      split(fixed, f, " ")
+      a = (one - f[1]) / n * 1e6; b = (two - f[2]) / n * 1e6; c = (d - f[3]) / pn * 1e6
+      printf "  %-7s fixed %.1f | %.1f | %.1f ms; per sample beyond it %.1f | %.1f | %.1f us (%d and %d samples: perf dwarf / one step %.0fx)\n",
+        w, f[1] * 1000, f[2] * 1000, f[3] * 1000, a, b, c, n, pn, (a > 0 ? c / a : 0) }')$'\n'
+  per_sample+="          (fixed-cost runs: $fixed_ranges)"$'\n'
 done
+echo "fixed cost (the program doing nothing, table cache warm) and the rest per sample, sframe one step | two steps | perf dwarf:"
+printf '%s' "$per_sample"
 
 # Start-up with 100 more processes running, and memory.
 for ((i = 0; i < 100; i++)); do sleep 60 & done
