@@ -35,10 +35,13 @@ namespace sframe::record {
 
 /// What to record.
 /// Takes a recording's records as the recorder writes them, for a program
-/// that converts them as they come (`sframe record --folded`) instead of
-/// reading back a perf.data. Called on the recording's thread: a consumer
-/// that is slow delays the draining of the ring buffers, whose samples are
-/// then lost (counted in RecordSummary::lost).
+/// that converts them during the recording (`sframe record --folded`)
+/// instead of reading back a perf.data. Called on the recording's thread,
+/// in batches: when 8 MB of records are held, when the oldest has waited
+/// 10 s, and at the end (after the kernel's kallsyms is copied to perf's
+/// build-id cache). A consumer that is slow delays the draining of the
+/// ring buffers, whose samples are then lost (counted in
+/// RecordSummary::lost).
 class RecordConsumer {
  public:
   virtual ~RecordConsumer() = default;
