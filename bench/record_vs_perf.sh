@@ -33,8 +33,9 @@
 #    the direct ratio favours perf. sframe record's is given three times:
 #    with its table cache empty (a first recording: every module's table
 #    built), warm (a later one: the tables read back), and warm in one step
-#    (`record --folded`: the conversion in the recorder's process, as the
-#    records are written, instead of `perf script --folded` after it);
+#    (`record --folded`: the conversion in the recorder's process, in
+#    batches during the recording, instead of `perf script --folded` after
+#    it);
 #  - slowdown of the workload at 999 Hz against the workload alone;
 # then, per workload, the fixed cost of its recordings: those of the same
 # program doing nothing (C: no loops; python: the interpreter importing
