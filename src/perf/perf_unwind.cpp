@@ -107,6 +107,44 @@ using detail::Space;
 
 }  // namespace
 
+struct FileTable::Impl {
+  std::unordered_map<std::string, Entry> by_path;
+  std::optional<Entry> vdso;
+
+  static Entry open(const std::string& path) {
+    Entry e;
+    if (auto f = elf::ElfFile::open(path)) {
+      e.file = std::make_shared<const elf::ElfFile>(std::move(*f));
+      e.build_id = elf::build_id(*e.file).value_or("");
+    }
+    return e;
+  }
+};
+
+FileTable::FileTable() : impl_(std::make_unique<Impl>()) {}
+FileTable::~FileTable() = default;
+
+const FileTable::Entry& FileTable::open(const std::string& path, std::string_view want_id) {
+  auto [it, fresh] = impl_->by_path.try_emplace(path);
+  if (fresh) {
+    it->second = Impl::open(path);
+  } else if (!want_id.empty() && it->second.build_id != want_id) {
+    if (Entry again = Impl::open(path); again.file && again.build_id == want_id) it->second = std::move(again);
+  }
+  return it->second;
+}
+
+const FileTable::Entry& FileTable::vdso() {
+  if (!impl_->vdso) {
+    Entry& e = impl_->vdso.emplace();
+    if (auto v = process::own_vdso()) {
+      if (auto notes = v->section_bytes(".note")) e.build_id = elf::gnu_build_id(notes->bytes).value_or("");
+      e.file = std::make_shared<const elf::ElfFile>(std::move(*v));
+    }
+  }
+  return *impl_->vdso;
+}
+
 struct Session::Impl {
   SessionOptions opt;
   FileInfo info;
@@ -153,6 +191,7 @@ struct Session::Impl {
 
   Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
     if (opt.buildid_dir.empty()) opt.buildid_dir = default_buildid_dir();
+    if (!opt.files) opt.files = std::make_shared<FileTable>();
     for (const BuildIdEntry& b : info.build_ids) build_id_of.emplace(b.filename, b.build_id);
     frames.resize(std::max<std::size_t>(opt.max_stack, 1));
     sources.resize(frames.size());
@@ -187,23 +226,18 @@ struct Session::Impl {
       tries.push_back(opt.buildid_dir + "/.build-id/" + d.build_id.substr(0, 2) + "/" + d.build_id.substr(2) +
                       (d.name == "[vdso]" ? "/vdso" : "/elf"));
     for (const std::string& t : tries) {
-      auto f = elf::ElfFile::open(t);
-      if (!f) continue;
+      const FileTable::Entry& f = opt.files->open(t, d.build_id);
       // A file whose build-id differs from the recorded one was replaced
       // since: try the cache.
-      if (!d.build_id.empty()) {
-        auto id = elf::build_id(*f);
-        if (id && *id != d.build_id) continue;
-      }
-      d.file = std::make_shared<const elf::ElfFile>(std::move(*f));
+      if (!f.file || (!d.build_id.empty() && f.build_id != d.build_id)) continue;
+      d.file = f.file;
+      if (d.build_id.empty()) d.file_build_id = f.build_id;
       break;
     }
-    // No copy of the vDSO: this kernel's, as perf script takes its own.
-    if (!d.file && d.name == "[vdso]")
-      if (auto v = process::own_vdso()) d.file = std::make_shared<const elf::ElfFile>(std::move(*v));
+    // No copy of the vDSO: this kernel's, as perf script takes its own
+    // (its build-id note is in ".note", which perf does not read: none).
+    if (!d.file && d.name == "[vdso]") d.file = opt.files->vdso().file;
     if (!d.file) return;
-    if (d.build_id.empty())
-      if (auto id = elf::build_id(*d.file)) d.file_build_id = *id;
     ++stats.dsos;
     Elf* e = static_cast<Elf*>(d.file->native_handle());
     std::size_t phnum = 0;
@@ -759,6 +793,8 @@ Session::~Session() = default;
 void Session::process(const Record& r) { impl_->process(r); }
 const UnwoundSample& Session::unwind(const Record& r) { return impl_->unwind(r); }
 std::string_view Session::comm(std::uint32_t tid) const { return impl_->comm(tid); }
+FileTable& Session::files() const { return *impl_->opt.files; }
+
 std::vector<ProcessMapping> Session::mappings(std::uint32_t pid) const {
   std::vector<ProcessMapping> out;
   auto it = impl_->spaces.find(pid);

@@ -130,6 +130,38 @@ struct UnwoundSample {
   std::uint64_t repeat_id = 0;
 };
 
+/// The mapped files Sessions open, each once, by path: for the Sessions
+/// that follow the same processes at once (`sframe record`'s recorder, its
+/// in-process conversion, its table builder) to share, instead of each
+/// opening every file and reading its build-id. Not thread-safe: the
+/// Sessions sharing one run on one thread.
+class FileTable {
+ public:
+  /// A file as opened, with its own build-id (lowercase hex of its
+  /// NT_GNU_BUILD_ID note; empty: none).
+  struct Entry {
+    std::shared_ptr<const elf::ElfFile> file;
+    std::string build_id;
+  };
+  FileTable();
+  ~FileTable();
+  FileTable(const FileTable&) = delete;
+  FileTable& operator=(const FileTable&) = delete;
+  /// The file at `path`, opened on first call (null file: it could not be
+  /// opened). When `want_id` is not empty and the file opened before has
+  /// another build-id, the path is opened again (it may have been replaced
+  /// since) and the entry replaced when that one has `want_id`.
+  const Entry& open(const std::string& path, std::string_view want_id = {});
+  /// This process's vDSO image (process::own_vdso()), copied on first call
+  /// (null file: none mapped); `build_id` from its ".note" section, where
+  /// the kernel's vdso linker script puts the NT_GNU_BUILD_ID note.
+  const Entry& vdso();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Options of a Session.
 struct SessionOptions {
   /// /proc/kallsyms, read when readable and perf's build-id cache holds no
@@ -161,6 +193,9 @@ struct SessionOptions {
   /// `symbol` null) and no symbol table or kallsyms is read, for a caller
   /// that writes addresses (sframe perf inject).
   bool symbols = true;
+  /// Where the Session opens mapped files (FileTable): shared with other
+  /// Sessions of the same recording on the same thread; null: its own.
+  std::shared_ptr<FileTable> files;
 };
 
 /// Totals over the processed samples.
@@ -217,6 +252,9 @@ class Session {
   /// The executable mappings of process `pid` at this point of the
   /// recording, sorted by start, disjoint (empty for an unknown pid).
   std::vector<ProcessMapping> mappings(std::uint32_t pid) const;
+  /// Where it opens mapped files (SessionOptions::files, or its own), for
+  /// others to open theirs through.
+  FileTable& files() const;
 
  private:
   struct Impl;

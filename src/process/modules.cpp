@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -481,15 +482,26 @@ std::vector<SourceFrame> SourceLines::inline_frames(std::uint64_t pc) const {
 }
 
 Expected<elf::ElfFile> own_vdso() {
-  auto maps = read_maps(::getpid());
-  if (!maps) return Unexpected{maps.error()};
-  for (const Mapping& m : *maps) {
-    if (m.path != "[vdso]" || m.end <= m.start || m.end - m.start > (64u << 20)) continue;
-    // Our own mapping, read in place.
-    const auto* p = reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(m.start));
-    return open_memory_image(std::span<const std::byte>(p, m.end - m.start));
+  // The kernel passes the image's address in the auxiliary vector; its
+  // extent is that of its ELF contents (headers, segments, section
+  // headers), which the kernel maps whole.
+  const auto base = static_cast<std::uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
+  if (base == 0) return make_error(IoErrc::kIoError, 0, ENOENT);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, reinterpret_cast<const void*>(base), sizeof eh);
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 64 || eh.e_phoff > (64u << 20))
+    return make_error(IoErrc::kIoError, 0, EINVAL);
+  std::uint64_t size = std::uint64_t{eh.e_shoff} + std::uint64_t{eh.e_shnum} * eh.e_shentsize;
+  size = std::max<std::uint64_t>(size, eh.e_phoff + std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr));
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, reinterpret_cast<const void*>(base + eh.e_phoff + i * sizeof ph), sizeof ph);
+    if (ph.p_type == PT_LOAD) size = std::max<std::uint64_t>(size, ph.p_offset + ph.p_filesz);
   }
-  return make_error(IoErrc::kIoError, 0, ENOENT);
+  if (size > (64u << 20)) return make_error(IoErrc::kIoError, 0, EINVAL);
+  // Our own mapping, read in place.
+  return open_memory_image(std::span<const std::byte>(reinterpret_cast<const std::byte*>(base), size));
 }
 
 }  // namespace sframe::process

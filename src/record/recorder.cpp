@@ -143,6 +143,7 @@ class Recording {
     perf::SessionOptions so;
     so.symbols = false;
     so.max_stack = SFRAME_RECORD_MAX_FRAMES;
+    so.files = opt_.files;
     session_ = std::make_unique<perf::Session>(info, so);
     tables_ = std::make_unique<Tables>(*session_, opt_.table_cache);
     decoder_ = std::make_unique<perf::RecordDecoder>(info.attrs);

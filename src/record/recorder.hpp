@@ -24,11 +24,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "perf_data.hpp"
+#include "perf_unwind.hpp"
 #include "tables.hpp"
 
 namespace sframe::record {
@@ -74,6 +76,9 @@ struct RecordOptions {
   std::string output = "sframe.data";
   /// Also takes every record of the output as it is written (null: none).
   RecordConsumer* consumer = nullptr;
+  /// Where the recorder opens the mapped files (null: a table of its own);
+  /// the consumer's Session, sharing it, opens none again.
+  std::shared_ptr<perf::FileTable> files;
   /// The recorder's own command line (the CMDLINE feature).
   std::vector<std::string> argv;
   /// Walk by frame pointers only, with no tables (the benchmark's

@@ -415,22 +415,18 @@ Tables::Tables(const perf::Session& session, std::string cache_dir)
     : session_(session), cache_dir_(std::move(cache_dir)) {}
 
 bool Tables::preload(const std::string& path) {
-  auto f = elf::ElfFile::open(path);
-  if (!f) return false;
-  auto file = std::make_shared<const elf::ElfFile>(std::move(*f));
-  const std::string id = elf::build_id(*file).value_or("");
-  return module_of(file, path, id) != 0;
+  // Through the session's files: its MMAP2 records of the path find the
+  // file opened here.
+  const perf::FileTable::Entry& f = session_.files().open(path);
+  return f.file && module_of(f.file, path, f.build_id) != 0;
 }
 
 bool Tables::preload_vdso() {
-  auto v = process::own_vdso();
-  if (!v) return false;
   // The session keys the vDSO by its name alone (perf_unwind.cpp: no file,
   // no build-id in its MMAP2 record); the table cache by the build-id note
-  // in its ".note" section (the kernel's vdso linker script names it so).
-  std::string id;
-  if (auto notes = v->section_bytes(".note")) id = elf::gnu_build_id(notes->bytes).value_or("");
-  return module_of(std::make_shared<const elf::ElfFile>(std::move(*v)), "[vdso]", "", id) != 0;
+  // in its ".note" section.
+  const perf::FileTable::Entry& v = session_.files().vdso();
+  return v.file && module_of(v.file, "[vdso]", "", v.build_id) != 0;
 }
 
 std::uint32_t Tables::module_of(const std::shared_ptr<const elf::ElfFile>& file, const std::string& path,

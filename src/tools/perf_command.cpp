@@ -170,7 +170,9 @@ class PerfScript {
     // reachable, so LeakSanitizer does not report it ([[gnu::used]]: else
     // the optimizer drops the never-read pointer and LSan sees a leak).
     [[gnu::used]] static perf::Session* kept = nullptr;
-    kept = new perf::Session(info, text_ ? compat_.session : perf::SessionOptions{});
+    perf::SessionOptions so = text_ ? compat_.session : perf::SessionOptions{};
+    so.files = opt_.files;
+    kept = new perf::Session(info, so);
     session_ = kept;
     // --folded, --pprof, --flamegraph: every sample goes into one Profile,
     // the one aggregation they are all written from.

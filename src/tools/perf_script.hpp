@@ -8,6 +8,7 @@
 #include <string>
 
 #include "perf_data.hpp"
+#include "perf_unwind.hpp"
 
 namespace sframe::tools {
 
@@ -30,6 +31,9 @@ struct PerfScriptOptions {
   /// The command named in the profiles' titles and comments (empty:
   /// "sframe perf script -i INPUT").
   std::string command_line;
+  /// Where the session opens mapped files: shared with another session of
+  /// the same recording (`sframe record`'s recorder); null: its own.
+  std::shared_ptr<perf::FileTable> files;
 };
 
 /// Runs `sframe perf script` with `opt`; the exit status (errors are

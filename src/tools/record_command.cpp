@@ -108,6 +108,9 @@ class RecordCommand final : public Command {
       so.summary = false;
       so.text = false;
       so.command_line = command_line();
+      // The recorder's opened files: the conversion's session opens none
+      // again.
+      so.files = opt_.files = std::make_shared<perf::FileTable>();
       conversion = std::make_unique<Conversion>(so);
       opt_.consumer = conversion.get();
     }
