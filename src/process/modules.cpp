@@ -484,7 +484,8 @@ std::vector<SourceFrame> SourceLines::inline_frames(std::uint64_t pc) const {
 Expected<elf::ElfFile> own_vdso() {
   // The kernel passes the image's address in the auxiliary vector; its
   // extent is that of its ELF contents (headers, segments, section
-  // headers), which the kernel maps whole.
+  // headers), which the kernel maps whole. The kernel's own image: its
+  // headers are taken as the dynamic loader takes them.
   const auto base = static_cast<std::uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
   if (base == 0) return make_error(IoErrc::kIoError, 0, ENOENT);
   Elf64_Ehdr eh;

@@ -214,8 +214,11 @@ class Attachment {
 
 /// This process's vDSO image (the running kernel's, the same in every
 /// process) as an ELF file, for naming the [vdso] frames of a recording
-/// made on this kernel, as perf does when the recording holds no copy.
-/// Errors: kIoError (value: errno; ENOENT: no vDSO mapped).
+/// made on this kernel, as perf does when the recording holds no copy. Found
+/// through the auxiliary vector (AT_SYSINFO_EHDR), its extent that of its
+/// ELF headers, segments and section headers.
+/// Errors: kIoError (value: errno; ENOENT: no vDSO mapped, EINVAL: not a
+/// 64-bit ELF image).
 Expected<elf::ElfFile> own_vdso();
 
 /// The name of process `pid` (/proc/PID/comm), or "" when unreadable.
