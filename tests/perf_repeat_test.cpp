@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "repeat_cache.hpp"
@@ -50,8 +51,12 @@ TEST(PerfRepeatCache, KeepsACallchainFromItsSecondSample) {
   const RepeatCache::Hit hit = c.find(key, 7, s);
   EXPECT_EQ(hit.id, id);
   ASSERT_EQ(hit.frames.size(), 2u);
-  EXPECT_EQ(hit.frames[0].address, 0x401000u);
-  EXPECT_EQ(hit.frames[1].address, 0x4011ffu);
+  EXPECT_EQ(c.frame(hit.frames[0]).address, 0x401000u);
+  EXPECT_EQ(c.frame(hit.frames[1]).address, 0x4011ffu);
+  std::vector<ResolvedFrame> copied(5);
+  c.copy_frames(hit, copied);
+  ASSERT_EQ(copied.size(), 2u);
+  EXPECT_EQ(copied[1].address, 0x4011ffu);
 }
 
 TEST(PerfRepeatCache, AnotherProcessOrCallchainIsNotAHit) {
@@ -88,7 +93,31 @@ TEST(PerfRepeatCache, CollidingCallchainsKeepTheirOwnFrames) {
   EXPECT_EQ(c.find(key, 1, sa).frames.size(), 1u);
   EXPECT_EQ(c.find(key, 1, sb).id, idb);
   ASSERT_EQ(c.find(key, 1, sb).frames.size(), 2u);
-  EXPECT_EQ(c.find(key, 1, sb).frames[1].address, 0xbbu);
+  EXPECT_EQ(c.frame(c.find(key, 1, sb).frames[1]).address, 0xbbu);
+}
+
+TEST(PerfRepeatCache, SharedFramesAreKeptOnceAndDifferingOnesApart) {
+  RepeatCache c;
+  const std::vector<std::uint64_t> wa = {0x401000, 0x402000}, wb = {0x401000, 0x403000};
+  const Sample sa = sample_of(wa), sb = sample_of(wb);
+  const std::string name = "f", other = "f";
+  auto fa = frames_at({0x401000, 0x402000}), fb = frames_at({0x401000, 0x402000});
+  fa[0].symbol = &name;
+  fb[0].symbol = &name;
+  fb[1].symbol = &other;  // the same address, another name: another frame
+  const std::uint64_t ka = RepeatCache::key(1, sa), kb = RepeatCache::key(1, sb);
+  c.remember(ka, 1, sa, fa);
+  c.remember(ka, 1, sa, fa);
+  c.remember(kb, 1, sb, fb);
+  c.remember(kb, 1, sb, fb);
+  const RepeatCache::Hit ha = c.find(ka, 1, sa), hb = c.find(kb, 1, sb);
+  ASSERT_EQ(ha.frames.size(), 2u);
+  ASSERT_EQ(hb.frames.size(), 2u);
+  EXPECT_EQ(ha.frames[0], hb.frames[0]);
+  EXPECT_NE(ha.frames[1], hb.frames[1]);
+  EXPECT_EQ(c.frame(ha.frames[1]).symbol, nullptr);
+  EXPECT_EQ(c.frame(hb.frames[1]).symbol, &other);
+  EXPECT_EQ(c.frame(hb.frames[0]).symbol, &name);
 }
 
 TEST(PerfRepeatCache, NoKeyForAnEmptyOrOverlongCallchain) {

@@ -611,7 +611,7 @@ struct Session::Impl {
     const std::uint64_t key = has ? 0 : detail::RepeatCache::key(r.id.pid, smp);
     if (key != 0)
       if (const detail::RepeatCache::Hit hit = repeats.find(key, r.id.pid, smp); hit.id != 0) {
-        out.frames.assign(hit.frames.begin(), hit.frames.end());
+        repeats.copy_frames(hit, out.frames);
         out.repeat_id = hit.id;
         count(out);
         return out;
