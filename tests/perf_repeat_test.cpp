@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The session's repeat cache (src/perf/repeat_cache.hpp): a callchain's
 // frames come back only for the same process and the same words, from its
-// second sample on, with one id per kept resolution; past its bounds it
-// starts over. The perf tests see the cache only through output that must
+// second sample on, with one id per kept resolution; a word's frame only
+// for the same address space and position; past its bounds it starts over. The perf tests see the cache only through output that must
 // not change; its own rules are checked here.
 #include <gtest/gtest.h>
 
@@ -26,37 +26,75 @@ Sample sample_of(const std::vector<std::uint64_t>& words) {
   return s;
 }
 
-std::vector<ResolvedFrame> frames_at(std::initializer_list<std::uint64_t> addresses) {
-  std::vector<ResolvedFrame> out;
-  for (std::uint64_t a : addresses) {
-    ResolvedFrame f;
-    f.address = a;
-    out.push_back(f);
+// The frames of `words` in address space `space` (words[0] the first
+// user frame, the rest callers), each as its word's kept frame, kept at its
+// address when new: their indexes.
+std::vector<std::uint32_t> keep(RepeatCache& c, std::uint32_t space, const std::vector<std::uint64_t>& words) {
+  c.make_room(words.size());
+  std::vector<std::uint32_t> ids;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::uint32_t id = c.word_frame(space, words[i], i > 0);
+    if (id == RepeatCache::kNone) {
+      ResolvedFrame f;
+      f.address = words[i];
+      id = c.keep_word_frame(space, words[i], i > 0, f);
+    }
+    ids.push_back(id);
   }
-  return out;
+  return ids;
 }
 
 TEST(PerfRepeatCache, KeepsACallchainFromItsSecondSample) {
   RepeatCache c;
-  const std::vector<std::uint64_t> words = {0xfffffffffffffe00, 0x401000, 0x401200};
+  const std::vector<std::uint64_t> words = {0x401000, 0x401200};
   const Sample s = sample_of(words);
   const std::uint64_t key = RepeatCache::key(7, s);
   ASSERT_NE(key, 0u);
-  const auto frames = frames_at({0x401000, 0x4011ff});
   EXPECT_EQ(c.find(key, 7, s).id, 0u);
-  EXPECT_EQ(c.remember(key, 7, s, frames), 0u);  // first sighting: noted only
+  EXPECT_EQ(c.remember(key, 7, s, keep(c, 7, words)), 0u);  // first sighting: noted only
   EXPECT_EQ(c.find(key, 7, s).id, 0u);
-  const std::uint64_t id = c.remember(key, 7, s, frames);
+  const std::uint64_t id = c.remember(key, 7, s, keep(c, 7, words));
   EXPECT_NE(id, 0u);
   const RepeatCache::Hit hit = c.find(key, 7, s);
   EXPECT_EQ(hit.id, id);
   ASSERT_EQ(hit.frames.size(), 2u);
   EXPECT_EQ(c.frame(hit.frames[0]).address, 0x401000u);
-  EXPECT_EQ(c.frame(hit.frames[1]).address, 0x4011ffu);
+  EXPECT_EQ(c.frame(hit.frames[1]).address, 0x401200u);
   std::vector<ResolvedFrame> copied(5);
-  c.copy_frames(hit, copied);
+  c.copy_frames(hit.frames, copied);
   ASSERT_EQ(copied.size(), 2u);
-  EXPECT_EQ(copied[1].address, 0x4011ffu);
+  EXPECT_EQ(copied[1].address, 0x401200u);
+}
+
+TEST(PerfRepeatCache, AWordsFrameIsKeptBySpaceAndPosition) {
+  RepeatCache c;
+  EXPECT_EQ(c.word_frame(7, 0x401000, false), RepeatCache::kNone);
+  ResolvedFrame f;
+  f.address = 1;
+  const std::uint32_t first = c.keep_word_frame(7, 0x401000, false, f);
+  EXPECT_EQ(c.word_frame(7, 0x401000, false), first);
+  // Kept once: a second keep returns the first frame, not the new one.
+  f.address = 2;
+  EXPECT_EQ(c.keep_word_frame(7, 0x401000, false, f), first);
+  EXPECT_EQ(c.frame(first).address, 1u);
+  // As a caller, in another process, or in the kernel: another frame.
+  EXPECT_EQ(c.word_frame(7, 0x401000, true), RepeatCache::kNone);
+  EXPECT_EQ(c.word_frame(8, 0x401000, false), RepeatCache::kNone);
+  EXPECT_EQ(c.word_frame(RepeatCache::kKernelSpace, 0x401000, false), RepeatCache::kNone);
+  const std::uint32_t caller = c.keep_word_frame(7, 0x401000, true, f);
+  EXPECT_NE(caller, first);
+  EXPECT_EQ(c.frame(caller).address, 2u);
+  // Many more words: the table grows, every index stays.
+  std::vector<std::uint32_t> ids;
+  for (std::uint64_t w = 0; w < 5000; ++w) {
+    f.address = w;
+    ids.push_back(c.keep_word_frame(9, w * 16, false, f));
+  }
+  for (std::uint64_t w = 0; w < 5000; ++w) {
+    ASSERT_EQ(c.word_frame(9, w * 16, false), ids[w]) << w;
+    ASSERT_EQ(c.frame(ids[w]).address, w);
+  }
+  EXPECT_EQ(c.word_frame(7, 0x401000, false), first);
 }
 
 TEST(PerfRepeatCache, AnotherProcessOrCallchainIsNotAHit) {
@@ -64,10 +102,9 @@ TEST(PerfRepeatCache, AnotherProcessOrCallchainIsNotAHit) {
   const std::vector<std::uint64_t> words = {0x401000, 0x401200};
   const std::vector<std::uint64_t> other = {0x401000, 0x401208};
   const Sample s = sample_of(words), t = sample_of(other);
-  const auto frames = frames_at({0x401000});
   const std::uint64_t key = RepeatCache::key(7, s);
-  c.remember(key, 7, s, frames);
-  c.remember(key, 7, s, frames);
+  c.remember(key, 7, s, keep(c, 7, words));
+  c.remember(key, 7, s, keep(c, 7, words));
   // The same words in another process (pid 8), under the key of pid 7:
   // the words match, the pid does not.
   EXPECT_EQ(c.find(key, 8, s).id, 0u);
@@ -79,13 +116,12 @@ TEST(PerfRepeatCache, AnotherProcessOrCallchainIsNotAHit) {
 
 TEST(PerfRepeatCache, CollidingCallchainsKeepTheirOwnFrames) {
   RepeatCache c;
-  const std::vector<std::uint64_t> a = {0x401000}, b = {0x402000};
+  const std::vector<std::uint64_t> a = {0xa}, b = {0xb, 0xbb};
   const Sample sa = sample_of(a), sb = sample_of(b);
   const std::uint64_t key = 0x1235;  // both filed under one key
-  const auto fa = frames_at({0xa}), fb = frames_at({0xb, 0xbb});
-  c.remember(key, 1, sa, fa);
-  const std::uint64_t ida = c.remember(key, 1, sa, fa);
-  const std::uint64_t idb = c.remember(key, 1, sb, fb);  // the key seen: kept at once
+  c.remember(key, 1, sa, keep(c, 1, a));
+  const std::uint64_t ida = c.remember(key, 1, sa, keep(c, 1, a));
+  const std::uint64_t idb = c.remember(key, 1, sb, keep(c, 1, b));  // the key seen: kept at once
   ASSERT_NE(ida, 0u);
   ASSERT_NE(idb, 0u);
   EXPECT_NE(ida, idb);
@@ -94,30 +130,6 @@ TEST(PerfRepeatCache, CollidingCallchainsKeepTheirOwnFrames) {
   EXPECT_EQ(c.find(key, 1, sb).id, idb);
   ASSERT_EQ(c.find(key, 1, sb).frames.size(), 2u);
   EXPECT_EQ(c.frame(c.find(key, 1, sb).frames[1]).address, 0xbbu);
-}
-
-TEST(PerfRepeatCache, SharedFramesAreKeptOnceAndDifferingOnesApart) {
-  RepeatCache c;
-  const std::vector<std::uint64_t> wa = {0x401000, 0x402000}, wb = {0x401000, 0x403000};
-  const Sample sa = sample_of(wa), sb = sample_of(wb);
-  const std::string name = "f", other = "f";
-  auto fa = frames_at({0x401000, 0x402000}), fb = frames_at({0x401000, 0x402000});
-  fa[0].symbol = &name;
-  fb[0].symbol = &name;
-  fb[1].symbol = &other;  // the same address, another name: another frame
-  const std::uint64_t ka = RepeatCache::key(1, sa), kb = RepeatCache::key(1, sb);
-  c.remember(ka, 1, sa, fa);
-  c.remember(ka, 1, sa, fa);
-  c.remember(kb, 1, sb, fb);
-  c.remember(kb, 1, sb, fb);
-  const RepeatCache::Hit ha = c.find(ka, 1, sa), hb = c.find(kb, 1, sb);
-  ASSERT_EQ(ha.frames.size(), 2u);
-  ASSERT_EQ(hb.frames.size(), 2u);
-  EXPECT_EQ(ha.frames[0], hb.frames[0]);
-  EXPECT_NE(ha.frames[1], hb.frames[1]);
-  EXPECT_EQ(c.frame(ha.frames[1]).symbol, nullptr);
-  EXPECT_EQ(c.frame(hb.frames[1]).symbol, &other);
-  EXPECT_EQ(c.frame(hb.frames[0]).symbol, &name);
 }
 
 TEST(PerfRepeatCache, NoKeyForAnEmptyOrOverlongCallchain) {
@@ -134,13 +146,15 @@ TEST(PerfRepeatCache, ClearForgetsAndIdsStayUnique) {
   const std::vector<std::uint64_t> words = {0x401000};
   const Sample s = sample_of(words);
   const std::uint64_t key = RepeatCache::key(3, s);
-  const auto frames = frames_at({0x401000});
-  c.remember(key, 3, s, frames);
-  const std::uint64_t first = c.remember(key, 3, s, frames);
+  c.remember(key, 3, s, keep(c, 3, words));
+  const std::uint64_t first = c.remember(key, 3, s, keep(c, 3, words));
+  const std::uint64_t generation = c.generation();
   c.clear();
+  EXPECT_NE(c.generation(), generation);
   EXPECT_EQ(c.find(key, 3, s).id, 0u);
-  EXPECT_EQ(c.remember(key, 3, s, frames), 0u);  // seen afresh
-  const std::uint64_t second = c.remember(key, 3, s, frames);
+  EXPECT_EQ(c.word_frame(3, 0x401000, false), RepeatCache::kNone);
+  EXPECT_EQ(c.remember(key, 3, s, keep(c, 3, words)), 0u);  // seen afresh
+  const std::uint64_t second = c.remember(key, 3, s, keep(c, 3, words));
   EXPECT_NE(second, 0u);
   EXPECT_NE(second, first);
 }
@@ -150,22 +164,30 @@ TEST(PerfRepeatCache, StartsOverPastItsFrameBound) {
   // Stacks of 1,024 frames: the bound holds 128 of them.
   const std::size_t depth = 1024, fit = RepeatCache::kFrames / depth;
   std::vector<std::vector<std::uint64_t>> chains;
-  for (std::size_t i = 0; i <= fit; ++i) chains.push_back({0x400000 + i});
-  const std::vector<ResolvedFrame> frames(depth);
+  for (std::size_t i = 0; i <= fit; ++i) {
+    std::vector<std::uint64_t> w(depth - 1, 0x500000);
+    w.insert(w.begin(), 0x400000 + i);
+    chains.push_back(w);
+  }
+  // Distinct kept frames: the first word differs, the rest are callers of
+  // one word, kept once per chain's space (pid i + 1).
   std::vector<std::uint64_t> keys;
   for (std::size_t i = 0; i < fit; ++i) {
     const Sample s = sample_of(chains[i]);
-    keys.push_back(RepeatCache::key(1, s));
-    c.remember(keys[i], 1, s, frames);
-    ASSERT_NE(c.remember(keys[i], 1, s, frames), 0u);
+    const auto pid = static_cast<std::uint32_t>(i + 1);
+    keys.push_back(RepeatCache::key(pid, s));
+    c.remember(keys[i], pid, s, keep(c, pid, chains[i]));
+    ASSERT_NE(c.remember(keys[i], pid, s, keep(c, pid, chains[i])), 0u);
   }
-  for (std::size_t i = 0; i < fit; ++i) EXPECT_NE(c.find(keys[i], 1, sample_of(chains[i])).id, 0u) << i;
-  // One more kept stack would pass the bound: everything is dropped first.
-  const Sample last = sample_of(chains[fit]);
-  const std::uint64_t k = RepeatCache::key(1, last);
-  c.remember(k, 1, last, frames);
+  for (std::size_t i = 0; i < fit; ++i)
+    EXPECT_NE(c.find(keys[i], static_cast<std::uint32_t>(i + 1), sample_of(chains[i])).id, 0u) << i;
+  const std::uint64_t generation = c.generation();
+  // One more stack would pass the bound on references: make_room() drops
+  // everything first.
+  c.make_room(depth);
+  EXPECT_NE(c.generation(), generation);
   EXPECT_EQ(c.find(keys[0], 1, sample_of(chains[0])).id, 0u);
-  EXPECT_EQ(c.find(keys[fit - 1], 1, sample_of(chains[fit - 1])).id, 0u);
+  EXPECT_EQ(c.word_frame(1, 0x400000, false), RepeatCache::kNone);
 }
 
 }  // namespace

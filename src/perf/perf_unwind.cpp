@@ -150,6 +150,7 @@ struct Session::Impl {
   // (process()); a process between its exec and its first sample of the
   // new image (Space::before_exec) is not remembered.
   detail::RepeatCache repeats;
+  std::vector<std::uint32_t> ids;  // unwind()'s frames' indexes in `repeats`
 
   Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
     if (opt.buildid_dir.empty()) opt.buildid_dir = default_buildid_dir();
@@ -601,6 +602,7 @@ struct Session::Impl {
     out.why = {};
     out.stop_address = out.stack_base = out.stack_size = 0;
     out.repeat_id = 0;
+    out.frame_ids = {};
     const Sample& smp = r.sample;
     ++stats.samples;
     // The sampled registers, in one pass over the mask.
@@ -609,13 +611,28 @@ struct Session::Impl {
     // Without registers, the recorded callchain alone names the frames: a
     // repeat of an earlier sample's takes its frames.
     const std::uint64_t key = has ? 0 : detail::RepeatCache::key(r.id.pid, smp);
-    if (key != 0)
+    if (key != 0) {
+      repeats.make_room(smp.callchain_nr);
       if (const detail::RepeatCache::Hit hit = repeats.find(key, r.id.pid, smp); hit.id != 0) {
-        repeats.copy_frames(hit, out.frames);
+        repeats.copy_frames(hit.frames, out.frames);
         out.repeat_id = hit.id;
+        out.frame_ids = hit.frames;
+        out.frame_generation = repeats.generation();
         count(out);
         return out;
       }
+    }
+    // Each callchain word's frame, kept by the repeat cache (its index in
+    // `ids`) while no process changes: the words of a profile's stacks
+    // repeat far more often than whole stacks do.
+    ids.clear();
+    const auto word_frame = [&](std::uint32_t space, std::uint64_t v, bool caller) {
+      const std::uint32_t id = repeats.word_frame(space, v, caller);
+      if (id == detail::RepeatCache::kNone) return false;
+      out.frames.push_back(repeats.frame(id));
+      ids.push_back(id);
+      return true;
+    };
     // Kernel part of the callchain (perf: entries after PERF_CONTEXT_KERNEL).
     bool in_kernel = false;
     std::uint64_t user_at = smp.callchain_nr;  // the first user entry
@@ -626,7 +643,10 @@ struct Session::Impl {
         if (v == kContextUser && user_at == smp.callchain_nr) user_at = i + 1;
         continue;
       }
-      if (in_kernel) kernel_frame(v);
+      if (!in_kernel) continue;
+      if (key != 0 && word_frame(detail::RepeatCache::kKernelSpace, v, false)) continue;
+      kernel_frame(v);
+      if (key != 0) ids.push_back(repeats.keep_word_frame(detail::RepeatCache::kKernelSpace, v, false, out.frames.back()));
     }
     const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
     bool settled = true;  // not between an exec and the new image's first sample
@@ -639,11 +659,14 @@ struct Session::Impl {
       Space& s = space(r.id.pid);
       s.settle_exec(smp.callchain(user_at));
       settled = !s.before_exec;
+      const bool by_word = key != 0 && settled;
       for (std::uint64_t i = user_at; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
         const std::uint64_t v = smp.callchain(i);
         if (v >= kContextMax) break;
+        if (by_word && word_frame(r.id.pid, v, i > user_at)) continue;
         user_frame(s, v, false, FrameOrigin::kCallchain);
         if (i > user_at) out.frames.back().address = v + 1;
+        if (by_word) ids.push_back(repeats.keep_word_frame(r.id.pid, v, i > user_at, out.frames.back()));
       }
     } else if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
       const std::uint64_t sp = reg[kX86Sp];
@@ -664,7 +687,11 @@ struct Session::Impl {
         walk_user(s, smp, reg, has);
       }
     }
-    if (key != 0 && settled) out.repeat_id = repeats.remember(key, r.id.pid, smp, out.frames);
+    if (key != 0 && settled && ids.size() == out.frames.size()) {
+      out.repeat_id = repeats.remember(key, r.id.pid, smp, ids);
+      out.frame_ids = ids;
+      out.frame_generation = repeats.generation();
+    }
     count(out);
     return out;
   }

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,6 +130,14 @@ struct UnwoundSample {
   /// exec settled), resolves to the same frames. Equal ids, equal frames;
   /// an id is never used again for other frames. 0: not remembered.
   std::uint64_t repeat_id = 0;
+  /// For a sample without a stack copy, once its process's image is
+  /// settled: one index per frame among the frames the session keeps by
+  /// callchain word, the same index for the same frame while
+  /// frame_generation stays (a record given to process() changes it), so
+  /// that a caller can keep what it derives from a frame by index. Empty
+  /// otherwise. Valid until the next unwind().
+  std::span<const std::uint32_t> frame_ids;
+  std::uint64_t frame_generation = 0;
 };
 
 /// Options of a Session.

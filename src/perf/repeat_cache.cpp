@@ -2,37 +2,10 @@
 // sframepp: the session's repeat cache (see repeat_cache.hpp).
 #include "repeat_cache.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace sframe::perf::detail {
-namespace {
-
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  h = (h ^ v) * 0xff51afd7ed558ccdu;
-  return h ^ (h >> 29);
-}
-
-std::uint64_t frame_hash(const ResolvedFrame& f) {
-  std::uint64_t h = mix(0x9e3779b97f4a7c15u, f.address);
-  h = mix(h, f.ip);
-  h = mix(h, f.runtime_ip);
-  h = mix(h, reinterpret_cast<std::uintptr_t>(f.symbol));
-  h = mix(h, f.symoff);
-  h = mix(h, reinterpret_cast<std::uintptr_t>(f.dso));
-  h = mix(h, static_cast<std::uint64_t>(f.origin));
-  h = mix(h, f.map_start);
-  h = mix(h, f.map_end);
-  h = mix(h, f.map_pgoff);
-  return mix(h, reinterpret_cast<std::uintptr_t>(f.build_id));
-}
-
-bool same_frame(const ResolvedFrame& a, const ResolvedFrame& b) {
-  return a.address == b.address && a.ip == b.ip && a.runtime_ip == b.runtime_ip && a.symbol == b.symbol &&
-         a.symoff == b.symoff && a.dso == b.dso && a.origin == b.origin && a.map_start == b.map_start &&
-         a.map_end == b.map_end && a.map_pgoff == b.map_pgoff && a.build_id == b.build_id;
-}
-
-}  // namespace
 
 std::uint64_t RepeatCache::key(std::uint32_t pid, const Sample& smp) noexcept {
   if (smp.callchain_nr == 0 || smp.callchain_nr > kMaxWords) return 0;
@@ -44,6 +17,48 @@ std::uint64_t RepeatCache::key(std::uint32_t pid, const Sample& smp) noexcept {
     h ^= h >> 29;
   }
   return h | 1;  // 0: no key
+}
+
+void RepeatCache::make_room(std::uint64_t words) {
+  if (frames_.size() + words > kFrames || refs_.size() + words > kFrames || words_.size() + 8 * words > 8 * kFrames ||
+      newest_.size() >= kFrames)
+    clear();
+}
+
+std::size_t RepeatCache::word_slot(const WordKey& k) const {
+  // Fibonacci hashing of the word, its space and position: the top bits
+  // depend on every bit of each.
+  const std::uint64_t h = k.word ^ std::rotl(std::uint64_t{k.space} << 1 | k.caller, 40);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = (h * 0x9e3779b97f4a7c15ull) >> shift_;; i = (i + 1) & mask) {
+    const std::uint32_t id = slots_[i];
+    if (id == kNone) return i;
+    const WordKey& o = frame_keys_[id];
+    if (o.word == k.word && o.space == k.space && o.caller == k.caller) return i;
+  }
+}
+
+std::uint32_t RepeatCache::word_frame(std::uint32_t space, std::uint64_t word, bool caller) const {
+  if (slots_.empty()) return kNone;
+  return slots_[word_slot({word, space, caller ? 1u : 0u})];
+}
+
+std::uint32_t RepeatCache::keep_word_frame(std::uint32_t space, std::uint64_t word, bool caller,
+                                           const ResolvedFrame& f) {
+  if (2 * (frames_.size() + 1) > slots_.size()) {
+    // At most half full: probes stay short.
+    slots_.assign(slots_.empty() ? 1024 : 2 * slots_.size(), kNone);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
+    for (std::uint32_t id = 0; id < frame_keys_.size(); ++id) slots_[word_slot(frame_keys_[id])] = id;
+  }
+  const WordKey k{word, space, caller ? 1u : 0u};
+  std::uint32_t& slot = slots_[word_slot(k)];
+  if (slot == kNone) {
+    slot = static_cast<std::uint32_t>(frames_.size());
+    frames_.push_back(f);
+    frame_keys_.push_back(k);
+  }
+  return slot;
 }
 
 RepeatCache::Hit RepeatCache::find(std::uint64_t key, std::uint32_t pid, const Sample& smp) const {
@@ -58,39 +73,13 @@ RepeatCache::Hit RepeatCache::find(std::uint64_t key, std::uint32_t pid, const S
   return {};
 }
 
-void RepeatCache::copy_frames(const Hit& hit, std::vector<ResolvedFrame>& out) const {
-  out.resize(hit.frames.size());
-  for (std::size_t i = 0; i < hit.frames.size(); ++i) out[i] = frames_[hit.frames[i]];
-}
-
-std::uint32_t RepeatCache::intern(const ResolvedFrame& f) {
-  if (2 * (frames_.size() + 1) > slots_.size()) {
-    // At most half full: probes stay short.
-    slots_.assign(slots_.empty() ? 1024 : 2 * slots_.size(), kNone);
-    const std::size_t mask = slots_.size() - 1;
-    for (std::uint32_t id = 0; id < frames_.size(); ++id) {
-      std::size_t s = frame_hash(frames_[id]) & mask;
-      while (slots_[s] != kNone) s = (s + 1) & mask;
-      slots_[s] = id;
-    }
-  }
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t s = frame_hash(f) & mask;; s = (s + 1) & mask) {
-    const std::uint32_t id = slots_[s];
-    if (id == kNone) {
-      slots_[s] = static_cast<std::uint32_t>(frames_.size());
-      frames_.push_back(f);
-      return slots_[s];
-    }
-    if (same_frame(frames_[id], f)) return id;
-  }
+void RepeatCache::copy_frames(std::span<const std::uint32_t> indexes, std::vector<ResolvedFrame>& out) const {
+  out.resize(indexes.size());
+  for (std::size_t i = 0; i < indexes.size(); ++i) out[i] = frames_[indexes[i]];
 }
 
 std::uint64_t RepeatCache::remember(std::uint64_t key, std::uint32_t pid, const Sample& smp,
-                                    std::span<const ResolvedFrame> frames) {
-  if (refs_.size() + frames.size() > kFrames || words_.size() + 8 * smp.callchain_nr > 8 * kFrames ||
-      newest_.size() >= kFrames)
-    clear();
+                                    std::span<const std::uint32_t> indexes) {
   auto [it, fresh] = newest_.try_emplace(key, kNone);
   if (fresh) return 0;
   if (refs_.capacity() == 0) {
@@ -105,12 +94,12 @@ std::uint64_t RepeatCache::remember(std::uint64_t key, std::uint32_t pid, const 
                 words_.size(),
                 refs_.size(),
                 static_cast<std::uint32_t>(smp.callchain_nr),
-                static_cast<std::uint32_t>(frames.size()),
+                static_cast<std::uint32_t>(indexes.size()),
                 pid,
                 it->second};
   it->second = static_cast<std::uint32_t>(entries_.size());
   words_.insert(words_.end(), smp.callchain_data, smp.callchain_data + 8 * smp.callchain_nr);
-  for (const ResolvedFrame& f : frames) refs_.push_back(intern(f));
+  refs_.insert(refs_.end(), indexes.begin(), indexes.end());
   entries_.push_back(e);
   return e.id;
 }
@@ -119,9 +108,11 @@ void RepeatCache::clear() {
   words_.clear();
   refs_.clear();
   frames_.clear();
+  frame_keys_.clear();
   slots_.clear();
   entries_.clear();
   newest_.clear();
+  ++generation_;
 }
 
 }  // namespace sframe::perf::detail

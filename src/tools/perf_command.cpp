@@ -214,10 +214,10 @@ class PerfScript {
           prof_.add_again(it->second, rec.sample.period);
         } else {
           if (repeat_nodes_.size() >= (std::size_t{1} << 17)) repeat_nodes_.clear();
-          repeat_nodes_.emplace(key, add_to_profile(prof_, pframes_, rec, u, comm, kernel_build_id_));
+          repeat_nodes_.emplace(key, add_to_profile(rec, u, comm));
         }
       } else {
-        add_to_profile(prof_, pframes_, rec, u, comm, kernel_build_id_);
+        add_to_profile(rec, u, comm);
       }
     }
     if (opt_.folded) return;
@@ -300,34 +300,51 @@ class PerfScript {
     }
   };
 
-  // The sample as a profile::Sample (frames innermost first; the kernel's
-  // mapping of unknown extent, named by its recorded build-id) into `prof`:
-  // returns its node there.
-  static std::uint32_t add_to_profile(profile::Profile& prof, std::vector<profile::Frame>& frames,
-                                      const perf::Record& rec, const perf::UnwoundSample& u, std::string_view comm,
-                                      std::string_view kernel_build_id) {
-    frames.clear();
-    for (const perf::ResolvedFrame& f : u.frames) {
-      profile::Frame& p = frames.emplace_back();
-      p.pc = f.runtime_ip;
-      if (f.symbol) p.function = *f.symbol;
-      if (f.dso) p.mapping.file = *f.dso;
-      p.mapping.start = f.map_start;
-      p.mapping.end = f.map_end;
-      p.mapping.pgoff = f.map_pgoff;
-      if (f.build_id)
-        p.mapping.build_id = *f.build_id;
-      else if (f.origin == perf::FrameOrigin::kKernel)
-        p.mapping.build_id = kernel_build_id;
-    }
+  // The session's frame `f` as a profile::Frame (the kernel's mapping of
+  // unknown extent named by its recorded build-id).
+  profile::Frame profile_frame(const perf::ResolvedFrame& f) const {
+    profile::Frame p;
+    p.pc = f.runtime_ip;
+    if (f.symbol) p.function = *f.symbol;
+    if (f.dso) p.mapping.file = *f.dso;
+    p.mapping.start = f.map_start;
+    p.mapping.end = f.map_end;
+    p.mapping.pgoff = f.map_pgoff;
+    if (f.build_id)
+      p.mapping.build_id = *f.build_id;
+    else if (f.origin == perf::FrameOrigin::kKernel)
+      p.mapping.build_id = kernel_build_id_;
+    return p;
+  }
+
+  // The sample into the profile (frames innermost first): returns its node
+  // there. Frames the session numbered (UnwoundSample::frame_ids) are
+  // looked up in the profile once per number, not once per sample.
+  std::uint32_t add_to_profile(const perf::Record& rec, const perf::UnwoundSample& u, std::string_view comm) {
     profile::Sample s;
     s.pid = rec.id.pid;
     s.tid = rec.id.tid;
     s.comm = comm;
     s.event = rec.attr ? std::string_view(rec.attr->name) : std::string_view();
     s.period = rec.sample.period;
-    s.frames = frames;
-    return prof.add(s);
+    if (!u.frame_ids.empty() && u.frame_ids.size() == u.frames.size()) {
+      if (u.frame_generation != fid_generation_) {
+        fid_of_.clear();
+        fid_generation_ = u.frame_generation;
+      }
+      fids_.resize(u.frames.size());
+      for (std::size_t i = 0; i < u.frames.size(); ++i) {
+        const std::uint32_t id = u.frame_ids[i];
+        if (id >= fid_of_.size()) fid_of_.resize(std::max<std::size_t>(id + 1, 2 * fid_of_.size()), kNoFrame);
+        if (fid_of_[id] == kNoFrame) fid_of_[id] = prof_.frame(profile_frame(u.frames[i]));
+        fids_[i] = fid_of_[id];
+      }
+      return prof_.add_frames(s, fids_);
+    }
+    pframes_.clear();
+    for (const perf::ResolvedFrame& f : u.frames) pframes_.push_back(profile_frame(f));
+    s.frames = pframes_;
+    return prof_.add(s);
   }
 
   // Writes --pprof and --flamegraph: both complete before either replaces
@@ -517,6 +534,12 @@ class PerfScript {
   bool aggregating_ = false;
   profile::Profile prof_;
   std::vector<profile::Frame> pframes_;
+  // Profile frame ids by the session's frame numbers of generation
+  // fid_generation_ (add_to_profile()).
+  static constexpr std::uint32_t kNoFrame = ~std::uint32_t{0};
+  std::vector<std::uint32_t> fid_of_;
+  std::uint64_t fid_generation_ = ~std::uint64_t{0};
+  std::vector<std::uint32_t> fids_;
   std::unordered_map<RepeatKey, std::uint32_t, RepeatKeyHash> repeat_nodes_;  // -> profile node
   std::string kernel_build_id_;
   Out out_;

@@ -145,9 +145,9 @@ void Profile::add_event(std::string_view event) {
   if (std::find(events_.begin(), events_.end(), id) == events_.end()) events_.push_back(id);
 }
 
-std::uint32_t Profile::add(const Sample& s) {
+std::uint32_t Profile::begin_sample(const Sample& s, std::size_t frames) {
   // Ids are 32 bits: a profile too large for them is refused, not wrapped.
-  if (nodes_.size() + s.frames.size() + 1 >= kNone || frames_.size() + s.frames.size() >= kNone)
+  if (nodes_.size() + frames + 1 >= kNone || frames_.size() + frames >= kNone)
     throw std::length_error("profile: more than 2^32 distinct frames or stack prefixes");
   ++samples_;
   if (last_comm_.id == kNone || last_comm_.name != s.comm) {
@@ -172,11 +172,28 @@ std::uint32_t Profile::add(const Sample& s) {
     last_root_ = rit->second;
     last_depth_ = 0;
   }
-  std::uint32_t node = last_root_;
-  if (last_frames_.size() < s.frames.size()) {
-    last_frames_.resize(s.frames.size());
-    last_nodes_.resize(s.frames.size());
+  if (last_frames_.size() < frames) {
+    last_frames_.resize(frames);
+    last_nodes_.resize(frames);
   }
+  return last_root_;
+}
+
+std::uint32_t Profile::child(std::uint32_t node, std::uint32_t fid, std::size_t depth) {
+  auto [c, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()),
+                                          [this](std::uint32_t id) { return key_of(nodes_[id]); });
+  if (fresh) nodes_.push_back({node, fid});
+  // From the first difference on, this sample's path replaces the last (a
+  // longer last path stays valid while no frame differed: each entry is a
+  // path from the root).
+  last_frames_[depth] = fid;
+  last_nodes_[depth] = c;
+  last_depth_ = depth + 1;
+  return c;
+}
+
+std::uint32_t Profile::add(const Sample& s) {
+  std::uint32_t node = begin_sample(s, s.frames.size());
   bool shared = true;  // the frames so far are the last sample's
   std::size_t depth = 0;
   for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f, ++depth) {
@@ -188,17 +205,24 @@ std::uint32_t Profile::add(const Sample& s) {
       continue;
     }
     shared = false;
-    const std::uint32_t fid = frame_id(*f, key);
-    auto [child, fresh] = children_.try_emplace(std::uint64_t{node} << 32 | fid, static_cast<std::uint32_t>(nodes_.size()),
-                                                [this](std::uint32_t id) { return key_of(nodes_[id]); });
-    if (fresh) nodes_.push_back({node, fid});
-    node = child;
-    // From the first difference on, this sample's path replaces the last
-    // (a longer last path stays valid while no frame differed: each entry
-    // is a path from the root).
-    last_frames_[depth] = fid;
-    last_nodes_[depth] = node;
-    last_depth_ = depth + 1;
+    node = child(node, frame_id(*f, key), depth);
+  }
+  nodes_[node].count += 1;
+  nodes_[node].period += s.period;
+  return node;
+}
+
+std::uint32_t Profile::add_frames(const Sample& s, std::span<const std::uint32_t> frame_ids) {
+  std::uint32_t node = begin_sample(s, frame_ids.size());
+  bool shared = true;
+  std::size_t depth = 0;
+  for (auto f = frame_ids.rbegin(); f != frame_ids.rend(); ++f, ++depth) {
+    if (shared && depth < last_depth_ && last_frames_[depth] == *f) {
+      node = last_nodes_[depth];
+      continue;
+    }
+    shared = false;
+    node = child(node, *f, depth);
   }
   nodes_[node].count += 1;
   nodes_[node].period += s.period;

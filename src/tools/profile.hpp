@@ -159,6 +159,13 @@ class Profile {
   /// Returns that node's id (an index into nodes()). Throws
   /// std::length_error past 2^32 distinct frames or stack prefixes.
   std::uint32_t add(const Sample& s);
+  /// The id of frame `f` in this profile, added if new: what add() files
+  /// a frame under, for add_frames().
+  std::uint32_t frame(const Frame& f) { return frame_id(f, frame_key(f)); }
+  /// As add(), with the sample's frames given as their frame() ids,
+  /// innermost first (s.frames is not read): for a caller that keeps the
+  /// ids of the frames it sees again. Same errors.
+  std::uint32_t add_frames(const Sample& s, std::span<const std::uint32_t> frame_ids);
   /// Adds a sample equal to an earlier one but for its period (pid, tid,
   /// comm, event and frames alike): one count and `period` at `node`, the
   /// id add() returned for it.
@@ -203,6 +210,11 @@ class Profile {
   };
   static FrameKey frame_key(const Frame& f);
   static bool same_key(const FrameKey& a, const FrameKey& b);
+  // add()'s steps: the sample's root node (counted), made the last sample's
+  // root; the node of frame `fid` under `node`, made the last sample's at
+  // `depth`.
+  std::uint32_t begin_sample(const Sample& s, std::size_t frames);
+  std::uint32_t child(std::uint32_t node, std::uint32_t fid, std::size_t depth);
   /// The id of frame `f` (whose key is `key`), added if new.
   std::uint32_t frame_id(const Frame& f, const FrameKey& key);
   // The comm's or the event's ids: samples come in runs of one thread and
