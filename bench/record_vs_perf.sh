@@ -60,7 +60,7 @@ collapse="python3 $here/tests/record/collapse.py"
 # The summary's field after LABEL, e.g. field "bytes per sample" -> 123.
 field() { sed -n "s/.*[;,(] *\([0-9.]*\) $1.*/\1/p" "$2" | head -1; }
 mean_ns() { sed -n 's/.*BPF program: \([0-9]*\) ns per sample.*/\1/p' "$1"; }
-median_ns() { sed -n 's/.*walk median \([0-9]*\) ns.*/\1/p' "$1"; }
+median_ns() { sed -n 's/.*walk mean [0-9]* ns, median \([0-9]*\) ns.*/\1/p' "$1"; }
 bpf_s() { sed -n 's/.*BPF program: [0-9]* ns per sample (\([0-9.]*\) ms of kernel.*/\1/p' "$1" | awk '{ printf "%.6f\n", $1 / 1000 }'; }
 # One run's own CPU (task-clock of the command, not of its children): "cpu"
 # (seconds) appended to ./$name.

@@ -224,7 +224,7 @@ class RecordCommand final : public Command {
                "user callers from: sframe {}, generated {}, frame-pointer {}, signal-frame {}; user walks ended: {}; "
                "{} samples before their process's tables, {} with a PC in no mapped module's ({} of them unwound in user space from a stack copy); {:.0f} bytes per sample ({} records, {} bytes); BPF "
                "program: {:.0f} ns per sample ({:.1f} ms of kernel run_time_ns over the samples; {:.0f} ns mean over its {} runs, "
-               "other tasks' and CPUs' included), walk median {} ns, rows from the row cache {:.0f}% of {}; tables: {} "
+               "other tasks' and CPUs' included), walk mean {:.0f} ns, median {} ns, rows from the row cache {:.0f}% of {}; tables: {} "
                "modules ({} with generated SFrame, {} from the cache), {} pages of {} rows (at most {} in a page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
                ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
                "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
@@ -232,7 +232,8 @@ class RecordCommand final : public Command {
                double(s.kernel_frames) / n, double(s.user_frames) / n, s.by_source[1], s.by_source[2], s.by_source[0],
                s.by_source[3], stops.empty() ? "none" : stops, s.no_process, s.unmapped_pc, s.deferred, double(s.bytes) / n, s.records, s.bytes,
                double(s.bpf_run_ns) / n, double(s.bpf_run_ns) / 1e6,
-               s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, s.walk_ns_median,
+               s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, double(s.walk_ns) / n,
+               s.walk_ns_median,
                s.row_lookups ? 100.0 * double(s.row_cache_hits) / double(s.row_lookups) : 0.0, s.row_lookups, t.modules,
                t.generated_modules, t.cached_modules, t.pages, t.rows, t.max_page_rows, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
                double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
