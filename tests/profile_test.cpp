@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The profile writers' parts that have an independent truth at hand:
 // Fixed2 against fmt's "{:.2f}" (the formatting it replaces), and
-// folded_stacks() against stacks collapsed by hand.
+// folded_stacks() against stacks collapsed by hand, the samples added by
+// frame and by frame id.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -54,7 +55,13 @@ Frame frame(const std::string& name, std::uint64_t pc) {
   return f;
 }
 
-TEST(FoldedStacks, AsStackcollapseWritesThem) {
+// The samples go in by their frames (Profile::add) or, `by_id`, by the
+// ids Profile::frame() gives their frames (Profile::add_frames): the same
+// stacks either way.
+class FoldedStacks : public testing::TestWithParam<bool> {};
+
+TEST_P(FoldedStacks, AsStackcollapseWritesThem) {
+  const bool by_id = GetParam();
   const std::vector<std::string> names = {"main", "work;inner", "leaf", "", "bad\xff", "y"};
   Profile p;
   const auto add = [&](std::uint32_t pid, std::string_view comm, std::vector<Frame> frames) {
@@ -63,6 +70,12 @@ TEST(FoldedStacks, AsStackcollapseWritesThem) {
     s.comm = comm;
     s.event = "cpu-clock";
     s.period = 1000;
+    if (by_id) {
+      std::vector<std::uint32_t> ids;
+      for (const Frame& f : frames) ids.push_back(p.frame(f));
+      p.add_frames(s, ids);
+      return;
+    }
     s.frames = frames;  // innermost first
     p.add(s);
   };
@@ -82,6 +95,13 @@ TEST(FoldedStacks, AsStackcollapseWritesThem) {
             "my_prog;main;[unknown] 1\n"
             "my_prog;main;work:inner;leaf 2\n"
             "x;y;bad\xff 2\n");
+  // Each sample counted once, at the node its stack ends in.
+  std::uint64_t counted = 0;
+  for (const auto& n : p.nodes()) counted += n.count;
+  EXPECT_EQ(counted, 7u);
+  EXPECT_EQ(p.samples(), 7u);
 }
+
+INSTANTIATE_TEST_SUITE_P(ByFrameOrById, FoldedStacks, testing::Bool());
 
 }  // namespace
