@@ -71,9 +71,7 @@ TEST_P(FoldedStacks, AsStackcollapseWritesThem) {
     s.event = "cpu-clock";
     s.period = 1000;
     if (by_id) {
-      std::vector<std::uint32_t> ids;
-      for (const Frame& f : frames) ids.push_back(p.frame(f));
-      p.add_frames(s, ids);
+      p.add_frames(s, frames.size(), [&](std::size_t i) { return p.frame(frames[i]); });
       return;
     }
     s.frames = frames;  // innermost first

@@ -332,14 +332,12 @@ class PerfScript {
         fid_of_.clear();
         fid_generation_ = u.frame_generation;
       }
-      fids_.resize(u.frames.size());
-      for (std::size_t i = 0; i < u.frames.size(); ++i) {
+      return prof_.add_frames(s, u.frames.size(), [&](std::size_t i) {
         const std::uint32_t id = u.frame_ids[i];
         if (id >= fid_of_.size()) fid_of_.resize(std::max<std::size_t>(id + 1, 2 * fid_of_.size()), kNoFrame);
         if (fid_of_[id] == kNoFrame) fid_of_[id] = prof_.frame(profile_frame(u.frames[i]));
-        fids_[i] = fid_of_[id];
-      }
-      return prof_.add_frames(s, fids_);
+        return fid_of_[id];
+      });
     }
     pframes_.clear();
     for (const perf::ResolvedFrame& f : u.frames) pframes_.push_back(profile_frame(f));
@@ -539,7 +537,6 @@ class PerfScript {
   static constexpr std::uint32_t kNoFrame = ~std::uint32_t{0};
   std::vector<std::uint32_t> fid_of_;
   std::uint64_t fid_generation_ = ~std::uint64_t{0};
-  std::vector<std::uint32_t> fids_;
   std::unordered_map<RepeatKey, std::uint32_t, RepeatKeyHash> repeat_nodes_;  // -> profile node
   std::string kernel_build_id_;
   Out out_;

@@ -212,23 +212,6 @@ std::uint32_t Profile::add(const Sample& s) {
   return node;
 }
 
-std::uint32_t Profile::add_frames(const Sample& s, std::span<const std::uint32_t> frame_ids) {
-  std::uint32_t node = begin_sample(s, frame_ids.size());
-  bool shared = true;
-  std::size_t depth = 0;
-  for (auto f = frame_ids.rbegin(); f != frame_ids.rend(); ++f, ++depth) {
-    if (shared && depth < last_depth_ && last_frames_[depth] == *f) {
-      node = last_nodes_[depth];
-      continue;
-    }
-    shared = false;
-    node = child(node, *f, depth);
-  }
-  nodes_[node].count += 1;
-  nodes_[node].period += s.period;
-  return node;
-}
-
 void Profile::add_again(std::uint32_t node, std::uint64_t period) {
   ++samples_;
   nodes_.at(node).count += 1;

@@ -162,10 +162,29 @@ class Profile {
   /// The id of frame `f` in this profile, added if new: what add() files
   /// a frame under, for add_frames().
   std::uint32_t frame(const Frame& f) { return frame_id(f, frame_key(f)); }
-  /// As add(), with the sample's frames given as their frame() ids,
-  /// innermost first (s.frames is not read): for a caller that keeps the
-  /// ids of the frames it sees again. Same errors.
-  std::uint32_t add_frames(const Sample& s, std::span<const std::uint32_t> frame_ids);
+  /// As add(), with the sample's `n` frames given by their frame() ids
+  /// (s.frames is not read): `frame_id(i)` returns frame i's, i = 0 the
+  /// innermost, and is asked outermost first, once per frame, after the
+  /// sample's comm and event are taken (so that ids and strings are made in
+  /// add()'s order). For a caller that keeps the ids of the frames it sees
+  /// again. Same errors.
+  template <class FrameId>
+  std::uint32_t add_frames(const Sample& s, std::size_t n, FrameId&& frame_id) {
+    std::uint32_t node = begin_sample(s, n);
+    bool shared = true;  // the frames so far are the last sample's
+    for (std::size_t depth = 0; depth < n; ++depth) {
+      const std::uint32_t fid = frame_id(n - 1 - depth);
+      if (shared && depth < last_depth_ && last_frames_[depth] == fid) {
+        node = last_nodes_[depth];
+        continue;
+      }
+      shared = false;
+      node = child(node, fid, depth);
+    }
+    nodes_[node].count += 1;
+    nodes_[node].period += s.period;
+    return node;
+  }
   /// Adds a sample equal to an earlier one but for its period (pid, tid,
   /// comm, event and frames alike): one count and `period` at `node`, the
   /// id add() returned for it.
