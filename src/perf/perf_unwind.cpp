@@ -625,13 +625,17 @@ struct Session::Impl {
     // Each callchain word's frame, kept by the repeat cache (its index in
     // `ids`) while no process changes: the words of a profile's stacks
     // repeat far more often than whole stacks do.
+    // `resolve` pushes the frame of a word not kept yet.
     ids.clear();
-    const auto word_frame = [&](std::uint32_t space, std::uint64_t v, bool caller) {
-      const std::uint32_t id = repeats.word_frame(space, v, caller);
-      if (id == detail::RepeatCache::kNone) return false;
-      out.frames.push_back(repeats.frame(id));
+    const auto by_word = [&](std::uint32_t space, std::uint64_t v, bool caller, auto&& resolve) {
+      std::uint32_t id = repeats.word_frame(space, v, caller);
+      if (id == detail::RepeatCache::kNone) {
+        resolve();
+        id = repeats.keep_word_frame(space, v, caller, out.frames.back());
+      } else {
+        out.frames.push_back(repeats.frame(id));
+      }
       ids.push_back(id);
-      return true;
     };
     // Kernel part of the callchain (perf: entries after PERF_CONTEXT_KERNEL).
     bool in_kernel = false;
@@ -644,9 +648,10 @@ struct Session::Impl {
         continue;
       }
       if (!in_kernel) continue;
-      if (key != 0 && word_frame(detail::RepeatCache::kKernelSpace, v, false)) continue;
-      kernel_frame(v);
-      if (key != 0) ids.push_back(repeats.keep_word_frame(detail::RepeatCache::kKernelSpace, v, false, out.frames.back()));
+      if (key != 0)
+        by_word(detail::RepeatCache::kKernelSpace, v, false, [&] { kernel_frame(v); });
+      else
+        kernel_frame(v);
     }
     const auto have = [has](unsigned i) { return ((has >> i) & 1) != 0; };
     bool settled = true;  // not between an exec and the new image's first sample
@@ -659,14 +664,17 @@ struct Session::Impl {
       Space& s = space(r.id.pid);
       s.settle_exec(smp.callchain(user_at));
       settled = !s.before_exec;
-      const bool by_word = key != 0 && settled;
       for (std::uint64_t i = user_at; i < smp.callchain_nr && out.frames.size() < opt.max_stack; ++i) {
         const std::uint64_t v = smp.callchain(i);
         if (v >= kContextMax) break;
-        if (by_word && word_frame(r.id.pid, v, i > user_at)) continue;
-        user_frame(s, v, false, FrameOrigin::kCallchain);
-        if (i > user_at) out.frames.back().address = v + 1;
-        if (by_word) ids.push_back(repeats.keep_word_frame(r.id.pid, v, i > user_at, out.frames.back()));
+        const auto resolve = [&] {
+          user_frame(s, v, false, FrameOrigin::kCallchain);
+          if (i > user_at) out.frames.back().address = v + 1;
+        };
+        if (key != 0 && settled)
+          by_word(r.id.pid, v, i > user_at, resolve);
+        else
+          resolve();
       }
     } else if (have(kX86Ip) && have(kX86Sp) && have(kX86Bp) && out.frames.size() < opt.max_stack) {
       const std::uint64_t sp = reg[kX86Sp];
