@@ -282,6 +282,10 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
     while (q > base && q[-1] != '\n') --q;
     return q;
   };
+  // Every line of the run the constructor found is indexable(); a saved
+  // index read back names its run's end without the scan that checked
+  // each line, so below a line out of layout ends the run (prefix_key()
+  // reads 16 bytes of it).
   // The address of the first symbol line from p on (0: none).
   const auto first_symbol_from = [&](const char* p) -> std::uint64_t {
     while (p < end) {
@@ -305,7 +309,7 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
   for (const char* p = base + *(it - 1); p < end;) {
     const char* nl = line_end(p);
     if (nl != p) {
-      if (prefix_key(p) > target) {
+      if (!indexable(p, nl) || prefix_key(p) > target) {
         above = p;
         break;
       }
@@ -317,7 +321,9 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
   for (const char* p = base + *(it - 1); !last && p > base;) {
     p = prev_line(p);
     const char* nl = line_end(p);
-    if (nl != p && symbol(p, nl)) last = p;
+    if (nl == p) continue;
+    if (!indexable(p, nl)) break;
+    if (symbol(p, nl)) last = p;
   }
   if (!last) {
     next = first_symbol_from(above);
@@ -331,7 +337,7 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
     p = prev_line(p);
     const char* nl = line_end(p);
     if (nl == p) continue;
-    if (prefix_key(p) != key) break;
+    if (!indexable(p, nl) || prefix_key(p) != key) break;
     first = p;
   }
   for (const char* p = first; p <= last;) {
