@@ -5,14 +5,13 @@
 
 #include "address_space.hpp"
 #include "file_bytes.hpp"
-#include "kallsyms.hpp"
+#include "kernel_symbols.hpp"
 #include "repeat_cache.hpp"
 
 #include <elf.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -105,6 +104,19 @@ using detail::Dso;
 using detail::MapEntry;
 using detail::Space;
 
+SessionOptions with_defaults(SessionOptions o) {
+  if (o.buildid_dir.empty()) o.buildid_dir = default_buildid_dir();
+  return o;
+}
+
+// The recorded kernel's build-ids (BUILD_ID feature entries), in file order.
+std::vector<std::string> kernel_build_ids(const FileInfo& info) {
+  std::vector<std::string> out;
+  for (const BuildIdEntry& b : info.build_ids)
+    if (b.filename == kKernelDso && !b.build_id.empty()) out.push_back(b.build_id);
+  return out;
+}
+
 }  // namespace
 
 struct Session::Impl {
@@ -122,27 +134,8 @@ struct Session::Impl {
   UnwoundSample out;
   std::vector<Frame> frames;
   std::vector<process::RuleSource> sources;
-  // kallsyms as read: its text and an index over it (lines parsed on
-  // demand when in address order); names are resolved per symbol start on
-  // first use (kgroups), lookups cached per address (kframes).
-  using KSym = detail::KSym;
-  detail::FileBytes kfile;
-  std::string_view ktext;
-  std::optional<detail::KallsymsIndex> kindex;
-  std::vector<KSym> kgroup;  // reused by kernel_frame()
-  struct KFrame {
-    const std::string* name = nullptr;
-    std::uint64_t start = 0;
-  };
-  std::unordered_map<std::uint64_t, KFrame> kframes;
-  bool kallsyms_read = false;
-  // The kernel's _text when recorded (the pgoff of its text mapping, as
-  // perf's synthesized "[kernel.kallsyms]_text" carries it; 0: none) and
-  // the read kallsyms' own _text minus it: a copy from another boot of the
-  // same kernel is shifted by KASLR, as perf's kallsyms__delta() corrects.
-  std::uint64_t recorded_text = 0;
-  std::uint64_t kdelta = 0;
-  std::unordered_map<std::uint64_t, std::optional<std::string>> kgroups;
+  // The kernel frames' names (kallsyms read at the first one).
+  detail::KernelSymbols ksyms;
   const std::string kernel_dso{kKernelDso};
   std::string why_buf;
   std::string comm_buf;
@@ -152,8 +145,8 @@ struct Session::Impl {
   detail::RepeatCache repeats;
   std::vector<std::uint32_t> ids;  // unwind()'s frames' indexes in `repeats`
 
-  Impl(const FileInfo& fi, const SessionOptions& o) : opt(o), info(fi) {
-    if (opt.buildid_dir.empty()) opt.buildid_dir = default_buildid_dir();
+  Impl(const FileInfo& fi, const SessionOptions& o)
+      : opt(with_defaults(o)), info(fi), ksyms(opt.kallsyms, opt.buildid_dir, kernel_build_ids(fi)) {
     if (!opt.files) opt.files = std::make_shared<FileTable>();
     for (const BuildIdEntry& b : info.build_ids) build_id_of.emplace(b.filename, b.build_id);
     frames.resize(std::max<std::size_t>(opt.max_stack, 1));
@@ -366,7 +359,7 @@ struct Session::Impl {
       case kRecordMmap2: {
         const Mmap& m = r.mmap;
         if (m.pid == static_cast<std::uint32_t>(-1)) {  // kernel maps: kallsyms instead
-          if (m.filename == kKernelTextMmap) recorded_text = m.pgoff;
+          if (m.filename == kKernelTextMmap) ksyms.set_recorded_text(m.pgoff);
           return;
         }
         if (m.len == 0 || m.start + m.len < m.start) return;
@@ -438,67 +431,6 @@ struct Session::Impl {
 
   // --- kernel frames ----------------------------------------------------------
 
-  // The kernel's symbols: perf's copy in its build-id cache when the
-  // recording names the kernel's build-id (the symbols of the recorded
-  // kernel, and a plain file: reading /proc/kallsyms makes the kernel
-  // format every line), else /proc/kallsyms.
-  void read_kallsyms() {
-    kallsyms_read = true;
-    std::string path = opt.kallsyms;
-    std::string index_path;
-    for (const BuildIdEntry& b : info.build_ids) {
-      if (b.filename != kKernelDso || b.build_id.empty()) continue;
-      const std::string cached = kallsyms_cache_path(opt.buildid_dir, b.build_id);
-      if (::access(cached.c_str(), R_OK) == 0) {
-        path = cached;
-        index_path = kallsyms_index_path(opt.buildid_dir, b.build_id);
-      }
-    }
-    // /proc/kallsyms is read (it cannot be mapped), perf's cached copy
-    // mapped; 64 MiB bounds a hostile source (a real one is ~10 MB).
-    if (kfile.open(path, std::size_t{64} << 20) != 0) return;
-    ktext = kfile.text();
-    // The copy's index where `sframe record` saved one (checked against
-    // the text), else a scan of the text.
-    if (!index_path.empty()) {
-      detail::FileBytes saved;
-      if (saved.open(index_path, std::size_t{64} << 20) == 0)
-        if (auto k = detail::KallsymsIndex::load(ktext, saved.bytes())) kindex.emplace(std::move(*k));
-    }
-    if (!kindex) kindex.emplace(ktext);
-    if (const std::uint64_t text = detail::kallsyms_address(ktext, "_text"); text && recorded_text)
-      kdelta = text - recorded_text;
-  }
-
-  // The name of the kernel symbol starting at group.front().address (the
-  // group of aliases there, in file order), chosen by the shared symbol
-  // reader's perf policy over that group. Sizes as perf's
-  // symbols__fixup_end() makes them: each alias ends where the next symbol
-  // in file order starts, so all but the last of the group are zero-sized
-  // and the last reaches `next` (perf 6.1 and 7.2 both name memcpy's
-  // address "__pi_memcpy", the last of "memcpy", "__memcpy",
-  // "__pi_memcpy").
-  const std::optional<std::string>& kernel_name(const std::vector<KSym>& group, std::uint64_t next) {
-    auto [it, fresh] = kgroups.try_emplace(group.front().address);
-    if (!fresh) return it->second;
-    std::vector<elf::FunctionSymbol> syms;
-    const std::uint64_t size = next != 0 ? next - group.front().address : 0;
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      const KSym& k = group[i];
-      elf::FunctionSymbol f;
-      f.name.assign(ktext.substr(k.name_at, k.name_len));
-      f.address = k.address;
-      f.size = i + 1 == group.size() ? size : 0;
-      f.binding = k.type == 'T' ? STB_GLOBAL : (k.type == 'W' || k.type == 'w') ? STB_WEAK : STB_LOCAL;
-      f.type = STT_FUNC;
-      f.order = static_cast<std::uint32_t>(i);
-      syms.push_back(std::move(f));
-    }
-    const elf::SymbolTable t = elf::SymbolTable::from_symbols(std::move(syms), elf::NamingPolicy::kPerf);
-    if (auto hit = t.find(group.front().address)) it->second = t.display_name(*hit->symbol);
-    return it->second;
-  }
-
   void kernel_frame(std::uint64_t addr) {
     ResolvedFrame f;
     f.address = f.ip = f.runtime_ip = addr;
@@ -508,21 +440,7 @@ struct Session::Impl {
       out.frames.push_back(f);
       return;
     }
-    if (!kallsyms_read) read_kallsyms();
-    // Per address: kernel callchains repeat a few hundred addresses.
-    auto [it, fresh] = kframes.try_emplace(addr);
-    KFrame& kf = it->second;
-    if (fresh && kindex) {
-      std::uint64_t next = 0;
-      const std::uint64_t at = addr + kdelta;  // in the read kallsyms' addresses
-      // The last symbol holds only its own address (no next start).
-      if (kindex->lookup(at, kgroup, next) && (next != 0 || at == kgroup.front().address)) {
-        if (const std::optional<std::string>& name = kernel_name(kgroup, next)) {
-          kf.name = &*name;
-          kf.start = kgroup.front().address - kdelta;
-        }
-      }
-    }
+    const detail::KernelSymbols::Function kf = ksyms.find(addr);
     if (kf.name) {
       f.symbol = kf.name;
       f.symoff = addr - kf.start;
