@@ -282,10 +282,6 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
     while (q > base && q[-1] != '\n') --q;
     return q;
   };
-  // Every line of the run the constructor found is indexable(); a saved
-  // index read back names its run's end without the scan that checked
-  // each line, so below a line out of layout ends the run (prefix_key()
-  // reads 16 bytes of it).
   // The address of the first symbol line from p on (0: none).
   const auto first_symbol_from = [&](const char* p) -> std::uint64_t {
     while (p < end) {
@@ -303,6 +299,10 @@ bool KallsymsIndex::lookup_sorted(std::uint64_t addr, std::vector<KSym>& group, 
     next = first_symbol_from(base);
     return false;
   }
+  // Every line of the run the constructor found is indexable(); a saved
+  // index read back names its run's end without the scan that checked
+  // each line, so in the walks below a line out of layout ends the run
+  // (prefix_key() reads 16 bytes of it).
   // L: the last symbol line at or below the target, forward from there...
   const char* last = nullptr;
   const char* above = end;  // the first line above the target

@@ -4,7 +4,6 @@
 #include "perf_unwind.hpp"
 
 #include "address_space.hpp"
-#include "file_bytes.hpp"
 #include "kernel_symbols.hpp"
 #include "repeat_cache.hpp"
 
