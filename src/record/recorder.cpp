@@ -37,6 +37,7 @@
 #include "synthesize.hpp"
 #include "table_maps.hpp"
 #include "tables.hpp"
+#include "time_order.hpp"
 #include "sframe/elf/elf.hpp"
 #include "sframe/elf/symbols.hpp"
 #include "sframe/process/process.hpp"
@@ -47,7 +48,7 @@ namespace {
 static_assert(offsetof(sframe_record_sample, ips) == SFRAME_RECORD_SAMPLE_HEAD);
 static_assert(offsetof(sframe_record_copy, stack) == SFRAME_RECORD_COPY_HEAD);
 
-// Pending::type of a `--check` sample and of a sample to unwind from its
+// TimeOrder::Tag::type of a `--check` sample and of a sample to unwind from its
 // stack copy (side-band types are PERF_RECORD_*, 0 is a sample of the
 // output).
 constexpr std::uint32_t kCheckSample = ~std::uint32_t{0};
@@ -99,20 +100,6 @@ std::string libbpf_last_line() {
   if (nl != std::string_view::npos) s.remove_prefix(nl + 1);
   return std::string(s);
 }
-
-// A record waiting to be written in time order.
-struct Pending {
-  std::uint64_t time;
-  std::uint64_t seq;
-  std::size_t offset;
-  std::size_t size;
-  // Side band: the record type (0 for samples, which the BPF program
-  // filtered; kCheckSample, kDeferredSample), its process and, for FORK,
-  // the parent.
-  std::uint32_t type = 0;
-  std::uint32_t pid = 0;
-  std::uint32_t ppid = 0;
-};
 
 class Recording {
  public:
@@ -476,9 +463,9 @@ class Recording {
     auto* self = static_cast<Recording*>(ctx);
     if (size < SFRAME_RECORD_SAMPLE_HEAD) return 0;
     const auto* s = static_cast<const sframe_record_sample*>(data);
-    const std::size_t at = self->arena_.size();
-    if (encode_walked(self->arena_, self->attr_, data, size, self->chain_))
-      self->pending_.push_back({s->time, self->seq_++, at, self->arena_.size() - at});
+    std::vector<std::byte>& b = self->merge_.buffer();
+    const std::size_t at = b.size();
+    if (encode_walked(b, self->attr_, data, size, self->chain_)) self->merge_.add(s->time, at);
     return 0;
   }
 
@@ -488,13 +475,12 @@ class Recording {
     auto* self = static_cast<Recording*>(ctx);
     if (size < SFRAME_RECORD_COPY_HEAD) return 0;
     const auto* c = static_cast<const sframe_record_copy*>(data);
-    const std::size_t at = self->arena_.size();
-    if (!encode_copy(self->arena_, self->copy_attr_, data, size, self->chain_)) return 0;
-    // One encoding serves both uses (drain() keeps each pending's bytes).
-    const std::size_t n = self->arena_.size() - at;
-    if (c->flags & SFRAME_RECORD_COPY_CHECK) self->pending_.push_back({c->time, self->seq_++, at, n, kCheckSample});
-    if (c->flags & SFRAME_RECORD_COPY_DEFERRED)
-      self->pending_.push_back({c->time, self->seq_++, at, n, kDeferredSample});
+    std::vector<std::byte>& b = self->merge_.buffer();
+    const std::size_t at = b.size();
+    if (!encode_copy(b, self->copy_attr_, data, size, self->chain_)) return 0;
+    // One encoding serves both uses.
+    if (c->flags & SFRAME_RECORD_COPY_CHECK) self->merge_.add(c->time, at, {kCheckSample});
+    if (c->flags & SFRAME_RECORD_COPY_DEFERRED) self->merge_.add(c->time, at, {kDeferredSample});
     return 0;
   }
 
@@ -532,19 +518,21 @@ class Recording {
     if (h.type != PERF_RECORD_MMAP2 && h.type != PERF_RECORD_COMM && h.type != PERF_RECORD_FORK &&
         h.type != PERF_RECORD_EXIT)
       return;
-    Pending p{time, seq_++, arena_.size(), rec.size(), h.type, pid, 0};
+    TimeOrder::Tag tag{h.type, pid, 0};
     if (h.type == PERF_RECORD_FORK) {
-      p.pid = perf::load_le<std::uint32_t>(rec.data() + sizeof h);
-      p.ppid = perf::load_le<std::uint32_t>(rec.data() + sizeof h + 4);
+      tag.pid = perf::load_le<std::uint32_t>(rec.data() + sizeof h);
+      tag.ppid = perf::load_le<std::uint32_t>(rec.data() + sizeof h + 4);
     }
-    arena_.insert(arena_.end(), rec.begin(), rec.end());
-    pending_.push_back(p);
+    std::vector<std::byte>& b = merge_.buffer();
+    const std::size_t at = b.size();
+    b.insert(b.end(), rec.begin(), rec.end());
+    merge_.add(time, at, tag);
   }
 
   // Whether side-band record `p` belongs to a recorded process, decided in
   // time order: a FORK of a recorded process adds the child before its
   // COMM and MMAP2 records, which another CPU's ring may have held.
-  bool keep(const Pending& p) {
+  bool keep(const TimeOrder::Tag& p) {
     if (p.type == 0 || p.type == kCheckSample || p.type == kDeferredSample || opt_.all) return true;
     if (p.type == PERF_RECORD_FORK) {
       if (!tracked_.count(p.ppid) && !tracked_.count(p.pid)) return false;
@@ -676,23 +664,17 @@ class Recording {
     // A record stamped just before `now` may not be committed to its ring
     // yet (its writer was interrupted between the two): 1 ms of margin.
     const std::uint64_t cutoff = all ? ~std::uint64_t{0} : now - std::min<std::uint64_t>(now, 1'000'000);
-    std::sort(pending_.begin(), pending_.end(),
-              [](const Pending& a, const Pending& b) { return a.time != b.time ? a.time < b.time : a.seq < b.seq; });
-    std::size_t n = 0;
-    while (n < pending_.size() && pending_[n].time <= cutoff) ++n;
-    for (std::size_t i = 0; i < n && werr_.empty(); ++i) {
-      const Pending& p = pending_[i];
-      if (!keep(p)) continue;
-      if (p.type == PERF_RECORD_MMAP2) note_build_id(std::span(arena_.data() + p.offset, p.size));
-      const std::span<const std::byte> rec(arena_.data() + p.offset, p.size);
-      if (p.type == kDeferredSample) {
+    const std::size_t n = merge_.take(cutoff, [this](const TimeOrder::Tag& t, std::span<const std::byte> rec) {
+      if (!werr_.empty() || !keep(t)) return;
+      if (t.type == PERF_RECORD_MMAP2) note_build_id(rec);
+      if (t.type == kDeferredSample) {
         unwind_deferred(rec);
-        continue;
+        return;
       }
-      const bool side_band = p.type != 0 && p.type != kCheckSample;
+      const bool side_band = t.type != 0 && t.type != kCheckSample;
       if (side_band) feed(rec);
-      emit(rec, p.type != kCheckSample, p.type != 0);
-    }
+      emit(rec, t.type != kCheckSample, t.type != 0);
+    });
     push_tables();
     if (n) {
       std::vector<std::byte> round;
@@ -700,25 +682,6 @@ class Recording {
       emit(round, true, true);
     }
     if (!all) hand_over(false);
-    // Keep the rest, compacted in place (in the arena's order; the next
-    // poll sorts them by time again): the arena and the list keep their
-    // room for the next poll's records, where new ones grew from empty at
-    // every poll.
-    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
-    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
-    // A stack copy's two uses (--check, deferred) share their bytes.
-    std::size_t at = 0, last_from = ~std::size_t{0}, last_to = 0;
-    for (Pending& p : pending_) {
-      if (p.offset == last_from) {
-        p.offset = last_to;
-        continue;
-      }
-      std::memmove(arena_.data() + at, arena_.data() + p.offset, p.size);
-      last_from = p.offset;
-      last_to = p.offset = at;
-      at += p.size;
-    }
-    arena_.resize(at);
   }
 
   // A deferred sample, unwound now that the records before it are in the
@@ -782,13 +745,11 @@ class Recording {
   std::vector<std::unique_ptr<PerfRing>> sideband_;  // one per CPU
   std::unordered_set<std::uint32_t> tracked_;
   std::map<std::string, std::string> build_ids_;
-  std::vector<std::byte> arena_;
-  std::vector<Pending> pending_;
+  TimeOrder merge_;
   std::vector<std::byte> held_;  // for the consumer (hold())
   std::uint64_t held_since_ = 0;
   std::vector<std::uint64_t> chain_;
   std::vector<std::byte> rewritten_;
-  std::uint64_t seq_ = 0;
   std::string werr_;
   pid_t child_ = -1;
   bool reaped_ = false;

@@ -151,12 +151,20 @@ struct {
   __type(value, struct sframe_record_walk);
 } walks SEC(".maps");
 
+// What every step of a walk updates: this CPU's sample, counters and walk,
+// looked up once by on_sample and handed to each bpf_loop iteration on its
+// stack.
+struct walk_ctx {
+  struct sframe_record_sample *s;
+  struct sframe_record_counters *c;
+  struct sframe_record_walk *w;
+};
+
 static long walk_step(__u32 i, void *ctx) {
-  __u32 zero = 0;
-  struct sframe_record_sample *s = bpf_map_lookup_elem(&scratch, &zero);
-  struct sframe_record_counters *c = bpf_map_lookup_elem(&counters, &zero);
-  struct sframe_record_walk *w = bpf_map_lookup_elem(&walks, &zero);
-  if (!s || !c || !w) return 1;
+  const struct walk_ctx *x = ctx;
+  struct sframe_record_sample *s = x->s;
+  struct sframe_record_counters *c = x->c;
+  struct sframe_record_walk *w = x->w;
   if (!sframe_record_step(w)) return 1;
   if (!sframe_record_emit(s->ips, s->kernel_nr, SFRAME_RECORD_MAX_FRAMES, w)) {
     w->stop = SFRAME_RECORD_STOP_DEPTH;
@@ -334,7 +342,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         w->stop = SFRAME_RECORD_STOP_ZERO_PC;
       } else {
         w->stop = SFRAME_RECORD_STOP_DEPTH;
-        bpf_loop(SFRAME_RECORD_MAX_USER, walk_step, 0, 0);
+        struct walk_ctx x = {s, c, w};
+        bpf_loop(SFRAME_RECORD_MAX_USER, walk_step, &x, 0);
       }
       s->stop = w->stop;
       s->stop_address = w->stop_address;
