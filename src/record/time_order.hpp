@@ -41,7 +41,8 @@ class TimeOrder {
 
   /// Calls `f(tag, bytes)` for each record of time <= `cutoff`, oldest
   /// first, then forgets them; the others wait for a later pass. The bytes
-  /// live until take() returns. Returns how many were handed over.
+  /// live until take() returns; `f` must not append to buffer() nor add()
+  /// (the spans point into the buffer). Returns how many were handed over.
   template <class F>
   std::size_t take(std::uint64_t cutoff, F&& f) {
     const std::size_t n = sort_ready(cutoff);
