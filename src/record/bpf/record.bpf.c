@@ -121,7 +121,17 @@ __attribute__((noinline)) int read_stack(__u64 *dst, __u64 addr) {
   if (!win) return bpf_probe_read_user(dst, 8, (const void *)addr);
   return sframe_record_window_read(win, dst, addr);
 }
-#define SFRAME_RECORD_READ(dst, addr) read_stack((dst), (addr))
+// A read the window holds already (most of a walk's) is taken inline, the
+// rest go to read_stack: where the kernel guards returns against
+// speculation (AMD's SRSO "safe RET" sends each one through a thunk that
+// mispredicts), a call's return costs more than such a read.
+static __always_inline int read_word(__u64 *dst, __u64 addr) {
+  __u32 zero = 0;
+  const struct sframe_record_window *win = bpf_map_lookup_elem(&windows, &zero);
+  if (win && !sframe_record_window_hit(win, dst, addr)) return 0;
+  return read_stack(dst, addr);
+}
+#define SFRAME_RECORD_READ(dst, addr) read_word((dst), (addr))
 static __always_inline const union sframe_record_block *table_block(__u32 module, __u32 index) {
   void *table = bpf_map_lookup_elem(&modules, &module);
   if (!table) return 0;

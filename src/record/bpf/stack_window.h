@@ -55,10 +55,29 @@ static SFRAME_RECORD_INLINE void sframe_record_window_reset(struct sframe_record
   win->failed = 0;
 }
 
+/* Reads the u64 at user address `addr` into *dst when the window holds it
+ * already (in a chunk read whole): 0 then, else non-zero with nothing
+ * changed. The common case of sframe_record_window_read(), for a caller to
+ * take inline before a call of the whole read. */
+static SFRAME_RECORD_INLINE int sframe_record_window_hit(const struct sframe_record_window *win, __u64 *dst,
+                                                         __u64 addr) {
+  const __u64 off = addr - win->base; /* huge below the base */
+  if (off >= SFRAME_RECORD_WINDOW_BYTES || (off & (SFRAME_RECORD_WINDOW_CHUNK - 1)) > SFRAME_RECORD_WINDOW_CHUNK - 8)
+    return -1;
+  const __u32 bit = 1u << (__u32)(off >> SFRAME_RECORD_WINDOW_CHUNK_SHIFT);
+  if (!(win->loaded & ~win->failed & bit)) return -1;
+  __u32 o = (__u32)off;
+  SFRAME_RECORD_OPAQUE(o);
+  o &= SFRAME_RECORD_WINDOW_BYTES - 1;
+  __builtin_memcpy(dst, &win->bytes[o], 8);
+  return 0;
+}
+
 /* Reads the u64 at user address `addr` into *dst: 0 on success, else
  * non-zero with *dst unusable, as SFRAME_RECORD_READ_USER(dst, 8, addr). */
 static SFRAME_RECORD_INLINE int sframe_record_window_read(struct sframe_record_window *win, __u64 *dst, __u64 addr) {
-  __u64 off = addr - win->base; /* huge below the base */
+  if (!sframe_record_window_hit(win, dst, addr)) return 0;
+  __u64 off = addr - win->base;
   if (off >= SFRAME_RECORD_WINDOW_BYTES && addr > win->base) {
     /* Past the window's end: a walk reads upward, frame after frame, so the
      * window moves up to start at the chunk holding addr (the chunks below

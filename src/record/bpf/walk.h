@@ -250,6 +250,25 @@ static SFRAME_RECORD_INLINE int sframe_record_recall_mapping(struct sframe_recor
   return 0;
 }
 
+/* The row cache's tag of lookup PC `lpc` in the walk's mapping (whose
+ * module the caller has checked is non-zero): its module and its offset
+ * from the module's table base; 0 for a PC below that base, or 2^42 bytes
+ * past it, which has no page. */
+static SFRAME_RECORD_INLINE __u64 sframe_record_row_tag(const struct sframe_record_walk *w, __u64 lpc) {
+  const __u64 off = lpc - w->map_bias;
+  if (off >> (SFRAME_RECORD_PAGE_SHIFT + 32)) return 0;
+  return ((__u64)w->map_module << (SFRAME_RECORD_PAGE_SHIFT + 32)) | off;
+}
+
+/* The row cache's slot for `tag`. */
+static SFRAME_RECORD_INLINE struct sframe_record_row_slot *sframe_record_row_slot_of(struct sframe_record_row_cache *cache,
+                                                                                     __u64 tag) {
+  /* Fibonacci hashing: the top bits of tag times 2^64 / golden ratio. */
+  __u32 k = (__u32)((tag * 0x9e3779b97f4a7c15ULL) >> (64 - SFRAME_RECORD_ROW_CACHE_SHIFT));
+  SFRAME_RECORD_OPAQUE(k);
+  return &cache->slots[k & (SFRAME_RECORD_ROW_CACHE_SLOTS - 1)];
+}
+
 /* The row for lookup PC `lpc`, or 0 (no mapping, no table, no page). */
 static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_rule(struct sframe_record_walk *w,
                                                                                    __u64 lpc) {
@@ -279,18 +298,13 @@ static SFRAME_RECORD_INLINE const struct sframe_record_row *sframe_record_find_r
     }
   }
   if (!w->map_module) return 0;
-  /* The PC's offset from the module's table base; a PC below it, or
-   * 2^42 bytes past it, has no page. */
   const __u64 off = lpc - w->map_bias;
-  if (off >> (SFRAME_RECORD_PAGE_SHIFT + 32)) return 0;
-  const __u64 tag = ((__u64)w->map_module << (SFRAME_RECORD_PAGE_SHIFT + 32)) | off;
+  const __u64 tag = sframe_record_row_tag(w, lpc);
+  if (!tag) return 0;
   struct sframe_record_row_cache *cache = SFRAME_RECORD_ROW_CACHE();
   struct sframe_record_row_slot *cached = 0;
   if (cache) {
-    /* Fibonacci hashing: the top bits of tag times 2^64 / golden ratio. */
-    __u32 k = (__u32)((tag * 0x9e3779b97f4a7c15ULL) >> (64 - SFRAME_RECORD_ROW_CACHE_SHIFT));
-    SFRAME_RECORD_OPAQUE(k);
-    cached = &cache->slots[k & (SFRAME_RECORD_ROW_CACHE_SLOTS - 1)];
+    cached = sframe_record_row_slot_of(cache, tag);
     w->row_lookups++;
     if (cached->tag == tag) {
       w->row_cache_hits++;
@@ -327,6 +341,24 @@ SFRAME_RECORD_SEARCH_LINKAGE int sframe_record_rule(struct sframe_record_walk *w
   return 1;
 }
 
+/* sframe_record_rule()'s common case, for the step to take inline (a call
+ * of the global function costs a return, as record.bpf.c's read_word says):
+ * the PC in the walk's mapping and its row in the row cache. Copies the row to
+ * w->row and returns 1, else returns 0 having changed nothing (the PC may
+ * still have a row: sframe_record_rule() says). */
+static SFRAME_RECORD_INLINE int sframe_record_cached_rule(struct sframe_record_walk *w, __u64 lpc) {
+  if (!w->have_process || !w->map_module || !(lpc >= w->map_start && lpc < w->map_end)) return 0;
+  const __u64 tag = sframe_record_row_tag(w, lpc);
+  struct sframe_record_row_cache *cache = SFRAME_RECORD_ROW_CACHE();
+  if (!tag || !cache) return 0;
+  const struct sframe_record_row_slot *cached = sframe_record_row_slot_of(cache, tag);
+  if (cached->tag != tag) return 0;
+  w->row_lookups++;
+  w->row_cache_hits++;
+  w->row = cached->row;
+  return 1;
+}
+
 /* Ends the walk: why (enum sframe_record_stop) and the address concerned
  * (0 where none). Returns 0, sframe_record_step()'s "the walk ends". */
 static SFRAME_RECORD_INLINE int sframe_record_end(struct sframe_record_walk *w, __u8 why, __u64 address) {
@@ -341,7 +373,7 @@ static SFRAME_RECORD_INLINE int sframe_record_end(struct sframe_record_walk *w, 
 SFRAME_RECORD_STEP_LINKAGE int sframe_record_step(struct sframe_record_walk *w) {
   if (!w) return 0;
   const __u64 lpc = w->exact ? w->pc : w->pc - 1;
-  const int have = sframe_record_rule(w, lpc);
+  const int have = sframe_record_cached_rule(w, lpc) || sframe_record_rule(w, lpc);
   const struct sframe_record_row row = w->row;
   __u64 cfa = 0, ra = 0, fp = w->fp, sp = 0, rbx = 0;
   __u8 fp_known = w->fp_known, signal = 0, rbx_known = 0, source;
