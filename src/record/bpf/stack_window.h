@@ -100,12 +100,9 @@ static SFRAME_RECORD_INLINE int sframe_record_window_read(struct sframe_record_w
                                 win->base + ((__u64)k << SFRAME_RECORD_WINDOW_CHUNK_SHIFT)))
       win->failed |= bit;
   }
-  if (win->failed & bit) return SFRAME_RECORD_READ_USER(dst, 8, addr);
-  __u32 o = (__u32)off;
-  SFRAME_RECORD_OPAQUE(o);
-  o &= SFRAME_RECORD_WINDOW_BYTES - 1;
-  __builtin_memcpy(dst, &win->bytes[o], 8);
-  return 0;
+  /* From the chunk when it read whole, else on its own. */
+  if (!sframe_record_window_hit(win, dst, addr)) return 0;
+  return SFRAME_RECORD_READ_USER(dst, 8, addr);
 }
 
 #endif
