@@ -32,7 +32,9 @@
 #           current perf (libdw) unwinds the copied stacks of the --check
 #           file, and at least 99% of those samples have the same user frames
 #           (symbol and DSO) in the recording (tests/record/check.py; where
-#           perf's 8 KB copy ran out, its frames a prefix of ours). The
+#           perf's 8 KB copy ran out, its frames a prefix of ours; for a
+#           recursion 200 calls deep, tests/record/deep.c, most walks end at
+#           the depth limit with 127 frames, a prefix of perf's). The
 #           later programs take the C library's and the vDSO's tables from
 #           the table cache the first one filled (the static ones exactly
 #           the vDSO's); one takes them rebuilt from a damaged file.
@@ -225,7 +227,7 @@ case $part in
     here=$perf_tests
     # Every sample checked, some 250 or more per program: the 99% then
     # allows a difference or two.
-    for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe dense; do
+    for p in c cxx python threads dlopen dlopen_debug_frame static static_gsframe dense deep; do
       case $p in
         c | static*) build_part "$p" 12000 ;;
         cxx) build_part cxx 180 ;;
@@ -233,6 +235,10 @@ case $part in
         # summary must show in the tables.
         dense) gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o dense "$record_tests/dense.c"
                cmd=(./dense 400000) ;;
+        # Stacks of 200 frames: the walk stops at its depth limit, perf
+        # unwinds them all.
+        deep) gcc -O2 -g -fomit-frame-pointer -Wa,--gsframe -o deep "$record_tests/deep.c"
+              cmd=(./deep 200 2500) ;;
         *) build_part "$p" ;;
       esac
       [[ $p = dlopen* ]] && cmd[2]=12000
@@ -261,10 +267,19 @@ case $part in
       fi
       "$perf7" script --no-inline --max-stack 1024 -i "$p.data.check" -F tid,time,ip,sym,dso >theirs.txt 2>perf72.err ||
         { echo "FAIL: perf 7.2 cannot read $p.data.check:"; cat perf72.err; fail=1; continue; }
-      "$perf7" script --no-inline -i "$p.data" -F tid,time,ip,sym,dso >ours.txt 2>perf72.err ||
+      "$perf7" script --no-inline --max-stack 1024 -i "$p.data" -F tid,time,ip,sym,dso >ours.txt 2>perf72.err ||
         { echo "FAIL: perf 7.2 cannot read $p.data:"; cat perf72.err; fail=1; continue; }
-      python3 "$record_tests/check.py" ours.txt theirs.txt "$p.data.check" 99 | sed "s/^/$p: /"
-      [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+      python3 "$record_tests/check.py" ours.txt theirs.txt "$p.data.check" 99 >check.out || fail=1
+      sed "s/^/$p: /" check.out
+      if [ "$p" = deep ]; then
+        # Most samples are at the bottom of the recursion: their walks end
+        # at the depth limit, with 127 frames perf unwinds too.
+        copied=$(sed -n 's/^--check: \([0-9]*\) samples copied.*/\1/p' check.out)
+        at_limit=$(sed -n 's/.* \([0-9]*\) at our depth limit.*/\1/p' check.out)
+        if ! [ "${at_limit:-0}" -gt 0 ] || [ $((2 * at_limit)) -lt "${copied:-0}" ]; then
+          echo "FAIL: deep: ${at_limit:-no} of ${copied:-?} checked samples walked to the depth limit (want most)"; fail=1
+        fi
+      fi
     done
     ;;
   profile)
