@@ -39,6 +39,7 @@
 #include "tables.hpp"
 #include "time_order.hpp"
 #include "sframe/elf/elf.hpp"
+#include "sframe/format/detail/scratch.hpp"
 #include "sframe/elf/symbols.hpp"
 #include "sframe/process/process.hpp"
 
@@ -577,7 +578,10 @@ class Recording {
   void hold(std::span<const std::byte> rec) {
     // Reserved whole, once: the pages are touched only as records fill
     // them, and a vector that grew by doubling touched (faulted in) twice
-    // the bytes it held, in fresh blocks at each growth.
+    // the bytes it held, in fresh blocks at each growth. Scratch pages, on
+    // transparent huge pages where the system gives them on request: a
+    // long recording's records faulted in a 4 KiB page at a time cost
+    // more than copying them here.
     if (held_.capacity() == 0) held_.reserve(kHoldBytes);
     if (held_.empty()) held_since_ = monotonic_ns();
     held_.insert(held_.end(), rec.begin(), rec.end());
@@ -746,7 +750,7 @@ class Recording {
   std::unordered_set<std::uint32_t> tracked_;
   std::map<std::string, std::string> build_ids_;
   TimeOrder merge_;
-  std::vector<std::byte> held_;  // for the consumer (hold())
+  std::vector<std::byte, sframe::detail::ScratchAllocator<std::byte>> held_;  // for the consumer (hold())
   std::uint64_t held_since_ = 0;
   std::vector<std::uint64_t> chain_;
   std::vector<std::byte> rewritten_;
