@@ -39,8 +39,8 @@
 #include "tables.hpp"
 #include "time_order.hpp"
 #include "sframe/elf/elf.hpp"
-#include "sframe/format/detail/scratch.hpp"
 #include "sframe/elf/symbols.hpp"
+#include "sframe/format/detail/scratch.hpp"
 #include "sframe/process/process.hpp"
 
 namespace sframe::record {
