@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sframepp: the user-stack walk of `sframe record`, in C that compiles for
- * the BPF target (record.bpf.c, four steps per bpf_loop iteration) and for the
+ * the BPF target (record.bpf.c, a few steps per bpf_loop iteration) and for the
  * host (the differential test holds it to the library's walk,
  * process::walk_chain, on the same stacks and tables).
  *
