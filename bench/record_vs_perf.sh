@@ -43,7 +43,9 @@
 # (perf's start-up is most of its own), and the workload's cost beyond
 # it per sample (the difference of medians over the sample count: a
 # rough figure where the fixed cost is most of a total): together they say
-# how a ratio moves with a recording's length; then start-up (-a with 100 more processes running: launch to recording,
+# how a ratio moves with a recording's length, and what the 20x goal
+# leaves a sample (perf's per-sample cost / 20) beside what the BPF
+# program alone takes per sample; then start-up (-a with 100 more processes running: launch to recording,
 # the BPF load's share) and memory (tables against .sframe/.eh_frame bytes,
 # the recorder's peak RSS).
 set -euo pipefail
@@ -61,6 +63,7 @@ collapse="python3 $here/tests/record/collapse.py"
 field() { sed -n "s/.*[;,(] *\([0-9.]*\) $1.*/\1/p" "$2" | head -1; }
 mean_ns() { sed -n 's/.*BPF program: \([0-9]*\) ns per sample.*/\1/p' "$1"; }
 median_ns() { sed -n 's/.*walk mean [0-9]* ns, median \([0-9]*\) ns.*/\1/p' "$1"; }
+walk_ns() { sed -n 's/.*walk mean \([0-9]*\) ns.*/\1/p' "$1"; }
 bpf_s() { sed -n 's/.*BPF program: [0-9]* ns per sample (\([0-9.]*\) ms of kernel.*/\1/p' "$1" | awk '{ printf "%.6f\n", $1 / 1000 }'; }
 # One run's own CPU (task-clock of the command, not of its children): "cpu"
 # (seconds) appended to ./$name.
@@ -119,7 +122,7 @@ for w in ${WORKLOADS:-cfp c python clong pylong}; do
     sync
     run alone_$w "${cmd[@]}"
     run srec_$w "$sframe" record --cache cache -F 999 -o s.data -- "${cmd[@]}"
-    echo "$(mean_ns err) $(median_ns err)" >>ns_$w
+    echo "$(mean_ns err) $(median_ns err) $(walk_ns err)" >>ns_$w
     samples err >>nsmp_$w
     echo "$(( $(stat -c %s s.data) / $(samples err) ))" >>bytes_$w
     run sconv_$w "$sframe" perf script -i s.data --folded
@@ -168,12 +171,18 @@ for w in ${WORKLOADS:-cfp c python clong pylong}; do
     "$s_cold, $s_direct, $s_one | $d_direct (${dcr}x: $(goal "$dcr" 20 '>='), ${dr}x: $(goal "$dr" 20 '>='), ${dor}x: $(goal "$dor" 20 '>='))" \
     "$(slow srec_$w) | $(slow pdw_$w) | $(slow pfp_$w) (alone $(med alone_$w 1) s)"
   if [ "${cmd[0]}" = ./prog ]; then fixed_cost ./prog 0; else fixed_cost "${cmd[0]}" -c 'import json'; fi
+  # The 20x goal's budget per sample beyond the fixed cost (perf's / 20)
+  # against what the BPF program alone takes of it (its walk and the rest:
+  # the kernel callchain, the record, the ring buffer): what is left for
+  # the recorder's and the conversion's share of a sample.
   per_sample+=$(awk -v w="$w" -v n="$(med nsmp_$w)" -v pn="$(med pnsmp_$w)" -v one="$s_one" -v two="$s_direct" \
-    -v d="$d_direct" -v fixed="$fixed" 'BEGIN {
+    -v d="$d_direct" -v fixed="$fixed" -v bpf="$(med ns_$w 1)" -v walk="$(med ns_$w 3)" 'BEGIN {
       split(fixed, f, " ")
       a = (one - f[1]) / n * 1e6; b = (two - f[2]) / n * 1e6; c = (d - f[3]) / pn * 1e6
       printf "  %-7s fixed %.1f | %.1f | %.1f ms; per sample beyond it %.1f | %.1f | %.1f us (%d and %d samples: perf dwarf / one step %.0fx)\n",
-        w, f[1] * 1000, f[2] * 1000, f[3] * 1000, a, b, c, n, pn, (a > 0 ? c / a : 0) }')$'\n'
+        w, f[1] * 1000, f[2] * 1000, f[3] * 1000, a, b, c, n, pn, (a > 0 ? c / a : 0)
+      printf "          20x budget per sample %.2f us: the BPF program takes %.2f us of it (%.0f%%; walk %.2f, the rest %.2f), the recorder and conversion %.2f us in one step\n",
+        c / 20, bpf / 1000, (c > 0 ? 100 * bpf / 1000 / (c / 20) : 0), walk / 1000, (bpf - walk) / 1000, a - bpf / 1000 }')$'\n'
   per_sample+="          (fixed-cost runs: $fixed_ranges)"$'\n'
 done
 echo "fixed cost (the program doing nothing, table cache warm) and the rest per sample, sframe one step | two steps | perf dwarf:"
