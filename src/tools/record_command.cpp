@@ -61,7 +61,9 @@ class RecordCommand final : public Command {
                      "Keep module tables here by build-id, built once for later recordings (default: "
                      "$XDG_CACHE_HOME/sframepp/record, else ~/.cache/sframepp/record)");
     app_->add_flag("--no-cache", no_cache_, "Build every module's table, and keep none");
-    app_->add_option("command", opt_.command, "The command to start and record (after --)");
+    app_->add_option("command", opt_.command,
+                     "The command to start and record (after --); sframe then exits with its status (128 + the "
+                     "signal that killed it), as perf record does");
     // The benchmark's baseline: the same program walking the same stacks
     // by frame pointers alone.
     app_->add_option("--walk", walk_, "How the kernel walks user stacks: sframe, or fp (frame pointers only)")
@@ -148,7 +150,9 @@ class RecordCommand final : public Command {
       return 1;
     }
     print_summary(sum, opt_);
-    return conversion ? conversion->end() : 0;
+    if (conversion)
+      if (const int rc = conversion->end(); rc != 0) return rc;
+    return command_exit_code(sum.command_status);
   }
 
  private:
@@ -185,6 +189,17 @@ class RecordCommand final : public Command {
     std::uint64_t undecoded_ = 0;
   };
 
+  // The command's fate as sframe's exit status, as perf record and
+  // time(1) report it: its own status, or 128 + the signal that killed it;
+  // 0 with no command, or one still running when the recording stopped
+  // (killed by the recorder at --duration: not the command's failure).
+  static int command_exit_code(int wait_status) {
+    if (wait_status < 0) return 0;
+    if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+    return 0;
+  }
+
   static int complain_and_fail(const std::string& where, const std::string& why) {
     complain(where, why);
     return 1;
@@ -205,7 +220,6 @@ class RecordCommand final : public Command {
     std::string stops;
     for (std::size_t i = 0; i < s.stops.size(); ++i)
       if (s.stops[i]) stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", record::stop_name(i), s.stops[i]);
-    const double n = s.samples ? double(s.samples) : 1.0;
     std::string status;
     if (s.command_status >= 0 && s.command_status != 0) {
       status = WIFEXITED(s.command_status) ? fmt::format("; the command exited with {}", WEXITSTATUS(s.command_status))
@@ -219,25 +233,40 @@ class RecordCommand final : public Command {
       status += fmt::format("; {} module tables and {} process tables the kernel refused (frame pointers there)",
                             s.modules_refused, s.processes_refused);
     const record::TableStats& t = s.tables;
+    // Per-sample figures are 0 when there was no sample.
+    const auto per = [&](double v) { return s.samples ? v / double(s.samples) : 0.0; };
+    // One line of what was recorded (and how the command ended), then one
+    // per part: the frames, the walks, the BPF program, the tables, the
+    // recorder.
+    fmt::print(stderr, "sframe record: {} samples in {:.2f} s, {} lost; {:.0f} bytes per sample ({} records, {} bytes){}\n",
+               s.samples, s.seconds, s.lost + s.sideband_lost, per(double(s.bytes)), s.records, s.bytes, status);
     fmt::print(stderr,
-               "sframe record: {} samples in {:.2f} s, {} lost; {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); "
-               "user callers from: sframe {}, generated {}, frame-pointer {}, signal-frame {}; user walks ended: {}; "
-               "{} samples before their process's tables, {} with a PC in no mapped module's ({} of them unwound in user space from a stack copy); {:.0f} bytes per sample ({} records, {} bytes); BPF "
-               "program: {:.0f} ns per sample ({:.1f} ms of kernel run_time_ns over the samples; {:.0f} ns mean over its {} runs, "
-               "other tasks' and CPUs' included), walk mean {:.0f} ns, median {} ns, rows from the row cache {:.0f}% of {}; tables: {} "
-               "modules ({} with generated SFrame, {} from the cache), {} pages of {} rows (at most {} in a page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of "
-               ".eh_frame), {} rules and {} pages left to frame pointers; set-up {:.0f} ms (BPF load {:.0f} ms), "
-               "tables {:.0f} ms; recorder CPU {:.0f} ms{}\n",
-               s.samples, s.seconds, s.lost + s.sideband_lost, double(s.kernel_frames + s.user_frames) / n,
-               double(s.kernel_frames) / n, double(s.user_frames) / n, s.by_source[1], s.by_source[2], s.by_source[0],
-               s.by_source[3], stops.empty() ? "none" : stops, s.no_process, s.unmapped_pc, s.deferred, double(s.bytes) / n, s.records, s.bytes,
-               double(s.bpf_run_ns) / n, double(s.bpf_run_ns) / 1e6,
-               s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, double(s.walk_ns) / n,
-               s.walk_ns_median,
-               s.row_lookups ? 100.0 * double(s.row_cache_hits) / double(s.row_lookups) : 0.0, s.row_lookups, t.modules,
-               t.generated_modules, t.cached_modules, t.pages, t.rows, t.max_page_rows, double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6,
-               double(t.eh_frame_bytes) / 1e6, t.unsupported_rules, t.overflow_pages, double(s.setup_ns + s.load_ns) / 1e6,
-               double(s.load_ns) / 1e6, double(s.table_ns) / 1e6, double(s.recorder_cpu_ns) / 1e6, status);
+               "  {:.1f} frames per sample (kernel {:.1f}, user {:.1f}); user callers from: sframe {}, generated {}, "
+               "frame-pointer {}, signal-frame {}\n",
+               per(double(s.kernel_frames + s.user_frames)), per(double(s.kernel_frames)), per(double(s.user_frames)),
+               s.by_source[1], s.by_source[2], s.by_source[0], s.by_source[3]);
+    fmt::print(stderr,
+               "  user walks ended: {}; {} samples before their process's tables, {} with a PC in no mapped module's "
+               "({} of them unwound in user space from a stack copy)\n",
+               stops.empty() ? "none" : stops, s.no_process, s.unmapped_pc, s.deferred);
+    fmt::print(stderr,
+               "  BPF program: {:.0f} ns per sample ({:.1f} ms of kernel run_time_ns over the samples; {:.0f} ns mean over "
+               "its {} runs, other tasks' and CPUs' included), walk mean {:.0f} ns, median {} ns, rows from the row "
+               "cache {:.0f}% of {}\n",
+               per(double(s.bpf_run_ns)), double(s.bpf_run_ns) / 1e6,
+               s.bpf_run_cnt ? double(s.bpf_run_ns) / double(s.bpf_run_cnt) : 0.0, s.bpf_run_cnt, per(double(s.walk_ns)),
+               s.walk_ns_median, s.row_lookups ? 100.0 * double(s.row_cache_hits) / double(s.row_lookups) : 0.0,
+               s.row_lookups);
+    fmt::print(stderr,
+               "  tables: {} modules ({} with generated SFrame, {} from the cache), {} pages of {} rows (at most {} in a "
+               "page), {:.1f} MB (from {:.1f} MB of .sframe and {:.1f} MB of .eh_frame), {} rules and {} pages left to "
+               "frame pointers\n",
+               t.modules, t.generated_modules, t.cached_modules, t.pages, t.rows, t.max_page_rows,
+               double(t.table_bytes) / 1e6, double(t.sframe_bytes) / 1e6, double(t.eh_frame_bytes) / 1e6,
+               t.unsupported_rules, t.overflow_pages);
+    fmt::print(stderr, "  set-up {:.0f} ms (BPF load {:.0f} ms), tables {:.0f} ms; recorder CPU {:.0f} ms\n",
+               double(s.setup_ns + s.load_ns) / 1e6, double(s.load_ns) / 1e6, double(s.table_ns) / 1e6,
+               double(s.recorder_cpu_ns) / 1e6);
   }
 
   record::RecordOptions opt_;

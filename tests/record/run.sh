@@ -360,6 +360,16 @@ case $part in
     set -e
     [ $rc -eq 0 ] || { echo "FAIL: SIGINT: exit $rc"; cat int.err; fail=1; }
     perf script -i int.data >/dev/null 2>e.txt || { echo "FAIL: perf 6.1 cannot read the interrupted recording"; cat e.txt; fail=1; }
+    # A command that fails or is killed: its status, as the current perf
+    # record's own (3, and 128 + SIGTERM), and a complete recording still.
+    for c in 'exit 3' 'kill -TERM $$'; do
+      set +e
+      "$perf7" record -q -e cpu-clock -o pst.data -- sh -c "$c" >o.txt 2>&1; want=$?
+      "$sframe" record -o st.data -- sh -c "$c" >o.txt 2>e.txt; rc=$?
+      set -e
+      [ $rc -eq $want ] && [ $rc -ne 0 ] || { echo "FAIL: record -- sh -c '$c': exit $rc, perf record's $want"; cat e.txt; fail=1; }
+      perf script -i st.data >/dev/null 2>o.txt || { echo "FAIL: perf 6.1 cannot read the recording of sh -c '$c'"; cat o.txt; fail=1; }
+    done
     # An output that cannot be written: the old file as it was.
     mkdir ro && echo old >ro/keep.data && chmod 555 ro
     set +e
@@ -379,7 +389,7 @@ case $part in
       [ $rc -eq 1 ] && [ ! -e ran ] && [ "$(wc -l <e.txt)" -eq 1 ] && grep -q "nodir/x" e.txt ||
         { echo "FAIL: record $opt: exit $rc, the command ran: $([ -e ran ] && echo yes || echo no)"; cat e.txt; fail=1; }
     done
-    echo "errors: no root, usage, missing command, SIGINT, unwritable output (before recording for --folded, --pprof)"
+    echo "errors: no root, usage, missing command, the command's exit status, SIGINT, unwritable output (before recording for --folded, --pprof)"
     ;;
   walk)
     check=$(readlink -f "$4")
