@@ -228,15 +228,6 @@ class Recording {
         if (!any) break;
       }
     }
-    // Stopped by a signal or the duration: a command that has exited
-    // meanwhile (a Ctrl-C reaches it too) still has its status taken.
-    if (child_ > 0 && !reaped_) {
-      int status = 0;
-      if (waitpid(child_, &status, WNOHANG) == child_) {
-        reaped_ = true;
-        sum_.command_status = status;
-      }
-    }
     if (pidfd >= 0) close(pidfd);
     for (int fd : pid_fds) close(fd);
     if (!werr_.empty()) return werr_;

@@ -192,7 +192,8 @@ class RecordCommand final : public Command {
   // The command's fate as sframe's exit status, as perf record and
   // time(1) report it: its own status, or 128 + the signal that killed it;
   // 0 with no command, or one still running when the recording stopped
-  // (killed by the recorder at --duration: not the command's failure).
+  // (at --duration or a signal: the recorder then ends it, which is not
+  // the command's failure).
   static int command_exit_code(int wait_status) {
     if (wait_status < 0) return 0;
     if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
